@@ -1,0 +1,44 @@
+# Helpers shared by every directory.
+
+# rocetune_library(NAME SRCS ... DEPS ...): a static library with the project's warnings.
+function(rocetune_library name)
+  cmake_parse_arguments(ARG "" "" "SRCS;DEPS" ${ARGN})
+  add_library(${name} STATIC ${ARG_SRCS})
+  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR}/proto)
+  target_compile_options(${name} PRIVATE ${ROCETUNE_WARNINGS})
+  target_link_libraries(${name} PUBLIC ${ARG_DEPS})
+endfunction()
+
+# rocetune_binary(NAME SRCS ... DEPS ...): an executable with the project's warnings.
+function(rocetune_binary name)
+  cmake_parse_arguments(ARG "" "" "SRCS;DEPS" ${ARGN})
+  add_executable(${name} ${ARG_SRCS})
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR}/proto)
+  target_compile_options(${name} PRIVATE ${ROCETUNE_WARNINGS})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS})
+endfunction()
+
+# rocetune_test(NAME SRCS ... DEPS ... LABEL unit|integration|e2e|vm [TIMEOUT s]):
+# a GoogleTest binary registered with ctest under the given label. In the sanitizer
+# build (ROCETUNE_UNIT_ONLY) only unit tests are built.
+function(rocetune_test name)
+  cmake_parse_arguments(ARG "" "LABEL;TIMEOUT" "SRCS;DEPS" ${ARGN})
+  if(NOT ARG_LABEL)
+    set(ARG_LABEL unit)
+  endif()
+  if(ROCETUNE_UNIT_ONLY AND NOT ARG_LABEL STREQUAL "unit")
+    return()
+  endif()
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 300)
+  endif()
+  add_executable(${name} ${ARG_SRCS})
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR}/proto)
+  target_compile_options(${name} PRIVATE ${ROCETUNE_WARNINGS})
+  target_compile_definitions(${name} PRIVATE
+    ROCETUNE_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
+    ROCETUNE_BINARY_DIR="${PROJECT_BINARY_DIR}")
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
+  add_test(NAME ${name} COMMAND ${name})
+  set_tests_properties(${name} PROPERTIES LABELS ${ARG_LABEL} TIMEOUT ${ARG_TIMEOUT})
+endfunction()

@@ -1,0 +1,50 @@
+#ifndef ROCETUNE_DAEMON_CLOCK_H_
+#define ROCETUNE_DAEMON_CLOCK_H_
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace rocetune {
+
+// Monotonic and wall time. The only way rocetune code reads time, so tests can
+// substitute FakeClock.
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  // Monotonic time since an arbitrary epoch; never goes backwards.
+  virtual absl::Duration Monotonic() = 0;
+  // Wall-clock time.
+  virtual absl::Time Now() = 0;
+  // Blocks the caller for `d` of this clock's time.
+  virtual void SleepFor(absl::Duration d) = 0;
+
+  // The process-wide real clock.
+  static Clock* Real();
+};
+
+class RealClock : public Clock {
+ public:
+  absl::Duration Monotonic() override;
+  absl::Time Now() override;
+  void SleepFor(absl::Duration d) override;
+};
+
+// A clock that moves only when told to. Thread-safe. SleepFor advances the
+// clock by the requested amount instead of blocking.
+class FakeClock : public Clock {
+ public:
+  explicit FakeClock(absl::Time start = absl::FromUnixSeconds(1'700'000'000));
+  absl::Duration Monotonic() override;
+  absl::Time Now() override;
+  void SleepFor(absl::Duration d) override;
+  void Advance(absl::Duration d);
+
+ private:
+  absl::Mutex mu_;
+  absl::Time now_ ABSL_GUARDED_BY(mu_);
+  absl::Duration mono_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace rocetune
+
+#endif  // ROCETUNE_DAEMON_CLOCK_H_

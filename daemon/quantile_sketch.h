@@ -1,0 +1,76 @@
+#ifndef ROCETUNE_DAEMON_QUANTILE_SKETCH_H_
+#define ROCETUNE_DAEMON_QUANTILE_SKETCH_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "rocetune/v1/sketch.pb.h"
+
+namespace rocetune {
+
+// A mergeable quantile sketch with a relative-error guarantee (DDSketch,
+// Masson et al., VLDB 2019). For any quantile q, Quantile(q) is within a
+// factor (1 +- relative_accuracy) of the exact q-quantile of the inserted
+// values, as long as no bucket collapse happened (see kMaxBuckets).
+//
+// Values are non-negative (latencies in seconds); values at or below
+// kMinIndexable count as zero. Not thread-safe.
+class QuantileSketch {
+ public:
+  static constexpr double kDefaultRelativeAccuracy = 0.01;
+  static constexpr double kMinIndexable = 1e-9;
+  // Bound on memory: with 1% accuracy this covers 1 ns .. > 10^15 s. When a sketch would
+  // exceed it, the lowest buckets are folded together (only the lowest quantiles lose accuracy).
+  static constexpr int kMaxBuckets = 4096;
+
+  // REQUIRES: 0 < relative_accuracy < 1.
+  explicit QuantileSketch(double relative_accuracy = kDefaultRelativeAccuracy);
+
+  void Insert(double value);
+  void Insert(double value, uint64_t count);
+
+  // Adds every value of `other` to this sketch. Fails with kInvalidArgument
+  // when the relative accuracies differ.
+  absl::Status Merge(const QuantileSketch& other);
+
+  // REQUIRES: 0 <= q <= 1. Returns 0 for an empty sketch.
+  double Quantile(double q) const;
+
+  uint64_t count() const { return count_; }
+  double min() const { return count_ == 0 ? 0 : min_; }
+  double max() const { return count_ == 0 ? 0 : max_; }
+  double sum() const { return sum_; }
+  double relative_accuracy() const { return relative_accuracy_; }
+  bool empty() const { return count_ == 0; }
+  // Approximate heap bytes held by the sketch.
+  size_t MemoryBytes() const;
+  void Clear();
+
+  void ToProto(v1::Sketch* out) const;
+  v1::Sketch ToProto() const;
+  // Validates untrusted input: accuracy range, bucket count and index range,
+  // min <= max, count overflow. kInvalidArgument on violation.
+  static absl::StatusOr<QuantileSketch> FromProto(const v1::Sketch& proto);
+
+ private:
+  int Index(double value) const;
+  double Value(int index) const;
+  void Grow(int index);
+
+  double relative_accuracy_;
+  double gamma_;
+  double inv_log_gamma_;
+  int offset_ = 0;                // bucket index of counts_[0]
+  std::vector<uint64_t> counts_;  // dense
+  uint64_t zero_count_ = 0;
+  uint64_t count_ = 0;
+  double min_ = 0;
+  double max_ = 0;
+  double sum_ = 0;
+};
+
+}  // namespace rocetune
+
+#endif  // ROCETUNE_DAEMON_QUANTILE_SKETCH_H_

@@ -1,0 +1,54 @@
+#include "daemon/shutdown.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <thread>
+
+namespace rocetune {
+namespace {
+
+absl::Notification& Note() {
+  static absl::Notification* n = new absl::Notification();
+  return *n;
+}
+std::atomic<int> g_signal{0};
+std::atomic<bool> g_requested{false};
+
+}  // namespace
+
+void Shutdown::Install() {
+  static std::atomic<bool> installed{false};
+  if (installed.exchange(true)) return;
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  // Writes to a closed gRPC/HTTP socket must not kill the daemon.
+  signal(SIGPIPE, SIG_IGN);
+  std::thread([set]() {
+    int sig = 0;
+    while (sigwait(&set, &sig) != 0) {
+    }
+    g_signal.store(sig);
+    Shutdown::Request();
+  }).detach();
+}
+
+bool Shutdown::Requested() { return g_requested.load(); }
+
+bool Shutdown::WaitFor(absl::Duration timeout) {
+  return Note().WaitForNotificationWithTimeout(timeout);
+}
+
+void Shutdown::Wait() { Note().WaitForNotification(); }
+
+void Shutdown::Request() {
+  if (!g_requested.exchange(true)) Note().Notify();
+}
+
+int Shutdown::Signal() { return g_signal.load(); }
+
+}  // namespace rocetune
