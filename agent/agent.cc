@@ -1,0 +1,271 @@
+#include "agent/agent.h"
+
+#include <algorithm>
+#include <unistd.h>
+
+#include <map>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/logging.h"
+#include "grpcpp/grpcpp.h"
+
+namespace rocetune {
+
+namespace {
+
+bool IsLoopbackTarget(const std::string& target) {
+  std::string host = target;
+  if (!host.empty() && host[0] == '[') {
+    host = host.substr(1, host.find(']') - 1);
+  } else if (auto colon = host.rfind(':'); colon != std::string::npos) {
+    host = host.substr(0, colon);
+  }
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options, HostSeams seams) {
+  if (options.host_id.empty()) {
+    return absl::InvalidArgumentError("agent: host_id is required");
+  }
+  if (seams.discovery == nullptr || seams.counters == nullptr || seams.clock == nullptr) {
+    return absl::InvalidArgumentError("agent: discovery, counters and clock seams are required");
+  }
+  if (options.sample_interval < absl::Milliseconds(10)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("agent: sample interval ", absl::FormatDuration(options.sample_interval),
+                     " is below the 10ms minimum"));
+  }
+  if (!IsLoopbackTarget(options.controller)) {
+    return absl::UnimplementedError(absl::StrCat(
+        "agent: controller ", options.controller,
+        " is not on loopback; plaintext is only allowed to loopback and TLS is not built yet"));
+  }
+  return std::unique_ptr<Agent>(new Agent(std::move(options), seams));
+}
+
+Agent::Agent(AgentOptions options, HostSeams seams)
+    : options_(std::move(options)), seams_(seams) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
+              static_cast<int>(absl::ToInt64Milliseconds(options_.reconnect_min)));
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
+              static_cast<int>(absl::ToInt64Milliseconds(options_.reconnect_max)));
+  channel_ = grpc::CreateCustomChannel(options_.controller, grpc::InsecureChannelCredentials(),
+                                       args);
+  stub_ = v1::AgentService::NewStub(channel_);
+}
+
+Agent::~Agent() { Stop(); }
+
+void Agent::Stop() {
+  if (stopping_.exchange(true)) return;
+  stopped_.Notify();
+  absl::MutexLock lock(&mu_);
+  if (active_context_ != nullptr) active_context_->TryCancel();
+}
+
+AgentStats Agent::stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+absl::StatusOr<v1::Hello> Agent::BuildHello() {
+  v1::Hello hello;
+  hello.set_host_id(options_.host_id);
+  char name[256] = {0};
+  if (gethostname(name, sizeof(name) - 1) == 0) hello.set_hostname(name);
+  for (const auto& [k, v] : options_.labels) (*hello.mutable_labels())[k] = v;
+  absl::StatusOr<std::vector<v1::NicDevice>> devices = seams_.discovery->Discover();
+  if (!devices.ok()) return devices.status();
+  for (auto& d : *devices) {
+    if (d.counter_source().empty()) d.set_counter_source(seams_.counters->name());
+    if (d.cc_param_layout().empty()) {
+      d.set_cc_param_layout(seams_.cc != nullptr ? seams_.cc->layout() : "none");
+    }
+    if (seams_.cc != nullptr) {
+      absl::StatusOr<v1::DeviceParameters> params = seams_.cc->Read(d.name());
+      if (params.ok()) *hello.mutable_current_parameters()->add_devices() = *params;
+    }
+    *hello.add_devices() = std::move(d);
+  }
+  hello.add_capabilities(absl::StrCat("counters.", seams_.counters->name()));
+  if (seams_.cc != nullptr) hello.add_capabilities(absl::StrCat("dcqcn.", seams_.cc->layout()));
+  if (seams_.pfc != nullptr) hello.add_capabilities("pfc");
+  if (seams_.prober != nullptr) hello.add_capabilities(absl::StrCat("probe.", seams_.prober->kind()));
+  hello.set_agent_version("0.1.0");
+  {
+    absl::MutexLock lock(&mu_);
+    hello.set_current_version(stats_.applied_version);
+    hello.set_current_probe_plan_version(stats_.probe_plan_version);
+  }
+  return hello;
+}
+
+bool Agent::Write(grpc::ClientReaderWriter<v1::AgentMessage, v1::ControllerMessage>* stream,
+                  const v1::AgentMessage& msg) {
+  absl::MutexLock lock(&write_mu_);
+  return stream->Write(msg);
+}
+
+void Agent::HandleMessage(
+    const v1::ControllerMessage& msg,
+    grpc::ClientReaderWriter<v1::AgentMessage, v1::ControllerMessage>* stream) {
+  v1::AgentMessage reply;
+  if (msg.has_desired_state()) {
+    const v1::DesiredState& ds = msg.desired_state();
+    // The transactional apply path is wired in by the agent issue; until then a
+    // host refuses parameter changes and stays on its current version.
+    v1::Nack* nack = reply.mutable_nack();
+    nack->set_kind(v1::DESIRED_STATE);
+    nack->set_version(ds.version());
+    nack->set_nonce(ds.nonce());
+    nack->set_error("parameter apply is not supported by this agent build");
+    absl::MutexLock lock(&mu_);
+    nack->set_kept_version(stats_.applied_version);
+    ++stats_.nacks;
+  } else if (msg.has_probe_plan()) {
+    const v1::ProbePlan& plan = msg.probe_plan();
+    absl::Status s = seams_.prober != nullptr
+                         ? seams_.prober->SetPlan(plan)
+                         : absl::UnavailableError("this host has no prober");
+    absl::MutexLock lock(&mu_);
+    if (s.ok()) {
+      v1::Ack* ack = reply.mutable_ack();
+      ack->set_kind(v1::PROBE_PLAN);
+      ack->set_version(plan.version());
+      ack->set_nonce(plan.nonce());
+      stats_.probe_plan_version = plan.version();
+      ++stats_.acks;
+    } else {
+      v1::Nack* nack = reply.mutable_nack();
+      nack->set_kind(v1::PROBE_PLAN);
+      nack->set_version(plan.version());
+      nack->set_nonce(plan.nonce());
+      nack->set_error(std::string(s.message()));
+      nack->set_kept_version(stats_.probe_plan_version);
+      ++stats_.nacks;
+    }
+  } else {
+    LogOnce("agent.unknown_controller_message", LogLevel::kWarning,
+            "ignoring unknown controller message");
+    return;
+  }
+  Write(stream, reply);
+}
+
+absl::Status Agent::RunStream() {
+  absl::StatusOr<v1::Hello> hello = BuildHello();
+  if (!hello.ok()) return hello.status();
+  grpc::ClientContext ctx;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_.load()) return absl::OkStatus();
+    active_context_ = &ctx;
+  }
+  auto clear_ctx = [&]() {
+    absl::MutexLock lock(&mu_);
+    active_context_ = nullptr;
+  };
+  std::unique_ptr<grpc::ClientReaderWriter<v1::AgentMessage, v1::ControllerMessage>> stream =
+      stub_->Connect(&ctx);
+  v1::AgentMessage first;
+  *first.mutable_hello() = *hello;
+  if (!Write(stream.get(), first)) {
+    grpc::Status st = stream->Finish();
+    clear_ctx();
+    return absl::UnavailableError(
+        absl::StrCat("controller ", options_.controller, ": ", st.error_message()));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    ++stats_.connects;
+  }
+  LogInfo("connected to controller", {{"controller", options_.controller},
+                                      {"host", options_.host_id}});
+  absl::Notification reader_done;
+  std::thread reader([&]() {
+    v1::ControllerMessage msg;
+    while (stream->Read(&msg)) HandleMessage(msg, stream.get());
+    reader_done.Notify();
+  });
+  std::map<CounterKey, uint64_t> previous;
+  absl::Duration last = seams_.clock->Monotonic();
+  absl::Time last_wall = seams_.clock->Now();
+  bool first_sample = true;
+  while (!stopping_.load() && !reader_done.HasBeenNotified()) {
+    if (stopped_.WaitForNotificationWithTimeout(options_.sample_interval)) break;
+    std::vector<CounterValue> values;
+    absl::Status cs = seams_.counters->Collect(&values);
+    absl::Duration now = seams_.clock->Monotonic();
+    absl::Time now_wall = seams_.clock->Now();
+    double seconds = absl::ToDoubleSeconds(now - last);
+    v1::AgentMessage out;
+    v1::Report* report = out.mutable_report();
+    report->set_start_unix_nanos(absl::ToUnixNanos(last_wall));
+    report->set_end_unix_nanos(absl::ToUnixNanos(now_wall));
+    if (!cs.ok()) {
+      LogOnce(absl::StrCat("agent.collect:", cs.message()), LogLevel::kWarning,
+              "counter collection failed", {{"error", std::string(cs.message())}});
+    }
+    for (const CounterValue& v : values) {
+      auto it = previous.find(v.key);
+      if (!first_sample && it != previous.end()) {
+        uint64_t delta = v.value >= it->second ? v.value - it->second : v.value;
+        v1::CounterSample* s = report->add_counters();
+        s->set_device(v.key.device);
+        s->set_port(v.key.port);
+        s->set_priority(v.key.priority);
+        s->set_name(v.key.name);
+        s->set_delta(delta);
+        s->set_rate_per_second(seconds > 0 ? static_cast<double>(delta) / seconds : 0);
+      }
+      previous[v.key] = v.value;
+    }
+    first_sample = false;
+    last = now;
+    last_wall = now_wall;
+    if (seams_.prober != nullptr) {
+      for (auto& w : seams_.prober->TakeWindow()) *report->add_latency() = std::move(w);
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      report->set_seq(++report_seq_);
+    }
+    if (!Write(stream.get(), out)) break;
+    absl::MutexLock lock(&mu_);
+    ++stats_.reports_sent;
+  }
+  {
+    absl::MutexLock lock(&write_mu_);
+    stream->WritesDone();
+  }
+  ctx.TryCancel();
+  reader.join();
+  grpc::Status st = stream->Finish();
+  clear_ctx();
+  if (stopping_.load()) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat("stream to ", options_.controller,
+                                             " ended: ", st.error_message()));
+}
+
+absl::Status Agent::Run() {
+  absl::Duration backoff = options_.reconnect_min;
+  while (!stopping_.load()) {
+    absl::Duration start = seams_.clock->Monotonic();
+    absl::Status s = RunStream();
+    if (stopping_.load()) break;
+    if (s.code() == absl::StatusCode::kInvalidArgument) return s;
+    if (seams_.clock->Monotonic() - start > absl::Seconds(30)) backoff = options_.reconnect_min;
+    LogOnce(absl::StrCat("agent.disconnected:", options_.controller), LogLevel::kWarning,
+            "controller unreachable; retrying with backoff",
+            {{"controller", options_.controller}, {"error", std::string(s.message())}});
+    if (stopped_.WaitForNotificationWithTimeout(backoff)) break;
+    backoff = std::min(backoff * 2, options_.reconnect_max);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace rocetune

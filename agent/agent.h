@@ -1,0 +1,103 @@
+#ifndef ROCETUNE_AGENT_AGENT_H_
+#define ROCETUNE_AGENT_AGENT_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "agent/host/cc_param_store.h"
+#include "agent/host/counter_source.h"
+#include "agent/host/nic_discovery.h"
+#include "agent/host/pfc_config.h"
+#include "agent/probe/prober.h"
+#include "daemon/clock.h"
+#include "rocetune/v1/agent.grpc.pb.h"
+
+namespace rocetune {
+
+// The host seams an agent runs against. Real hosts get the sysfs / netlink /
+// ethtool / dcbnl / verbs implementations; the fabric simulator supplies its own.
+// Any pointer except `discovery`, `counters` and `clock` may be null (the host
+// lacks that mechanism; the agent then Nacks what it cannot do).
+struct HostSeams {
+  NicDiscovery* discovery = nullptr;
+  CounterSource* counters = nullptr;
+  CcParamStore* cc = nullptr;
+  PfcConfig* pfc = nullptr;
+  Prober* prober = nullptr;
+  Clock* clock = nullptr;
+};
+
+struct AgentOptions {
+  std::string host_id;                     // required
+  std::string controller = "127.0.0.1:7070";
+  std::vector<std::pair<std::string, std::string>> labels;
+  absl::Duration sample_interval = absl::Seconds(1);
+  std::string state_dir;                   // "" = do not persist
+  // Channel credentials: plaintext is only allowed to loopback controllers.
+  bool insecure_loopback = true;
+  absl::Duration reconnect_min = absl::Milliseconds(200);
+  absl::Duration reconnect_max = absl::Seconds(10);
+};
+
+// Counters of what the agent did, for tests and /metrics.
+struct AgentStats {
+  uint64_t connects = 0;
+  uint64_t reports_sent = 0;
+  uint64_t acks = 0;
+  uint64_t nacks = 0;
+  std::string applied_version;
+  std::string probe_plan_version;
+};
+
+// One agent: connects to the controller's AgentService.Connect stream, sends
+// Hello, then a Report every sample interval, and answers each DesiredState /
+// ProbePlan with Ack (after apply and read-back) or Nack (previous version kept).
+// Reconnects with backoff; versions survive reconnects, nonces do not.
+class Agent {
+ public:
+  static absl::StatusOr<std::unique_ptr<Agent>> Create(AgentOptions options, HostSeams seams);
+  ~Agent();
+
+  // Runs until Stop(). Returns OK after Stop(); never returns on its own.
+  absl::Status Run();
+  // Thread-safe; makes Run() return promptly.
+  void Stop();
+
+  // Builds the Hello this agent sends (inventory, labels, current parameters).
+  absl::StatusOr<v1::Hello> BuildHello();
+  AgentStats stats() const;
+
+ private:
+  Agent(AgentOptions options, HostSeams seams);
+  // One connection lifetime; returns when the stream ends.
+  absl::Status RunStream();
+  void HandleMessage(const v1::ControllerMessage& msg,
+                     grpc::ClientReaderWriter<v1::AgentMessage, v1::ControllerMessage>* stream);
+  bool Write(grpc::ClientReaderWriter<v1::AgentMessage, v1::ControllerMessage>* stream,
+             const v1::AgentMessage& msg);
+
+  AgentOptions options_;
+  HostSeams seams_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::AgentService::Stub> stub_;
+  std::atomic<bool> stopping_{false};
+  absl::Notification stopped_;
+
+  absl::Mutex write_mu_;
+  mutable absl::Mutex mu_;
+  grpc::ClientContext* active_context_ ABSL_GUARDED_BY(mu_) = nullptr;
+  AgentStats stats_ ABSL_GUARDED_BY(mu_);
+  uint64_t report_seq_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace rocetune
+
+#endif  // ROCETUNE_AGENT_AGENT_H_
