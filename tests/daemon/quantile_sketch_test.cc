@@ -2,4 +2,180 @@
 
 #include <gtest/gtest.h>
 
-TEST(Placeholder, Builds) { rocetune::QuantileSketch s; s.Insert(1.0); EXPECT_EQ(s.count(), 1u); }
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+namespace rocetune {
+namespace {
+
+// Exact lower-nearest-rank quantile, the definition the sketch approximates.
+double ExactQuantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  size_t rank = static_cast<size_t>(q * static_cast<double>(v.size() - 1));
+  return v[rank];
+}
+
+void ExpectWithinRelativeError(const std::vector<double>& data, const QuantileSketch& s,
+                               double accuracy) {
+  for (double q : {0.0, 0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.999, 1.0}) {
+    double exact = ExactQuantile(data, q);
+    double got = s.Quantile(q);
+    EXPECT_LE(std::abs(got - exact), accuracy * exact * (1 + 1e-9))
+        << "q=" << q << " exact=" << exact << " sketch=" << got;
+  }
+}
+
+std::vector<double> Uniform(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> d(1e-6, 1e-3);
+  std::vector<double> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+std::vector<double> Lognormal(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::lognormal_distribution<double> d(std::log(20e-6), 1.0);
+  std::vector<double> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+// 99% fast (~5 us), 1% slow (~2 ms): the shape of RTTs under incast.
+std::vector<double> Bimodal(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> fast(5e-6, 0.5e-6);
+  std::normal_distribution<double> slow(2e-3, 0.2e-3);
+  std::bernoulli_distribution is_slow(0.01);
+  std::vector<double> v(n);
+  for (auto& x : v) x = std::max(1e-7, is_slow(rng) ? slow(rng) : fast(rng));
+  return v;
+}
+
+class AccuracyTest : public ::testing::TestWithParam<double> {};
+
+TEST_P(AccuracyTest, UniformLognormalBimodal) {
+  const double a = GetParam();
+  for (auto make : {Uniform, Lognormal, Bimodal}) {
+    std::vector<double> data = make(100'000, 42);
+    QuantileSketch s(a);
+    for (double x : data) s.Insert(x);
+    ASSERT_EQ(s.count(), data.size());
+    ExpectWithinRelativeError(data, s, a);
+    EXPECT_DOUBLE_EQ(s.min(), *std::min_element(data.begin(), data.end()));
+    EXPECT_DOUBLE_EQ(s.max(), *std::max_element(data.begin(), data.end()));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Accuracies, AccuracyTest, ::testing::Values(0.01, 0.02, 0.005));
+
+TEST(QuantileSketchTest, BimodalTailIsSeen) {
+  std::vector<double> data = Bimodal(100'000, 7);
+  QuantileSketch s;
+  for (double x : data) s.Insert(x);
+  // p50 is in the fast mode, p999 in the slow one.
+  EXPECT_LT(s.Quantile(0.5), 10e-6);
+  EXPECT_GT(s.Quantile(0.999), 1e-3);
+}
+
+TEST(QuantileSketchTest, EmptyAndZeroValues) {
+  QuantileSketch s;
+  EXPECT_EQ(s.Quantile(0.99), 0);
+  EXPECT_TRUE(s.empty());
+  s.Insert(0.0);
+  s.Insert(-1.0);  // clamped to zero
+  s.Insert(1e-3);
+  EXPECT_EQ(s.count(), 3u);
+  EXPECT_EQ(s.Quantile(0.0), 0);
+  EXPECT_NEAR(s.Quantile(1.0), 1e-3, 1e-5);
+}
+
+TEST(QuantileSketchTest, MergeEqualsInsertingEverythingIntoOne) {
+  std::vector<double> a = Lognormal(20'000, 1), b = Bimodal(30'000, 2), c = Uniform(10'000, 3);
+  QuantileSketch sa, sb, sc, all;
+  for (double x : a) { sa.Insert(x); all.Insert(x); }
+  for (double x : b) { sb.Insert(x); all.Insert(x); }
+  for (double x : c) { sc.Insert(x); all.Insert(x); }
+
+  // (a + b) + c
+  QuantileSketch left = sa;
+  ASSERT_TRUE(left.Merge(sb).ok());
+  ASSERT_TRUE(left.Merge(sc).ok());
+  // a + (b + c)
+  QuantileSketch bc = sb;
+  ASSERT_TRUE(bc.Merge(sc).ok());
+  QuantileSketch right = sa;
+  ASSERT_TRUE(right.Merge(bc).ok());
+
+  v1::Sketch pl = left.ToProto(), pr = right.ToProto(), pall = all.ToProto();
+  EXPECT_EQ(pl.counts_size(), pall.counts_size());
+  EXPECT_EQ(pl.bucket_offset(), pall.bucket_offset());
+  for (int i = 0; i < pall.counts_size(); ++i) {
+    EXPECT_EQ(pl.counts(i), pall.counts(i));
+    EXPECT_EQ(pr.counts(i), pall.counts(i));
+  }
+  EXPECT_EQ(left.count(), all.count());
+  EXPECT_EQ(right.count(), all.count());
+  for (double q : {0.1, 0.5, 0.99, 0.999}) {
+    EXPECT_EQ(left.Quantile(q), all.Quantile(q));
+    EXPECT_EQ(right.Quantile(q), all.Quantile(q));
+  }
+  std::vector<double> everything = a;
+  everything.insert(everything.end(), b.begin(), b.end());
+  everything.insert(everything.end(), c.begin(), c.end());
+  ExpectWithinRelativeError(everything, left, QuantileSketch::kDefaultRelativeAccuracy);
+}
+
+TEST(QuantileSketchTest, MergeRejectsDifferentAccuracy) {
+  QuantileSketch a(0.01), b(0.02);
+  b.Insert(1.0);
+  absl::Status s = a.Merge(b);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(a.count(), 0u);
+}
+
+TEST(QuantileSketchTest, ProtoRoundTrip) {
+  QuantileSketch s;
+  for (double x : Bimodal(5'000, 9)) s.Insert(x);
+  absl::StatusOr<QuantileSketch> back = QuantileSketch::FromProto(s.ToProto());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->count(), s.count());
+  for (double q : {0.0, 0.5, 0.99, 1.0}) EXPECT_EQ(back->Quantile(q), s.Quantile(q));
+}
+
+TEST(QuantileSketchTest, FromProtoRejectsGarbage) {
+  v1::Sketch p;
+  p.set_relative_accuracy(0);
+  EXPECT_EQ(QuantileSketch::FromProto(p).status().code(), absl::StatusCode::kInvalidArgument);
+  p.set_relative_accuracy(1.5);
+  EXPECT_EQ(QuantileSketch::FromProto(p).status().code(), absl::StatusCode::kInvalidArgument);
+  p.set_relative_accuracy(0.01);
+  p.set_bucket_offset(1 << 30);
+  p.add_counts(1);
+  EXPECT_EQ(QuantileSketch::FromProto(p).status().code(), absl::StatusCode::kInvalidArgument);
+  p.set_bucket_offset(0);
+  p.set_min(5);
+  p.set_max(1);
+  EXPECT_EQ(QuantileSketch::FromProto(p).status().code(), absl::StatusCode::kInvalidArgument);
+  p.set_min(0);
+  p.set_max(1);
+  p.add_counts(UINT64_MAX);
+  EXPECT_EQ(QuantileSketch::FromProto(p).status().code(), absl::StatusCode::kInvalidArgument);
+  v1::Sketch huge;
+  huge.set_relative_accuracy(0.01);
+  for (int i = 0; i < QuantileSketch::kMaxBuckets + 1; ++i) huge.add_counts(1);
+  EXPECT_EQ(QuantileSketch::FromProto(huge).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(QuantileSketchTest, BucketCountIsBounded) {
+  QuantileSketch s(0.01);
+  for (double x = 1e-9; x < 1e30; x *= 1.5) s.Insert(x);
+  EXPECT_LE(s.ToProto().counts_size(), QuantileSketch::kMaxBuckets);
+  // Upper quantiles keep their accuracy after folding low buckets.
+  EXPECT_NEAR(s.Quantile(1.0), s.max(), s.max() * 0.01);
+}
+
+}  // namespace
+}  // namespace rocetune
