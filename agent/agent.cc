@@ -183,6 +183,7 @@ absl::Status Agent::RunStream() {
     absl::MutexLock lock(&mu_);
     ++stats_.connects;
   }
+  if (options_.metrics != nullptr) options_.metrics->SetConnected(true);
   LogInfo("connected to controller", {{"controller", options_.controller},
                                       {"host", options_.host_id}});
   absl::Notification reader_done;
@@ -198,8 +199,10 @@ absl::Status Agent::RunStream() {
   while (!stopping_.load() && !reader_done.HasBeenNotified()) {
     if (stopped_.WaitForNotificationWithTimeout(options_.sample_interval)) break;
     std::vector<CounterValue> values;
+    absl::Duration collect_start = seams_.clock->Monotonic();
     absl::Status cs = seams_.counters->Collect(&values);
     absl::Duration now = seams_.clock->Monotonic();
+    if (options_.metrics != nullptr) options_.metrics->RecordSampling(now - collect_start);
     absl::Time now_wall = seams_.clock->Now();
     double seconds = absl::ToDoubleSeconds(now - last);
     v1::AgentMessage out;
@@ -234,7 +237,9 @@ absl::Status Agent::RunStream() {
       absl::MutexLock lock(&mu_);
       report->set_seq(++report_seq_);
     }
+    if (options_.metrics != nullptr) options_.metrics->ObserveReport(*report);
     if (!Write(stream.get(), out)) break;
+    if (options_.metrics != nullptr) options_.metrics->RecordReportSent();
     absl::MutexLock lock(&mu_);
     ++stats_.reports_sent;
   }
@@ -246,6 +251,7 @@ absl::Status Agent::RunStream() {
   reader.join();
   grpc::Status st = stream->Finish();
   clear_ctx();
+  if (options_.metrics != nullptr) options_.metrics->SetConnected(false);
   if (stopping_.load()) return absl::OkStatus();
   return absl::UnavailableError(absl::StrCat("stream to ", options_.controller,
                                              " ended: ", st.error_message()));

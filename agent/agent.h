@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "agent/agent_metrics.h"
 #include "agent/host/cc_param_store.h"
 #include "agent/host/counter_source.h"
 #include "agent/host/nic_discovery.h"
@@ -45,6 +46,8 @@ struct AgentOptions {
   bool insecure_loopback = true;
   absl::Duration reconnect_min = absl::Milliseconds(200);
   absl::Duration reconnect_max = absl::Seconds(10);
+  // Optional, not owned: where the agent records its host series.
+  AgentMetrics* metrics = nullptr;
 };
 
 // Counters of what the agent did, for tests and /metrics.

@@ -1,0 +1,152 @@
+#include "agent/agent_metrics.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+
+namespace rocetune {
+namespace {
+
+bool ValidMetricChars(const std::string& s) {
+  if (s.empty() || (s[0] >= '0' && s[0] <= '9')) return false;
+  for (char c : s) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+// Canonical names rocetune knows (agent/host/counter_names.h); anything else is a
+// vendor pass-through and goes into a label instead of a metric name.
+bool IsCanonical(const std::string& n) {
+  static const char* const kKnown[] = {
+      "cnp_sent", "cnp_handled", "cnp_ignored", "ecn_marked_packets", "out_of_sequence",
+      "packet_seq_err", "local_ack_timeout_err", "retransmits", "tx_bytes", "rx_bytes",
+      "tx_packets", "rx_packets", "rx_pfc_pause_frames", "tx_pfc_pause_frames",
+      "rx_pfc_pause_duration_us", "tx_pfc_pause_duration_us", "rx_pfc_pause_transitions",
+      "tx_pause_storm_warning_events", "tx_pause_storm_error_events", "rx_discards_phy",
+      "tx_discards_phy", "rx_prio_discards"};
+  for (const char* k : kKnown) {
+    if (n == k) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::pair<std::string, double> AgentMetrics::MetricNameFor(const std::string& canonical) {
+  std::string base = canonical;
+  double factor = 1.0;
+  if (absl::EndsWith(base, "_duration_us")) {
+    base = absl::StrCat(base.substr(0, base.size() - 3), "_seconds");
+    factor = 1e-6;
+  }
+  return {absl::StrCat("rocetune_rdma_", base, "_total"), factor};
+}
+
+AgentMetrics::AgentMetrics(std::shared_ptr<prometheus::Registry> registry, std::string host)
+    : registry_(std::move(registry)),
+      host_(std::move(host)),
+      params_(prometheus::BuildGauge()
+                  .Name("rocetune_dcqcn_parameter")
+                  .Help("DCQCN parameter in force on the device, in the parameter's own unit "
+                        "(agent/host/cc_params.h).")
+                  .Register(*registry_)),
+      applies_(prometheus::BuildCounter()
+                   .Name("rocetune_agent_applies_total")
+                   .Help("Parameter set applies by result (success, failure).")
+                   .Register(*registry_)),
+      guard_rollbacks_(prometheus::BuildCounter()
+                           .Name("rocetune_agent_guard_rollbacks_total")
+                           .Help("Local guard restores of the last-known-good set.")
+                           .Register(*registry_)
+                           .Add({{"host", host_}})),
+      sampling_seconds_(prometheus::BuildHistogram()
+                            .Name("rocetune_agent_sampling_duration_seconds")
+                            .Help("Time to collect one round of counters.")
+                            .Register(*registry_)
+                            .Add({{"host", host_}},
+                                 prometheus::Histogram::BucketBoundaries{
+                                     1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 1e-2, 5e-2, 0.1})),
+      connected_(prometheus::BuildGauge()
+                     .Name("rocetune_agent_controller_connected")
+                     .Help("1 while the Connect stream to the controller is up.")
+                     .Register(*registry_)
+                     .Add({{"host", host_}})),
+      reports_sent_(prometheus::BuildCounter()
+                        .Name("rocetune_agent_reports_sent_total")
+                        .Help("Reports sent to the controller.")
+                        .Register(*registry_)
+                        .Add({{"host", host_}})) {
+  applies_.Add({{"host", host_}, {"result", "success"}});
+  applies_.Add({{"host", host_}, {"result", "failure"}});
+}
+
+prometheus::Family<prometheus::Counter>& AgentMetrics::CounterFamily(const std::string& metric) {
+  auto it = families_.find(metric);
+  if (it != families_.end()) return *it->second;
+  auto& fam = prometheus::BuildCounter()
+                  .Name(metric)
+                  .Help(metric == "rocetune_rdma_vendor_counter_total"
+                            ? "RDMA counter without a canonical mapping, under its vendor name."
+                            : "RDMA NIC counter (canonical name, base units).")
+                  .Register(*registry_);
+  families_[metric] = &fam;
+  return fam;
+}
+
+void AgentMetrics::ObserveReport(const v1::Report& report) {
+  absl::MutexLock lock(&mu_);
+  for (const auto& c : report.counters()) {
+    std::map<std::string, std::string> labels = {
+        {"host", host_}, {"device", c.device()}, {"port", absl::StrCat(c.port())}};
+    if (c.priority() >= 0) labels["priority"] = absl::StrCat(c.priority());
+    std::string metric;
+    double factor = 1.0;
+    if (IsCanonical(c.name()) && ValidMetricChars(c.name())) {
+      std::tie(metric, factor) = MetricNameFor(c.name());
+    } else {
+      metric = "rocetune_rdma_vendor_counter_total";
+      labels["name"] = c.name();
+    }
+    CounterFamily(metric).Add(labels).Increment(static_cast<double>(c.delta()) * factor);
+  }
+}
+
+void AgentMetrics::SetParameters(const v1::ParameterSet& params) {
+  for (const auto& d : params.devices()) {
+    for (const auto& [name, value] : d.dcqcn()) {
+      params_.Add({{"host", host_}, {"device", d.device()}, {"parameter", name}})
+          .Set(static_cast<double>(value));
+    }
+    if (d.has_rp_enable_mask()) {
+      params_.Add({{"host", host_}, {"device", d.device()}, {"parameter", "rp_enable_mask"}})
+          .Set(d.rp_enable_mask());
+    }
+    if (d.has_np_enable_mask()) {
+      params_.Add({{"host", host_}, {"device", d.device()}, {"parameter", "np_enable_mask"}})
+          .Set(d.np_enable_mask());
+    }
+    if (d.has_pfc()) {
+      params_.Add({{"host", host_}, {"device", d.device()}, {"parameter", "pfc_enable_mask"}})
+          .Set(d.pfc().enable_mask());
+    }
+  }
+}
+
+void AgentMetrics::RecordApply(bool ok) {
+  applies_.Add({{"host", host_}, {"result", ok ? "success" : "failure"}}).Increment();
+}
+
+void AgentMetrics::RecordGuardRollback() { guard_rollbacks_.Increment(); }
+
+void AgentMetrics::RecordSampling(absl::Duration d) {
+  sampling_seconds_.Observe(absl::ToDoubleSeconds(d));
+}
+
+void AgentMetrics::SetConnected(bool connected) { connected_.Set(connected ? 1 : 0); }
+
+void AgentMetrics::RecordReportSent() { reports_sent_.Increment(); }
+
+}  // namespace rocetune

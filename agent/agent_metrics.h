@@ -1,0 +1,61 @@
+#ifndef ROCETUNE_AGENT_AGENT_METRICS_H_
+#define ROCETUNE_AGENT_AGENT_METRICS_H_
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+#include "rocetune/v1/agent.pb.h"
+#include "rocetune/v1/params.pb.h"
+
+namespace rocetune {
+
+// The agent's host series on /metrics. Every canonical counter becomes a
+// Prometheus counter `rocetune_rdma_<name>_total` (durations converted to
+// seconds, byte counters keep bytes) with labels host, device, port and, where it
+// applies, priority; counters without a canonical mapping go to
+// `rocetune_rdma_vendor_counter_total{name=...}`. DCQCN parameters are gauges
+// `rocetune_dcqcn_parameter{device,parameter}`. Thread-safe.
+class AgentMetrics {
+ public:
+  AgentMetrics(std::shared_ptr<prometheus::Registry> registry, std::string host);
+
+  // Adds every counter delta of `report`.
+  void ObserveReport(const v1::Report& report);
+  void SetParameters(const v1::ParameterSet& params);
+  void RecordApply(bool ok);
+  void RecordGuardRollback();
+  void RecordSampling(absl::Duration collection_time);
+  void SetConnected(bool connected);
+  void RecordReportSent();
+
+  // Converts a canonical counter name into its metric name and the factor that
+  // turns the counter's unit into the metric's base unit.
+  static std::pair<std::string, double> MetricNameFor(const std::string& canonical);
+
+ private:
+  prometheus::Family<prometheus::Counter>& CounterFamily(const std::string& metric)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::string host_;
+  absl::Mutex mu_;
+  std::map<std::string, prometheus::Family<prometheus::Counter>*> families_ ABSL_GUARDED_BY(mu_);
+  prometheus::Family<prometheus::Gauge>& params_;
+  prometheus::Family<prometheus::Counter>& applies_;
+  prometheus::Counter& guard_rollbacks_;
+  prometheus::Histogram& sampling_seconds_;
+  prometheus::Gauge& connected_;
+  prometheus::Counter& reports_sent_;
+};
+
+}  // namespace rocetune
+
+#endif  // ROCETUNE_AGENT_AGENT_METRICS_H_
