@@ -1,0 +1,108 @@
+#include "agent/host/cc_params.h"
+
+#include <set>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace rocetune {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::DeviceParameters Defaults(const std::string& device) {
+  v1::DeviceParameters p;
+  p.set_device(device);
+  for (const CcParamSpec& spec : CcParamTable()) {
+    if (spec.mlx5_default.has_value()) (*p.mutable_dcqcn())[spec.name] = *spec.mlx5_default;
+  }
+  p.set_rp_enable_mask(255);
+  p.set_np_enable_mask(255);
+  return p;
+}
+
+TEST(CcParamsTest, TableIsConsistent) {
+  std::set<std::string> names;
+  for (const CcParamSpec& spec : CcParamTable()) {
+    EXPECT_TRUE(names.insert(spec.name).second) << spec.name;
+    EXPECT_LE(spec.min, spec.max) << spec.name;
+    if (spec.mlx5_default.has_value()) {
+      EXPECT_GE(*spec.mlx5_default, spec.min) << spec.name;
+      EXPECT_LE(*spec.mlx5_default, spec.max) << spec.name;
+    }
+    EXPECT_TRUE(spec.ofed_file != nullptr || spec.debugfs_file != nullptr) << spec.name;
+    EXPECT_EQ(FindCcParam(spec.name), &spec);
+  }
+  for (const char* name :
+       {"rpg_ai_rate", "rpg_hai_rate", "rpg_time_reset", "rpg_byte_reset", "rpg_threshold",
+        "rpg_gd", "rpg_min_dec_fac", "rpg_min_rate", "rpg_max_rate", "rate_to_set_on_first_cnp",
+        "dce_tcp_g", "dce_tcp_rtt", "rate_reduce_monitor_period", "initial_alpha_value",
+        "clamp_tgt_rate", "clamp_tgt_rate_after_time_inc", "min_time_between_cnps", "cnp_dscp",
+        "cnp_802p_prio"}) {
+    const CcParamSpec* spec = FindCcParam(name);
+    ASSERT_NE(spec, nullptr) << name;
+    EXPECT_NE(spec->ofed_file, nullptr) << name;
+    EXPECT_NE(spec->debugfs_file, nullptr) << name;
+  }
+  EXPECT_EQ(FindCcParam("no_such_param"), nullptr);
+  EXPECT_STREQ(FindCcParam("cnp_802p_prio")->debugfs_file, "np_cnp_prio");
+  EXPECT_STREQ(FindCcParam("clamp_tgt_rate_after_time_inc")->debugfs_file, "rp_clamp_tgt_rate_ati");
+  EXPECT_EQ(FindCcParam("cnp_dscp")->max, 63);
+}
+
+TEST(CcParamsTest, DefaultsAreValid) { EXPECT_TRUE(ValidateParameters(Defaults("mlx5_0")).ok()); }
+
+TEST(CcParamsTest, ListsEveryViolation) {
+  v1::DeviceParameters p = Defaults("mlx5_0");
+  (*p.mutable_dcqcn())["cnp_dscp"] = 64;
+  (*p.mutable_dcqcn())["dce_tcp_g"] = -1;
+  (*p.mutable_dcqcn())["rpg_ai_rate"] = int64_t{1} << 32;
+  (*p.mutable_dcqcn())["bogus_knob"] = 3;
+  p.set_np_enable_mask(256);
+  absl::Status st = ValidateParameters(p);
+  ASSERT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(st.message(), HasSubstr("mlx5_0: cnp_dscp=64 outside [0, 63]"));
+  EXPECT_THAT(st.message(), HasSubstr("mlx5_0: dce_tcp_g=-1 outside [0, 1023]"));
+  EXPECT_THAT(st.message(), HasSubstr("rpg_ai_rate=4294967296 outside [1, 2147483647]"));
+  EXPECT_THAT(st.message(), HasSubstr("unknown DCQCN parameter \"bogus_knob\""));
+  EXPECT_THAT(st.message(), HasSubstr("np_enable_mask=256 outside [0, 255]"));
+  EXPECT_THAT(st.message(), HasSubstr("(5)"));
+}
+
+TEST(CcParamsTest, PfcRanges) {
+  v1::DeviceParameters p;
+  p.set_device("mlx5_1");
+  p.mutable_pfc()->set_enable_mask(0x08);
+  for (uint32_t ok : {0u, 80u, 1000u, 8000u, 65535u}) {
+    p.mutable_pfc()->set_prevention_timeout_ms(ok);
+    EXPECT_TRUE(ValidateParameters(p).ok()) << ok;
+  }
+  p.mutable_pfc()->set_prevention_timeout_ms(79);
+  p.mutable_pfc()->set_delay(65536);
+  p.mutable_pfc()->set_enable_mask(300);
+  absl::Status st = ValidateParameters(p);
+  EXPECT_THAT(st.message(), HasSubstr("pfc.prevention_timeout_ms=79"));
+  EXPECT_THAT(st.message(), HasSubstr("pfc.delay=65536 outside [0, 65535]"));
+  EXPECT_THAT(st.message(), HasSubstr("pfc.enable_mask=300"));
+}
+
+TEST(CcParamsTest, SetChecksNamesAndAllDevices) {
+  v1::ParameterSet set;
+  *set.add_devices() = Defaults("mlx5_0");
+  *set.add_devices() = Defaults("mlx5_0");
+  set.add_devices();
+  v1::DeviceParameters* bad = set.add_devices();
+  *bad = Defaults("mlx5_1");
+  (*bad->mutable_dcqcn())["cnp_802p_prio"] = 8;
+  absl::Status st = ValidateParameterSet(set);
+  ASSERT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(st.message(), HasSubstr("devices[1]: device mlx5_0 listed twice"));
+  EXPECT_THAT(st.message(), HasSubstr("devices[2]: empty device name"));
+  EXPECT_THAT(st.message(), HasSubstr("mlx5_1: cnp_802p_prio=8 outside [0, 7]"));
+  set.mutable_devices()->DeleteSubrange(1, 3);
+  EXPECT_TRUE(ValidateParameterSet(set).ok());
+}
+
+}  // namespace
+}  // namespace rocetune
