@@ -1,0 +1,146 @@
+// Starts a real rocetune-controller and a real rocetune-agent (reading a
+// fixture sysfs tree) on loopback ports they pick, and checks that the
+// controller registered the host with its inventory, that both serve /metrics,
+// and that both stop cleanly on SIGTERM.
+#include <signal.h>
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "grpcpp/grpcpp.h"
+#include "rocetune/v1/admin.grpc.pb.h"
+#include "tests/integration/subprocess.h"
+
+namespace rocetune {
+namespace {
+
+using ::rocetune::testing::BuiltBinary;
+using ::rocetune::testing::HttpGet;
+using ::rocetune::testing::MakeTempDir;
+using ::rocetune::testing::Subprocess;
+using ::rocetune::testing::WaitForPortInReadyFile;
+
+std::string Fixture(const std::string& host) {
+  return absl::StrCat(ROCETUNE_SOURCE_DIR, "/tests/fixtures/hosts/", host);
+}
+
+class AgentControllerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = MakeTempDir("agent-controller");
+    ASSERT_FALSE(dir_.empty());
+    controller_ = std::make_unique<Subprocess>(
+        BuiltBinary("controller/rocetune-controller"),
+        std::vector<std::string>{"--listen=127.0.0.1:0", "--metrics_address=127.0.0.1:0",
+                                 "--insecure_loopback", "--state_dir=" + dir_ + "/controller",
+                                 "--ready_file=" + dir_ + "/controller.ready"},
+        dir_ + "/controller.log");
+    ASSERT_TRUE(controller_->Start());
+    grpc_port_ = WaitForPortInReadyFile(dir_ + "/controller.ready", "grpc_port", absl::Seconds(20));
+    ASSERT_GT(grpc_port_, 0) << controller_->Log();
+    controller_metrics_port_ =
+        WaitForPortInReadyFile(dir_ + "/controller.ready", "metrics_port", absl::Seconds(1));
+    auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", grpc_port_),
+                                       grpc::InsecureChannelCredentials());
+    admin_ = v1::AdminService::NewStub(channel);
+  }
+
+  std::unique_ptr<Subprocess> StartAgent(const std::string& host_id, const std::string& fixture) {
+    auto agent = std::make_unique<Subprocess>(
+        BuiltBinary("agent/rocetune-agent"),
+        std::vector<std::string>{
+            "--host_id=" + host_id, absl::StrCat("--controller=127.0.0.1:", grpc_port_),
+            "--insecure_loopback", "--metrics_address=127.0.0.1:0",
+            "--sysfs_root=" + Fixture(fixture) + "/sys",
+            "--debugfs_root=" + Fixture(fixture) + "/debug", "--state_dir=" + dir_ + "/" + host_id,
+            "--labels=rack=r1,role=trainer", "--sample_interval=100ms",
+            "--ready_file=" + dir_ + "/" + host_id + ".ready"},
+        dir_ + "/" + host_id + ".log");
+    EXPECT_TRUE(agent->Start());
+    return agent;
+  }
+
+  std::optional<v1::HostInfo> WaitForHost(const std::string& host_id, absl::Duration timeout) {
+    absl::Time deadline = absl::Now() + timeout;
+    while (absl::Now() < deadline) {
+      grpc::ClientContext ctx;
+      v1::ListHostsResponse resp;
+      if (admin_->ListHosts(&ctx, v1::ListHostsRequest(), &resp).ok()) {
+        for (const auto& h : resp.hosts()) {
+          if (h.host_id() == host_id && h.state() == v1::HOST_CONNECTED) return h;
+        }
+      }
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    return std::nullopt;
+  }
+
+  std::string dir_;
+  std::unique_ptr<Subprocess> controller_;
+  int grpc_port_ = -1;
+  int controller_metrics_port_ = -1;
+  std::unique_ptr<v1::AdminService::Stub> admin_;
+};
+
+TEST_F(AgentControllerTest, ControllerRegistersHostFromHello) {
+  auto agent = StartAgent("host-a", "mlx5_ofed");
+  std::optional<v1::HostInfo> host = WaitForHost("host-a", absl::Seconds(20));
+  ASSERT_TRUE(host.has_value()) << "agent log:\n" << agent->Log() << "\ncontroller log:\n"
+                                << controller_->Log();
+  EXPECT_EQ(host->labels().at("rack"), "r1");
+  EXPECT_EQ(host->labels().at("role"), "trainer");
+  ASSERT_GE(host->devices_size(), 1);
+  bool saw_mlx5 = false;
+  for (const auto& d : host->devices()) {
+    if (d.name() == "mlx5_0") {
+      saw_mlx5 = true;
+      EXPECT_EQ(d.driver(), "mlx5_core");
+      EXPECT_EQ(d.cc_param_layout(), "ofed_sysfs");
+      ASSERT_GE(d.ports_size(), 1);
+      EXPECT_EQ(d.ports(0).link_layer(), "Ethernet");
+    }
+  }
+  EXPECT_TRUE(saw_mlx5);
+
+  // Reports flow: the host's report count grows.
+  absl::SleepFor(absl::Milliseconds(600));
+  grpc::ClientContext ctx;
+  v1::GetHostRequest req;
+  req.set_host_id("host-a");
+  v1::HostInfo again;
+  ASSERT_TRUE(admin_->GetHost(&ctx, req, &again).ok());
+  EXPECT_GE(again.reports(), 2u);
+
+  // Both daemons serve /metrics.
+  int agent_metrics = WaitForPortInReadyFile(dir_ + "/host-a.ready", "metrics_port",
+                                             absl::Seconds(5));
+  ASSERT_GT(agent_metrics, 0);
+  EXPECT_NE(HttpGet(agent_metrics, "/metrics").find("rocetune_agent_reports_sent_total"),
+            std::string::npos);
+  EXPECT_NE(HttpGet(controller_metrics_port_, "/metrics").find("rocetune_"), std::string::npos);
+
+  // Clean stop on SIGTERM.
+  agent->Signal(SIGTERM);
+  EXPECT_EQ(agent->Wait(absl::Seconds(10)), 0) << agent->Log();
+  controller_->Signal(SIGTERM);
+  EXPECT_EQ(controller_->Wait(absl::Seconds(10)), 0) << controller_->Log();
+}
+
+TEST_F(AgentControllerTest, AgentReconnectsAfterControllerRestartIsNotNeededForRegistration) {
+  // Two agents with distinct identities both register.
+  auto a = StartAgent("host-b1", "bnxt_re");
+  auto b = StartAgent("host-b2", "irdma");
+  EXPECT_TRUE(WaitForHost("host-b1", absl::Seconds(20)).has_value()) << a->Log();
+  EXPECT_TRUE(WaitForHost("host-b2", absl::Seconds(20)).has_value()) << b->Log();
+  a->Signal(SIGTERM);
+  b->Signal(SIGTERM);
+  EXPECT_EQ(a->Wait(absl::Seconds(10)), 0);
+  EXPECT_EQ(b->Wait(absl::Seconds(10)), 0);
+}
+
+}  // namespace
+}  // namespace rocetune
