@@ -88,7 +88,7 @@ prometheus::Family<prometheus::Counter>& AgentMetrics::CounterFamily(const std::
   if (it != families_.end()) return *it->second;
   auto& fam = prometheus::BuildCounter()
                   .Name(metric)
-                  .Help(metric == "rocetune_rdma_vendor_counter_total"
+                  .Help(metric == "rocetune_rdma_unmapped_total"
                             ? "RDMA counter without a canonical mapping, under its vendor name."
                             : "RDMA NIC counter (canonical name, base units).")
                   .Register(*registry_);
@@ -107,7 +107,7 @@ void AgentMetrics::ObserveReport(const v1::Report& report) {
     if (IsCanonical(c.name()) && ValidMetricChars(c.name())) {
       std::tie(metric, factor) = MetricNameFor(c.name());
     } else {
-      metric = "rocetune_rdma_vendor_counter_total";
+      metric = "rocetune_rdma_unmapped_total";
       labels["name"] = c.name();
     }
     CounterFamily(metric).Add(labels).Increment(static_cast<double>(c.delta()) * factor);

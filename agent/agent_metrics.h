@@ -21,7 +21,7 @@ namespace rocetune {
 // Prometheus counter `rocetune_rdma_<name>_total` (durations converted to
 // seconds, byte counters keep bytes) with labels host, device, port and, where it
 // applies, priority; counters without a canonical mapping go to
-// `rocetune_rdma_vendor_counter_total{name=...}`. DCQCN parameters are gauges
+// `rocetune_rdma_unmapped_total{name=...}`. DCQCN parameters are gauges
 // `rocetune_dcqcn_parameter{device,parameter}`. Thread-safe.
 class AgentMetrics {
  public:
