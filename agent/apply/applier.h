@@ -1,0 +1,72 @@
+#ifndef ROCETUNE_AGENT_APPLY_APPLIER_H_
+#define ROCETUNE_AGENT_APPLY_APPLIER_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "agent/host/cc_param_store.h"
+#include "agent/host/pfc_config.h"
+#include "rocetune/v1/params.pb.h"
+
+namespace rocetune {
+
+// The hardware behind one RDMA device. Pointers are not owned and must outlive
+// the Applier.
+struct ApplyTarget {
+  CcParamStore* cc = nullptr;  // required when a set carries DCQCN values or masks
+  PfcConfig* pfc = nullptr;    // required when a set carries PFC settings
+  std::string netdev;          // the netdev PFC is configured on
+};
+
+struct ApplyResult {
+  // Read back after the apply: every parameter the device's store reports, and
+  // the PFC settings of devices whose set carried PFC. Goes into the Ack.
+  v1::ParameterSet applied;
+  int writes = 0;  // parameter writes issued (unchanged values are not rewritten)
+  // One line per disruptive change, e.g. "mlx5_0/ens1f0np0: pfc enable_mask 0xff -> 0x08
+  // (mlx5 flaps the link)". Empty when nothing disruptive happened.
+  std::vector<std::string> disruptive;
+};
+
+// Applies a whole v1::ParameterSet transactionally (issue 3, item 8):
+//   1. validate every value against the hard ranges and check that every
+//      requested parameter exists on its device; on any problem reject the
+//      whole set before anything is written;
+//   2. snapshot the current values of every device in the set;
+//   3. write DCQCN values (all devices), then per-priority enable masks, then
+//      PFC last (a change of pfc enable flaps the link on mlx5);
+//   4. read everything back and compare.
+// Any failure in 3 or 4 restores the snapshot on every device touched so the
+// host never ends on a mixed set; the error then names the device, the
+// parameter, the path or mechanism and the errno text, and says whether the
+// restore succeeded. Thread-safe: applies are serialised.
+class Applier {
+ public:
+  explicit Applier(std::map<std::string, ApplyTarget> targets);
+
+  // Error codes: kInvalidArgument (a value out of range, unknown device),
+  // kFailedPrecondition (a parameter the device's layout lacks; nothing
+  // written), the store's code for a failed snapshot (nothing written), the
+  // failing write's code or kAborted for a read-back mismatch (snapshot
+  // restored), kInternal when the restore itself failed (host may be mixed;
+  // the message lists what could not be restored).
+  absl::StatusOr<ApplyResult> Apply(const v1::ParameterSet& set);
+
+  // Current values of every target device (DCQCN values and masks; PFC when the
+  // target has a PfcConfig). Devices that cannot be read are left out and named
+  // in `errors` when it is non-null.
+  v1::ParameterSet ReadCurrent(std::vector<std::string>* errors = nullptr);
+
+ private:
+  std::map<std::string, ApplyTarget> targets_;
+  absl::Mutex mu_;
+};
+
+}  // namespace rocetune
+
+#endif  // ROCETUNE_AGENT_APPLY_APPLIER_H_
