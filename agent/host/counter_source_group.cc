@@ -1,0 +1,30 @@
+#include "agent/host/counter_source_group.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/logging.h"
+
+namespace rocetune {
+
+CounterSourceGroup::CounterSourceGroup(std::string name,
+                                       std::vector<std::unique_ptr<CounterSource>> members)
+    : name_(std::move(name)), members_(std::move(members)) {}
+
+absl::Status CounterSourceGroup::Collect(std::vector<CounterValue>* out) {
+  absl::Status first_error;
+  bool any_ok = members_.empty();
+  for (const std::unique_ptr<CounterSource>& m : members_) {
+    absl::Status s = m->Collect(out);
+    if (s.ok()) {
+      any_ok = true;
+      continue;
+    }
+    if (first_error.ok()) first_error = s;
+    LogOnce(absl::StrCat("counter_member_failed:", name_, ":", m->name()), LogLevel::kWarning,
+            "counter source member failed", {{"source", m->name()}, {"error", s.ToString()}});
+  }
+  return any_ok ? absl::OkStatus() : first_error;
+}
+
+}  // namespace rocetune

@@ -1,0 +1,218 @@
+#include "agent/host/ethtool_stats.h"
+
+#include <linux/ethtool.h>
+#include <linux/sockios.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "agent/host/counter_names.h"
+#include "daemon/logging.h"
+
+namespace rocetune {
+namespace {
+
+constexpr int kMaxAttempts = 3;
+constexpr uint32_t kSlackEntries = 256;
+// Refuse absurd counts rather than allocating gigabytes.
+constexpr uint32_t kMaxStats = 1 << 16;
+
+absl::Status IoctlError(int rc, const std::string& ifname, const char* what) {
+  const int err = -rc;
+  const std::string msg = absl::StrCat(what, " on ", ifname, ": ", std::strerror(err));
+  if (err == ENODEV || err == ENXIO) return absl::UnavailableError(msg);
+  if (err == EOPNOTSUPP) return absl::UnimplementedError(msg);
+  if (err == EPERM || err == EACCES) return absl::PermissionDeniedError(msg);
+  return absl::InternalError(msg);
+}
+
+// Heap buffer aligned for the u64 arrays of ethtool structs.
+std::unique_ptr<uint64_t[]> AllocWords(size_t bytes) {
+  auto buf = std::make_unique<uint64_t[]>((bytes + 7) / 8);
+  std::memset(buf.get(), 0, (bytes + 7) / 8 * 8);
+  return buf;
+}
+
+}  // namespace
+
+int RealEthtoolIoctl(const std::string& ifname, void* cmd) {
+  if (ifname.empty() || ifname.size() >= IFNAMSIZ) return -ENODEV;
+  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -errno;
+  struct ifreq ifr;
+  std::memset(&ifr, 0, sizeof(ifr));
+  std::memcpy(ifr.ifr_name, ifname.data(), ifname.size());
+  ifr.ifr_data = static_cast<char*>(cmd);
+  const int rc = ioctl(fd, SIOCETHTOOL, &ifr);
+  const int err = errno;
+  close(fd);
+  return rc < 0 ? -err : 0;
+}
+
+std::vector<EthtoolTarget> EthtoolTargetsFromInventory(const std::vector<v1::NicDevice>& devices) {
+  std::vector<EthtoolTarget> targets;
+  for (const v1::NicDevice& d : devices) {
+    for (const v1::NicPort& p : d.ports()) {
+      if (p.netdev().empty()) continue;
+      targets.push_back({d.name(), p.port(), p.netdev()});
+    }
+  }
+  return targets;
+}
+
+EthtoolCounterSource::EthtoolCounterSource(std::vector<EthtoolTarget> targets, EthtoolIoctl ioctl)
+    : targets_(std::move(targets)), ioctl_(std::move(ioctl)) {}
+
+absl::StatusOr<uint32_t> EthtoolCounterSource::StatCount(const std::string& ifname) {
+  const size_t bytes = sizeof(struct ethtool_sset_info) + sizeof(uint32_t);
+  auto buf = AllocWords(bytes);
+  auto* info = reinterpret_cast<struct ethtool_sset_info*>(buf.get());
+  info->cmd = ETHTOOL_GSSET_INFO;
+  info->sset_mask = uint64_t{1} << ETH_SS_STATS;
+  if (int rc = ioctl_(ifname, info); rc != 0) return IoctlError(rc, ifname, "ETHTOOL_GSSET_INFO");
+  if ((info->sset_mask & (uint64_t{1} << ETH_SS_STATS)) == 0) return 0u;  // no stats set
+  const uint32_t count = info->data[0];
+  if (count > kMaxStats) {
+    return absl::InternalError(
+        absl::StrCat("ETHTOOL_GSSET_INFO on ", ifname, " reported ", count, " statistics"));
+  }
+  return count;
+}
+
+absl::Status EthtoolCounterSource::Enumerate(const std::string& ifname, uint32_t count) {
+  for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
+    const size_t bytes = sizeof(struct ethtool_gstrings) + size_t{count} * ETH_GSTRING_LEN +
+                         size_t{kSlackEntries} * ETH_GSTRING_LEN;
+    auto buf = AllocWords(bytes);
+    auto* gs = reinterpret_cast<struct ethtool_gstrings*>(buf.get());
+    gs->cmd = ETHTOOL_GSTRINGS;
+    gs->string_set = ETH_SS_STATS;
+    gs->len = count;
+    if (int rc = ioctl_(ifname, gs); rc != 0) return IoctlError(rc, ifname, "ETHTOOL_GSTRINGS");
+    if (gs->len == count) {
+      std::vector<std::string> names;
+      names.reserve(count);
+      const char* data = reinterpret_cast<const char*>(gs->data);
+      for (uint32_t i = 0; i < count; ++i) {
+        const char* s = data + size_t{i} * ETH_GSTRING_LEN;
+        names.emplace_back(s, strnlen(s, ETH_GSTRING_LEN));
+      }
+      auto [it, inserted] = names_.insert_or_assign(ifname, std::move(names));
+      (void)it;
+      if (!inserted) ++reenumerations_;
+      return absl::OkStatus();
+    }
+    // The set changed between GSSET_INFO and GSTRINGS: ask again.
+    absl::StatusOr<uint32_t> again = StatCount(ifname);
+    if (!again.ok()) return again.status();
+    count = *again;
+  }
+  return absl::UnavailableError(
+      absl::StrCat("ethtool string set of ", ifname, " kept changing while being read"));
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> EthtoolCounterSource::ReadInterface(
+    const std::string& ifname) {
+  for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
+    absl::StatusOr<uint32_t> count = StatCount(ifname);
+    if (!count.ok()) return count.status();
+    auto cached = names_.find(ifname);
+    if (cached == names_.end() || cached->second.size() != *count) {
+      if (absl::Status s = Enumerate(ifname, *count); !s.ok()) return s;
+      cached = names_.find(ifname);
+    }
+    const uint32_t expected = static_cast<uint32_t>(cached->second.size());
+    std::vector<std::pair<std::string, uint64_t>> values;
+    if (expected == 0) return values;
+    const size_t bytes =
+        sizeof(struct ethtool_stats) + (size_t{expected} + kSlackEntries) * sizeof(uint64_t);
+    auto buf = AllocWords(bytes);
+    auto* st = reinterpret_cast<struct ethtool_stats*>(buf.get());
+    st->cmd = ETHTOOL_GSTATS;
+    st->n_stats = expected;
+    if (int rc = ioctl_(ifname, st); rc != 0) return IoctlError(rc, ifname, "ETHTOOL_GSTATS");
+    if (st->n_stats != expected) {
+      names_.erase(ifname);  // forces a fresh GSTRINGS on the next attempt
+      ++reenumerations_;
+      continue;
+    }
+    values.reserve(expected);
+    for (uint32_t i = 0; i < expected; ++i) values.emplace_back(cached->second[i], st->data[i]);
+    return values;
+  }
+  return absl::UnavailableError(
+      absl::StrCat("ethtool statistics of ", ifname, " kept changing while being read"));
+}
+
+absl::Status EthtoolCounterSource::Collect(std::vector<CounterValue>* out) {
+  absl::Status first_error;
+  size_t ok_targets = 0;
+  for (const EthtoolTarget& t : targets_) {
+    absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> values = ReadInterface(t.ifname);
+    if (!values.ok()) {
+      if (first_error.ok()) first_error = values.status();
+      LogOnce(absl::StrCat("ethtool_unreadable:", t.ifname), LogLevel::kWarning,
+              "cannot read ethtool statistics",
+              {{"ifname", t.ifname}, {"device", t.device}, {"error", values.status().ToString()}});
+      continue;
+    }
+    ++ok_targets;
+    for (auto& [vendor_name, value] : *values) {
+      MappedCounter m = MapEthtoolCounter(vendor_name);
+      CounterValue& cv = out->emplace_back();
+      cv.key.device = t.device;
+      cv.key.port = t.port;
+      cv.key.priority = m.priority;
+      cv.key.name = std::move(m.name);
+      cv.value = value * m.multiplier;
+      cv.width_bits = m.width_bits;
+    }
+  }
+  if (ok_targets == 0 && !targets_.empty()) return first_error;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<CounterValue>> ParseEthtoolDump(absl::string_view text,
+                                                           const std::string& device,
+                                                           uint32_t port) {
+  std::vector<CounterValue> out;
+  int line_no = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++line_no;
+    line = absl::StripAsciiWhitespace(line);
+    if (line.empty()) continue;
+    const size_t colon = line.rfind(':');
+    if (colon == absl::string_view::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ethtool dump line ", line_no, ": no \"name: value\" in \"", line, "\""));
+    }
+    absl::string_view name = absl::StripAsciiWhitespace(line.substr(0, colon));
+    absl::string_view value_text = absl::StripAsciiWhitespace(line.substr(colon + 1));
+    if (value_text.empty()) continue;  // a section header such as "NIC statistics:"
+    uint64_t value = 0;
+    if (name.empty() || value_text[0] == '-' || !absl::SimpleAtoi(value_text, &value)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ethtool dump line ", line_no, ": bad counter \"", line, "\""));
+    }
+    MappedCounter m = MapEthtoolCounter(name);
+    CounterValue& cv = out.emplace_back();
+    cv.key.device = device;
+    cv.key.port = port;
+    cv.key.priority = m.priority;
+    cv.key.name = std::move(m.name);
+    cv.value = value * m.multiplier;
+    cv.width_bits = m.width_bits;
+  }
+  return out;
+}
+
+}  // namespace rocetune

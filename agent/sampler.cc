@@ -1,0 +1,93 @@
+#include "agent/sampler.h"
+
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "daemon/logging.h"
+
+namespace rocetune {
+
+absl::StatusOr<std::unique_ptr<Sampler>> Sampler::Create(CounterSource* source, Clock* clock,
+                                                         absl::Duration interval) {
+  if (source == nullptr || clock == nullptr) {
+    return absl::InvalidArgumentError("sampler needs a counter source and a clock");
+  }
+  if (interval < kMinInterval) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sample interval ", absl::FormatDuration(interval), " is below the minimum of 10ms"));
+  }
+  return std::unique_ptr<Sampler>(new Sampler(source, clock, interval));
+}
+
+absl::StatusOr<SampleBatch> Sampler::SampleOnce() {
+  std::vector<CounterValue> snapshot;
+  const absl::Duration before = clock_->Monotonic();
+  absl::Status s = source_->Collect(&snapshot);
+  const absl::Duration after = clock_->Monotonic();
+  if (!s.ok()) return s;
+  SampleBatch batch = Ingest(snapshot, after, clock_->Now());
+  batch.collect_duration = after - before;
+  return batch;
+}
+
+void Sampler::WaitForNext() {
+  if (!have_baseline_) return;
+  const absl::Duration wait = last_mono_ + interval_ - clock_->Monotonic();
+  if (wait > absl::ZeroDuration()) clock_->SleepFor(wait);
+}
+
+SampleBatch Sampler::Ingest(const std::vector<CounterValue>& snapshot, absl::Duration mono,
+                            absl::Time wall) {
+  SampleBatch batch;
+  batch.end = wall;
+  batch.start = have_baseline_ ? last_wall_ : wall;
+  batch.measured_interval = have_baseline_ ? mono - last_mono_ : absl::ZeroDuration();
+  const double seconds = absl::ToDoubleSeconds(batch.measured_interval);
+
+  absl::flat_hash_map<CounterKey, uint64_t> next;
+  next.reserve(snapshot.size());
+  batch.samples.reserve(snapshot.size());
+  for (const CounterValue& cv : snapshot) {
+    next[cv.key] = cv.value;
+    auto it = last_.find(cv.key);
+    if (it == last_.end()) continue;  // first sight: baseline only
+    const uint64_t old = it->second;
+    uint64_t delta = 0;
+    if (cv.value >= old) {
+      delta = cv.value - old;
+    } else {
+      constexpr uint64_t kWrap = uint64_t{1} << 32;
+      const uint64_t wrapped = kWrap - old + cv.value;
+      if (cv.width_bits == 32 && old < kWrap && cv.value < kWrap && wrapped < (kWrap >> 1)) {
+        delta = wrapped;
+        ++wraps_;
+      } else {
+        delta = cv.value;
+        ++resets_;
+        LogOnce(absl::StrCat("counter_reset:", cv.key.device, "/", cv.key.port, "/",
+                             cv.key.priority, "/", cv.key.name),
+                LogLevel::kInfo, "counter went backwards; treating it as a reset",
+                {{"device", cv.key.device},
+                 {"port", absl::StrCat(cv.key.port)},
+                 {"counter", cv.key.name},
+                 {"old", absl::StrCat(old)},
+                 {"new", absl::StrCat(cv.value)}});
+      }
+    }
+    v1::CounterSample& sample = batch.samples.emplace_back();
+    sample.set_device(cv.key.device);
+    sample.set_port(cv.key.port);
+    sample.set_priority(cv.key.priority);
+    sample.set_name(cv.key.name);
+    sample.set_delta(delta);
+    sample.set_rate_per_second(seconds > 0 ? static_cast<double>(delta) / seconds : 0.0);
+  }
+  last_ = std::move(next);
+  last_mono_ = mono;
+  last_wall_ = wall;
+  have_baseline_ = true;
+  return batch;
+}
+
+}  // namespace rocetune
