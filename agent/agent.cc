@@ -43,7 +43,12 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options, HostS
         "agent: controller ", options.controller,
         " is not on loopback; plaintext is only allowed to loopback and TLS is not built yet"));
   }
-  return std::unique_ptr<Agent>(new Agent(std::move(options), seams));
+  auto agent = std::unique_ptr<Agent>(new Agent(std::move(options), seams));
+  absl::StatusOr<std::unique_ptr<Sampler>> sampler =
+      Sampler::Create(seams.counters, seams.clock, agent->options_.sample_interval);
+  if (!sampler.ok()) return sampler.status();
+  agent->sampler_ = std::move(*sampler);
+  return agent;
 }
 
 Agent::Agent(AgentOptions options, HostSeams seams)
@@ -192,44 +197,24 @@ absl::Status Agent::RunStream() {
     while (stream->Read(&msg)) HandleMessage(msg, stream.get());
     reader_done.Notify();
   });
-  std::map<CounterKey, uint64_t> previous;
-  absl::Duration last = seams_.clock->Monotonic();
-  absl::Time last_wall = seams_.clock->Now();
-  bool first_sample = true;
   while (!stopping_.load() && !reader_done.HasBeenNotified()) {
     if (stopped_.WaitForNotificationWithTimeout(options_.sample_interval)) break;
-    std::vector<CounterValue> values;
-    absl::Duration collect_start = seams_.clock->Monotonic();
-    absl::Status cs = seams_.counters->Collect(&values);
-    absl::Duration now = seams_.clock->Monotonic();
-    if (options_.metrics != nullptr) options_.metrics->RecordSampling(now - collect_start);
-    absl::Time now_wall = seams_.clock->Now();
-    double seconds = absl::ToDoubleSeconds(now - last);
     v1::AgentMessage out;
     v1::Report* report = out.mutable_report();
-    report->set_start_unix_nanos(absl::ToUnixNanos(last_wall));
-    report->set_end_unix_nanos(absl::ToUnixNanos(now_wall));
-    if (!cs.ok()) {
-      LogOnce(absl::StrCat("agent.collect:", cs.message()), LogLevel::kWarning,
-              "counter collection failed", {{"error", std::string(cs.message())}});
+    absl::StatusOr<SampleBatch> batch = sampler_->SampleOnce();
+    if (batch.ok()) {
+      if (options_.metrics != nullptr) options_.metrics->RecordSampling(batch->collect_duration);
+      report->set_start_unix_nanos(absl::ToUnixNanos(batch->start));
+      report->set_end_unix_nanos(absl::ToUnixNanos(batch->end));
+      for (auto& c : batch->samples) *report->add_counters() = std::move(c);
+    } else {
+      LogOnce(absl::StrCat("agent.collect:", batch.status().message()), LogLevel::kWarning,
+              "counter collection failed; reporting without counters",
+              {{"error", std::string(batch.status().message())}});
+      absl::Time now = seams_.clock->Now();
+      report->set_start_unix_nanos(absl::ToUnixNanos(now));
+      report->set_end_unix_nanos(absl::ToUnixNanos(now));
     }
-    for (const CounterValue& v : values) {
-      auto it = previous.find(v.key);
-      if (!first_sample && it != previous.end()) {
-        uint64_t delta = v.value >= it->second ? v.value - it->second : v.value;
-        v1::CounterSample* s = report->add_counters();
-        s->set_device(v.key.device);
-        s->set_port(v.key.port);
-        s->set_priority(v.key.priority);
-        s->set_name(v.key.name);
-        s->set_delta(delta);
-        s->set_rate_per_second(seconds > 0 ? static_cast<double>(delta) / seconds : 0);
-      }
-      previous[v.key] = v.value;
-    }
-    first_sample = false;
-    last = now;
-    last_wall = now_wall;
     if (seams_.prober != nullptr) {
       for (auto& w : seams_.prober->TakeWindow()) *report->add_latency() = std::move(w);
     }

@@ -18,6 +18,7 @@
 #include "agent/host/nic_discovery.h"
 #include "agent/host/pfc_config.h"
 #include "agent/probe/prober.h"
+#include "agent/sampler.h"
 #include "daemon/clock.h"
 #include "rocetune/v1/agent.grpc.pb.h"
 
@@ -91,6 +92,7 @@ class Agent {
   HostSeams seams_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::AgentService::Stub> stub_;
+  std::unique_ptr<Sampler> sampler_;  // used only by the Run() thread
   std::atomic<bool> stopping_{false};
   absl::Notification stopped_;
 

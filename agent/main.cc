@@ -1,0 +1,184 @@
+// rocetune-agent: per-host daemon. Reads RoCE congestion counters, runs latency
+// probes, applies DCQCN / PFC parameters transactionally, reports to the controller.
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "agent/agent.h"
+#include "agent/agent_metrics.h"
+#include "agent/real_host.h"
+#include "daemon/init.h"
+#include "daemon/logging.h"
+#include "daemon/metrics_exposer.h"
+#include "daemon/shutdown.h"
+#include "daemon/systemd_notify.h"
+#include "google/protobuf/util/json_util.h"
+#include "rocetune/v1/config.pb.h"
+
+ABSL_FLAG(std::string, host_id, "", "Stable identity of this host (default: the hostname).");
+ABSL_FLAG(std::string, controller, "127.0.0.1:7070", "Controller address (host:port).");
+ABSL_FLAG(std::string, metrics_address, "127.0.0.1:9471",
+          "Where to serve Prometheus /metrics (host:port; port 0 picks a free port).");
+ABSL_FLAG(std::string, sysfs_root, "/sys", "Directory that plays /sys (tests use fixture trees).");
+ABSL_FLAG(std::string, debugfs_root, "/sys/kernel/debug",
+          "Directory that plays debugfs (upstream mlx5 cc_params layout).");
+ABSL_FLAG(std::string, state_dir, "/var/lib/rocetune-agent",
+          "Where the last-known-good parameter set is kept.");
+ABSL_FLAG(std::string, labels, "", "Host labels sent to the controller: k1=v1,k2=v2.");
+ABSL_FLAG(std::string, sample_interval, "1s", "Counter sampling interval (10ms .. 1h).");
+ABSL_FLAG(std::string, counter_source, "auto",
+          "Counter mechanism: auto (netlink, else sysfs), netlink or sysfs.");
+ABSL_FLAG(bool, insecure_loopback, false,
+          "Allow plaintext gRPC to a loopback controller (TLS is not built yet, so required).");
+ABSL_FLAG(bool, once, false, "Print the inventory and one counter sample, then exit.");
+ABSL_FLAG(std::string, output, "json", "Output format for --once: json.");
+ABSL_FLAG(std::string, ready_file, "",
+          "When set, write {\"metrics_port\":N} here once serving (tests, demos).");
+
+namespace {
+
+constexpr char kUsage[] =
+    "per-host rocetune daemon: RoCE congestion counters, latency probes, DCQCN/PFC apply.\n"
+    "usage: rocetune-agent [flags]        (run as a daemon)\n"
+    "       rocetune-agent --once --output=json   (inventory + one sample, then exit)";
+
+int Once(rocetune::RealHost& host) {
+  rocetune::v1::Hello hello;
+  absl::StatusOr<std::vector<rocetune::v1::NicDevice>> devices = host.Discover();
+  if (!devices.ok()) {
+    std::fprintf(stderr, "rocetune-agent: %s\n", std::string(devices.status().message()).c_str());
+    return 1;
+  }
+  std::vector<rocetune::CounterValue> values;
+  absl::Status s = host.counters()->Collect(&values);
+  if (!s.ok() && !devices->empty()) {
+    std::fprintf(stderr, "rocetune-agent: counters: %s\n", std::string(s.message()).c_str());
+  }
+  // One JSON document: {"host_id", "devices": [...], "counters": [...], "parameters": {...}}.
+  rocetune::v1::Report sample;
+  for (auto& d : *devices) *hello.add_devices() = d;
+  std::string host_id = absl::GetFlag(FLAGS_host_id);
+  if (host_id.empty()) {
+    char name[256] = {0};
+    gethostname(name, sizeof(name) - 1);
+    host_id = name;
+  }
+  hello.set_host_id(host_id);
+  auto seams = host.seams();
+  for (const auto& d : *devices) {
+    auto params = seams.cc->Read(d.name());
+    if (params.ok()) *hello.mutable_current_parameters()->add_devices() = *params;
+  }
+  google::protobuf::util::JsonPrintOptions opts;
+  opts.preserve_proto_field_names = true;
+  opts.add_whitespace = true;
+  std::string hello_json;
+  (void)google::protobuf::util::MessageToJsonString(hello, &hello_json, opts);
+  std::string out = "{\n\"inventory\": " + hello_json + ",\n\"counters\": [";
+  bool first = true;
+  for (const auto& v : values) {
+    absl::StrAppend(&out, first ? "\n" : ",\n", "  {\"device\": \"", v.key.device,
+                    "\", \"port\": ", v.key.port, ", \"priority\": ", v.key.priority,
+                    ", \"name\": \"", v.key.name, "\", \"value\": ", v.value, "}");
+    first = false;
+  }
+  absl::StrAppend(&out, "\n],\n\"counter_source\": \"", host.counters()->name(), "\"\n}\n");
+  std::cout << out;
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  rocetune::Shutdown::Install();
+  rocetune::v1::AgentConfig config_prototype;
+  rocetune::InitDaemon(argc, argv, "agent", kUsage, &config_prototype);
+
+  if (absl::GetFlag(FLAGS_output) != "json") {
+    std::fprintf(stderr, "rocetune-agent: --output must be json\n");
+    return 2;
+  }
+  absl::Duration interval;
+  if (!absl::ParseDuration(absl::GetFlag(FLAGS_sample_interval), &interval) ||
+      interval < absl::Milliseconds(10) || interval > absl::Hours(1)) {
+    std::fprintf(stderr, "rocetune-agent: --sample_interval=%s: want a duration in 10ms..1h\n",
+                 absl::GetFlag(FLAGS_sample_interval).c_str());
+    return 2;
+  }
+  std::vector<std::pair<std::string, std::string>> labels;
+  if (absl::Status s = rocetune::ParseLabels(absl::GetFlag(FLAGS_labels), &labels); !s.ok()) {
+    std::fprintf(stderr, "rocetune-agent: --labels: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  rocetune::RealHostOptions host_options;
+  host_options.sysfs_root = absl::GetFlag(FLAGS_sysfs_root);
+  host_options.debugfs_root = absl::GetFlag(FLAGS_debugfs_root);
+  host_options.counter_source = absl::GetFlag(FLAGS_counter_source);
+  absl::StatusOr<std::unique_ptr<rocetune::RealHost>> host =
+      rocetune::RealHost::Create(host_options);
+  if (!host.ok()) {
+    std::fprintf(stderr, "rocetune-agent: %s\n", std::string(host.status().message()).c_str());
+    return 1;
+  }
+  if (absl::GetFlag(FLAGS_once)) return Once(**host);
+
+  std::string host_id = absl::GetFlag(FLAGS_host_id);
+  if (host_id.empty()) {
+    char name[256] = {0};
+    gethostname(name, sizeof(name) - 1);
+    host_id = name;
+  }
+  if (!absl::GetFlag(FLAGS_insecure_loopback)) {
+    std::fprintf(stderr,
+                 "rocetune-agent: TLS is not built yet; run with --insecure_loopback against a "
+                 "controller on a loopback address\n");
+    return 2;
+  }
+  auto registry = std::make_shared<prometheus::Registry>();
+  rocetune::AgentMetrics metrics(registry, host_id);
+  auto exposer = rocetune::MetricsExposer::Start(absl::GetFlag(FLAGS_metrics_address), registry);
+  if (!exposer.ok()) {
+    std::fprintf(stderr, "rocetune-agent: %s\n", std::string(exposer.status().message()).c_str());
+    return 1;
+  }
+  rocetune::AgentOptions options;
+  options.host_id = host_id;
+  options.controller = absl::GetFlag(FLAGS_controller);
+  options.labels = labels;
+  options.sample_interval = interval;
+  options.state_dir = absl::GetFlag(FLAGS_state_dir);
+  options.metrics = &metrics;
+  absl::StatusOr<std::unique_ptr<rocetune::Agent>> agent =
+      rocetune::Agent::Create(options, (*host)->seams());
+  if (!agent.ok()) {
+    std::fprintf(stderr, "rocetune-agent: %s\n", std::string(agent.status().message()).c_str());
+    return 2;
+  }
+  if (std::string ready = absl::GetFlag(FLAGS_ready_file); !ready.empty()) {
+    std::string tmp = ready + ".tmp";
+    std::ofstream(tmp) << "{\"metrics_port\":" << (*exposer)->port() << "}\n";
+    std::rename(tmp.c_str(), ready.c_str());
+  }
+  rocetune::SystemdNotifier notifier;
+  std::thread runner([&]() { (void)(*agent)->Run(); });
+  rocetune::LogInfo("agent ready", {{"host", host_id},
+                                    {"controller", options.controller},
+                                    {"metrics", (*exposer)->address()}});
+  notifier.Ready("reporting to " + options.controller);
+  notifier.StartWatchdog();
+  rocetune::Shutdown::Wait();
+  notifier.Stopping();
+  rocetune::LogInfo("agent stopping", {{"signal", absl::StrCat(rocetune::Shutdown::Signal())}});
+  (*agent)->Stop();
+  runner.join();
+  rocetune::LogInfo("agent stopped");
+  return 0;
+}

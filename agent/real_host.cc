@@ -1,0 +1,72 @@
+#include "agent/real_host.h"
+
+#include "absl/strings/str_cat.h"
+#include "agent/host/cc_store_detect.h"
+#include "agent/host/counter_source_selector.h"
+#include "agent/host/sysfs_nic_discovery.h"
+#include "daemon/clock.h"
+
+namespace rocetune {
+
+PerDeviceCcParamStore::PerDeviceCcParamStore(std::string sysfs_root, std::string debugfs_root)
+    : sysfs_root_(std::move(sysfs_root)), debugfs_root_(std::move(debugfs_root)) {}
+
+std::string PerDeviceCcParamStore::LayoutFor(const std::string& device) {
+  return DetectCcParamLayout(sysfs_root_, debugfs_root_, device);
+}
+
+absl::StatusOr<CcParamStore*> PerDeviceCcParamStore::StoreFor(const std::string& device) {
+  absl::MutexLock lock(&mu_);
+  auto it = stores_.find(device);
+  if (it != stores_.end()) return it->second.get();
+  absl::StatusOr<std::unique_ptr<CcParamStore>> store =
+      DetectCcParamStore(sysfs_root_, debugfs_root_, device);
+  if (!store.ok()) return store.status();
+  CcParamStore* raw = store->get();
+  stores_[device] = std::move(*store);
+  return raw;
+}
+
+absl::StatusOr<v1::DeviceParameters> PerDeviceCcParamStore::Read(const std::string& device) {
+  absl::StatusOr<CcParamStore*> store = StoreFor(device);
+  if (!store.ok()) return store.status();
+  return (*store)->Read(device);
+}
+
+absl::Status PerDeviceCcParamStore::Write(const std::string& device, const std::string& name,
+                                          int64_t value) {
+  absl::StatusOr<CcParamStore*> store = StoreFor(device);
+  if (!store.ok()) return store.status();
+  return (*store)->Write(device, name, value);
+}
+
+absl::StatusOr<std::unique_ptr<RealHost>> RealHost::Create(const RealHostOptions& options) {
+  absl::StatusOr<CounterSourcePreference> prefer =
+      ParseCounterSourcePreference(options.counter_source);
+  if (!prefer.ok()) return prefer.status();
+  auto host = std::unique_ptr<RealHost>(new RealHost());
+  host->options_ = options;
+  host->counters_ = MakeCounterSource(options.sysfs_root, *prefer);
+  host->discovery_ =
+      std::make_unique<SysfsNicDiscovery>(options.sysfs_root, host->counters_->name());
+  host->cc_ = std::make_unique<PerDeviceCcParamStore>(options.sysfs_root, options.debugfs_root);
+  return host;
+}
+
+absl::StatusOr<std::vector<v1::NicDevice>> RealHost::Discover() {
+  absl::StatusOr<std::vector<v1::NicDevice>> devices = discovery_->Discover();
+  if (!devices.ok()) return devices;
+  for (auto& d : *devices) d.set_cc_param_layout(cc_->LayoutFor(d.name()));
+  return devices;
+}
+
+HostSeams RealHost::seams() {
+  HostSeams s;
+  s.discovery = this;
+  s.counters = counters_.get();
+  s.cc = cc_.get();
+  s.clock = Clock::Real();
+  return s;
+}
+
+}  // namespace rocetune
