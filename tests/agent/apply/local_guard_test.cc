@@ -1,0 +1,136 @@
+#include "agent/apply/local_guard.h"
+
+#include <stdlib.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "agent/host/ofed_sysfs_cc_store.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/agent/host/fixture_tree.h"
+
+namespace rocetune {
+namespace {
+
+using ::testing::HasSubstr;
+using testing_util::FixtureTree;
+
+v1::CounterSample Sample(const std::string& name, int prio, double rate) {
+  v1::CounterSample s;
+  s.set_device("mlx5_0");
+  s.set_port(1);
+  s.set_priority(prio);
+  s.set_name(name);
+  s.set_rate_per_second(rate);
+  s.set_delta(static_cast<uint64_t>(rate));
+  return s;
+}
+
+class LocalGuardTest : public ::testing::Test {
+ protected:
+  LocalGuardTest() {
+    options_.window = absl::Minutes(5);
+    options_.max_pfc_pause_ratio = 0.2;
+    options_.max_cnp_rate_per_second = 100000;
+  }
+  void SetUp() override {
+    // Baseline (firmware defaults) is last-known-good; then v2 is applied.
+    ASSERT_TRUE(journal_.Save("baseline", applier_.ReadCurrent()).ok());
+    v1::ParameterSet set;
+    v1::DeviceParameters* d = set.add_devices();
+    d->set_device("mlx5_0");
+    (*d->mutable_dcqcn())["rpg_ai_rate"] = 40;
+    (*d->mutable_dcqcn())["min_time_between_cnps"] = 0;
+    absl::StatusOr<ApplyResult> r = applier_.Apply(set);
+    ASSERT_TRUE(r.ok()) << r.status();
+    applied_ = r->applied;
+    ASSERT_EQ(FixtureTree::ReadFile(RpAi()), "40\n");
+  }
+  std::string RpAi() const { return tree_.sys() + "/class/net/ens1f0np0/ecn/roce_rp/rpg_ai_rate"; }
+
+  FixtureTree tree_{"mlx5_ofed"};
+  OfedSysfsCcStore store_{tree_.sys()};
+  Applier applier_{{{"mlx5_0", {&store_, nullptr, "ens1f0np0"}}}};
+  LkgJournal journal_{tree_.root() + "/state"};
+  FakeClock clock_;
+  LocalGuardOptions options_;
+  v1::ParameterSet applied_;
+};
+
+TEST_F(LocalGuardTest, PauseStormRestoresLastKnownGood) {
+  LocalGuard guard(options_, &clock_, &applier_, &journal_);
+  guard.Arm("v2", applied_);
+  clock_.Advance(absl::Seconds(10));
+  EXPECT_FALSE(guard.Observe({Sample("rx_pfc_pause_duration_us", 3, 150000)}).has_value());
+  clock_.Advance(absl::Seconds(2));
+  std::optional<v1::GuardEvent> e =
+      guard.Observe({Sample("cnp_handled", -1, 10), Sample("tx_pfc_pause_duration_us", 3, 450000)});
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->kind(), "pfc_pause_guard");
+  EXPECT_EQ(e->restored_version(), "baseline");
+  EXPECT_EQ(e->unix_nanos(), absl::ToUnixNanos(clock_.Now()));
+  EXPECT_THAT(e->detail(), HasSubstr("mlx5_0 port 1 priority 3 tx_pfc_pause_duration_us"));
+  EXPECT_THAT(e->detail(), HasSubstr("45.0% of the time > 20.0%"));
+  EXPECT_THAT(e->detail(), HasSubstr("12s after applying version v2"));
+  EXPECT_EQ(FixtureTree::ReadFile(RpAi()), "5\n");
+  EXPECT_FALSE(guard.armed());
+  EXPECT_EQ(journal_.Get()->version, "baseline");
+  // Disarmed: further storms do nothing.
+  EXPECT_FALSE(guard.Observe({Sample("tx_pfc_pause_duration_us", 3, 900000)}).has_value());
+}
+
+TEST_F(LocalGuardTest, CnpRateRestoresLastKnownGood) {
+  LocalGuard guard(options_, &clock_, &applier_, &journal_);
+  guard.Arm("v2", applied_);
+  std::optional<v1::GuardEvent> e = guard.Observe({Sample("cnp_sent", -1, 250000)});
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->kind(), "cnp_rate_guard");
+  EXPECT_THAT(e->detail(), HasSubstr("cnp_sent: 250000/s > 100000/s"));
+  EXPECT_EQ(FixtureTree::ReadFile(RpAi()), "5\n");
+}
+
+TEST_F(LocalGuardTest, CleanWindowPromotesTheSet) {
+  LocalGuard guard(options_, &clock_, &applier_, &journal_);
+  EXPECT_FALSE(guard.Observe({Sample("cnp_sent", -1, 1e9)}).has_value());  // not armed
+  guard.Arm("v2", applied_);
+  EXPECT_TRUE(guard.armed());
+  clock_.Advance(absl::Minutes(4));
+  EXPECT_FALSE(guard.Observe({Sample("cnp_sent", -1, 50000)}).has_value());
+  EXPECT_EQ(journal_.Get()->version, "baseline");
+  clock_.Advance(absl::Minutes(2));
+  EXPECT_FALSE(guard.Observe({Sample("cnp_sent", -1, 1e9)}).has_value());
+  EXPECT_FALSE(guard.armed());
+  EXPECT_EQ(FixtureTree::ReadFile(RpAi()), "40\n");
+  LkgJournal reloaded(tree_.root() + "/state");
+  ASSERT_TRUE(reloaded.Load().ok());
+  ASSERT_TRUE(reloaded.Get().has_value());
+  EXPECT_EQ(reloaded.Get()->version, "v2");
+  EXPECT_TRUE(reloaded.Drift(applier_.ReadCurrent()).empty());
+}
+
+TEST_F(LocalGuardTest, NoLastKnownGoodStillReports) {
+  LkgJournal empty(tree_.root() + "/empty_state");
+  LocalGuard guard(options_, &clock_, &applier_, &empty);
+  guard.Arm("v2", applied_);
+  std::optional<v1::GuardEvent> e = guard.Observe({Sample("cnp_handled", -1, 2e5)});
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->restored_version(), "");
+  EXPECT_THAT(e->detail(), HasSubstr("nothing restored"));
+  EXPECT_EQ(FixtureTree::ReadFile(RpAi()), "40\n");
+}
+
+TEST_F(LocalGuardTest, DisabledThresholdsNeverTrip) {
+  options_.max_pfc_pause_ratio = 0;
+  options_.max_cnp_rate_per_second = 0;
+  LocalGuard guard(options_, &clock_, &applier_, &journal_);
+  guard.Arm("v2", applied_);
+  EXPECT_FALSE(
+      guard.Observe({Sample("rx_pfc_pause_duration_us", 3, 1e6), Sample("cnp_handled", -1, 1e9)})
+          .has_value());
+  EXPECT_TRUE(guard.armed());
+}
+
+}  // namespace
+}  // namespace rocetune
