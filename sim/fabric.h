@@ -1,0 +1,294 @@
+#ifndef ROCETUNE_SIM_FABRIC_H_
+#define ROCETUNE_SIM_FABRIC_H_
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/quantile_sketch.h"
+#include "rocetune/v1/agent.pb.h"
+#include "rocetune/v1/scenario.pb.h"
+#include "sim/dcqcn_config.h"
+#include "sim/flow_size_cdf.h"
+#include "sim/reaction_point.h"
+#include "sim/summary.h"
+
+namespace rocetune::sim {
+
+// Counters one simulated host's NIC exposes (canonical names in sim_host.cc).
+struct HostCounters {
+  uint64_t tx_bytes = 0, rx_bytes = 0, tx_packets = 0, rx_packets = 0;
+  uint64_t cnp_sent = 0, cnp_handled = 0, ecn_marked_packets = 0;
+  std::array<uint64_t, 8> rx_pause_frames{}, tx_pause_frames{};
+  std::array<uint64_t, 8> rx_pause_us{}, tx_pause_us{};
+};
+
+// A RoCE fabric as a fixed-time-step fluid model (DESIGN.md "fabric simulator";
+// facts in dcqcn_model.md). Each step of step_ns:
+//  - every NIC sends each active flow's bytes at its DCQCN rate (flows of one
+//    NIC share its link in proportion to demand; nothing is sent on a priority
+//    the switch has paused);
+//  - every switch egress (port, priority) queue drains at link rate, shared
+//    among its flows in proportion to their backlog (fluid FIFO) and among
+//    unpaused priorities equally; ECN marks at dequeue with the RED probability
+//    of the bytes left in the queue; bytes cross a link in
+//    max(1, round(delay / step)) steps;
+//  - the receiver NIC (notification point) turns marked arrivals into CNPs, at
+//    most one per min_time_between_cnps per flow, which reach the sender's
+//    ReactionPoint one path delay later;
+//  - every switch ingress (port, priority) whose buffered bytes pass XOFF pauses
+//    its upstream transmitter (from the next step) until they fall below XON,
+//    so pauses spread hop by hop and block every flow behind them;
+//  - probes cross the fabric hop by hop, each waiting for the queue in front of
+//    it (and for a pause to end): RTT = propagation + serialisation + queueing.
+// Deterministic for a scenario and seed. Step() and the statistics belong to
+// one thread; the host-facing methods (counters, parameters, probe plans, ECN)
+// are thread-safe and take effect at the next synchronisation point (every
+// sync_interval of simulated time).
+class Fabric {
+ public:
+  // Validates `scenario`; kInvalidArgument names the offending field.
+  static absl::StatusOr<std::unique_ptr<Fabric>> Create(const v1::Scenario& scenario);
+  ~Fabric();
+
+  // One time step.
+  void Step();
+  // Steps until now_ns() >= t_ns or the scenario's end.
+  void RunUntil(int64_t t_ns);
+  void RunToEnd() { RunUntil(end_ns()); }
+  int64_t now_ns() const { return now_ns_; }
+  int64_t end_ns() const { return end_ns_; }
+  int64_t step_ns() const { return step_ns_; }
+  bool done() const { return now_ns_ >= end_ns_; }
+  uint64_t events() const { return events_; }
+  const v1::Scenario& scenario() const { return scenario_; }
+
+  SimSummary Summary(double wall_seconds) const;
+
+  // ---- Host-facing, thread-safe. `host` is in [0, host_count()).
+  int host_count() const { return num_hosts_; }
+  std::string HostName(int host) const;
+  // -1 when no host has that name.
+  int HostIndex(const std::string& name) const;
+  double host_link_gbps() const { return host_gbps_; }
+  HostCounters Counters(int host) const;
+  std::map<std::string, int64_t> HostDcqcn(int host) const;
+  absl::Status SetHostDcqcn(int host, const std::string& name, int64_t value);
+  uint8_t HostPfcMask(int host) const;
+  absl::Status SetHostPfcMask(int host, uint8_t mask);
+  // Peers are host names. kInvalidArgument for an unknown peer, a peer equal to
+  // `host`, or a non-positive rate; nothing changes then.
+  absl::Status SetProbePlan(int host, const v1::ProbePlan& plan);
+  // Probe results since the previous call, per peer class.
+  std::vector<v1::LatencyWindow> TakeProbeWindow(int host);
+  v1::EcnSettings Ecn() const;
+  absl::Status SetEcn(const v1::EcnSettings& ecn);
+
+ private:
+  enum class FlowKind : uint8_t { kLong, kIncast, kAllReduce, kBackground };
+  static constexpr int kMaxLinks = 4;
+  static constexpr int kCnpRing = 16;
+  static constexpr int kMaxProbeLinks = 8;
+
+  struct Link {
+    int from = 0, to = 0;
+    bool from_switch = false, to_switch = false;
+    double bytes_per_step = 0;
+    double bytes_per_ns = 0;
+    double delay_ns = 0;
+    int delay_steps = 1;
+    std::string name;
+    // Egress queue at `from` (switch links only), per priority.
+    std::array<double, 8> q{};
+    std::array<double, 8> factor{};
+    std::array<double, 8> mark_p{};
+    // Bytes that arrived over this link at switch `to` and are still buffered there.
+    std::array<double, 8> ingress{};
+    uint8_t paused = 0;  // bit p: the transmitter at `from` may not send priority p
+    std::array<int64_t, 8> refresh_left_ns{};
+    double tx_bytes_measured = 0;
+    uint64_t pause_frames = 0;
+    double paused_ns = 0;
+    // Queue statistics per used priority (index into queue_stats_), -1 = none.
+    std::array<int, 8> stat{};
+  };
+  struct QueueStat {
+    int link = 0, prio = 0;
+    double sum = 0;
+    double max = 0;
+    QuantileSketch sketch;
+  };
+  struct Flow {
+    uint64_t id = 0;
+    FlowKind kind = FlowKind::kLong;
+    int group = -1;     // incast burst / all-reduce step / long flow index
+    int src = 0, dst = 0, prio = 3;
+    int nlinks = 0;
+    std::array<int, kMaxLinks> links{};
+    std::array<double, kMaxLinks> backlog{};  // [h]: queue at the egress of links[h]
+    std::array<int, kMaxLinks> pipe_off{};
+    std::vector<double> pipe;
+    double size = 0;   // infinity for long-lived flows
+    double sent = 0, delivered = 0;
+    double delivered_measured = 0;
+    double want = 0;
+    double byte_acc = 0;
+    int64_t start_ns = 0;
+    int64_t one_way_ns = 0;
+    int64_t base_rtt_ns = 0;
+    int64_t last_cnp_ns = 0;
+    bool sent_cnp = false;
+    std::array<int64_t, kCnpRing> cnp_at{};
+    int cnp_head = 0, cnp_count = 0;
+    bool dcqcn = true;
+    std::unique_ptr<ReactionPoint> rp;
+    double fct_us = -1;
+  };
+  struct Probe {
+    int host = 0, peer = 0, cls = 0, prio = 3;
+    int nlinks = 0, hop = 0;
+    std::array<int, kMaxProbeLinks> links{};
+    int64_t ready_ns = 0, start_ns = 0;
+    double bytes = 64;
+  };
+  struct HostState {
+    int up = 0, down = 0, tor = 0;
+    // Fabric-thread counters.
+    double tx_bytes = 0, rx_bytes = 0, cnp_sent = 0, cnp_handled = 0, marked = 0;
+    std::array<double, 8> rx_pause_frames{}, rx_pause_ns{};
+    double demand = 0, scale = 1;
+    // Probing (fabric thread copy of the plan).
+    std::vector<int> probe_peers;
+    std::vector<int> probe_cls;
+    std::vector<std::string> class_names;
+    double probe_interval_ns = 0;
+    int64_t next_probe_ns = 0;
+    size_t next_peer = 0;
+    std::vector<QuantileSketch> window;  // per class, since the last sync
+    std::vector<uint64_t> window_sent;
+    RpParams rp;
+    int64_t min_cnp_gap_ns = 0;
+    bool dcqcn = true;
+    uint8_t pfc_mask = 0xff;
+  };
+  struct Shared {  // guarded by mu_
+    HostCounters counters;
+    v1::DcqcnSettings dcqcn;
+    bool dcqcn_dirty = false;
+    uint8_t pfc_mask = 0xff;
+    bool plan_dirty = false;
+    v1::ProbePlan plan;
+    std::map<std::string, v1::LatencyWindow> windows;
+  };
+  struct Burst {
+    int64_t start_ns = 0;
+    int remaining = 0;
+    int64_t end_ns = 0;
+  };
+
+  explicit Fabric(const v1::Scenario& scenario);
+  absl::Status Init();
+  int AddLink(int from, int to, double gbps, bool from_switch, bool to_switch);
+  void Route(int src, int dst, uint64_t hash, std::vector<int>* links) const;
+  std::string NodeName(int node) const;
+  int StartFlow(FlowKind kind, int group, int src, int dst, double bytes, int prio);
+  void FinishFlow(int slot);
+  void Generate();
+  void StartAllReduceStep();
+  void ComputeService();
+  void MoveBytes();
+  void RunNotificationAndReaction();
+  void UpdatePfc();
+  void RunProbes();
+  void SendProbe(int host, int peer, int cls, int prio, double bytes);
+  void RecordProbe(const Probe& p, int64_t done_ns);
+  void Sample();
+  void Sync();
+  double MarkProbability(double q) const;
+  double XoffThreshold(int sw) const;
+  bool measuring() const { return now_ns_ >= warmup_ns_; }
+  uint64_t Hash(uint64_t a, uint64_t b) const;
+
+  v1::Scenario scenario_;
+  std::mt19937_64 rng_;
+  int64_t step_ns_ = 1000;
+  int64_t now_ns_ = 0;
+  int64_t end_ns_ = 0;
+  int64_t warmup_ns_ = 0;
+  uint64_t steps_ = 0;
+  uint64_t measured_steps_ = 0;
+  uint64_t events_ = 0;
+  double mtu_ = 1024;
+  double host_gbps_ = 100;
+  int num_hosts_ = 0, num_tors_ = 0, num_spines_ = 0;
+  std::vector<Link> links_;
+  std::vector<int> switch_links_;   // links leaving a switch
+  std::vector<int> ingress_links_;  // links entering a switch
+  std::vector<std::vector<int>> tor_up_, spine_down_;
+  std::vector<double> switch_total_;
+  double switch_buffer_ = 0;
+  std::vector<HostState> hosts_;
+  std::vector<int> used_prios_;
+  uint8_t pfc_prio_mask_ = 0;
+  bool pfc_enabled_ = false;
+  double xoff_static_ = 0, pfc_alpha_ = 0.125, xon_hyst_ = 0, headroom_ = 0;
+  int64_t refresh_ns_ = 0;
+  v1::EcnSettings ecn_;
+  std::vector<QueueStat> queue_stats_;
+  int64_t stats_every_steps_ = 10;
+  int64_t sync_every_steps_ = 100;
+
+  std::vector<Flow> flows_;      // slots
+  std::vector<int> free_slots_;
+  std::vector<int> active_;
+  uint64_t next_flow_id_ = 1;
+  std::vector<int> long_flow_slot_;        // per scenario long flow, -1 before start
+  std::vector<SimSummary::Flow> long_results_;
+  std::vector<uint64_t> fct_bounds_;
+  std::vector<std::vector<float>> fct_bins_;
+  double delivered_measured_ = 0;
+  uint64_t flows_started_ = 0, flows_completed_ = 0;
+
+  // Workload generators.
+  size_t next_long_ = 0;
+  std::vector<int> long_order_;
+  std::vector<int64_t> incast_next_ns_;
+  std::vector<uint32_t> incast_done_;
+  std::vector<Burst> bursts_;
+  std::vector<double> burst_us_;
+  std::vector<int> ring_;
+  int64_t ar_next_ns_ = -1;
+  uint32_t ar_steps_done_ = 0;
+  int ar_remaining_ = 0;
+  int64_t ar_step_start_ns_ = 0;
+  std::vector<double> ar_step_us_;
+  std::vector<int> bg_hosts_;
+  std::vector<int64_t> bg_next_ns_;
+  double bg_mean_gap_ns_ = 0;
+  std::unique_ptr<FlowSizeCdf> bg_cdf_;
+
+  std::vector<Probe> probes_;
+  QuantileSketch probe_rtt_;
+  std::vector<int> probe_hosts_;
+
+  // Totals.
+  double cnp_sent_ = 0, cnp_handled_ = 0, marked_ = 0, dropped_ = 0;
+  uint64_t pause_frames_ = 0;
+  double paused_ns_ = 0;
+
+  mutable absl::Mutex mu_;
+  std::vector<Shared> shared_ ABSL_GUARDED_BY(mu_);
+  v1::EcnSettings pending_ecn_ ABSL_GUARDED_BY(mu_);
+  bool ecn_dirty_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace rocetune::sim
+
+#endif  // ROCETUNE_SIM_FABRIC_H_

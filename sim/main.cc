@@ -1,0 +1,186 @@
+// rocetune-fabricsim: runs a simulated RoCE fabric scenario and prints a JSON
+// summary; with --agents, one in-process rocetune agent per simulated host
+// talks to a controller over gRPC while the fabric runs.
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "agent/agent.h"
+#include "daemon/clock.h"
+#include "daemon/init.h"
+#include "daemon/logging.h"
+#include "daemon/shutdown.h"
+#include "sim/fabric.h"
+#include "sim/scenario_loader.h"
+#include "sim/sim_host.h"
+
+ABSL_FLAG(std::string, scenario, "",
+          "Scenario file (text-format rocetune.v1.Scenario: topology, workload, DCQCN / ECN / PFC "
+          "parameters, duration, seed). Required.");
+ABSL_FLAG(std::vector<std::string>, set, {},
+          "path=value override of any scalar scenario field, e.g. --set=dcqcn.rpg_ai_rate=20 or "
+          "--set=workload.incast[0].bytes_per_sender=65536. Repeatable; applied in order.");
+ABSL_FLAG(std::string, output, "json", "Summary format printed to stdout: json or none.");
+ABSL_FLAG(bool, agents, false,
+          "Run one in-process rocetune agent per simulated host, each connected to --controller.");
+ABSL_FLAG(std::string, controller, "127.0.0.1:7070",
+          "Controller address (host:port) for --agents.");
+ABSL_FLAG(double, pace, 0,
+          "Simulated seconds per wall-clock second; 0 = as fast as possible. --agents defaults "
+          "to 1.0 when this is 0.");
+ABSL_FLAG(absl::Duration, duration, absl::ZeroDuration(),
+          "Simulated time to run; overrides the scenario's duration_ms when non-zero.");
+ABSL_FLAG(absl::Duration, sample_interval, absl::Seconds(1),
+          "Agents' report interval (--agents).");
+ABSL_FLAG(std::string, labels, "", "Extra labels k=v,... for every agent (--agents); each agent "
+                                   "also gets tor=<index>.");
+
+namespace rocetune::sim {
+namespace {
+
+constexpr char kUsage[] =
+    "rocetune-fabricsim --scenario=FILE [--set=path=value ...] [--output=json]\n"
+    "                   [--agents --controller=host:port --pace=1.0 --duration=60s]\n"
+    "Simulates a RoCE fabric (DCQCN, ECN, PFC) as a fluid model and prints a JSON summary.";
+
+// Absl replaces a vector flag on every occurrence; --set must accumulate, so
+// its occurrences are taken out of argv before flag parsing.
+std::vector<std::string> ExtractSets(int* argc, char** argv) {
+  std::vector<std::string> sets;
+  int out = 1;
+  for (int i = 1; i < *argc; ++i) {
+    const char* a = argv[i];
+    if (std::strcmp(a, "--") == 0) {
+      for (; i < *argc; ++i) argv[out++] = argv[i];
+      break;
+    }
+    if (std::strncmp(a, "--set=", 6) == 0 || std::strncmp(a, "-set=", 5) == 0) {
+      sets.push_back(std::strchr(a, '=') + 1);
+      continue;
+    }
+    if ((std::strcmp(a, "--set") == 0 || std::strcmp(a, "-set") == 0) && i + 1 < *argc) {
+      sets.push_back(argv[++i]);
+      continue;
+    }
+    argv[out++] = argv[i];
+  }
+  *argc = out;
+  return sets;
+}
+
+int RunAgents(Fabric* fabric) {
+  std::vector<std::pair<std::string, std::string>> extra;
+  if (absl::Status s = ParseLabels(absl::GetFlag(FLAGS_labels), &extra); !s.ok()) {
+    std::fprintf(stderr, "--labels: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+  std::vector<std::unique_ptr<SimHost>> hosts;
+  std::vector<std::unique_ptr<Agent>> agents;
+  for (int h = 0; h < fabric->host_count(); ++h) {
+    hosts.push_back(std::make_unique<SimHost>(fabric, h));
+    SimHost* host = hosts.back().get();
+    AgentOptions opt;
+    opt.host_id = host->host_id();
+    opt.controller = absl::GetFlag(FLAGS_controller);
+    opt.labels = extra;
+    opt.labels.emplace_back("sim", "1");
+    opt.sample_interval = absl::GetFlag(FLAGS_sample_interval);
+    HostSeams seams;
+    seams.discovery = host->discovery();
+    seams.counters = host->counters();
+    seams.cc = host->cc();
+    seams.pfc = host->pfc();
+    seams.prober = host->prober();
+    seams.clock = Clock::Real();
+    absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(opt, seams);
+    if (!agent.ok()) {
+      std::fprintf(stderr, "agent %s: %s\n", opt.host_id.c_str(),
+                   std::string(agent.status().message()).c_str());
+      return 1;
+    }
+    agents.push_back(std::move(*agent));
+  }
+  std::vector<std::thread> threads;
+  for (auto& a : agents) {
+    Agent* agent = a.get();
+    threads.emplace_back([agent] {
+      absl::Status s = agent->Run();
+      if (!s.ok()) LogWarning("agent stopped", {{"error", std::string(s.message())}});
+    });
+  }
+  LogInfo("agents started", {{"count", absl::StrCat(agents.size())},
+                             {"controller", absl::GetFlag(FLAGS_controller)}});
+  const double pace = absl::GetFlag(FLAGS_pace) > 0 ? absl::GetFlag(FLAGS_pace) : 1.0;
+  const absl::Time start = absl::Now();
+  const int64_t chunk = 1000000;  // 1 ms of simulated time
+  while (!fabric->done() && !Shutdown::Requested()) {
+    fabric->RunUntil(fabric->now_ns() + chunk);
+    const absl::Time due = start + absl::Nanoseconds(static_cast<double>(fabric->now_ns()) / pace);
+    const absl::Duration wait = due - absl::Now();
+    if (wait > absl::ZeroDuration()) Shutdown::WaitFor(wait);
+  }
+  for (auto& a : agents) a->Stop();
+  for (auto& t : threads) t.join();
+  return 0;
+}
+
+int Main(int argc, char** argv) {
+  std::vector<std::string> sets = ExtractSets(&argc, argv);
+  InitDaemon(argc, argv, "fabricsim", kUsage, nullptr);
+  const std::string path = absl::GetFlag(FLAGS_scenario);
+  if (path.empty()) {
+    std::fprintf(stderr, "rocetune-fabricsim: --scenario=FILE is required (see --help)\n");
+    return 1;
+  }
+  const std::string output = absl::GetFlag(FLAGS_output);
+  if (output != "json" && output != "none") {
+    std::fprintf(stderr, "rocetune-fabricsim: --output=%s: want json or none\n", output.c_str());
+    return 1;
+  }
+  absl::StatusOr<v1::Scenario> scenario = LoadScenario(path, sets);
+  if (!scenario.ok()) {
+    std::fprintf(stderr, "rocetune-fabricsim: %s\n", std::string(scenario.status().message()).c_str());
+    return 2;
+  }
+  if (absl::GetFlag(FLAGS_duration) > absl::ZeroDuration()) {
+    scenario->set_duration_ms(absl::ToDoubleMilliseconds(absl::GetFlag(FLAGS_duration)));
+  }
+  absl::StatusOr<std::unique_ptr<Fabric>> fabric = Fabric::Create(*scenario);
+  if (!fabric.ok()) {
+    std::fprintf(stderr, "rocetune-fabricsim: %s: %s\n", path.c_str(),
+                 std::string(fabric.status().message()).c_str());
+    return 2;
+  }
+  const auto wall_start = std::chrono::steady_clock::now();
+  if (absl::GetFlag(FLAGS_agents)) {
+    Shutdown::Install();
+    if (int rc = RunAgents(fabric->get()); rc != 0) return rc;
+  } else if (absl::GetFlag(FLAGS_pace) > 0) {
+    const double pace = absl::GetFlag(FLAGS_pace);
+    const absl::Time start = absl::Now();
+    while (!(*fabric)->done()) {
+      (*fabric)->RunUntil((*fabric)->now_ns() + 1000000);
+      absl::SleepFor(start + absl::Nanoseconds(static_cast<double>((*fabric)->now_ns()) / pace) -
+                     absl::Now());
+    }
+  } else {
+    (*fabric)->RunToEnd();
+  }
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  if (output == "json") std::fputs((*fabric)->Summary(wall).ToJson().c_str(), stdout);
+  return 0;
+}
+
+}  // namespace
+}  // namespace rocetune::sim
+
+int main(int argc, char** argv) { return rocetune::sim::Main(argc, argv); }
