@@ -72,16 +72,16 @@ std::string JsonString(const std::string& s) {
 std::string SketchJson(const v1::Sketch& proto) {
   absl::StatusOr<QuantileSketch> s = QuantileSketch::FromProto(proto);
   if (!s.ok()) return "null";
-  return absl::StrCat("{\"count\":", s->count(), ",\"min\":", s->min(),
-                      ",\"p50\":", s->Quantile(0.5), ",\"p99\":", s->Quantile(0.99),
-                      ",\"max\":", s->max(), ",\"mean\":",
-                      s->count() == 0 ? 0.0 : s->sum() / static_cast<double>(s->count()), "}");
+  return absl::StrCat(
+      "{\"count\":", s->count(), ",\"min\":", s->min(), ",\"p50\":", s->Quantile(0.5),
+      ",\"p99\":", s->Quantile(0.99), ",\"max\":", s->max(),
+      ",\"mean\":", s->count() == 0 ? 0.0 : s->sum() / static_cast<double>(s->count()), "}");
 }
 
 std::string AnomaliesJson(const ProbeAnomalies& a) {
   return absl::StrCat("{\"malformed\":", a.malformed, ",\"foreign\":", a.foreign,
-                      ",\"late\":", a.late, ",\"duplicate\":", a.duplicate,
-                      ",\"bogus\":", a.bogus, ",\"send_errors\":", a.send_errors, "}");
+                      ",\"late\":", a.late, ",\"duplicate\":", a.duplicate, ",\"bogus\":", a.bogus,
+                      ",\"send_errors\":", a.send_errors, "}");
 }
 
 bool WriteFileAtomically(const std::string& path, const std::string& text) {
@@ -242,8 +242,8 @@ int RunProber(bool verbs) {
   prober->SetPlan(empty).IgnoreError();
   Shutdown::WaitFor(absl::Milliseconds(absl::GetFlag(FLAGS_timeout_ms) + 200));
   std::vector<v1::LatencyWindow> windows = prober->TakeWindow();
-  std::string out = absl::StrCat("{\"mode\":\"prober\",\"transport\":",
-                                 JsonString(prober->kind()), self, ",\"windows\":[");
+  std::string out = absl::StrCat("{\"mode\":\"prober\",\"transport\":", JsonString(prober->kind()),
+                                 self, ",\"windows\":[");
   for (size_t i = 0; i < windows.size(); ++i) {
     const v1::LatencyWindow& w = windows[i];
     absl::StrAppend(&out, i ? "," : "", "{\"peer_class\":", JsonString(w.peer_class()),

@@ -55,8 +55,8 @@ absl::StatusOr<ProbePacket> ProbePacket::Decode(const uint8_t* buf, size_t len) 
         absl::StrCat("probe packet too short: ", len, " bytes, need ", kHeaderBytes));
   }
   if (GetU32(buf) != kMagic) {
-    return absl::InvalidArgumentError(absl::StrCat("probe packet has foreign magic 0x",
-                                                   absl::Hex(GetU32(buf))));
+    return absl::InvalidArgumentError(
+        absl::StrCat("probe packet has foreign magic 0x", absl::Hex(GetU32(buf))));
   }
   if (buf[4] != kVersion) {
     return absl::InvalidArgumentError(

@@ -102,8 +102,8 @@ ProbeTracker::Outcome ProbeTracker::Anomaly(Outcome o, uint64_t seq) {
       break;
   }
   LogOnce(absl::StrCat("probe.", kind_, ".", OutcomeName(o)), LogLevel::kWarning,
-          "probe answer ignored", {{"prober", kind_}, {"reason", OutcomeName(o)},
-                                   {"seq", absl::StrCat(seq)}});
+          "probe answer ignored",
+          {{"prober", kind_}, {"reason", OutcomeName(o)}, {"seq", absl::StrCat(seq)}});
   return o;
 }
 

@@ -17,11 +17,11 @@ namespace rocetune {
 
 // Counts of packets that did not yield a sample. Monotonic over the tracker's life.
 struct ProbeAnomalies {
-  uint64_t malformed = 0;  // undecodable, foreign magic/version/type
-  uint64_t foreign = 0;    // well-formed but another session's, or a seq never sent
-  uint64_t late = 0;       // answer for a probe already counted as lost
-  uint64_t duplicate = 0;  // second answer for a probe already answered
-  uint64_t bogus = 0;      // timing impossible (responder delay > round trip)
+  uint64_t malformed = 0;    // undecodable, foreign magic/version/type
+  uint64_t foreign = 0;      // well-formed but another session's, or a seq never sent
+  uint64_t late = 0;         // answer for a probe already counted as lost
+  uint64_t duplicate = 0;    // second answer for a probe already answered
+  uint64_t bogus = 0;        // timing impossible (responder delay > round trip)
   uint64_t send_errors = 0;  // probe could not be sent (counted as lost)
 };
 

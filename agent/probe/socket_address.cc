@@ -24,8 +24,7 @@ int SocketAddress::port() const {
 std::string SocketAddress::ToString() const {
   char buf[INET6_ADDRSTRLEN] = {};
   if (family() == AF_INET) {
-    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&storage)->sin_addr, buf,
-              sizeof(buf));
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&storage)->sin_addr, buf, sizeof(buf));
     return absl::StrCat(buf, ":", port());
   }
   if (family() == AF_INET6) {

@@ -45,8 +45,8 @@ absl::StatusOr<std::unique_ptr<UdpProber>> UdpProber::Create(const Options& opti
   int fd4 = OpenSocket(options.bind_v4);
   int fd6 = OpenSocket(options.bind_v6);
   if (fd4 < 0 && fd6 < 0) {
-    return absl::UnavailableError(absl::StrCat("udp prober: cannot bind ", options.bind_v4,
-                                               " or ", options.bind_v6));
+    return absl::UnavailableError(
+        absl::StrCat("udp prober: cannot bind ", options.bind_v4, " or ", options.bind_v6));
   }
   int stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (stop_fd < 0) {
@@ -55,7 +55,8 @@ absl::StatusOr<std::unique_ptr<UdpProber>> UdpProber::Create(const Options& opti
     return absl::UnavailableError(absl::StrCat("udp prober: eventfd: ", strerror(errno)));
   }
   uint64_t seed = options.seed;
-  if (seed == 0) seed = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+  if (seed == 0)
+    seed = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
   std::unique_ptr<UdpProber> p(new UdpProber(options, fd4, fd6, stop_fd, seed));
   p->thread_ = std::thread([raw = p.get()] { raw->Loop(); });
   return p;
@@ -96,8 +97,8 @@ absl::Status UdpProber::SetPlan(const v1::ProbePlan& plan) {
     absl::StatusOr<SocketAddress> addr = SocketAddress::Parse(peer.udp_address());
     if (!addr.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("probe plan peers[", i, "] (host_id \"",
-                                                     peer.host_id(), "\"): ",
-                                                     addr.status().message()));
+                                                     peer.host_id(),
+                                                     "\"): ", addr.status().message()));
     }
     if ((addr->family() == AF_INET && fd4_ < 0) || (addr->family() == AF_INET6 && fd6_ < 0)) {
       return absl::InvalidArgumentError(absl::StrCat("probe plan peers[", i, "] udp_address ",
@@ -124,6 +125,14 @@ absl::Status UdpProber::SetPlan(const v1::ProbePlan& plan) {
   return absl::OkStatus();
 }
 
+int UdpProber::local_port_v4() const {
+  if (fd4_ < 0) return 0;
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  if (getsockname(fd4_, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return 0;
+  return SocketAddress::FromSockaddr(reinterpret_cast<sockaddr*>(&ss), len).port();
+}
+
 std::vector<v1::LatencyWindow> UdpProber::TakeWindow() { return tracker_.TakeWindow(); }
 
 void UdpProber::SendDue(absl::Duration now) {
@@ -139,8 +148,7 @@ void UdpProber::SendDue(absl::Duration now) {
     p.session = session_;
     p.seq = tracker_.OnSent(peer.peer_class, t_send, plan_.timeout);
     p.Encode(buf, plan_.payload_bytes);
-    ssize_t n = sendto(fd, buf, plan_.payload_bytes, 0, peer.address.addr(),
-                       peer.address.length);
+    ssize_t n = sendto(fd, buf, plan_.payload_bytes, 0, peer.address.addr(), peer.address.length);
     if (n != static_cast<ssize_t>(plan_.payload_bytes)) {
       // The probe stays outstanding and times out as a loss; log the reason once.
       LogOnce(absl::StrCat("probe.udp.sendto.", peer.address.ToString()), LogLevel::kWarning,

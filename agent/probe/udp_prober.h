@@ -46,6 +46,8 @@ class UdpProber : public Prober {
 
   ProbeAnomalies anomalies() const { return tracker_.anomalies(); }
   uint64_t session() const { return session_; }
+  // Local UDP port of the IPv4 socket (replies arrive there); 0 without one.
+  int local_port_v4() const;
   // Stops sending and joins the thread. Idempotent; outstanding probes stay unresolved.
   void Stop();
 

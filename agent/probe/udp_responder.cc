@@ -26,8 +26,8 @@ absl::StatusOr<std::unique_ptr<UdpResponder>> UdpResponder::Start(const Options&
   if (bind(fd, addr->addr(), addr->length) != 0) {
     int err = errno;
     close(fd);
-    return absl::UnavailableError(absl::StrCat("udp responder: bind ", addr->ToString(), ": ",
-                                               strerror(err)));
+    return absl::UnavailableError(
+        absl::StrCat("udp responder: bind ", addr->ToString(), ": ", strerror(err)));
   }
   int stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (stop_fd < 0) {
@@ -89,22 +89,19 @@ void UdpResponder::Loop() {
     for (;;) {
       sockaddr_storage from{};
       socklen_t from_len = sizeof(from);
-      ssize_t n = recvfrom(fd_, buf, sizeof(buf), 0, reinterpret_cast<sockaddr*>(&from),
-                           &from_len);
+      ssize_t n = recvfrom(fd_, buf, sizeof(buf), 0, reinterpret_cast<sockaddr*>(&from), &from_len);
       if (n < 0) break;
       const absl::Duration t_recv = clock_->Monotonic();
-      absl::StatusOr<ProbePacket> p =
-          ProbePacket::Decode(buf, static_cast<size_t>(n) > ProbePacket::kMaxBytes
-                                       ? 0
-                                       : static_cast<size_t>(n));
+      absl::StatusOr<ProbePacket> p = ProbePacket::Decode(
+          buf, static_cast<size_t>(n) > ProbePacket::kMaxBytes ? 0 : static_cast<size_t>(n));
       if (!p.ok()) {
         malformed_++;
-        LogOnce("probe.udp_responder.malformed", LogLevel::kWarning,
-                "udp responder: malformed packet ignored",
-                {{"from", SocketAddress::FromSockaddr(reinterpret_cast<sockaddr*>(&from),
-                                                      from_len)
-                              .ToString()},
-                 {"error", std::string(p.status().message())}});
+        LogOnce(
+            "probe.udp_responder.malformed", LogLevel::kWarning,
+            "udp responder: malformed packet ignored",
+            {{"from",
+              SocketAddress::FromSockaddr(reinterpret_cast<sockaddr*>(&from), from_len).ToString()},
+             {"error", std::string(p.status().message())}});
         continue;
       }
       if (p->type != ProbeType::kRequest) {

@@ -94,8 +94,8 @@ absl::Status VerbsEndpoint::Init() {
   ctx_ = ibv_open_device(dev);
   ibv_free_device_list(list);
   if (ctx_ == nullptr) {
-    return absl::UnavailableError(absl::StrCat("verbs: cannot open ", device_, ": ",
-                                               strerror(errno)));
+    return absl::UnavailableError(
+        absl::StrCat("verbs: cannot open ", device_, ": ", strerror(errno)));
   }
   const std::string where = absl::StrCat(device_, " port ", options_.port);
   ibv_port_attr pattr{};
@@ -113,7 +113,8 @@ absl::Status VerbsEndpoint::Init() {
   ibv_gid chosen{};
   if (options_.gid_index >= 0) {
     if (options_.gid_index >= pattr.gid_tbl_len ||
-        ibv_query_gid(ctx_, static_cast<uint8_t>(options_.port), options_.gid_index, &chosen) != 0 ||
+        ibv_query_gid(ctx_, static_cast<uint8_t>(options_.port), options_.gid_index, &chosen) !=
+            0 ||
         IsZeroGid(chosen)) {
       return absl::UnavailableError(
           absl::StrCat("verbs: ", where, " has no GID at index ", options_.gid_index));
@@ -182,8 +183,8 @@ absl::Status VerbsEndpoint::Init() {
   if (cq_ == nullptr) {
     cq_ = ibv_create_cq(ctx_, cqe, nullptr, channel_, 0);
     if (cq_ == nullptr) {
-      return absl::UnavailableError(absl::StrCat("verbs: create_cq on ", device_, ": ",
-                                                 strerror(errno)));
+      return absl::UnavailableError(
+          absl::StrCat("verbs: create_cq on ", device_, ": ", strerror(errno)));
     }
   }
   if (ibv_req_notify_cq(cq_, 0) != 0) {
@@ -200,8 +201,8 @@ absl::Status VerbsEndpoint::Init() {
   qattr.cap.max_recv_sge = 1;
   qp_ = ibv_create_qp(pd_, &qattr);
   if (qp_ == nullptr) {
-    return absl::UnavailableError(absl::StrCat("verbs: create UD QP on ", where, ": ",
-                                               strerror(errno)));
+    return absl::UnavailableError(
+        absl::StrCat("verbs: create UD QP on ", where, ": ", strerror(errno)));
   }
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_INIT;
@@ -227,8 +228,8 @@ absl::Status VerbsEndpoint::Init() {
   buffer_.assign(slot_bytes_ * static_cast<size_t>(options_.recv_depth + options_.send_depth), 0);
   mr_ = ibv_reg_mr(pd_, buffer_.data(), buffer_.size(), IBV_ACCESS_LOCAL_WRITE);
   if (mr_ == nullptr) {
-    return absl::UnavailableError(absl::StrCat("verbs: reg_mr on ", device_, ": ",
-                                               strerror(errno)));
+    return absl::UnavailableError(
+        absl::StrCat("verbs: reg_mr on ", device_, ": ", strerror(errno)));
   }
   for (int i = 0; i < options_.recv_depth; ++i) {
     absl::Status s = PostRecv(i);
@@ -264,8 +265,8 @@ absl::Status VerbsEndpoint::PostRecv(int slot) {
   wr.num_sge = 1;
   ibv_recv_wr* bad = nullptr;
   if (ibv_post_recv(qp_, &wr, &bad) != 0) {
-    return absl::UnavailableError(absl::StrCat("verbs: post_recv on ", device_, ": ",
-                                               strerror(errno)));
+    return absl::UnavailableError(
+        absl::StrCat("verbs: post_recv on ", device_, ": ", strerror(errno)));
   }
   return absl::OkStatus();
 }
@@ -292,8 +293,8 @@ absl::StatusOr<ibv_ah*> VerbsEndpoint::CreateAhFromRecv(const Completion& c) {
   auto* grh = reinterpret_cast<ibv_grh*>(const_cast<uint8_t*>(c.data - kGrhBytes));
   ibv_ah* ah = ibv_create_ah_from_wc(pd_, &wc, grh, static_cast<uint8_t>(options_.port));
   if (ah == nullptr) {
-    return absl::UnavailableError(absl::StrCat("verbs: cannot create reply AH on ", device_,
-                                               ": ", strerror(errno)));
+    return absl::UnavailableError(
+        absl::StrCat("verbs: cannot create reply AH on ", device_, ": ", strerror(errno)));
   }
   ahs_.push_back(ah);
   return ah;
@@ -338,8 +339,8 @@ absl::Status VerbsEndpoint::PostSend(int slot, size_t length, ibv_ah* ah, uint32
   int rc = ibv_post_send(qp_, &wr, &bad);
   if (rc != 0) {
     ReleaseSendSlot(slot);
-    return absl::UnavailableError(absl::StrCat("verbs: post_send on ", device_, ": ",
-                                               strerror(rc)));
+    return absl::UnavailableError(
+        absl::StrCat("verbs: post_send on ", device_, ": ", strerror(rc)));
   }
   return absl::OkStatus();
 }
@@ -359,7 +360,8 @@ bool VerbsEndpoint::HandleAsyncEvents() {
   while (ibv_get_async_event(ctx_, &ev) == 0) {
     if (ev.event_type == IBV_EVENT_DEVICE_FATAL) alive = false;
     LogOnce(absl::StrCat("probe.verbs.async.", device_, ".", ev.event_type), LogLevel::kWarning,
-            "verbs: async event", {{"device", device_}, {"event", ibv_event_type_str(ev.event_type)}});
+            "verbs: async event",
+            {{"device", device_}, {"event", ibv_event_type_str(ev.event_type)}});
     ibv_ack_async_event(&ev);
   }
   return alive;
@@ -385,8 +387,8 @@ bool VerbsEndpoint::Poll(const std::function<void(const Completion&)>& handle, i
       const ibv_wc_opcode op = ibv_wc_read_opcode(cq_ex_);
       c.is_recv = (op & IBV_WC_RECV) != 0;
       const uint64_t ticks = ibv_wc_read_completion_ts(cq_ex_);
-      c.time = absl::Nanoseconds(static_cast<int64_t>(
-          static_cast<__int128>(ticks) * 1000000 / static_cast<__int128>(hca_core_clock_khz_)));
+      c.time = absl::Nanoseconds(static_cast<int64_t>(static_cast<__int128>(ticks) * 1000000 /
+                                                      static_cast<__int128>(hca_core_clock_khz_)));
       if (c.is_recv) {
         c.src_qp = ibv_wc_read_src_qp(cq_ex_);
         c.wc.wr_id = c.wr_id;

@@ -23,9 +23,9 @@ namespace rocetune {
 class VerbsEndpoint {
  public:
   struct Options {
-    std::string device;      // "" = first device
+    std::string device;  // "" = first device
     int port = 1;
-    int gid_index = -1;      // -1 = first RoCEv2 IPv4-mapped GID, else first nonzero GID
+    int gid_index = -1;  // -1 = first RoCEv2 IPv4-mapped GID, else first nonzero GID
     uint32_t qkey = 0x11111111;
     int recv_depth = 128;
     int send_depth = 128;
@@ -36,9 +36,9 @@ class VerbsEndpoint {
     uint64_t wr_id = 0;
     bool ok = false;
     bool is_recv = false;
-    std::string error;          // set when !ok
-    absl::Duration time;        // completion time on clock_name()'s clock
-    uint32_t src_qp = 0;        // receives
+    std::string error;              // set when !ok
+    absl::Duration time;            // completion time on clock_name()'s clock
+    uint32_t src_qp = 0;            // receives
     const uint8_t* data = nullptr;  // receives: payload after the 40-byte GRH area
     size_t length = 0;              // receives: payload bytes
     ibv_wc wc{};                    // receives: for ibv_create_ah_from_wc

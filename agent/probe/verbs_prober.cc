@@ -33,7 +33,8 @@ absl::StatusOr<std::unique_ptr<VerbsProber>> VerbsProber::Create(const Options& 
     return absl::UnavailableError(absl::StrCat("verbs prober: eventfd: ", strerror(errno)));
   }
   uint64_t seed = options.seed;
-  if (seed == 0) seed = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+  if (seed == 0)
+    seed = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
   std::unique_ptr<VerbsProber> p(new VerbsProber(*std::move(ep), seed, stop_fd));
   p->thread_ = std::thread([raw = p.get()] { raw->Loop(); });
   return p;
@@ -203,11 +204,11 @@ void VerbsProber::Loop() {
     const absl::Duration now = ep_->Now();
     SendDue(now);
     tracker_.ExpireDue(now);
-    const absl::Duration next = plan_.pacer.has_value() ? plan_.pacer->NextDue()
-                                                        : absl::InfiniteDuration();
+    const absl::Duration next =
+        plan_.pacer.has_value() ? plan_.pacer->NextDue() : absl::InfiniteDuration();
     const absl::Duration wait = std::clamp(next - ep_->Now(), absl::ZeroDuration(), kMaxWait);
-    pollfd fds[3] = {{stop_fd_, POLLIN, 0}, {ep_->event_fd(), POLLIN, 0},
-                     {ep_->async_fd(), POLLIN, 0}};
+    pollfd fds[3] = {
+        {stop_fd_, POLLIN, 0}, {ep_->event_fd(), POLLIN, 0}, {ep_->async_fd(), POLLIN, 0}};
     timespec ts = absl::ToTimespec(wait);
     if (ppoll(fds, device_ok_ ? 3 : 1, &ts, nullptr) < 0 && errno != EINTR) {
       LogError("verbs prober: poll failed", {{"error", strerror(errno)}});

@@ -85,7 +85,8 @@ ibv_ah* VerbsResponder::ReplyAh(const VerbsEndpoint::Completion& c) {
   absl::StatusOr<ibv_ah*> ah = ep_->CreateAhFromRecv(c);
   if (!ah.ok()) {
     LogOnce("probe.verbs_responder.ah", LogLevel::kWarning,
-            "verbs responder: cannot address a reply", {{"error", std::string(ah.status().message())}});
+            "verbs responder: cannot address a reply",
+            {{"error", std::string(ah.status().message())}});
     return nullptr;
   }
   if (ah_cache_.size() >= kMaxCachedAhs) {
@@ -172,8 +173,8 @@ void VerbsResponder::OnCompletion(const VerbsEndpoint::Completion& c) {
   f.session = p->session;
   f.seq = p->seq;
   f.t_recv = c.time;
-  f.length = std::min<size_t>(std::max<size_t>(c.length, ProbePacket::kHeaderBytes),
-                              ep_->max_payload());
+  f.length =
+      std::min<size_t>(std::max<size_t>(c.length, ProbePacket::kHeaderBytes), ep_->max_payload());
   if (!Send(f, 0)) return;
   if (!nic_clock) {
     const absl::Duration d = std::max(ep_->Now() - f.t_recv, absl::ZeroDuration());
@@ -186,8 +187,8 @@ void VerbsResponder::Loop() {
   auto handle = [this](const VerbsEndpoint::Completion& c) { OnCompletion(c); };
   bool device_ok = true;
   for (;;) {
-    pollfd fds[3] = {{stop_fd_, POLLIN, 0}, {ep_->event_fd(), POLLIN, 0},
-                     {ep_->async_fd(), POLLIN, 0}};
+    pollfd fds[3] = {
+        {stop_fd_, POLLIN, 0}, {ep_->event_fd(), POLLIN, 0}, {ep_->async_fd(), POLLIN, 0}};
     if (poll(fds, device_ok ? 3 : 1, 20) < 0 && errno != EINTR) {
       LogError("verbs responder: poll failed", {{"error", strerror(errno)}});
       return;

@@ -1,0 +1,76 @@
+#include "agent/probe/probe_metrics.h"
+
+#include <cmath>
+#include <map>
+#include <string>
+
+#include "daemon/quantile_sketch.h"
+#include "gtest/gtest.h"
+#include "prometheus/registry.h"
+
+namespace rocetune {
+namespace {
+
+// name{label=value,...} -> value, from the registry's current state.
+std::map<std::string, double> Scrape(prometheus::Registry& r) {
+  std::map<std::string, double> out;
+  for (const auto& fam : r.Collect()) {
+    for (const auto& m : fam.metric) {
+      std::string key = fam.name + "{";
+      for (const auto& l : m.label) key += l.name + "=" + l.value + ",";
+      key += "}";
+      out[key] = fam.type == prometheus::MetricType::Counter ? m.counter.value : m.gauge.value;
+    }
+  }
+  return out;
+}
+
+v1::LatencyWindow Window(const std::string& cls, int samples, double base, uint64_t sent,
+                         uint64_t lost) {
+  QuantileSketch s;
+  for (int i = 1; i <= samples; ++i) s.Insert(base * i);
+  v1::LatencyWindow w;
+  w.set_peer_class(cls);
+  s.ToProto(w.mutable_network_rtt_seconds());
+  w.set_probes_sent(sent);
+  w.set_probes_lost(lost);
+  return w;
+}
+
+TEST(ProbeMetricsTest, QuantilesLossAndTimeoutsPerPeerClass) {
+  prometheus::Registry registry;
+  ProbeMetrics metrics(registry);
+  metrics.Update({Window("intra_tor", 1000, 1e-6, 1010, 10), Window("inter_tor", 0, 0, 5, 5)});
+  auto m = Scrape(registry);
+  EXPECT_NEAR(m["rocetune_probe_rtt_seconds{peer_class=intra_tor,quantile=0.5,}"], 500e-6,
+              500e-6 * 0.03);
+  EXPECT_NEAR(m["rocetune_probe_rtt_seconds{peer_class=intra_tor,quantile=0.99,}"], 990e-6,
+              990e-6 * 0.03);
+  EXPECT_NEAR(m["rocetune_probe_rtt_seconds{peer_class=intra_tor,quantile=0.999,}"], 999e-6,
+              999e-6 * 0.03);
+  EXPECT_DOUBLE_EQ(m["rocetune_probe_loss_ratio{peer_class=intra_tor,}"], 10.0 / 1010);
+  EXPECT_DOUBLE_EQ(m["rocetune_probe_timeouts_total{peer_class=intra_tor,}"], 10);
+  EXPECT_DOUBLE_EQ(m["rocetune_probe_loss_ratio{peer_class=inter_tor,}"], 1.0);
+  EXPECT_TRUE(std::isnan(m["rocetune_probe_rtt_seconds{peer_class=inter_tor,quantile=0.5,}"]));
+
+  metrics.Update({Window("intra_tor", 10, 1e-3, 10, 0)});
+  m = Scrape(registry);
+  EXPECT_DOUBLE_EQ(m["rocetune_probe_timeouts_total{peer_class=intra_tor,}"], 10);
+  EXPECT_DOUBLE_EQ(m["rocetune_probe_sent_total{peer_class=intra_tor,}"], 1020);
+  EXPECT_DOUBLE_EQ(m["rocetune_probe_loss_ratio{peer_class=intra_tor,}"], 0);
+  EXPECT_GT(m["rocetune_probe_rtt_seconds{peer_class=intra_tor,quantile=0.5,}"], 4e-3);
+}
+
+TEST(ProbeMetricsTest, InvalidSketchIsSkippedCountersStillMove) {
+  prometheus::Registry registry;
+  ProbeMetrics metrics(registry);
+  v1::LatencyWindow w = Window("c", 10, 1e-3, 10, 1);
+  w.mutable_network_rtt_seconds()->set_relative_accuracy(7);  // invalid
+  metrics.Update({w});
+  auto m = Scrape(registry);
+  EXPECT_DOUBLE_EQ(m["rocetune_probe_timeouts_total{peer_class=c,}"], 1);
+  EXPECT_TRUE(std::isnan(m["rocetune_probe_rtt_seconds{peer_class=c,quantile=0.99,}"]));
+}
+
+}  // namespace
+}  // namespace rocetune
