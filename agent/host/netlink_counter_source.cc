@@ -111,7 +111,11 @@ absl::Status WalkMessages(const uint8_t* data, size_t len,
       if (plen < sizeof(int)) return absl::InvalidArgumentError("truncated NLMSG_ERROR");
       int error = 0;
       std::memcpy(&error, payload, sizeof(int));
-      if (error != 0) return ErrnoStatus(error < 0 ? -error : error);
+      if (error != 0) {
+        const int64_t e = error;  // -INT_MIN overflows an int
+        return ErrnoStatus(
+            static_cast<int>(e < 0 ? (-e > 4095 ? EPROTO : -e) : (e > 4095 ? EPROTO : e)));
+      }
     } else if (absl::Status s = fn(h.nlmsg_type, payload, plen); !s.ok()) {
       return s;
     }

@@ -1,0 +1,222 @@
+#include "agent/host/sysfs_counter_source.h"
+
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "daemon/logging.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/agent/host/fixture_tree.h"
+
+namespace rocetune {
+namespace {
+
+using ::testing::HasSubstr;
+using testing_util::FixtureTree;
+
+std::string HostSys(const std::string& host) {
+  return std::string(ROCETUNE_SOURCE_DIR) + "/tests/fixtures/hosts/" + host + "/sys";
+}
+
+std::map<std::string, CounterValue> ByName(const std::vector<CounterValue>& values,
+                                           const std::string& device, uint32_t port = 1) {
+  std::map<std::string, CounterValue> m;
+  for (const CounterValue& v : values) {
+    if (v.key.device == device && v.key.port == port) m[v.key.name] = v;
+  }
+  return m;
+}
+
+uint64_t FileValue(const std::string& path) { return std::stoull(FixtureTree::ReadFile(path)); }
+
+TEST(SysfsCounterSourceTest, Mlx5CountersAreMappedAndWordsBecomeBytes) {
+  const std::string sys = HostSys("mlx5_ofed");
+  SysfsCounterSource source(sys);
+  EXPECT_EQ(source.name(), "sysfs");
+  std::vector<CounterValue> out;
+  ASSERT_TRUE(source.Collect(&out).ok());
+  auto c = ByName(out, "mlx5_0");
+  const std::string port = sys + "/class/infiniband/mlx5_0/ports/1/";
+  EXPECT_EQ(c.at("cnp_sent").value, FileValue(port + "hw_counters/np_cnp_sent"));
+  EXPECT_EQ(c.at("cnp_handled").value, FileValue(port + "hw_counters/rp_cnp_handled"));
+  EXPECT_EQ(c.at("cnp_ignored").value, FileValue(port + "hw_counters/rp_cnp_ignored"));
+  EXPECT_EQ(c.at("ecn_marked_packets").value,
+            FileValue(port + "hw_counters/np_ecn_marked_roce_packets"));
+  EXPECT_EQ(c.at("out_of_sequence").value, FileValue(port + "hw_counters/out_of_sequence"));
+  EXPECT_EQ(c.at("out_of_sequence").width_bits, 32);
+  EXPECT_EQ(c.at("cnp_sent").width_bits, 64);
+  EXPECT_EQ(c.at("tx_bytes").value, 4 * FileValue(port + "counters/port_xmit_data"));
+  EXPECT_EQ(c.at("rx_bytes").value, 4 * FileValue(port + "counters/port_rcv_data"));
+  EXPECT_EQ(c.at("tx_packets").value, FileValue(port + "counters/port_xmit_packets"));
+  EXPECT_EQ(c.at("rx_write_requests").value, FileValue(port + "hw_counters/rx_write_requests"));
+  EXPECT_EQ(c.count("lifespan"), 0u);
+  EXPECT_EQ(c.count("np_cnp_sent"), 0u);
+  EXPECT_EQ(c.count("port_xmit_data"), 0u);
+  EXPECT_FALSE(ByName(out, "mlx5_1").empty());
+  EXPECT_EQ(source.skipped_files(), 0u);
+}
+
+TEST(SysfsCounterSourceTest, BnxtReCounters) {
+  const std::string sys = HostSys("bnxt_re");
+  SysfsCounterSource source(sys);
+  std::vector<CounterValue> out;
+  ASSERT_TRUE(source.Collect(&out).ok());
+  auto c = ByName(out, "bnxt_re0");
+  const std::string hw = sys + "/class/infiniband/bnxt_re0/ports/1/hw_counters/";
+  EXPECT_EQ(c.at("cnp_sent").value, FileValue(hw + "tx_cnp_pkts"));
+  EXPECT_EQ(c.at("cnp_handled").value, FileValue(hw + "rx_cnp_pkts"));
+  EXPECT_EQ(c.at("ecn_marked_packets").value, FileValue(hw + "rx_ecn_marked_pkts"));
+  EXPECT_EQ(c.at("packet_seq_err").value, FileValue(hw + "seq_err_naks_rcvd"));
+  EXPECT_EQ(c.at("local_ack_timeout_err").value, FileValue(hw + "to_retransmits"));
+  EXPECT_EQ(c.at("out_of_sequence").value, FileValue(hw + "rx_out_of_sequence"));
+  // bnxt_re's own rx_bytes hw counter is not the canonical PMA rx_bytes, but it
+  // has no counters/ directory, so the name is free and passes through.
+  EXPECT_EQ(c.at("rx_bytes").value, FileValue(hw + "rx_bytes"));
+  EXPECT_EQ(c.count("tx_cnp_pkts"), 0u);
+}
+
+TEST(SysfsCounterSourceTest, IrdmaCountersAre32BitWhereTheHardwareIs) {
+  const std::string sys = HostSys("irdma");
+  SysfsCounterSource source(sys);
+  std::vector<CounterValue> out;
+  ASSERT_TRUE(source.Collect(&out).ok());
+  auto c = ByName(out, "irdma0");
+  const std::string hw = sys + "/class/infiniband/irdma0/ports/1/hw_counters/";
+  EXPECT_EQ(c.at("cnp_sent").value, FileValue(hw + "cnpSent"));
+  EXPECT_EQ(c.at("cnp_sent").width_bits, 32);
+  EXPECT_EQ(c.at("cnp_handled").value, FileValue(hw + "cnpHandled"));
+  EXPECT_EQ(c.at("cnp_ignored").value, FileValue(hw + "cnpIgnored"));
+  EXPECT_EQ(c.at("ecn_marked_packets").value, FileValue(hw + "RxECNMrkd"));
+  EXPECT_EQ(c.at("ip4InOctets").width_bits, 64);
+}
+
+TEST(SysfsCounterSourceTest, RxeCountersPassThroughWithoutPortCounters) {
+  SysfsCounterSource source(HostSys("rxe"));
+  std::vector<CounterValue> out;
+  ASSERT_TRUE(source.Collect(&out).ok());
+  auto c = ByName(out, "rxe0");
+  EXPECT_EQ(c.size(), 15u);  // the 15 rxe hw_counters (lifespan excluded)
+  EXPECT_EQ(c.at("rcvd_pkts").value, 20017u);
+  EXPECT_EQ(c.count("tx_bytes"), 0u);
+}
+
+TEST(SysfsCounterSourceTest, DeviceFilterAndOptions) {
+  SysfsCounterOptions options;
+  options.devices = {"mlx5_1"};
+  options.hw_counters = false;
+  SysfsCounterSource source(HostSys("mlx5_ofed"), options);
+  std::vector<CounterValue> out;
+  ASSERT_TRUE(source.Collect(&out).ok());
+  ASSERT_FALSE(out.empty());
+  for (const CounterValue& v : out) {
+    EXPECT_EQ(v.key.device, "mlx5_1");
+    EXPECT_NE(v.key.name, "cnp_sent");
+  }
+}
+
+TEST(SysfsCounterSourceTest, ValuesFollowTheFiles) {
+  FixtureTree tree("mlx5_ofed");
+  const std::string hw = tree.sys() + "/class/infiniband/mlx5_0/ports/1/hw_counters/";
+  SysfsCounterSource source(tree.sys());
+  std::vector<CounterValue> out;
+  ASSERT_TRUE(source.Collect(&out).ok());
+  FixtureTree::WriteFile(hw + "np_cnp_sent", "99999999999\n");
+  out.clear();
+  ASSERT_TRUE(source.Collect(&out).ok());
+  EXPECT_EQ(ByName(out, "mlx5_0").at("cnp_sent").value, 99999999999u);
+}
+
+TEST(SysfsCounterSourceTest, MissingAndUnreadableFilesAreSkippedCountedAndLoggedOnce) {
+  FixtureTree tree("mlx5_ofed");
+  const std::string hw = tree.sys() + "/class/infiniband/mlx5_0/ports/1/hw_counters/";
+  SysfsCounterSource source(tree.sys());
+  std::vector<CounterValue> out;
+  ASSERT_TRUE(source.Collect(&out).ok());  // lists the files
+  const size_t full = out.size();
+  // Break four files after listing: a directory, a FIFO, a dangling symlink, junk.
+  std::filesystem::remove(hw + "np_cnp_sent");
+  std::filesystem::create_directory(hw + "np_cnp_sent");
+  std::filesystem::remove(hw + "rp_cnp_handled");
+  ASSERT_EQ(mkfifo((hw + "rp_cnp_handled").c_str(), 0644), 0);
+  std::filesystem::remove(hw + "rp_cnp_ignored");
+  std::filesystem::create_symlink(hw + "does_not_exist", hw + "rp_cnp_ignored");
+  FixtureTree::WriteFile(hw + "out_of_sequence", "lots\n");
+  std::string log;
+  SetLogSinkForTest(&log);
+  for (int i = 0; i < 2; ++i) {
+    out.clear();
+    ASSERT_TRUE(source.Collect(&out).ok());
+    EXPECT_EQ(out.size(), full - 4);
+  }
+  SetLogSinkForTest(nullptr);
+  EXPECT_EQ(source.skipped_files(), 8u);
+  auto c = ByName(out, "mlx5_0");
+  EXPECT_EQ(c.count("cnp_sent"), 0u);
+  EXPECT_EQ(c.count("cnp_handled"), 0u);
+  EXPECT_EQ(c.count("out_of_sequence"), 0u);
+  EXPECT_EQ(c.count("ecn_marked_packets"), 1u);
+  const std::string needle = hw + "np_cnp_sent";
+  EXPECT_THAT(log, HasSubstr(needle));
+  EXPECT_EQ(log.find(needle), log.rfind(needle));  // logged once
+}
+
+TEST(SysfsCounterSourceTest, VanishedDeviceIsUnavailable) {
+  FixtureTree tree("irdma");
+  SysfsCounterSource source(tree.sys());
+  std::vector<CounterValue> out;
+  ASSERT_TRUE(source.Collect(&out).ok());
+  std::filesystem::remove(tree.sys() + "/class/infiniband/irdma0");
+  std::filesystem::remove_all(tree.sys() + "/devices");
+  out.clear();
+  absl::Status s = source.Collect(&out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(s.message(), HasSubstr("irdma0"));
+  EXPECT_TRUE(out.empty());
+  s = source.Collect(&out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+}
+
+TEST(SysfsCounterSourceTest, OneVanishedDeviceOfTwoStillReadsTheOther) {
+  FixtureTree tree("mlx5_ofed");
+  SysfsCounterSource source(tree.sys());
+  std::vector<CounterValue> out;
+  ASSERT_TRUE(source.Collect(&out).ok());
+  std::filesystem::remove(tree.sys() + "/class/infiniband/mlx5_1");
+  out.clear();
+  ASSERT_TRUE(source.Collect(&out).ok());
+  EXPECT_TRUE(ByName(out, "mlx5_1").empty());
+  EXPECT_FALSE(ByName(out, "mlx5_0").empty());
+}
+
+TEST(SysfsCounterSourceTest, NewFilesAppearAfterARelist) {
+  FixtureTree tree("rxe");
+  SysfsCounterSource source(tree.sys());
+  std::vector<CounterValue> out;
+  ASSERT_TRUE(source.Collect(&out).ok());
+  const size_t before = out.size();
+  const std::string hw = tree.sys() + "/class/infiniband/rxe0/ports/1/hw_counters/";
+  // A file disappearing forces a relist; the new file is then picked up.
+  std::filesystem::remove(hw + "send_err");
+  FixtureTree::WriteFile(hw + "new_counter", "5\n");
+  out.clear();
+  ASSERT_TRUE(source.Collect(&out).ok());
+  out.clear();
+  ASSERT_TRUE(source.Collect(&out).ok());
+  EXPECT_EQ(out.size(), before);
+  EXPECT_EQ(ByName(out, "rxe0").at("new_counter").value, 5u);
+}
+
+TEST(SysfsCounterSourceTest, NoDevicesIsUnavailable) {
+  const std::string root = ::testing::TempDir() + "/rocetune_nodev_sys";
+  std::filesystem::create_directories(root + "/class/infiniband");
+  SysfsCounterSource source(root);
+  std::vector<CounterValue> out;
+  EXPECT_EQ(source.Collect(&out).code(), absl::StatusCode::kUnavailable);
+  std::filesystem::remove_all(root);
+}
+
+}  // namespace
+}  // namespace rocetune
