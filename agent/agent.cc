@@ -1,9 +1,10 @@
 #include "agent/agent.h"
 
-#include <algorithm>
 #include <unistd.h>
 
+#include <algorithm>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -48,6 +49,7 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options, HostS
       Sampler::Create(seams.counters, seams.clock, agent->options_.sample_interval);
   if (!sampler.ok()) return sampler.status();
   agent->sampler_ = std::move(*sampler);
+  if (absl::Status s = agent->InitParameters(); !s.ok()) return s;
   return agent;
 }
 
@@ -77,6 +79,104 @@ AgentStats Agent::stats() const {
   return stats_;
 }
 
+absl::Status Agent::InitParameters() {
+  if (options_.state_dir.empty()) {
+    return absl::InvalidArgumentError("agent: state_dir is required (last-known-good journal)");
+  }
+  absl::StatusOr<std::vector<v1::NicDevice>> devices = seams_.discovery->Discover();
+  if (!devices.ok()) return devices.status();
+  std::map<std::string, ApplyTarget> targets;
+  for (const auto& d : *devices) {
+    ApplyTarget t;
+    t.cc = seams_.cc;
+    t.pfc = seams_.pfc;
+    for (const auto& p : d.ports()) {
+      if (!p.netdev().empty()) {
+        t.netdev = p.netdev();
+        break;
+      }
+    }
+    targets[d.name()] = t;
+  }
+  if (devices->empty()) {
+    LogOnce("agent.no_rdma_devices", LogLevel::kInfo,
+            "no RDMA device on this host; reporting an empty inventory");
+  }
+  applier_ = std::make_unique<Applier>(std::move(targets));
+  journal_ = std::make_unique<LkgJournal>(options_.state_dir);
+  if (absl::Status s = journal_->Load(); !s.ok()) {
+    // A corrupt journal is not fatal: the NIC's values are the truth; say so.
+    LogError("last-known-good journal unreadable; starting from the NIC's values",
+             {{"error", std::string(s.message())}});
+  }
+  std::vector<std::string> read_errors;
+  v1::ParameterSet current = applier_->ReadCurrent(&read_errors);
+  for (const auto& e : read_errors) {
+    LogOnce(absl::StrCat("agent.read_params:", e), LogLevel::kWarning,
+            "cannot read device parameters", {{"error", e}});
+  }
+  std::optional<LkgEntry> lkg = journal_->Get();
+  if (!lkg.has_value()) {
+    if (current.devices_size() > 0) {
+      if (absl::Status s = journal_->Save("baseline", current); !s.ok()) {
+        LogWarning("cannot record the baseline parameter set",
+                   {{"error", std::string(s.message())}});
+      }
+    }
+  } else {
+    drift_ = journal_->Drift(current);
+    for (const auto& d : drift_) LogWarning("parameter drift from last-known-good", {{"drift", d}});
+    if (lkg->version != "baseline") {
+      absl::MutexLock lock(&mu_);
+      stats_.applied_version = lkg->version;
+    }
+  }
+  guard_ = std::make_unique<LocalGuard>(options_.guard, seams_.clock, applier_.get(),
+                                        journal_.get());
+  if (options_.metrics != nullptr) options_.metrics->SetParameters(current);
+  return absl::OkStatus();
+}
+
+v1::AgentMessage Agent::ApplyDesiredState(const v1::DesiredState& ds) {
+  v1::AgentMessage reply;
+  std::string kept;
+  {
+    absl::MutexLock lock(&mu_);
+    kept = stats_.applied_version;
+  }
+  absl::StatusOr<ApplyResult> result = applier_->Apply(ds.parameters());
+  if (options_.metrics != nullptr) options_.metrics->RecordApply(result.ok());
+  if (!result.ok()) {
+    v1::Nack* nack = reply.mutable_nack();
+    nack->set_kind(v1::DESIRED_STATE);
+    nack->set_version(ds.version());
+    nack->set_nonce(ds.nonce());
+    nack->set_error(std::string(result.status().ToString()));
+    nack->set_kept_version(kept);
+    LogWarning("refused desired state", {{"version", ds.version()},
+                                         {"error", std::string(result.status().message())}});
+    absl::MutexLock lock(&mu_);
+    ++stats_.nacks;
+    return reply;
+  }
+  guard_->Arm(ds.version(), result->applied);
+  for (const auto& d : result->disruptive) {
+    LogWarning("disruptive parameter change applied", {{"change", d}});
+  }
+  if (options_.metrics != nullptr) options_.metrics->SetParameters(result->applied);
+  LogInfo("applied desired state", {{"version", ds.version()},
+                                    {"writes", absl::StrCat(result->writes)}});
+  v1::Ack* ack = reply.mutable_ack();
+  ack->set_kind(v1::DESIRED_STATE);
+  ack->set_version(ds.version());
+  ack->set_nonce(ds.nonce());
+  *ack->mutable_applied() = std::move(result->applied);
+  absl::MutexLock lock(&mu_);
+  stats_.applied_version = ds.version();
+  ++stats_.acks;
+  return reply;
+}
+
 absl::StatusOr<v1::Hello> Agent::BuildHello() {
   v1::Hello hello;
   hello.set_host_id(options_.host_id);
@@ -90,12 +190,10 @@ absl::StatusOr<v1::Hello> Agent::BuildHello() {
     if (d.cc_param_layout().empty()) {
       d.set_cc_param_layout(seams_.cc != nullptr ? seams_.cc->layout() : "none");
     }
-    if (seams_.cc != nullptr) {
-      absl::StatusOr<v1::DeviceParameters> params = seams_.cc->Read(d.name());
-      if (params.ok()) *hello.mutable_current_parameters()->add_devices() = *params;
-    }
     *hello.add_devices() = std::move(d);
   }
+  *hello.mutable_current_parameters() = applier_->ReadCurrent();
+  for (const auto& d : drift_) hello.add_drift(d);
   hello.add_capabilities(absl::StrCat("counters.", seams_.counters->name()));
   if (seams_.cc != nullptr) hello.add_capabilities(absl::StrCat("dcqcn.", seams_.cc->layout()));
   if (seams_.pfc != nullptr) hello.add_capabilities("pfc");
@@ -120,17 +218,7 @@ void Agent::HandleMessage(
     grpc::ClientReaderWriter<v1::AgentMessage, v1::ControllerMessage>* stream) {
   v1::AgentMessage reply;
   if (msg.has_desired_state()) {
-    const v1::DesiredState& ds = msg.desired_state();
-    // The transactional apply path is wired in by the agent issue; until then a
-    // host refuses parameter changes and stays on its current version.
-    v1::Nack* nack = reply.mutable_nack();
-    nack->set_kind(v1::DESIRED_STATE);
-    nack->set_version(ds.version());
-    nack->set_nonce(ds.nonce());
-    nack->set_error("parameter apply is not supported by this agent build");
-    absl::MutexLock lock(&mu_);
-    nack->set_kept_version(stats_.applied_version);
-    ++stats_.nacks;
+    reply = ApplyDesiredState(msg.desired_state());
   } else if (msg.has_probe_plan()) {
     const v1::ProbePlan& plan = msg.probe_plan();
     absl::Status s = seams_.prober != nullptr
@@ -206,6 +294,19 @@ absl::Status Agent::RunStream() {
       if (options_.metrics != nullptr) options_.metrics->RecordSampling(batch->collect_duration);
       report->set_start_unix_nanos(absl::ToUnixNanos(batch->start));
       report->set_end_unix_nanos(absl::ToUnixNanos(batch->end));
+      if (std::optional<v1::GuardEvent> ev = guard_->Observe(batch->samples); ev.has_value()) {
+        LogWarning("local guard restored the last-known-good set",
+                   {{"kind", ev->kind()}, {"detail", ev->detail()},
+                    {"restored", ev->restored_version()}});
+        if (options_.metrics != nullptr) options_.metrics->RecordGuardRollback();
+        {
+          absl::MutexLock lock(&mu_);
+          ++stats_.guard_rollbacks;
+          stats_.applied_version =
+              ev->restored_version() == "baseline" ? "" : ev->restored_version();
+        }
+        *report->add_guard_events() = std::move(*ev);
+      }
       for (auto& c : batch->samples) *report->add_counters() = std::move(c);
     } else {
       LogOnce(absl::StrCat("agent.collect:", batch.status().message()), LogLevel::kWarning,

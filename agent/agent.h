@@ -13,6 +13,9 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "agent/agent_metrics.h"
+#include "agent/apply/applier.h"
+#include "agent/apply/lkg_journal.h"
+#include "agent/apply/local_guard.h"
 #include "agent/host/cc_param_store.h"
 #include "agent/host/counter_source.h"
 #include "agent/host/nic_discovery.h"
@@ -42,7 +45,9 @@ struct AgentOptions {
   std::string controller = "127.0.0.1:7070";
   std::vector<std::pair<std::string, std::string>> labels;
   absl::Duration sample_interval = absl::Seconds(1);
-  std::string state_dir;                   // "" = do not persist
+  // Where the last-known-good parameter set is journaled. Required.
+  std::string state_dir;
+  LocalGuardOptions guard;
   // Channel credentials: plaintext is only allowed to loopback controllers.
   bool insecure_loopback = true;
   absl::Duration reconnect_min = absl::Milliseconds(200);
@@ -57,6 +62,7 @@ struct AgentStats {
   uint64_t reports_sent = 0;
   uint64_t acks = 0;
   uint64_t nacks = 0;
+  uint64_t guard_rollbacks = 0;
   std::string applied_version;
   std::string probe_plan_version;
 };
@@ -83,6 +89,9 @@ class Agent {
   Agent(AgentOptions options, HostSeams seams);
   // One connection lifetime; returns when the stream ends.
   absl::Status RunStream();
+  // Loads the journal, records the baseline on first start, computes drift.
+  absl::Status InitParameters();
+  v1::AgentMessage ApplyDesiredState(const v1::DesiredState& ds);
   void HandleMessage(const v1::ControllerMessage& msg,
                      grpc::ClientReaderWriter<v1::AgentMessage, v1::ControllerMessage>* stream);
   bool Write(grpc::ClientReaderWriter<v1::AgentMessage, v1::ControllerMessage>* stream,
@@ -93,6 +102,10 @@ class Agent {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::AgentService::Stub> stub_;
   std::unique_ptr<Sampler> sampler_;  // used only by the Run() thread
+  std::unique_ptr<Applier> applier_;
+  std::unique_ptr<LkgJournal> journal_;
+  std::unique_ptr<LocalGuard> guard_;
+  std::vector<std::string> drift_;    // set by InitParameters
   std::atomic<bool> stopping_{false};
   absl::Notification stopped_;
 

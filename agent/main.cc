@@ -156,6 +156,7 @@ int main(int argc, char** argv) {
   options.sample_interval = interval;
   options.state_dir = absl::GetFlag(FLAGS_state_dir);
   options.metrics = &metrics;
+  options.guard = rocetune::LocalGuardOptionsFromFlags();
   absl::StatusOr<std::unique_ptr<rocetune::Agent>> agent =
       rocetune::Agent::Create(options, (*host)->seams());
   if (!agent.ok()) {

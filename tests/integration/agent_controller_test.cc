@@ -130,7 +130,7 @@ TEST_F(AgentControllerTest, ControllerRegistersHostFromHello) {
   EXPECT_EQ(controller_->Wait(absl::Seconds(10)), 0) << controller_->Log();
 }
 
-TEST_F(AgentControllerTest, AgentReconnectsAfterControllerRestartIsNotNeededForRegistration) {
+TEST_F(AgentControllerTest, TwoAgentsWithDistinctIdentitiesRegister) {
   // Two agents with distinct identities both register.
   auto a = StartAgent("host-b1", "bnxt_re");
   auto b = StartAgent("host-b2", "irdma");

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 
 namespace rocetune::testing {
 
