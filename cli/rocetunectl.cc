@@ -57,6 +57,7 @@ void PrintJson(const google::protobuf::Message& m) {
 std::string Ago(int64_t unix_nanos) {
   if (unix_nanos == 0) return "-";
   absl::Duration d = absl::Now() - absl::FromUnixNanos(unix_nanos);
+  if (d < absl::Milliseconds(100)) return "just now";
   return absl::StrCat(absl::FormatDuration(absl::Trunc(d, absl::Milliseconds(100))), " ago");
 }
 
