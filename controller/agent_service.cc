@@ -1,0 +1,10 @@
+#include "controller/agent_service.h"
+
+namespace rocetune::controller {
+
+grpc::ServerBidiReactor<v1::AgentMessage, v1::ControllerMessage>* AgentService::Connect(
+    grpc::CallbackServerContext*) {
+  return AgentStream::Start(deps_, next_stream_id_.fetch_add(1));
+}
+
+}  // namespace rocetune::controller

@@ -1,0 +1,176 @@
+#include "controller/controller.h"
+
+#include <arpa/inet.h>
+
+#include <map>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "daemon/logging.h"
+
+namespace rocetune::controller {
+namespace {
+
+// Splits "host:port" / "[v6]:port".
+bool SplitHostPort(const std::string& address, std::string* host, int* port) {
+  size_t colon = address.rfind(':');
+  if (colon == std::string::npos) return false;
+  std::string h = address.substr(0, colon);
+  if (h.size() >= 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
+  if (h.empty()) return false;
+  if (!absl::SimpleAtoi(address.substr(colon + 1), port) || *port < 0 || *port > 65535) {
+    return false;
+  }
+  *host = h;
+  return true;
+}
+
+}  // namespace
+
+bool IsLoopbackAddress(const std::string& address) {
+  std::string host;
+  int port = 0;
+  if (!SplitHostPort(address, &host, &port)) return false;
+  if (host == "localhost") return true;
+  in_addr v4;
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) {
+    return (ntohl(v4.s_addr) >> 24) == 127;
+  }
+  in6_addr v6;
+  if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) {
+    return IN6_IS_ADDR_LOOPBACK(&v6);
+  }
+  return false;
+}
+
+absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(const ControllerOptions& options,
+                                                              Clock* clock) {
+  std::string host;
+  int port = 0;
+  if (!SplitHostPort(options.listen, &host, &port)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--listen=\"", options.listen, "\": want host:port"));
+  }
+  if (!options.metrics_address.empty() && !SplitHostPort(options.metrics_address, &host, &port)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--metrics_address=\"", options.metrics_address, "\": want host:port"));
+  }
+  if (options.window <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--window must be positive");
+  }
+  if (options.retention < options.window) {
+    return absl::InvalidArgumentError("--retention must be at least one --window");
+  }
+  if (options.stale_after <= absl::ZeroDuration() || options.gone_after <= options.stale_after) {
+    return absl::InvalidArgumentError("want 0 < --stale_after < --gone_after");
+  }
+  if (options.max_message_bytes < 1024) {
+    return absl::InvalidArgumentError("--max_message_bytes must be at least 1024");
+  }
+  if (options.max_outbound_queue < 1) {
+    return absl::InvalidArgumentError("--max_outbound_queue must be at least 1");
+  }
+  if (!options.insecure_loopback) {
+    return absl::FailedPreconditionError(
+        "TLS is not implemented yet: run with --insecure_loopback and a loopback --listen "
+        "address");
+  }
+  if (!IsLoopbackAddress(options.listen)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--insecure_loopback allows plaintext only on a loopback address, not ", options.listen));
+  }
+
+  std::unique_ptr<Controller> c(new Controller(options, clock));
+  c->metrics_ = std::make_unique<ControllerMetrics>();
+  if (!options.state_dir.empty()) {
+    absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(options.state_dir);
+    if (!store.ok()) return store.status();
+    c->store_ = *std::move(store);
+    ControllerMetrics* m = c->metrics_.get();
+    c->store_->set_latency_observer([m](double s) { m->StoreWrite(s); });
+  }
+  TelemetryOptions topt;
+  topt.window = options.window;
+  topt.retention = options.retention;
+  c->telemetry_ = std::make_unique<TelemetryStore>(topt);
+  FleetOptions fopt;
+  fopt.stale_after = options.stale_after;
+  fopt.gone_after = options.gone_after;
+  c->fleet_ =
+      std::make_unique<Fleet>(clock, c->telemetry_.get(), c->store_.get(), &c->events_, fopt);
+  if (absl::Status s = c->fleet_->LoadFromStore(); !s.ok()) return s;
+
+  AgentStreamDeps adeps{c->fleet_.get(), c->metrics_.get(), clock, options.max_outbound_queue};
+  c->agent_service_ = std::make_unique<AgentService>(adeps);
+  AdminDeps mdeps{c->fleet_.get(), c->telemetry_.get(), c->store_.get(),
+                  &c->events_,     c->metrics_.get(),   clock};
+  c->admin_service_ = std::make_unique<AdminService>(mdeps);
+
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &c->grpc_port_);
+  builder.RegisterService(c->agent_service_.get());
+  builder.RegisterService(c->admin_service_.get());
+  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
+  builder.SetMaxSendMessageSize(options.max_message_bytes);
+  // Another process on the same port must be an error, not a shared listener.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 60'000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20'000);
+  c->server_ = builder.BuildAndStart();
+  if (c->server_ == nullptr || c->grpc_port_ == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", options.listen, " (address in use or not local?)"));
+  }
+  if (!options.metrics_address.empty()) {
+    auto exposer = MetricsExposer::Start(options.metrics_address, c->metrics_->registry());
+    if (!exposer.ok()) return exposer.status();
+    c->exposer_ = *std::move(exposer);
+  }
+  c->Tick();
+  if (options.tick_interval > absl::ZeroDuration()) {
+    Controller* self = c.get();
+    c->ticker_ = std::thread([self]() {
+      while (!self->stop_.WaitForNotificationWithTimeout(self->options_.tick_interval)) {
+        self->Tick();
+      }
+    });
+  }
+  return c;
+}
+
+void Controller::Tick() {
+  absl::MutexLock lock(&tick_mu_);
+  fleet_->Sweep();
+  metrics_->UpdateFleet(fleet_->Counts());
+  absl::Time now = clock_->Now();
+  telemetry_->Prune(now);
+  int64_t index = telemetry_->WindowIndex(now);
+  if (index != last_group_window_) {
+    last_group_window_ = index;
+    std::map<std::string, TelemetrySummary> groups;
+    for (const auto& [group, ids] : fleet_->GroupBy(options_.group_label)) {
+      groups[group] = telemetry_->Summarize(ids, telemetry_->WindowStart(index - 1),
+                                            telemetry_->WindowStart(index));
+    }
+    metrics_->UpdateGroups(groups);
+  }
+}
+
+void Controller::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  stop_.Notify();
+  if (ticker_.joinable()) ticker_.join();
+  if (server_ != nullptr) {
+    // Pending calls are cancelled at the deadline; reactors then finish.
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+    server_->Wait();
+  }
+  exposer_.reset();
+}
+
+Controller::~Controller() { Stop(); }
+
+}  // namespace rocetune::controller

@@ -1,0 +1,95 @@
+#ifndef ROCETUNE_CONTROLLER_CONTROLLER_H_
+#define ROCETUNE_CONTROLLER_CONTROLLER_H_
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "controller/admin/admin_service.h"
+#include "controller/agent_service.h"
+#include "controller/controller_metrics.h"
+#include "controller/fleet/event_bus.h"
+#include "controller/fleet/fleet.h"
+#include "controller/store/store.h"
+#include "controller/telemetry/telemetry_store.h"
+#include "daemon/clock.h"
+#include "daemon/metrics_exposer.h"
+#include "grpcpp/grpcpp.h"
+
+namespace rocetune::controller {
+
+struct ControllerOptions {
+  std::string listen = "127.0.0.1:7070";           // port 0 picks a free port
+  std::string metrics_address = "127.0.0.1:9470";  // "" = no /metrics endpoint
+  std::string state_dir;                           // "" = no durable store
+  // Plaintext gRPC; required (TLS is not implemented yet) and only on loopback.
+  bool insecure_loopback = false;
+  absl::Duration window = absl::Seconds(10);
+  absl::Duration retention = absl::Minutes(10);
+  absl::Duration stale_after = absl::Seconds(30);
+  absl::Duration gone_after = absl::Seconds(120);
+  int max_message_bytes = 1 << 20;
+  size_t max_outbound_queue = 8;
+  std::string group_label = "rack";  // label whose values are the metric groups
+  // Period of the background sweep (liveness events, gauges, retention);
+  // zero disables the thread (tests call Tick()).
+  absl::Duration tick_interval = absl::Seconds(1);
+};
+
+// The controller: stores, registry, telemetry, gRPC services, /metrics.
+class Controller {
+ public:
+  // Validates options, opens the store, reloads the fleet and starts serving.
+  // kInvalidArgument for bad options, kFailedPrecondition when plaintext is not
+  // allowed, kUnavailable when an address cannot be bound.
+  static absl::StatusOr<std::unique_ptr<Controller>> Start(const ControllerOptions& options,
+                                                           Clock* clock = Clock::Real());
+  ~Controller();
+  Controller(const Controller&) = delete;
+  Controller& operator=(const Controller&) = delete;
+
+  int grpc_port() const { return grpc_port_; }
+  int metrics_port() const { return exposer_ != nullptr ? exposer_->port() : 0; }
+
+  Fleet& fleet() { return *fleet_; }
+  TelemetryStore& telemetry() { return *telemetry_; }
+  ControllerMetrics& metrics() { return *metrics_; }
+  EventBus& events() { return events_; }
+  Store* store() { return store_.get(); }
+
+  // One sweep: liveness events, fleet and group gauges, telemetry retention.
+  void Tick();
+  // Stops serving (open streams end with UNAVAILABLE). Idempotent.
+  void Stop();
+
+ private:
+  Controller(const ControllerOptions& options, Clock* clock) : options_(options), clock_(clock) {}
+
+  const ControllerOptions options_;
+  Clock* const clock_;
+  std::unique_ptr<ControllerMetrics> metrics_;
+  std::unique_ptr<Store> store_;
+  EventBus events_;
+  std::unique_ptr<TelemetryStore> telemetry_;
+  std::unique_ptr<Fleet> fleet_;
+  std::unique_ptr<AgentService> agent_service_;
+  std::unique_ptr<AdminService> admin_service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<MetricsExposer> exposer_;
+  int grpc_port_ = 0;
+  absl::Mutex tick_mu_;
+  int64_t last_group_window_ ABSL_GUARDED_BY(tick_mu_) = -1;
+  absl::Notification stop_;
+  std::thread ticker_;
+  bool stopped_ = false;
+};
+
+// True for 127.0.0.0/8, ::1 and "localhost" in a "host:port" address.
+bool IsLoopbackAddress(const std::string& address);
+
+}  // namespace rocetune::controller
+
+#endif  // ROCETUNE_CONTROLLER_CONTROLLER_H_

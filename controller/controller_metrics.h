@@ -1,0 +1,90 @@
+#ifndef ROCETUNE_CONTROLLER_CONTROLLER_METRICS_H_
+#define ROCETUNE_CONTROLLER_CONTROLLER_METRICS_H_
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+#include "controller/fleet/fleet.h"
+#include "controller/telemetry/telemetry_store.h"
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+
+namespace rocetune::controller {
+
+// Why an agent message was refused.
+enum class Rejection {
+  kNoIdentity,     // Hello without host_id / malformed Hello
+  kNotRegistered,  // Report / Ack / Nack before Hello
+  kBadReport,      // a Report failing validation
+  kUnknownNonce,   // Ack / Nack for a nonce or version this stream never sent
+  kBadMessage,     // empty or unknown message, second Hello
+};
+
+// The controller's Prometheus series. Fleet-level only: no per-host labels.
+// Thread-safe.
+class ControllerMetrics {
+ public:
+  ControllerMetrics();
+  std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
+
+  void ReportReceived() {
+    reports_received_->Increment();
+    ++reports_received_n_;
+  }
+  void Rejected(Rejection why);
+  void OutboundDropped() { outbound_dropped_->Increment(); }
+  void Ack() { acks_->Increment(); }
+  void Nack() { nacks_->Increment(); }
+  void StaleReply() { stale_replies_->Increment(); }
+  void StreamOpened() { streams_->Increment(); }
+  void StreamClosed() { streams_->Decrement(); }
+  void StoreWrite(double seconds) { store_latency_->Observe(seconds); }
+  void WatchEventDropped() { watch_dropped_->Increment(); }
+
+  uint64_t reports_received() const { return reports_received_n_.load(); }
+  uint64_t reports_dropped() const { return reports_dropped_n_.load(); }
+
+  // Refreshes the host-state and drift gauges.
+  void UpdateFleet(const FleetCounts& counts);
+  // Refreshes the per-group gauges (group = value of the grouping label).
+  // Groups absent from `groups` are removed.
+  void UpdateGroups(const std::map<std::string, TelemetrySummary>& groups);
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Counter* reports_received_;
+  std::atomic<uint64_t> reports_received_n_{0};
+  std::atomic<uint64_t> reports_dropped_n_{0};
+  prometheus::Family<prometheus::Counter>* rejected_family_;
+  prometheus::Family<prometheus::Counter>* dropped_family_;
+  prometheus::Counter* outbound_dropped_;
+  prometheus::Counter* acks_;
+  prometheus::Counter* nacks_;
+  prometheus::Counter* stale_replies_;
+  prometheus::Counter* watch_dropped_;
+  prometheus::Gauge* streams_;
+  prometheus::Histogram* store_latency_;
+  prometheus::Family<prometheus::Gauge>* hosts_family_;
+  prometheus::Gauge* hosts_connected_;
+  prometheus::Gauge* hosts_stale_;
+  prometheus::Gauge* hosts_gone_;
+  prometheus::Gauge* hosts_drifted_;
+  prometheus::Family<prometheus::Gauge>* group_rtt_;
+  prometheus::Family<prometheus::Gauge>* group_cnp_;
+  prometheus::Family<prometheus::Gauge>* group_pfc_;
+  prometheus::Family<prometheus::Gauge>* group_hosts_;
+
+  absl::Mutex groups_mu_;
+  std::map<std::string, std::vector<prometheus::Gauge*>> group_gauges_ ABSL_GUARDED_BY(groups_mu_);
+};
+
+}  // namespace rocetune::controller
+
+#endif  // ROCETUNE_CONTROLLER_CONTROLLER_METRICS_H_

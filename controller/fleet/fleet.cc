@@ -1,0 +1,386 @@
+#include "controller/fleet/fleet.h"
+
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "daemon/logging.h"
+#include "google/protobuf/util/message_differencer.h"
+
+namespace rocetune::controller {
+namespace {
+
+const char* StateName(v1::HostState s) {
+  switch (s) {
+    case v1::HOST_CONNECTED:
+      return "connected";
+    case v1::HOST_STALE:
+      return "stale";
+    case v1::HOST_GONE:
+      return "gone";
+    default:
+      return "unknown";
+  }
+}
+
+bool PrintableId(const std::string& s) {
+  for (char c : s) {
+    if (!absl::ascii_isgraph(static_cast<unsigned char>(c))) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Fleet::Fleet(Clock* clock, TelemetryStore* telemetry, Store* store, EventBus* events,
+             FleetOptions options)
+    : clock_(clock), telemetry_(telemetry), store_(store), events_(events), options_(options) {}
+
+absl::Status Fleet::LoadFromStore() {
+  if (store_ == nullptr) return absl::OkStatus();
+  absl::StatusOr<std::vector<StoredHost>> rows = store_->LoadHosts();
+  if (!rows.ok()) return rows.status();
+  absl::MutexLock lock(&mu_);
+  for (StoredHost& row : *rows) {
+    auto h = std::make_unique<Host>();
+    std::string id = row.info.host_id();
+    h->stored = std::move(row);
+    h->telemetry = telemetry_->ForHost(id);
+    h->last_swept = v1::HOST_GONE;
+    hosts_[id] = std::move(h);
+  }
+  return absl::OkStatus();
+}
+
+bool Fleet::Matches(const google::protobuf::Map<std::string, std::string>& labels,
+                    const std::map<std::string, std::string>& selector) {
+  for (const auto& [k, v] : selector) {
+    auto it = labels.find(k);
+    if (it == labels.end() || it->second != v) return false;
+  }
+  return true;
+}
+
+absl::Status Fleet::ValidateHello(const v1::Hello& hello) const {
+  if (hello.host_id().empty()) {
+    return absl::InvalidArgumentError("hello.host_id is empty: a Hello must name the host");
+  }
+  if (hello.host_id().size() > options_.max_host_id_length || !PrintableId(hello.host_id())) {
+    return absl::InvalidArgumentError(absl::StrCat("hello.host_id must be 1..",
+                                                   options_.max_host_id_length,
+                                                   " printable characters without spaces"));
+  }
+  if (hello.labels_size() > static_cast<int>(options_.max_labels)) {
+    return absl::InvalidArgumentError(absl::StrCat("hello.labels has ", hello.labels_size(),
+                                                   " entries (limit ", options_.max_labels, ")"));
+  }
+  for (const auto& [k, v] : hello.labels()) {
+    if (k.empty() || k.size() > 63 || v.size() > 253) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("hello.labels: key \"", k.substr(0, 64),
+                       "\" must be 1..63 bytes and its value at most 253"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+v1::Event Fleet::MakeEvent(const std::string& kind, const std::string& subject,
+                           const std::string& detail) const {
+  v1::Event e;
+  e.set_unix_nanos(absl::ToUnixNanos(clock_->Now()));
+  e.set_kind(kind);
+  e.set_subject(subject);
+  e.set_detail(detail);
+  return e;
+}
+
+void Fleet::Persist(const StoredHost& host, const v1::AuditEntry* audit) {
+  if (store_ == nullptr) return;
+  absl::Status s =
+      audit != nullptr ? store_->SaveHostWithAudit(host, *audit) : store_->SaveHost(host);
+  if (!s.ok()) {
+    LogError("cannot persist host", {{"host", host.info.host_id()}, {"error", s.ToString()}});
+  }
+}
+
+void Fleet::Publish(const std::vector<v1::Event>& events) {
+  if (events_ == nullptr) return;
+  for (const v1::Event& e : events) events_->Publish(e);
+}
+
+absl::StatusOr<Registration> Fleet::Register(const v1::Hello& hello,
+                                             std::shared_ptr<AgentConnection> conn) {
+  if (absl::Status s = ValidateHello(hello); !s.ok()) return s;
+  std::shared_ptr<AgentConnection> superseded;
+  bool push = false;
+  std::string desired_version;
+  v1::ParameterSet desired;
+  Registration reg;
+  reg.host_id = hello.host_id();
+  std::vector<v1::Event> events;
+  {
+    absl::MutexLock lock(&mu_);
+    auto& slot = hosts_[hello.host_id()];
+    bool is_new = slot == nullptr;
+    if (is_new) slot = std::make_unique<Host>();
+    Host& h = *slot;
+    if (h.conn != nullptr && h.stream_id != conn->stream_id()) superseded = std::move(h.conn);
+    v1::HostInfo& info = h.stored.info;
+    info.set_host_id(hello.host_id());
+    info.set_hostname(hello.hostname());
+    *info.mutable_labels() = hello.labels();
+    *info.mutable_devices() = hello.devices();
+    info.set_current_version(hello.current_version());
+    *info.mutable_current_parameters() = hello.current_parameters();
+    *info.mutable_drift() = hello.drift();
+    h.conn = conn;
+    h.stream_id = conn->stream_id();
+    h.connected_at = clock_->Now();
+    if (h.telemetry == nullptr) h.telemetry = telemetry_->ForHost(hello.host_id());
+    reg.telemetry = h.telemetry;
+    h.last_swept = v1::HOST_CONNECTED;
+    if (h.stored.desired_seq != 0) {
+      push = true;
+      desired_version = info.desired_version();
+      desired = h.stored.desired;
+    }
+    Persist(h.stored, nullptr);
+    events.push_back(MakeEvent(
+        is_new ? "host_registered" : "host_reconnected", hello.host_id(),
+        absl::StrCat("hostname=", hello.hostname(), " current_version=", hello.current_version())));
+  }
+  if (superseded != nullptr) {
+    superseded->Close(absl::AbortedError(
+        absl::StrCat("superseded: a newer stream registered host ", hello.host_id())));
+    events.push_back(MakeEvent("stream_superseded", hello.host_id(), ""));
+  }
+  if (push) conn->PushDesiredState(desired_version, desired);
+  Publish(events);
+  LogInfo("host registered",
+          {{"host", hello.host_id()}, {"stream", absl::StrCat(conn->stream_id())}});
+  return reg;
+}
+
+void Fleet::Unregister(const std::string& host_id, uint64_t stream_id) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = hosts_.find(host_id);
+    if (it == hosts_.end() || it->second->stream_id != stream_id || it->second->conn == nullptr) {
+      return;
+    }
+    it->second->conn.reset();
+    it->second->disconnected_at = clock_->Now();
+    it->second->last_swept = v1::HOST_GONE;
+  }
+  Publish({MakeEvent("host_gone", host_id, "stream closed")});
+}
+
+absl::StatusOr<std::string> Fleet::SetDesiredState(const std::string& host_id,
+                                                   const v1::ParameterSet& params,
+                                                   const std::string& actor) {
+  std::shared_ptr<AgentConnection> conn;
+  std::string version;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = hosts_.find(host_id);
+    if (it == hosts_.end()) {
+      return absl::NotFoundError(absl::StrCat("unknown host \"", host_id, "\""));
+    }
+    Host& h = *it->second;
+    if (h.stored.desired_seq != 0 &&
+        google::protobuf::util::MessageDifferencer::Equals(h.stored.desired, params)) {
+      return h.stored.info.desired_version();
+    }
+    StoredHost next = h.stored;
+    next.desired_seq = h.stored.desired_seq + 1;
+    next.desired = params;
+    version = absl::StrCat(next.desired_seq);
+    next.info.set_desired_version(version);
+    v1::AuditEntry audit;
+    audit.set_unix_nanos(absl::ToUnixNanos(clock_->Now()));
+    audit.set_actor(actor);
+    audit.set_action("set_desired_state");
+    audit.set_subject(host_id);
+    audit.set_detail(absl::StrCat("version=", version, " devices=", params.devices_size()));
+    if (store_ != nullptr) {
+      if (absl::Status s = store_->SaveHostWithAudit(next, audit); !s.ok()) {
+        return absl::UnavailableError(
+            absl::StrCat("cannot store desired state of ", host_id, ": ", s.message()));
+      }
+    }
+    h.stored = std::move(next);
+    conn = h.conn;
+  }
+  if (conn != nullptr) conn->PushDesiredState(version, params);
+  Publish({MakeEvent("desired_state", host_id, absl::StrCat("version=", version))});
+  return version;
+}
+
+std::string Fleet::DesiredVersion(const std::string& host_id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = hosts_.find(host_id);
+  return it == hosts_.end() ? "" : it->second->stored.info.desired_version();
+}
+
+void Fleet::HandleAck(const std::string& host_id, const v1::Ack& ack) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = hosts_.find(host_id);
+    if (it == hosts_.end()) return;
+    v1::HostInfo& info = it->second->stored.info;
+    info.set_last_ack_version(ack.version());
+    info.set_current_version(ack.version());
+    *info.mutable_current_parameters() = ack.applied();
+    info.clear_drift();
+    Persist(it->second->stored, nullptr);
+  }
+  Publish({MakeEvent("ack", host_id, absl::StrCat("version=", ack.version()))});
+}
+
+void Fleet::HandleNack(const std::string& host_id, const v1::Nack& nack) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = hosts_.find(host_id);
+    if (it == hosts_.end()) return;
+    v1::HostInfo& info = it->second->stored.info;
+    info.set_last_nack_version(nack.version());
+    info.set_last_nack_error(nack.error());
+    info.set_current_version(nack.kept_version());
+    v1::AuditEntry audit;
+    audit.set_unix_nanos(absl::ToUnixNanos(clock_->Now()));
+    audit.set_actor(host_id);
+    audit.set_action("nack");
+    audit.set_subject(host_id);
+    audit.set_detail(absl::StrCat("version=", nack.version(), " kept=", nack.kept_version(),
+                                  " error=", nack.error()));
+    Persist(it->second->stored, &audit);
+  }
+  LogWarning("desired state refused",
+             {{"host", host_id}, {"version", nack.version()}, {"error", nack.error()}});
+  Publish({MakeEvent("nack", host_id,
+                     absl::StrCat("version=", nack.version(), " error=", nack.error()))});
+}
+
+v1::HostState Fleet::StateOf(const Host& h, absl::Time now) const {
+  if (h.conn == nullptr) return v1::HOST_GONE;
+  absl::Time last = h.connected_at;
+  if (h.telemetry != nullptr) last = std::max(last, h.telemetry->last_report());
+  absl::Duration age = now - last;
+  if (age > options_.gone_after) return v1::HOST_GONE;
+  if (age > options_.stale_after) return v1::HOST_STALE;
+  return v1::HOST_CONNECTED;
+}
+
+v1::HostInfo Fleet::InfoOf(const Host& h, absl::Time now) const {
+  v1::HostInfo info = h.stored.info;
+  info.set_state(StateOf(h, now));
+  if (h.telemetry != nullptr) {
+    absl::Time last = h.telemetry->last_report();
+    if (last > absl::UnixEpoch()) info.set_last_report_unix_nanos(absl::ToUnixNanos(last));
+    info.set_reports(h.telemetry->reports());
+  }
+  if (h.conn != nullptr) info.set_connected_unix_nanos(absl::ToUnixNanos(h.connected_at));
+  return info;
+}
+
+std::vector<v1::HostInfo> Fleet::ListHosts(
+    const std::map<std::string, std::string>& selector) const {
+  absl::Time now = clock_->Now();
+  std::map<std::string, v1::HostInfo> sorted;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [id, h] : hosts_) {
+    if (!Matches(h->stored.info.labels(), selector)) continue;
+    sorted.emplace(id, InfoOf(*h, now));
+  }
+  std::vector<v1::HostInfo> out;
+  out.reserve(sorted.size());
+  for (auto& [id, info] : sorted) out.push_back(std::move(info));
+  return out;
+}
+
+absl::StatusOr<v1::HostInfo> Fleet::GetHost(const std::string& host_id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = hosts_.find(host_id);
+  if (it == hosts_.end()) {
+    return absl::NotFoundError(absl::StrCat("unknown host \"", host_id, "\""));
+  }
+  return InfoOf(*it->second, clock_->Now());
+}
+
+std::vector<std::string> Fleet::Select(const std::map<std::string, std::string>& selector) const {
+  std::vector<std::string> out;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [id, h] : hosts_) {
+    if (Matches(h->stored.info.labels(), selector)) out.push_back(id);
+  }
+  return out;
+}
+
+std::map<std::string, std::vector<std::string>> Fleet::GroupBy(const std::string& key) const {
+  std::map<std::string, std::vector<std::string>> out;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [id, h] : hosts_) {
+    auto it = h->stored.info.labels().find(key);
+    if (it != h->stored.info.labels().end()) out[it->second].push_back(id);
+  }
+  return out;
+}
+
+FleetCounts Fleet::Counts() const {
+  FleetCounts c;
+  absl::Time now = clock_->Now();
+  absl::MutexLock lock(&mu_);
+  for (const auto& [id, h] : hosts_) {
+    switch (StateOf(*h, now)) {
+      case v1::HOST_CONNECTED:
+        ++c.connected;
+        break;
+      case v1::HOST_STALE:
+        ++c.stale;
+        break;
+      default:
+        ++c.gone;
+        break;
+    }
+    const v1::HostInfo& info = h->stored.info;
+    if (!info.desired_version().empty() && info.desired_version() != info.current_version()) {
+      ++c.drifted;
+    }
+  }
+  return c;
+}
+
+void Fleet::Sweep() {
+  std::vector<v1::Event> events;
+  absl::Time now = clock_->Now();
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [id, h] : hosts_) {
+      v1::HostState s = StateOf(*h, now);
+      if (s == h->last_swept) continue;
+      std::string kind =
+          s == v1::HOST_CONNECTED ? "host_recovered" : absl::StrCat("host_", StateName(s));
+      events.push_back(MakeEvent(kind, id, ""));
+      h->last_swept = s;
+    }
+  }
+  Publish(events);
+}
+
+void Fleet::Audit(const std::string& actor, const std::string& action, const std::string& subject,
+                  const std::string& detail) {
+  if (store_ != nullptr) {
+    v1::AuditEntry e;
+    e.set_unix_nanos(absl::ToUnixNanos(clock_->Now()));
+    e.set_actor(actor);
+    e.set_action(action);
+    e.set_subject(subject);
+    e.set_detail(detail);
+    if (auto s = store_->AppendAudit(e); !s.ok()) {
+      LogError("cannot append audit", {{"error", s.status().ToString()}});
+    }
+  }
+  Publish({MakeEvent(action, subject, detail)});
+}
+
+}  // namespace rocetune::controller

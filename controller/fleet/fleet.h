@@ -1,0 +1,132 @@
+#ifndef ROCETUNE_CONTROLLER_FLEET_FLEET_H_
+#define ROCETUNE_CONTROLLER_FLEET_FLEET_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "controller/fleet/agent_connection.h"
+#include "controller/fleet/event_bus.h"
+#include "controller/store/store.h"
+#include "controller/telemetry/telemetry_store.h"
+#include "daemon/clock.h"
+#include "rocetune/v1/admin.pb.h"
+#include "rocetune/v1/agent.pb.h"
+
+namespace rocetune::controller {
+
+struct FleetOptions {
+  // A connected host without a report for this long is STALE ...
+  absl::Duration stale_after = absl::Seconds(30);
+  // ... and GONE after this long (a disconnected host is GONE at once).
+  absl::Duration gone_after = absl::Seconds(120);
+  size_t max_host_id_length = 253;
+  size_t max_labels = 64;
+};
+
+struct FleetCounts {
+  uint32_t connected = 0;
+  uint32_t stale = 0;
+  uint32_t gone = 0;
+  uint32_t drifted = 0;  // has a desired version that differs from the applied one
+};
+
+// What a stream gets back from a successful Hello.
+struct Registration {
+  std::string host_id;
+  std::shared_ptr<HostTelemetry> telemetry;
+};
+
+// The fleet registry: hosts, their streams, desired state and ACK/NACK
+// bookkeeping. Thread-safe. Never calls into an AgentConnection or the event
+// bus while holding its own lock.
+class Fleet {
+ public:
+  // `store` and `events` may be null. None is owned.
+  Fleet(Clock* clock, TelemetryStore* telemetry, Store* store, EventBus* events,
+        FleetOptions options);
+
+  // Loads hosts and desired state from the store (all hosts start GONE).
+  absl::Status LoadFromStore();
+
+  // Registers `conn` as the stream of the host named by `hello`. An older
+  // stream of the same host is closed with kAborted. Pushes the desired state
+  // (if any) to `conn`. kInvalidArgument when the Hello lacks an identity or
+  // is malformed; nothing is stored then.
+  absl::StatusOr<Registration> Register(const v1::Hello& hello,
+                                        std::shared_ptr<AgentConnection> conn);
+  // The stream `stream_id` of `host_id` ended. Ignored if a newer stream took over.
+  void Unregister(const std::string& host_id, uint64_t stream_id);
+
+  // Sets the desired parameters of `host_id`; returns the (new) version. The
+  // same parameters as the current desired state return the current version
+  // and push nothing. kNotFound for an unknown host.
+  absl::StatusOr<std::string> SetDesiredState(const std::string& host_id,
+                                              const v1::ParameterSet& params,
+                                              const std::string& actor = "controller");
+  // Desired version of `host_id`, "" if none.
+  std::string DesiredVersion(const std::string& host_id) const;
+
+  // An Ack / Nack whose nonce the stream verified as current.
+  void HandleAck(const std::string& host_id, const v1::Ack& ack);
+  void HandleNack(const std::string& host_id, const v1::Nack& nack);
+
+  std::vector<v1::HostInfo> ListHosts(const std::map<std::string, std::string>& selector) const;
+  absl::StatusOr<v1::HostInfo> GetHost(const std::string& host_id) const;
+  // Ids of hosts whose labels match every selector entry (empty = all).
+  std::vector<std::string> Select(const std::map<std::string, std::string>& selector) const;
+  // label value -> host ids, for hosts having label `key`.
+  std::map<std::string, std::vector<std::string>> GroupBy(const std::string& key) const;
+  FleetCounts Counts() const;
+
+  // Publishes host_stale / host_gone / host_recovered events for state changes
+  // since the last sweep. Called periodically.
+  void Sweep();
+
+  // Appends to the audit log (store) and publishes an event.
+  void Audit(const std::string& actor, const std::string& action, const std::string& subject,
+             const std::string& detail);
+
+  // Matches "k=v" label selectors; exposed for the admin service.
+  static bool Matches(const google::protobuf::Map<std::string, std::string>& labels,
+                      const std::map<std::string, std::string>& selector);
+
+ private:
+  struct Host {
+    StoredHost stored;  // info (without live fields) + desired state
+    std::shared_ptr<AgentConnection> conn;
+    uint64_t stream_id = 0;
+    absl::Time connected_at;
+    absl::Time disconnected_at;
+    std::shared_ptr<HostTelemetry> telemetry;
+    v1::HostState last_swept = v1::HOST_STATE_UNSPECIFIED;
+  };
+
+  v1::HostState StateOf(const Host& h, absl::Time now) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  v1::HostInfo InfoOf(const Host& h, absl::Time now) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  v1::Event MakeEvent(const std::string& kind, const std::string& subject,
+                      const std::string& detail) const;
+  void Persist(const StoredHost& host, const v1::AuditEntry* audit);
+  void Publish(const std::vector<v1::Event>& events);
+  absl::Status ValidateHello(const v1::Hello& hello) const;
+
+  Clock* const clock_;
+  TelemetryStore* const telemetry_;
+  Store* const store_;
+  EventBus* const events_;
+  const FleetOptions options_;
+
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::unique_ptr<Host>> hosts_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace rocetune::controller
+
+#endif  // ROCETUNE_CONTROLLER_FLEET_FLEET_H_

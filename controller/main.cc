@@ -1,0 +1,104 @@
+// rocetune-controller: the fleet controller daemon.
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "controller/controller.h"
+#include "daemon/init.h"
+#include "daemon/logging.h"
+#include "daemon/shutdown.h"
+#include "daemon/systemd_notify.h"
+#include "rocetune/v1/config.pb.h"
+
+ABSL_FLAG(std::string, listen, "127.0.0.1:7070",
+          "gRPC address (host:port) for agents and rocetunectl; port 0 picks a free port.");
+ABSL_FLAG(std::string, metrics_address, "127.0.0.1:9470",
+          "Prometheus /metrics address (host:port); port 0 picks a free port.");
+ABSL_FLAG(std::string, state_dir, "/var/lib/rocetune",
+          "Directory of the SQLite store (controller.db); empty keeps state in memory only.");
+ABSL_FLAG(absl::Duration, window, absl::Seconds(10), "Telemetry window length.");
+ABSL_FLAG(absl::Duration, retention, absl::Minutes(10),
+          "How long telemetry windows are kept in memory.");
+ABSL_FLAG(absl::Duration, stale_after, absl::Seconds(30),
+          "A connected host without a report for this long is stale.");
+ABSL_FLAG(absl::Duration, gone_after, absl::Seconds(120),
+          "A host without a report for this long is gone.");
+ABSL_FLAG(bool, insecure_loopback, false,
+          "Serve plaintext gRPC. Allowed only on a loopback --listen address (TLS comes later).");
+ABSL_FLAG(std::string, ready_file, "",
+          "Once serving, write {\"grpc_port\":N,\"metrics_port\":M} to this file (atomically).");
+ABSL_FLAG(int32_t, max_message_bytes, 1 << 20,
+          "Largest agent or admin message accepted; larger ones are refused.");
+ABSL_FLAG(int32_t, max_outbound_queue, 8,
+          "Messages queued per agent stream before further ones are dropped (and counted).");
+ABSL_FLAG(std::string, group_label, "rack",
+          "Host label whose values form the groups of the per-group /metrics series.");
+
+namespace {
+
+bool WriteReadyFile(const std::string& path, int grpc_port, int metrics_port) {
+  std::string tmp = absl::StrCat(path, ".tmp");
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << "{\"grpc_port\":" << grpc_port << ",\"metrics_port\":" << metrics_port << "}\n";
+    if (!out.good()) return false;
+  }
+  return std::rename(tmp.c_str(), path.c_str()) == 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  rocetune::Shutdown::Install();
+  rocetune::v1::ControllerConfig config_prototype;
+  rocetune::InitDaemon(argc, argv, "controller",
+                       "rocetune-controller: fleet registry, telemetry and desired state for "
+                       "rocetune agents.\nUsage: rocetune-controller --insecure_loopback "
+                       "[--listen=127.0.0.1:7070] [--state_dir=DIR] [flags]",
+                       &config_prototype);
+
+  rocetune::controller::ControllerOptions opt;
+  opt.listen = absl::GetFlag(FLAGS_listen);
+  opt.metrics_address = absl::GetFlag(FLAGS_metrics_address);
+  opt.state_dir = absl::GetFlag(FLAGS_state_dir);
+  opt.insecure_loopback = absl::GetFlag(FLAGS_insecure_loopback);
+  opt.window = absl::GetFlag(FLAGS_window);
+  opt.retention = absl::GetFlag(FLAGS_retention);
+  opt.stale_after = absl::GetFlag(FLAGS_stale_after);
+  opt.gone_after = absl::GetFlag(FLAGS_gone_after);
+  opt.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  int32_t queue = absl::GetFlag(FLAGS_max_outbound_queue);
+  opt.max_outbound_queue = queue < 1 ? 0 : static_cast<size_t>(queue);
+  opt.group_label = absl::GetFlag(FLAGS_group_label);
+
+  auto controller = rocetune::controller::Controller::Start(opt);
+  if (!controller.ok()) {
+    std::fprintf(stderr, "rocetune-controller: %s\n",
+                 std::string(controller.status().message()).c_str());
+    rocetune::LogError("cannot start", {{"error", controller.status().ToString()}});
+    return 1;
+  }
+  int grpc_port = (*controller)->grpc_port();
+  int metrics_port = (*controller)->metrics_port();
+  std::string ready_file = absl::GetFlag(FLAGS_ready_file);
+  if (!ready_file.empty() && !WriteReadyFile(ready_file, grpc_port, metrics_port)) {
+    std::fprintf(stderr, "rocetune-controller: cannot write --ready_file %s\n", ready_file.c_str());
+    return 1;
+  }
+  rocetune::LogInfo("ready", {{"grpc_port", absl::StrCat(grpc_port)},
+                              {"metrics_port", absl::StrCat(metrics_port)},
+                              {"state_dir", opt.state_dir}});
+  rocetune::SystemdNotifier notifier;
+  notifier.Ready(absl::StrCat("serving on port ", grpc_port));
+  notifier.StartWatchdog();
+
+  rocetune::Shutdown::Wait();
+  rocetune::LogInfo("stopping", {{"signal", absl::StrCat(rocetune::Shutdown::Signal())}});
+  notifier.Stopping();
+  (*controller)->Stop();
+  rocetune::LogInfo("stopped");
+  return 0;
+}

@@ -1,0 +1,292 @@
+#include "controller/telemetry/telemetry_store.h"
+
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace rocetune::controller {
+
+CounterKind ClassifyCounter(const std::string& name) {
+  if (name == "cnp_sent" || name == "np_cnp_sent" || name == "tx_cnp_pkts") {
+    return CounterKind::kCnp;
+  }
+  if (name == "rx_pfc_pause_frames" || name == "rx_prio_pause" || name == "rx_pause_frames") {
+    return CounterKind::kPfcPause;
+  }
+  return CounterKind::kOther;
+}
+
+void CounterNames::Resolve(const v1::Report& report, std::vector<int32_t>* ids) {
+  ids->assign(report.counters_size(), -1);
+  bool missing = false;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    for (int i = 0; i < report.counters_size(); ++i) {
+      auto it = ids_.find(report.counters(i).name());
+      if (it == ids_.end()) {
+        missing = true;
+      } else {
+        (*ids)[i] = it->second;
+      }
+    }
+  }
+  if (!missing) return;
+  absl::MutexLock lock(&mu_);
+  for (int i = 0; i < report.counters_size(); ++i) {
+    if ((*ids)[i] >= 0) continue;
+    const std::string& name = report.counters(i).name();
+    auto it = ids_.find(name);
+    if (it != ids_.end()) {
+      (*ids)[i] = it->second;
+      continue;
+    }
+    if (static_cast<int>(names_.size()) >= max_names_) {
+      overflowed_.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    int32_t id = static_cast<int32_t>(names_.size());
+    names_.push_back(name);
+    kinds_.push_back(ClassifyCounter(name));
+    ids_.emplace(name, id);
+    (*ids)[i] = id;
+  }
+}
+
+CounterKind CounterNames::kind(int32_t id) const {
+  absl::ReaderMutexLock lock(&mu_);
+  return kinds_[id];
+}
+
+std::string CounterNames::name(int32_t id) const {
+  absl::ReaderMutexLock lock(&mu_);
+  return names_[id];
+}
+
+int CounterNames::size() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return static_cast<int>(names_.size());
+}
+
+namespace {
+
+struct DecodedLatency {
+  const v1::LatencyWindow* proto;
+  QuantileSketch rtt;
+  QuantileSketch host_delay;
+};
+
+absl::Status CheckName(const std::string& name, size_t max_len, absl::string_view what) {
+  if (name.empty()) return absl::InvalidArgumentError(absl::StrCat(what, " is empty"));
+  if (name.size() > max_len) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " is ", name.size(), " bytes long (limit ", max_len, ")"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status HostTelemetry::AddReport(const v1::Report& report, absl::Time received) {
+  const TelemetryOptions& opt = store_->options();
+  if (report.counters_size() > opt.max_counters_per_report) {
+    return absl::InvalidArgumentError(absl::StrCat("report.counters has ", report.counters_size(),
+                                                   " entries (limit ", opt.max_counters_per_report,
+                                                   ")"));
+  }
+  if (report.latency_size() > opt.max_latency_windows_per_report) {
+    return absl::InvalidArgumentError(absl::StrCat("report.latency has ", report.latency_size(),
+                                                   " entries (limit ",
+                                                   opt.max_latency_windows_per_report, ")"));
+  }
+  if (report.end_unix_nanos() < report.start_unix_nanos()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("report ", report.seq(), ": end_unix_nanos ", report.end_unix_nanos(),
+                     " is before start_unix_nanos ", report.start_unix_nanos()));
+  }
+  for (int i = 0; i < report.counters_size(); ++i) {
+    const v1::CounterSample& c = report.counters(i);
+    if (absl::Status s =
+            CheckName(c.name(), opt.max_name_length, absl::StrCat("report.counters[", i, "].name"));
+        !s.ok()) {
+      return s;
+    }
+    if (!std::isfinite(c.rate_per_second()) || c.rate_per_second() < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("report.counters[", i, "] (", c.name(),
+                                                     "): rate_per_second ", c.rate_per_second(),
+                                                     " is not a finite non-negative number"));
+    }
+  }
+  std::vector<DecodedLatency> latency;
+  latency.reserve(report.latency_size());
+  for (int i = 0; i < report.latency_size(); ++i) {
+    const v1::LatencyWindow& w = report.latency(i);
+    if (absl::Status s = CheckName(w.peer_class(), opt.max_name_length,
+                                   absl::StrCat("report.latency[", i, "].peer_class"));
+        !s.ok()) {
+      return s;
+    }
+    auto rtt = QuantileSketch::FromProto(w.network_rtt_seconds());
+    if (!rtt.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("report.latency[", i, "].network_rtt_seconds: ", rtt.status().message()));
+    }
+    absl::StatusOr<QuantileSketch> delay = QuantileSketch(rtt->relative_accuracy());
+    if (w.has_host_delay_seconds()) {
+      delay = QuantileSketch::FromProto(w.host_delay_seconds());
+      if (!delay.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("report.latency[", i, "].host_delay_seconds: ", delay.status().message()));
+      }
+    }
+    if (rtt->relative_accuracy() != QuantileSketch::kDefaultRelativeAccuracy ||
+        delay->relative_accuracy() != QuantileSketch::kDefaultRelativeAccuracy) {
+      return absl::InvalidArgumentError(absl::StrCat("report.latency[", i,
+                                                     "]: sketch relative_accuracy must be ",
+                                                     QuantileSketch::kDefaultRelativeAccuracy));
+    }
+    latency.push_back({&w, *std::move(rtt), *std::move(delay)});
+  }
+
+  std::vector<int32_t> ids;
+  store_->names().Resolve(report, &ids);
+  double interval = static_cast<double>(report.end_unix_nanos() - report.start_unix_nanos()) * 1e-9;
+  int64_t index = store_->WindowIndex(received);
+  {
+    absl::MutexLock lock(&mu_);
+    if (windows_.empty() || windows_.back().index < index) {
+      windows_.emplace_back();
+      windows_.back().index = index;
+    }
+    // A report for an older window (clock step) lands in the newest one.
+    WindowAggregate& w = windows_.back();
+    for (const DecodedLatency& d : latency) {
+      if (!w.latency.contains(d.proto->peer_class()) &&
+          static_cast<int>(w.latency.size()) >= store_->options().max_peer_classes_per_window) {
+        continue;
+      }
+      LatencyAggregate& agg = w.latency[d.proto->peer_class()];
+      agg.network_rtt.Merge(d.rtt).IgnoreError();  // accuracies checked above
+      agg.host_delay.Merge(d.host_delay).IgnoreError();
+      agg.probes_sent += d.proto->probes_sent();
+      agg.probes_lost += d.proto->probes_lost();
+    }
+    for (int i = 0; i < report.counters_size(); ++i) {
+      if (ids[i] < 0) continue;
+      w.counter_deltas[ids[i]] += report.counters(i).delta();
+    }
+    w.covered_seconds += interval;
+    ++w.reports;
+    int64_t keep = std::max<int64_t>(1, store_->options().retention / store_->options().window);
+    while (!windows_.empty() && windows_.front().index <= index - keep) windows_.pop_front();
+  }
+  last_report_nanos_.store(absl::ToUnixNanos(received), std::memory_order_relaxed);
+  reports_.fetch_add(1, std::memory_order_relaxed);
+  return absl::OkStatus();
+}
+
+void HostTelemetry::Prune(absl::Time oldest) {
+  int64_t first = store_->WindowIndex(oldest);
+  absl::MutexLock lock(&mu_);
+  while (!windows_.empty() && windows_.front().index < first) windows_.pop_front();
+}
+
+bool HostTelemetry::AddTo(absl::Time from, absl::Time to, const std::string& peer_class,
+                          TelemetrySummary* out) const {
+  int64_t first = store_->WindowIndex(from);
+  int64_t last = store_->WindowIndex(to - absl::Nanoseconds(1));
+  absl::flat_hash_map<int32_t, uint64_t> deltas;
+  double covered = 0;
+  uint64_t reports = 0;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    for (const WindowAggregate& w : windows_) {
+      if (w.index < first || w.index > last) continue;
+      reports += w.reports;
+      covered += w.covered_seconds;
+      for (const auto& [id, d] : w.counter_deltas) deltas[id] += d;
+      for (const auto& [cls, agg] : w.latency) {
+        if (!peer_class.empty() && cls != peer_class) continue;
+        out->network_rtt.Merge(agg.network_rtt).IgnoreError();
+        out->probes_sent += agg.probes_sent;
+        out->probes_lost += agg.probes_lost;
+      }
+    }
+  }
+  if (reports == 0) return false;
+  ++out->hosts;
+  out->reports += reports;
+  if (covered > 0) {
+    for (const auto& [id, d] : deltas) {
+      double rate = static_cast<double>(d) / covered;
+      out->counter_rates[store_->names().name(id)] += rate;
+      switch (store_->names().kind(id)) {
+        case CounterKind::kCnp:
+          out->cnp_rate_per_second += rate;
+          break;
+        case CounterKind::kPfcPause:
+          out->pfc_pause_rate_per_second += rate;
+          break;
+        case CounterKind::kOther:
+          break;
+      }
+    }
+  }
+  return true;
+}
+
+std::vector<WindowAggregate> HostTelemetry::Windows() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return std::vector<WindowAggregate>(windows_.begin(), windows_.end());
+}
+
+TelemetryStore::TelemetryStore(TelemetryOptions options)
+    : options_(options), names_(options.max_counter_names) {}
+
+std::shared_ptr<HostTelemetry> TelemetryStore::ForHost(const std::string& host_id) {
+  absl::MutexLock lock(&mu_);
+  auto& slot = hosts_[host_id];
+  if (slot == nullptr) slot = std::make_shared<HostTelemetry>(this);
+  return slot;
+}
+
+void TelemetryStore::Remove(const std::string& host_id) {
+  absl::MutexLock lock(&mu_);
+  hosts_.erase(host_id);
+}
+
+TelemetrySummary TelemetryStore::Summarize(const std::vector<std::string>& host_ids,
+                                           absl::Time from, absl::Time to,
+                                           const std::string& peer_class) const {
+  std::vector<std::shared_ptr<HostTelemetry>> hosts;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const std::string& id : host_ids) {
+      auto it = hosts_.find(id);
+      if (it != hosts_.end()) hosts.push_back(it->second);
+    }
+  }
+  TelemetrySummary out;
+  for (const auto& h : hosts) h->AddTo(from, to, peer_class, &out);
+  return out;
+}
+
+void TelemetryStore::Prune(absl::Time now) {
+  std::vector<std::shared_ptr<HostTelemetry>> hosts;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, h] : hosts_) hosts.push_back(h);
+  }
+  for (const auto& h : hosts) h->Prune(now - options_.retention);
+}
+
+int64_t TelemetryStore::WindowIndex(absl::Time t) const {
+  return absl::ToInt64Nanoseconds(t - absl::UnixEpoch()) /
+         absl::ToInt64Nanoseconds(options_.window);
+}
+
+absl::Time TelemetryStore::WindowStart(int64_t index) const {
+  return absl::UnixEpoch() + options_.window * index;
+}
+
+}  // namespace rocetune::controller

@@ -1,0 +1,157 @@
+#ifndef ROCETUNE_CONTROLLER_TELEMETRY_TELEMETRY_STORE_H_
+#define ROCETUNE_CONTROLLER_TELEMETRY_TELEMETRY_STORE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "daemon/quantile_sketch.h"
+#include "rocetune/v1/agent.pb.h"
+
+namespace rocetune::controller {
+
+struct TelemetryOptions {
+  absl::Duration window = absl::Seconds(10);
+  // Windows older than this are dropped.
+  absl::Duration retention = absl::Minutes(10);
+  // Distinct counter names accepted process-wide; beyond it new names are skipped.
+  int max_counter_names = 4096;
+  // Per-report limits; a report beyond them is refused.
+  int max_counters_per_report = 4096;
+  int max_latency_windows_per_report = 64;
+  int max_peer_classes_per_window = 16;
+  size_t max_name_length = 128;
+};
+
+// Which fleet metric a canonical counter name feeds.
+enum class CounterKind : uint8_t { kOther = 0, kCnp = 1, kPfcPause = 2 };
+CounterKind ClassifyCounter(const std::string& name);
+
+// Process-wide counter-name table: reports carry names, windows store small ids.
+// Thread-safe.
+class CounterNames {
+ public:
+  explicit CounterNames(int max_names) : max_names_(max_names) {}
+  // Fills ids[i] for report.counters(i); -1 where the table is full.
+  void Resolve(const v1::Report& report, std::vector<int32_t>* ids);
+  CounterKind kind(int32_t id) const;
+  std::string name(int32_t id) const;
+  int size() const;
+  // Names that could not be added because the table was full.
+  uint64_t overflowed() const { return overflowed_.load(); }
+
+ private:
+  const int max_names_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, int32_t> ids_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> names_ ABSL_GUARDED_BY(mu_);
+  std::vector<CounterKind> kinds_ ABSL_GUARDED_BY(mu_);
+  std::atomic<uint64_t> overflowed_{0};
+};
+
+struct LatencyAggregate {
+  QuantileSketch network_rtt;
+  QuantileSketch host_delay;
+  uint64_t probes_sent = 0;
+  uint64_t probes_lost = 0;
+};
+
+// One host's aggregates for one window [index*window, (index+1)*window).
+struct WindowAggregate {
+  int64_t index = 0;
+  uint64_t reports = 0;
+  double covered_seconds = 0;                             // sum of the reports' measured intervals
+  absl::flat_hash_map<int32_t, uint64_t> counter_deltas;  // counter id -> sum of deltas
+  absl::flat_hash_map<std::string, LatencyAggregate> latency;  // by peer class
+};
+
+// Aggregates over a range of windows for a set of hosts.
+struct TelemetrySummary {
+  int hosts = 0;  // hosts with at least one report in range
+  uint64_t reports = 0;
+  double cnp_rate_per_second = 0;        // summed over hosts
+  double pfc_pause_rate_per_second = 0;  // summed over hosts
+  QuantileSketch network_rtt;
+  uint64_t probes_sent = 0;
+  uint64_t probes_lost = 0;
+  // Counter name -> summed per-host rate.
+  absl::flat_hash_map<std::string, double> counter_rates;
+};
+
+class TelemetryStore;
+
+// The telemetry of one host. Thread-safe.
+class HostTelemetry {
+ public:
+  HostTelemetry(TelemetryStore* store) : store_(store) {}
+
+  // Validates `report` (names, finite values, interval, sketches) and, only if it
+  // is valid, adds it to the window containing `received`. kInvalidArgument names
+  // the offending field; nothing is stored then.
+  absl::Status AddReport(const v1::Report& report, absl::Time received);
+
+  // Drops windows that ended before `oldest`.
+  void Prune(absl::Time oldest);
+
+  // Adds windows overlapping [from, to) to `out` (rates are per-host averages
+  // over the covered time). Returns whether any window matched.
+  bool AddTo(absl::Time from, absl::Time to, const std::string& peer_class,
+             TelemetrySummary* out) const;
+
+  // Copy of the windows, oldest first.
+  std::vector<WindowAggregate> Windows() const;
+
+  absl::Time last_report() const {
+    return absl::FromUnixNanos(last_report_nanos_.load(std::memory_order_relaxed));
+  }
+  uint64_t reports() const { return reports_.load(std::memory_order_relaxed); }
+
+ private:
+  TelemetryStore* const store_;
+  std::atomic<int64_t> last_report_nanos_{0};
+  std::atomic<uint64_t> reports_{0};
+  mutable absl::Mutex mu_;
+  std::deque<WindowAggregate> windows_ ABSL_GUARDED_BY(mu_);
+};
+
+// Per-host windows plus group merges. Thread-safe.
+class TelemetryStore {
+ public:
+  explicit TelemetryStore(TelemetryOptions options);
+
+  const TelemetryOptions& options() const { return options_; }
+  CounterNames& names() { return names_; }
+
+  // The telemetry of `host_id`, created on first use.
+  std::shared_ptr<HostTelemetry> ForHost(const std::string& host_id);
+  // Forgets a host's telemetry.
+  void Remove(const std::string& host_id);
+
+  // Merges the windows overlapping [from, to) of every host in `host_ids`.
+  // `peer_class` empty = all classes.
+  TelemetrySummary Summarize(const std::vector<std::string>& host_ids, absl::Time from,
+                             absl::Time to, const std::string& peer_class = "") const;
+
+  // Drops windows older than the retention, relative to `now`.
+  void Prune(absl::Time now);
+
+  int64_t WindowIndex(absl::Time t) const;
+  absl::Time WindowStart(int64_t index) const;
+
+ private:
+  const TelemetryOptions options_;
+  CounterNames names_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<HostTelemetry>> hosts_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace rocetune::controller
+
+#endif  // ROCETUNE_CONTROLLER_TELEMETRY_TELEMETRY_STORE_H_
