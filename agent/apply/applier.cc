@@ -75,10 +75,21 @@ std::optional<int64_t> Lookup(const v1::DeviceParameters& d, const std::string& 
   return it->second;
 }
 
-// Requested (name, value) pairs of one device, DCQCN values sorted by name.
+bool IsSideEffectTarget(const std::string& name) {
+  for (const CcWriteSideEffect& se : CcWriteSideEffects()) {
+    if (name == se.affected) return true;
+  }
+  return false;
+}
+
+// Requested (name, value) pairs of one device, DCQCN values sorted by name,
+// except that parameters another write changes as a side effect come last.
 std::vector<std::pair<std::string, int64_t>> DcqcnRequests(const v1::DeviceParameters& d) {
   std::vector<std::pair<std::string, int64_t>> out(d.dcqcn().begin(), d.dcqcn().end());
-  std::sort(out.begin(), out.end());
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return std::make_pair(IsSideEffectTarget(a.first), a.first) <
+           std::make_pair(IsSideEffectTarget(b.first), b.first);
+  });
   return out;
 }
 
@@ -172,10 +183,31 @@ absl::StatusOr<ApplyResult> Applier::Apply(const v1::ParameterSet& set) {
   // Plan: DCQCN values on every device, then masks, then PFC last.
   std::vector<Step> steps;
   ApplyResult result;
+  // Parameters outside the set that a write changes as a side effect are
+  // written back to their snapshot value, and are checked on read-back.
+  std::map<std::string, std::vector<std::pair<std::string, int64_t>>> kept;
   for (const v1::DeviceParameters& d : set.devices()) {
+    const v1::DeviceParameters& cur = snap[d.device()];
+    std::set<std::string> written;
     for (const auto& [name, value] : DcqcnRequests(d)) {
-      int64_t old = snap[d.device()].dcqcn().at(name);
-      if (old != value) steps.push_back({d.device(), StepKind::kDcqcn, name, old, value, {}, {}});
+      const int64_t old = cur.dcqcn().at(name);
+      bool clobbered = false;
+      for (const CcWriteSideEffect& se : CcWriteSideEffects()) {
+        if (name == se.affected && written.contains(se.written) && se.value != value) {
+          clobbered = true;
+        }
+      }
+      if (old != value || clobbered) {
+        steps.push_back({d.device(), StepKind::kDcqcn, name, old, value, {}, {}});
+        written.insert(name);
+      }
+    }
+    for (const CcWriteSideEffect& se : CcWriteSideEffects()) {
+      if (!written.contains(se.written) || d.dcqcn().contains(se.affected)) continue;
+      auto it = cur.dcqcn().find(se.affected);
+      if (it == cur.dcqcn().end() || it->second == se.value) continue;
+      steps.push_back({d.device(), StepKind::kDcqcn, se.affected, it->second, it->second, {}, {}});
+      kept[d.device()].emplace_back(se.affected, it->second);
     }
   }
   for (const v1::DeviceParameters& d : set.devices()) {
@@ -236,6 +268,7 @@ absl::StatusOr<ApplyResult> Applier::Apply(const v1::ParameterSet& set) {
         }
         std::vector<std::pair<std::string, int64_t>> wanted = DcqcnRequests(d);
         for (auto& m : MaskRequests(d)) wanted.push_back(m);
+        for (auto& k : kept[d.device()]) wanted.push_back(k);
         for (const auto& [name, value] : wanted) {
           std::optional<int64_t> got = Lookup(*back, name);
           if (!got.has_value() || *got != value) {
@@ -312,6 +345,32 @@ absl::StatusOr<ApplyResult> Applier::Apply(const v1::ParameterSet& set) {
       ++restored;
     }
   }
+  // What must be back at its snapshot value: every parameter an attempted
+  // step wrote, plus what those writes change as a side effect. A restored
+  // write can clobber a parameter restored before it, so rewrite, oldest
+  // first, whatever is still off the snapshot.
+  struct Expect {
+    std::string device;
+    std::string name;
+    int64_t value;
+  };
+  std::vector<Expect> expects;
+  for (size_t i = 0; i < attempted; ++i) {
+    const Step& s = steps[i];
+    if (s.kind == StepKind::kPfc) continue;
+    expects.push_back({s.device, s.name, s.old_value});
+    for (const CcWriteSideEffect& se : CcWriteSideEffects()) {
+      if (s.name != se.written) continue;
+      std::optional<int64_t> v = Lookup(snap[s.device], se.affected);
+      if (v.has_value()) expects.push_back({s.device, se.affected, *v});
+    }
+  }
+  for (const Expect& e : expects) {
+    const ApplyTarget& t = targets_.at(e.device);
+    absl::StatusOr<v1::DeviceParameters> cur = t.cc->Read(e.device);
+    if (!cur.ok() || Lookup(*cur, e.name) == e.value) continue;
+    if (absl::Status st = t.cc->Write(e.device, e.name, e.value); st.ok()) ++restored;
+  }
   // Verify the restore.
   for (const std::string& dev : touched) {
     const ApplyTarget& t = targets_.at(dev);
@@ -321,15 +380,14 @@ absl::StatusOr<ApplyResult> Applier::Apply(const v1::ParameterSet& set) {
         restore_errors.push_back(
             absl::StrCat(dev, ": read after restore failed: ", back.status().message()));
       } else {
-        for (size_t i = 0; i < attempted; ++i) {
-          const Step& s = steps[i];
-          if (s.device != dev || s.kind == StepKind::kPfc) continue;
-          std::optional<int64_t> got = Lookup(*back, s.name);
-          if (got != s.old_value) {
+        for (const Expect& e : expects) {
+          if (e.device != dev) continue;
+          std::optional<int64_t> got = Lookup(*back, e.name);
+          if (got != e.value) {
             restore_errors.push_back(
-                absl::StrCat(dev, ": ", s.name, " still ",
+                absl::StrCat(dev, ": ", e.name, " still ",
                              got.has_value() ? absl::StrCat(*got) : std::string("unreadable"),
-                             " after restore, snapshot ", s.old_value));
+                             " after restore, snapshot ", e.value));
           }
         }
       }

@@ -55,6 +55,11 @@ constexpr CcParamSpec kTable[] = {
     {"rtt_resp_dscp", "dscp", 0, 63, std::nullopt, CcSide::kGeneral, nullptr, "rtt_resp_dscp"},
 };
 
+constexpr CcWriteSideEffect kSideEffects[] = {
+    {"cnp_802p_prio", "cnp_prio_mode", 0},
+    {"rtt_resp_dscp", "rtt_resp_dscp_valid", 1},
+};
+
 std::string Violation(absl::string_view device, absl::string_view name, int64_t value, int64_t min,
                       int64_t max) {
   return absl::StrCat(device, ": ", name, "=", value, " outside [", min, ", ", max, "]");
@@ -109,6 +114,8 @@ absl::Status ErrorsToStatus(const std::vector<std::string>& errors) {
 }  // namespace
 
 absl::Span<const CcParamSpec> CcParamTable() { return kTable; }
+
+absl::Span<const CcWriteSideEffect> CcWriteSideEffects() { return kSideEffects; }
 
 const CcParamSpec* FindCcParam(absl::string_view name) {
   for (const CcParamSpec& spec : kTable) {

@@ -37,6 +37,16 @@ inline constexpr int64_t kPfcPreventionAuto = 65535;  // "auto" (mlx5: 100 ms)
 inline constexpr int64_t kPfcPreventionMinMs = 80;    // mlx5 MLX5E_PFC_PREVEN_TOUT_MIN_MSEC
 inline constexpr int64_t kPfcPreventionMaxMs = 8000;  // mlx5 MLX5E_PFC_PREVEN_TOUT_MAX_MSEC
 
+// A write to `written` also sets `affected` to `value` (upstream cong.c: writing
+// np_cnp_prio forces cnp_prio_mode = 0; writing rtt_resp_dscp sets
+// rtt_resp_dscp_valid = 1). Writers must write `affected` after `written`.
+struct CcWriteSideEffect {
+  const char* written;
+  const char* affected;
+  int64_t value;
+};
+absl::Span<const CcWriteSideEffect> CcWriteSideEffects();
+
 // The canonical table, in firmware field order (RP, then NP, then general).
 absl::Span<const CcParamSpec> CcParamTable();
 

@@ -20,6 +20,7 @@
 namespace rocetune {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
@@ -239,6 +240,75 @@ TEST_F(ApplierTest, FailedRestoreSaysTheHostMayBeMixed) {
   EXPECT_THAT(r.status().message(), HasSubstr("mlx5_0: rpg_min_rate=10"));
   EXPECT_THAT(r.status().message(), HasSubstr("RESTORE FAILED"));
   EXPECT_THAT(r.status().message(), HasSubstr("rpg_hai_rate=50"));
+}
+
+// Emulates upstream cong.c: writing np_cnp_prio forces np_cnp_prio_mode to 0.
+class CongSideEffectIo : public FaultyFileIo {
+ public:
+  using FaultyFileIo::FaultyFileIo;
+  absl::Status Write(const std::string& path, const std::string& data) override {
+    absl::Status st = FaultyFileIo::Write(path, data);
+    const std::string suffix = "/np_cnp_prio";
+    if (st.ok() && path.size() > suffix.size() &&
+        path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      st = ParamFileIo::Real()->Write(path + "_mode", "0\n");
+    }
+    return st;
+  }
+};
+
+class ApplierSideEffectTest : public ::testing::Test {
+ protected:
+  void SetUp() override { FixtureTree::WriteFile(File("np_cnp_prio_mode"), "1\n"); }
+  std::string File(const std::string& name) const {
+    return tree_.debug() + "/mlx5/0000:3b:00.0/cc_params/" + name;
+  }
+  std::vector<std::string> log_;
+  FixtureTree tree_{"mlx5_upstream"};
+  CongSideEffectIo io_{&log_};
+  DebugfsCcStore store_{tree_.sys(), tree_.debug(), &io_};
+  Applier applier_{{{"mlx5_0", {&store_, nullptr, "ens1f0np0"}}}};
+};
+
+TEST_F(ApplierSideEffectTest, ParameterOutsideTheSetIsKept) {
+  v1::ParameterSet set;
+  v1::DeviceParameters* d = set.add_devices();
+  d->set_device("mlx5_0");
+  (*d->mutable_dcqcn())["cnp_802p_prio"] = 3;
+  absl::StatusOr<ApplyResult> r = applier_.Apply(set);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(FixtureTree::ReadFile(File("np_cnp_prio")), "3\n");
+  EXPECT_EQ(FixtureTree::ReadFile(File("np_cnp_prio_mode")), "1\n");
+  EXPECT_EQ(r->applied.devices(0).dcqcn().at("cnp_prio_mode"), 1);
+  EXPECT_THAT(log_, ElementsAre(File("np_cnp_prio"), File("np_cnp_prio_mode")));
+}
+
+TEST_F(ApplierSideEffectTest, UnchangedRequestedValueIsRewrittenAfterTheClobber) {
+  v1::ParameterSet set;
+  v1::DeviceParameters* d = set.add_devices();
+  d->set_device("mlx5_0");
+  (*d->mutable_dcqcn())["cnp_prio_mode"] = 1;  // sorts before cnp_802p_prio? written after
+  (*d->mutable_dcqcn())["cnp_802p_prio"] = 2;
+  absl::StatusOr<ApplyResult> r = applier_.Apply(set);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(FixtureTree::ReadFile(File("np_cnp_prio_mode")), "1\n");
+  EXPECT_EQ(r->writes, 2);
+}
+
+TEST_F(ApplierSideEffectTest, RestoreUndoesTheSideEffect) {
+  const auto before = TreeContents(tree_.debug());
+  io_.fail_path = File("rp_min_rate");
+  v1::ParameterSet set;
+  v1::DeviceParameters* d = set.add_devices();
+  d->set_device("mlx5_0");
+  (*d->mutable_dcqcn())["cnp_802p_prio"] = 3;
+  (*d->mutable_dcqcn())["rpg_ai_rate"] = 20;
+  (*d->mutable_dcqcn())["rpg_min_rate"] = 10;
+  absl::StatusOr<ApplyResult> r = applier_.Apply(set);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("mlx5_0: rpg_min_rate=10"));
+  EXPECT_THAT(r.status().message(), HasSubstr("previous values restored"));
+  EXPECT_EQ(TreeContents(tree_.debug()), before);
 }
 
 TEST(ApplierDebugfsTest, MaskOnDebugfsLayoutIsRefusedBeforeWriting) {

@@ -21,7 +21,8 @@ using testing_util::FixtureTree;
 class LkgJournalTest : public ::testing::Test {
  protected:
   LkgJournalTest() {
-    std::string tmpl = ::testing::TempDir() + "/rocetune_lkg_XXXXXX";
+    std::string tmpl = std::filesystem::path(::testing::TempDir()).lexically_normal().string() +
+                       "rocetune_lkg_XXXXXX";
     EXPECT_NE(mkdtemp(tmpl.data()), nullptr);
     root_ = tmpl;
     dir_ = root_ + "/state";

@@ -51,6 +51,17 @@ TEST(CcParamsTest, TableIsConsistent) {
   EXPECT_EQ(FindCcParam("cnp_dscp")->max, 63);
 }
 
+TEST(CcParamsTest, SideEffectsNameKnownParameters) {
+  ASSERT_FALSE(CcWriteSideEffects().empty());
+  for (const CcWriteSideEffect& se : CcWriteSideEffects()) {
+    ASSERT_NE(FindCcParam(se.written), nullptr) << se.written;
+    const CcParamSpec* affected = FindCcParam(se.affected);
+    ASSERT_NE(affected, nullptr) << se.affected;
+    EXPECT_GE(se.value, affected->min);
+    EXPECT_LE(se.value, affected->max);
+  }
+}
+
 TEST(CcParamsTest, DefaultsAreValid) { EXPECT_TRUE(ValidateParameters(Defaults("mlx5_0")).ok()); }
 
 TEST(CcParamsTest, ListsEveryViolation) {

@@ -16,7 +16,8 @@ namespace rocetune::testing_util {
 class FixtureTree {
  public:
   explicit FixtureTree(const std::string& host) {
-    std::string tmpl = ::testing::TempDir() + "/rocetune_fixture_XXXXXX";
+    std::string tmpl = std::filesystem::path(::testing::TempDir()).lexically_normal().string() +
+                       "rocetune_fixture_XXXXXX";
     char* dir = mkdtemp(tmpl.data());
     EXPECT_NE(dir, nullptr);
     root_ = tmpl;
