@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "agent/host/cc_params.h"
+#include "agent/host/dcbnl_pfc_config.h"
 #include "agent/host/debugfs_cc_store.h"
 #include "agent/host/ofed_sysfs_cc_store.h"
 #include "gmock/gmock.h"
@@ -336,6 +337,23 @@ TEST(ApplierDebugfsTest, MaskOnDebugfsLayoutIsRefusedBeforeWriting) {
   EXPECT_EQ(r->applied.devices(0).dcqcn().at("rpg_ai_rate"), 20);
   EXPECT_EQ(FixtureTree::ReadFile(tree.debug() + "/mlx5/0000:3b:00.0/cc_params/rp_ai_rate"),
             "20\n");
+}
+
+// The real dcbnl path: a netdev without DCB (lo) rejects the whole set at
+// snapshot time, before any DCQCN value is written.
+TEST_F(ApplierTest, PfcOnNetdevWithoutDcbWritesNothing) {
+  DcbnlPfcConfig dcbnl;
+  Applier applier({{"mlx5_0", {&store_, &dcbnl, "lo"}}});
+  const auto before = TreeContents(NetDir());
+  v1::ParameterSet set;
+  *set.add_devices() = Dev("mlx5_0", {{"rpg_ai_rate", 20}});
+  set.mutable_devices(0)->mutable_pfc()->set_enable_mask(0x08);
+  absl::StatusOr<ApplyResult> r = applier.Apply(set);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(r.status().message(), HasSubstr("nothing written"));
+  EXPECT_THAT(r.status().message(), HasSubstr("netdev lo does not support DCB"));
+  EXPECT_THAT(log_, IsEmpty());
+  EXPECT_EQ(TreeContents(NetDir()), before);
 }
 
 TEST_F(ApplierTest, ReadCurrentCoversEveryTarget) {
