@@ -64,11 +64,12 @@ absl::StatusOr<DcqcnConfig> ResolveDcqcn(const v1::DcqcnSettings& settings) {
   for (const auto& [name, range] : DcqcnParamRanges()) {
     const int64_t v = Get(settings, name);
     if (v < range.min || v > range.max) {
-      return absl::InvalidArgumentError(absl::StrCat("dcqcn.", name, "=", v, " outside [",
-                                                     range.min, ", ", range.max, "]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("dcqcn.", name, "=", v, " outside [", range.min, ", ", range.max, "]"));
     }
   }
-  const int64_t unit = settings.byte_reset_unit_bytes() == 0 ? 64 : settings.byte_reset_unit_bytes();
+  const int64_t unit =
+      settings.byte_reset_unit_bytes() == 0 ? 64 : settings.byte_reset_unit_bytes();
   DcqcnConfig c;
   c.enabled = !settings.disabled();
   RpParams& p = c.rp;
@@ -100,8 +101,8 @@ absl::Status SetDcqcnValue(v1::DcqcnSettings* settings, const std::string& name,
     return absl::InvalidArgumentError(absl::StrCat("unknown DCQCN parameter \"", name, "\""));
   }
   if (value < it->second.min || value > it->second.max) {
-    return absl::InvalidArgumentError(absl::StrCat(name, "=", value, " outside [", it->second.min,
-                                                   ", ", it->second.max, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, "=", value, " outside [", it->second.min, ", ", it->second.max, "]"));
   }
   settings->GetReflection()->SetInt64(settings, field, value);
   return absl::OkStatus();

@@ -81,9 +81,8 @@ int Fabric::AddLink(int from, int to, double gbps, bool from_switch, bool to_swi
   l.to_switch = to_switch;
   l.bytes_per_ns = gbps / 8.0;
   l.bytes_per_step = l.bytes_per_ns * static_cast<double>(step_ns_);
-  const double delay = scenario_.topology().link_delay_ns() > 0
-                           ? scenario_.topology().link_delay_ns()
-                           : 1000.0;
+  const double delay =
+      scenario_.topology().link_delay_ns() > 0 ? scenario_.topology().link_delay_ns() : 1000.0;
   l.delay_steps = std::max<int>(1, static_cast<int>(std::lround(delay / step_ns_)));
   l.delay_ns = static_cast<double>(l.delay_steps * step_ns_);
   l.name = absl::StrCat(NodeName(from), "->", NodeName(to));
@@ -115,16 +114,17 @@ absl::Status Fabric::Init() {
   num_tors_ = (num_hosts_ + per_tor - 1) / per_tor;
   num_spines_ = static_cast<int>(t.spines());
   if (num_tors_ > 1 && num_spines_ == 0) {
-    return Invalid("topology.spines", absl::StrCat("need at least 1 spine for ", num_tors_, " ToRs"));
+    return Invalid("topology.spines",
+                   absl::StrCat("need at least 1 spine for ", num_tors_, " ToRs"));
   }
   if (num_tors_ == 1) num_spines_ = 0;
   if (t.host_link_gbps() < 0 || t.uplink_gbps() < 0) {
     return Invalid("topology.host_link_gbps", "link speeds must be >= 0");
   }
   host_gbps_ = t.host_link_gbps() > 0 ? t.host_link_gbps() : 100.0;
-  const double up_gbps =
-      t.uplink_gbps() > 0 ? t.uplink_gbps()
-                          : (num_spines_ > 0 ? host_gbps_ * per_tor / num_spines_ : host_gbps_);
+  const double up_gbps = t.uplink_gbps() > 0
+                             ? t.uplink_gbps()
+                             : (num_spines_ > 0 ? host_gbps_ * per_tor / num_spines_ : host_gbps_);
   switch_buffer_ = t.switch_buffer_bytes() > 0 ? static_cast<double>(t.switch_buffer_bytes())
                                                : 32.0 * 1024 * 1024;
   if (s.stats_interval_us() < 0) return Invalid("stats_interval_us", "must be >= 0");
@@ -167,8 +167,8 @@ absl::Status Fabric::Init() {
   if (pfc.refresh_us() < 0) return Invalid("pfc.refresh_us", "must be >= 0");
   xoff_static_ = static_cast<double>(pfc.xoff_bytes());
   pfc_alpha_ = pfc.dynamic_alpha() > 0 ? pfc.dynamic_alpha() : 0.125;
-  xon_hyst_ = pfc.xon_hysteresis_bytes() > 0 ? static_cast<double>(pfc.xon_hysteresis_bytes())
-                                             : 2 * mtu_;
+  xon_hyst_ =
+      pfc.xon_hysteresis_bytes() > 0 ? static_cast<double>(pfc.xon_hysteresis_bytes()) : 2 * mtu_;
   const double fastest = std::max(host_gbps_, up_gbps) / 8.0;  // bytes per ns
   const int delay_steps = links_[0].delay_steps;
   headroom_ = pfc.headroom_bytes() > 0
@@ -256,7 +256,8 @@ absl::Status Fabric::Init() {
   }
   if (w.has_background() && w.background().load() != 0) {
     const auto& bg = w.background();
-    if (bg.load() < 0 || bg.load() >= 1) return Invalid("workload.background.load", "must be in [0, 1)");
+    if (bg.load() < 0 || bg.load() >= 1)
+      return Invalid("workload.background.load", "must be in [0, 1)");
     for (uint32_t h : bg.hosts()) {
       if (auto st = check_host("workload.background.hosts", h); !st.ok()) return st;
       bg_hosts_.push_back(static_cast<int>(h));
@@ -299,9 +300,8 @@ absl::Status Fabric::Init() {
       hs.window_sent.assign(2, 0);
       for (int peer = 0; peer < num_hosts_; ++peer) {
         if (peer == h) continue;
-        if (pr.targets_size() > 0 &&
-            std::find(pr.targets().begin(), pr.targets().end(), static_cast<uint32_t>(peer)) ==
-                pr.targets().end()) {
+        if (pr.targets_size() > 0 && std::find(pr.targets().begin(), pr.targets().end(),
+                                               static_cast<uint32_t>(peer)) == pr.targets().end()) {
           continue;
         }
         hs.probe_peers.push_back(peer);
@@ -389,7 +389,9 @@ int Fabric::StartFlow(FlowKind kind, int group, int src, int dst, double bytes, 
     total += links_[path[h]].delay_steps;
     one_way += static_cast<int64_t>(links_[path[h]].delay_ns);
   }
-  f.pipe.assign(total, 0.0);
+  f.pipe_inline.fill(0.0);
+  f.pipe_heap.clear();
+  if (total > kInlinePipe) f.pipe_heap.assign(total, 0.0);
   f.size = bytes > 0 ? bytes : kInf;
   f.sent = f.delivered = f.delivered_measured = f.want = f.byte_acc = 0;
   f.start_ns = now_ns_;
@@ -425,8 +427,7 @@ void Fabric::FinishFlow(int slot) {
   }
   const int64_t done_ns = now_ns_ + step_ns_ + f.one_way_ns;  // last byte acked
   f.fct_us = static_cast<double>(done_ns - f.start_ns) / 1000.0;
-  const double ideal_us =
-      (static_cast<double>(f.base_rtt_ns) + f.size * 8.0 / host_gbps_) / 1000.0;
+  const double ideal_us = (static_cast<double>(f.base_rtt_ns) + f.size * 8.0 / host_gbps_) / 1000.0;
   const double slowdown = std::max(1.0, f.fct_us / ideal_us);
   ++flows_completed_;
   if (f.start_ns >= warmup_ns_) {
@@ -487,9 +488,9 @@ void Fabric::Generate() {
     const int i = long_order_[next_long_];
     const auto& lf = w.long_flows(i);
     if (static_cast<int64_t>(lf.start_us() * 1000) >= horizon) break;
-    long_flow_slot_[i] = StartFlow(FlowKind::kLong, i, static_cast<int>(lf.src()),
-                                   static_cast<int>(lf.dst()), static_cast<double>(lf.bytes()),
-                                   PrioOr3(lf.priority()));
+    long_flow_slot_[i] =
+        StartFlow(FlowKind::kLong, i, static_cast<int>(lf.src()), static_cast<int>(lf.dst()),
+                  static_cast<double>(lf.bytes()), PrioOr3(lf.priority()));
     ++next_long_;
   }
   for (int i = 0; i < w.incast_size(); ++i) {
@@ -595,18 +596,22 @@ void Fabric::ComputeService() {
 void Fabric::MoveBytes() {
   const bool measure = measuring();
   // Arrivals: bytes that finished crossing a link this step.
-  std::vector<double> admit_limit(switch_total_.size(), kInf);
+  std::vector<double>& admit_limit = admit_limit_;
+  admit_limit.assign(switch_total_.size(), kInf);
   if (pfc_enabled_) {
     for (size_t sw = num_hosts_; sw < switch_total_.size(); ++sw) {
       admit_limit[sw] = XoffThreshold(static_cast<int>(sw)) + headroom_;
     }
+  }
+  for (Link& l : links_) {
+    l.slot = l.delay_steps == 1 ? 0 : static_cast<int>(steps_ % l.delay_steps);
   }
   for (int slot : active_) {
     Flow& f = flows_[slot];
     const int p = f.prio;
     for (int h = 1; h <= f.nlinks; ++h) {
       Link& in_link = links_[f.links[h - 1]];
-      double& cell = f.pipe[f.pipe_off[h - 1] + static_cast<int>(steps_ % in_link.delay_steps)];
+      double& cell = f.pipe()[f.pipe_off[h - 1] + in_link.slot];
       double in = cell;
       cell = 0;
       if (in <= 0) continue;
@@ -694,7 +699,7 @@ void Fabric::MoveBytes() {
         }
       }
       if (x > 0) {
-        f.pipe[f.pipe_off[h] + static_cast<int>(steps_ % l.delay_steps)] += x;
+        f.pipe()[f.pipe_off[h] + l.slot] += x;
         if (measure) l.tx_bytes_measured += x;
       }
     }
@@ -815,7 +820,8 @@ void Fabric::RunProbes() {
     while (hs.next_probe_ns < horizon) {
       const size_t i = hs.next_peer++ % hs.probe_peers.size();
       SendProbe(h, hs.probe_peers[i], hs.probe_cls[i], default_prio, bytes);
-      if (hs.probe_cls[i] < static_cast<int>(hs.window_sent.size())) ++hs.window_sent[hs.probe_cls[i]];
+      if (hs.probe_cls[i] < static_cast<int>(hs.window_sent.size()))
+        ++hs.window_sent[hs.probe_cls[i]];
       hs.next_probe_ns += std::max<int64_t>(1, static_cast<int64_t>(hs.probe_interval_ns));
     }
   }
@@ -932,21 +938,9 @@ void Fabric::Sync() {
     }
     for (size_t cls = 0; cls < hs.window.size(); ++cls) {
       if (hs.window[cls].empty() && hs.window_sent[cls] == 0) continue;
-      v1::LatencyWindow& w = sh.windows[hs.class_names[cls]];
-      w.set_peer_class(hs.class_names[cls]);
-      w.set_clock("sim");
-      absl::StatusOr<QuantileSketch> prev = QuantileSketch::FromProto(w.network_rtt_seconds());
-      QuantileSketch merged = prev.ok() && w.has_network_rtt_seconds() ? *prev : QuantileSketch();
-      merged.Merge(hs.window[cls]).IgnoreError();
-      merged.ToProto(w.mutable_network_rtt_seconds());
-      QuantileSketch host_delay;
-      absl::StatusOr<QuantileSketch> hd = QuantileSketch::FromProto(w.host_delay_seconds());
-      if (hd.ok() && w.has_host_delay_seconds()) host_delay = *hd;
-      host_delay.Insert(0, hs.window[cls].count());
-      host_delay.ToProto(w.mutable_host_delay_seconds());
-      w.set_probes_sent(w.probes_sent() + hs.window_sent[cls]);
-      const uint64_t received = hs.window[cls].count();
-      (void)received;
+      WindowAcc& acc = sh.windows[hs.class_names[cls]];
+      acc.rtt.Merge(hs.window[cls]).IgnoreError();
+      acc.sent += hs.window_sent[cls];
       hs.window[cls].Clear();
       hs.window_sent[cls] = 0;
     }
@@ -1007,7 +1001,17 @@ absl::Status Fabric::SetProbePlan(int host, const v1::ProbePlan& plan) {
 std::vector<v1::LatencyWindow> Fabric::TakeProbeWindow(int host) {
   absl::MutexLock lock(&mu_);
   std::vector<v1::LatencyWindow> out;
-  for (auto& [cls, w] : shared_[host].windows) out.push_back(std::move(w));
+  for (auto& [cls, acc] : shared_[host].windows) {
+    v1::LatencyWindow w;
+    w.set_peer_class(cls);
+    w.set_clock("sim");
+    acc.rtt.ToProto(w.mutable_network_rtt_seconds());
+    QuantileSketch host_delay;  // the simulated responder answers at once
+    host_delay.Insert(0, acc.rtt.count());
+    host_delay.ToProto(w.mutable_host_delay_seconds());
+    w.set_probes_sent(acc.sent);
+    out.push_back(std::move(w));
+  }
   shared_[host].windows.clear();
   return out;
 }

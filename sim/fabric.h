@@ -96,6 +96,7 @@ class Fabric {
   static constexpr int kMaxLinks = 4;
   static constexpr int kCnpRing = 16;
   static constexpr int kMaxProbeLinks = 8;
+  static constexpr int kInlinePipe = 12;
 
   struct Link {
     int from = 0, to = 0;
@@ -104,6 +105,7 @@ class Fabric {
     double bytes_per_ns = 0;
     double delay_ns = 0;
     int delay_steps = 1;
+    int slot = 0;  // pipe cell of this step: steps_ % delay_steps
     std::string name;
     // Egress queue at `from` (switch links only), per priority.
     std::array<double, 8> q{};
@@ -128,14 +130,18 @@ class Fabric {
   struct Flow {
     uint64_t id = 0;
     FlowKind kind = FlowKind::kLong;
-    int group = -1;     // incast burst / all-reduce step / long flow index
+    int group = -1;  // incast burst / all-reduce step / long flow index
     int src = 0, dst = 0, prio = 3;
     int nlinks = 0;
     std::array<int, kMaxLinks> links{};
     std::array<double, kMaxLinks> backlog{};  // [h]: queue at the egress of links[h]
     std::array<int, kMaxLinks> pipe_off{};
-    std::vector<double> pipe;
-    double size = 0;   // infinity for long-lived flows
+    // Bytes crossing each link, one cell per step of link delay. Inline when
+    // the path is short enough, else in pipe_heap.
+    std::array<double, kInlinePipe> pipe_inline{};
+    std::vector<double> pipe_heap;  // empty when pipe_inline is used
+    double* pipe() { return pipe_heap.empty() ? pipe_inline.data() : pipe_heap.data(); }
+    double size = 0;  // infinity for long-lived flows
     double sent = 0, delivered = 0;
     double delivered_measured = 0;
     double want = 0;
@@ -178,6 +184,10 @@ class Fabric {
     bool dcqcn = true;
     uint8_t pfc_mask = 0xff;
   };
+  struct WindowAcc {
+    QuantileSketch rtt;
+    uint64_t sent = 0;
+  };
   struct Shared {  // guarded by mu_
     HostCounters counters;
     v1::DcqcnSettings dcqcn;
@@ -185,7 +195,7 @@ class Fabric {
     uint8_t pfc_mask = 0xff;
     bool plan_dirty = false;
     v1::ProbePlan plan;
-    std::map<std::string, v1::LatencyWindow> windows;
+    std::map<std::string, WindowAcc> windows;
   };
   struct Burst {
     int64_t start_ns = 0;
@@ -233,6 +243,7 @@ class Fabric {
   std::vector<int> ingress_links_;  // links entering a switch
   std::vector<std::vector<int>> tor_up_, spine_down_;
   std::vector<double> switch_total_;
+  std::vector<double> admit_limit_;
   double switch_buffer_ = 0;
   std::vector<HostState> hosts_;
   std::vector<int> used_prios_;
@@ -245,11 +256,11 @@ class Fabric {
   int64_t stats_every_steps_ = 10;
   int64_t sync_every_steps_ = 100;
 
-  std::vector<Flow> flows_;      // slots
+  std::vector<Flow> flows_;  // slots
   std::vector<int> free_slots_;
   std::vector<int> active_;
   uint64_t next_flow_id_ = 1;
-  std::vector<int> long_flow_slot_;        // per scenario long flow, -1 before start
+  std::vector<int> long_flow_slot_;  // per scenario long flow, -1 before start
   std::vector<SimSummary::Flow> long_results_;
   std::vector<uint64_t> fct_bounds_;
   std::vector<std::vector<float>> fct_bins_;

@@ -38,10 +38,10 @@ ABSL_FLAG(double, pace, 0,
           "to 1.0 when this is 0.");
 ABSL_FLAG(absl::Duration, duration, absl::ZeroDuration(),
           "Simulated time to run; overrides the scenario's duration_ms when non-zero.");
-ABSL_FLAG(absl::Duration, sample_interval, absl::Seconds(1),
-          "Agents' report interval (--agents).");
-ABSL_FLAG(std::string, labels, "", "Extra labels k=v,... for every agent (--agents); each agent "
-                                   "also gets tor=<index>.");
+ABSL_FLAG(absl::Duration, sample_interval, absl::Seconds(1), "Agents' report interval (--agents).");
+ABSL_FLAG(std::string, labels, "",
+          "Extra labels k=v,... for every agent (--agents); each agent "
+          "also gets tor=<index>.");
 
 namespace rocetune::sim {
 namespace {
@@ -147,7 +147,8 @@ int Main(int argc, char** argv) {
   }
   absl::StatusOr<v1::Scenario> scenario = LoadScenario(path, sets);
   if (!scenario.ok()) {
-    std::fprintf(stderr, "rocetune-fabricsim: %s\n", std::string(scenario.status().message()).c_str());
+    std::fprintf(stderr, "rocetune-fabricsim: %s\n",
+                 std::string(scenario.status().message()).c_str());
     return 2;
   }
   if (absl::GetFlag(FLAGS_duration) > absl::ZeroDuration()) {

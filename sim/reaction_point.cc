@@ -106,8 +106,8 @@ void ReactionPoint::DecreaseTimer(int64_t at_ns) {
       (p_.clamp_tgt_rate_after_time_inc && time_stage_ > 0)) {
     rt_ = rc_;
   }
-  const double by_alpha = rc_ * static_cast<double>(alpha_fp_) /
-                          static_cast<double>(int64_t{1} << p_.rpg_gd);
+  const double by_alpha =
+      rc_ * static_cast<double>(alpha_fp_) / static_cast<double>(int64_t{1} << p_.rpg_gd);
   const double by_floor = rc_ * static_cast<double>(100 - p_.rpg_min_dec_fac) / 100.0;
   rc_ = std::max(p_.rpg_min_rate_mbps, rc_ - std::min(by_alpha, by_floor));
   time_stage_ = byte_stage_ = 0;

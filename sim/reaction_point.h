@@ -17,13 +17,13 @@ struct RpParams {
   double rpg_ai_rate_mbps = 5;
   double rpg_hai_rate_mbps = 50;
   int64_t rpg_gd = 11;
-  int64_t rpg_min_dec_fac = 50;               // percent
+  int64_t rpg_min_dec_fac = 50;  // percent
   double rpg_min_rate_mbps = 1;
-  double rate_to_set_on_first_cnp_mbps = 0;   // 0 = keep the current rate
-  int64_t dce_tcp_g = 1019;                   // 1/1024 fixed point
+  double rate_to_set_on_first_cnp_mbps = 0;  // 0 = keep the current rate
+  int64_t dce_tcp_g = 1019;                  // 1/1024 fixed point
   int64_t dce_tcp_rtt_us = 1;
   int64_t rate_reduce_monitor_period_us = 4;
-  int64_t initial_alpha_value = 1023;         // 1/1024 fixed point
+  int64_t initial_alpha_value = 1023;  // 1/1024 fixed point
 };
 
 // The DCQCN reaction point of one flow as the mlx5 firmware runs it:

@@ -10,8 +10,8 @@ namespace {
 
 absl::Status CheckDevice(const std::string& device) {
   if (device != SimHost::kDevice) {
-    return absl::UnavailableError(absl::StrCat("no RDMA device \"", device, "\" (simulated host has ",
-                                               SimHost::kDevice, ")"));
+    return absl::UnavailableError(absl::StrCat("no RDMA device \"", device,
+                                               "\" (simulated host has ", SimHost::kDevice, ")"));
   }
   return absl::OkStatus();
 }
@@ -91,7 +91,8 @@ class SimHost::Cc : public CcParamStore {
     if (auto s = CheckDevice(device); !s.ok()) return s;
     v1::DeviceParameters out;
     out.set_device(device);
-    for (const auto& [name, value] : fabric_->HostDcqcn(host_)) (*out.mutable_dcqcn())[name] = value;
+    for (const auto& [name, value] : fabric_->HostDcqcn(host_))
+      (*out.mutable_dcqcn())[name] = value;
     absl::MutexLock lock(&mu_);
     out.set_rp_enable_mask(rp_mask_);
     out.set_np_enable_mask(np_mask_);

@@ -20,15 +20,15 @@ struct SimSummary {
   struct Link {
     std::string name;
     double utilization = 0;
-    uint64_t pause_frames = 0;      // PAUSE frames that stopped this link's transmitter
+    uint64_t pause_frames = 0;  // PAUSE frames that stopped this link's transmitter
     double paused_us = 0;
   };
   struct Flow {
     uint64_t id = 0;
     std::string src, dst, tag;
-    double bytes = 0;               // size; 0 = long-lived
-    double throughput_gbps = 0;     // delivered in the measured window / window
-    double fct_us = -1;             // -1 = unfinished
+    double bytes = 0;            // size; 0 = long-lived
+    double throughput_gbps = 0;  // delivered in the measured window / window
+    double fct_us = -1;          // -1 = unfinished
     double slowdown = 0;
   };
   struct FctBin {
@@ -50,20 +50,20 @@ struct SimSummary {
   uint64_t events = 0;
   std::vector<Queue> queues;
   std::vector<Link> links;
-  std::vector<Flow> flows;          // the scenario's long flows
-  double jain_index = 0;            // over `flows` throughputs (1 when fewer than 2)
-  double delivered_gbps = 0;        // all flows, measured window
+  std::vector<Flow> flows;    // the scenario's long flows
+  double jain_index = 0;      // over `flows` throughputs (1 when fewer than 2)
+  double delivered_gbps = 0;  // all flows, measured window
   std::vector<FctBin> fct_slowdown;
   Distribution probe_rtt_us;
-  Distribution incast_burst_us;     // first byte sent to last byte acked, per burst
+  Distribution incast_burst_us;  // first byte sent to last byte acked, per burst
   Distribution allreduce_step_us;
   uint64_t flows_started = 0;
   uint64_t flows_completed = 0;
   uint64_t cnp_sent = 0;
   uint64_t cnp_handled = 0;
   uint64_t ecn_marked_packets = 0;
-  uint64_t pfc_pause_frames = 0;     // sent by every switch
-  double pfc_paused_us = 0;          // summed over (link, priority)
+  uint64_t pfc_pause_frames = 0;  // sent by every switch
+  double pfc_paused_us = 0;       // summed over (link, priority)
   uint64_t host_rx_pause_frames = 0;
   double host_rx_paused_us = 0;
   double dropped_bytes = 0;

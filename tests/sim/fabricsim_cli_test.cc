@@ -1,0 +1,85 @@
+// The rocetune-fabricsim command line: flags, errors and the JSON summary.
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Result {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr
+};
+
+Result RunSim(const std::string& args) {
+  const std::string cmd =
+      std::string(ROCETUNE_BINARY_DIR) + "/sim/rocetune-fabricsim " + args + " 2>&1";
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
+  const int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string Scenario(const std::string& name) {
+  return std::string(ROCETUNE_SOURCE_DIR) + "/sim/scenarios/" + name + ".textproto";
+}
+
+TEST(FabricsimCliTest, HelpDocumentsEveryFlag) {
+  Result r = RunSim("--help");
+  for (const char* flag : {"--scenario", "--set", "--output", "--agents", "--controller", "--pace",
+                           "--duration", "--sample_interval", "--labels"}) {
+    EXPECT_THAT(r.output, HasSubstr(flag)) << flag;
+  }
+}
+
+TEST(FabricsimCliTest, UnknownFlagAndMissingScenarioFail) {
+  EXPECT_NE(RunSim("--no_such_flag").exit_code, 0);
+  Result r = RunSim("");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("--scenario"));
+}
+
+TEST(FabricsimCliTest, PrintsJsonSummaryWithOverridesApplied) {
+  Result r = RunSim("--scenario=" + Scenario("dcqcn_paper_40g_2flows") +
+                    " --set=duration_ms=5 --set=warmup_ms=1 --set=name=overridden");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* key : {"\"scenario\": \"overridden\"", "\"queues\"", "\"mean_bytes\"",
+                          "\"p99_bytes\"", "\"max_bytes\"", "\"utilization\"",
+                          "\"throughput_gbps\"", "\"fct_slowdown\"", "\"probe_rtt_us\"", "\"p999\"",
+                          "\"cnp_sent\"", "\"pfc_pause_frames\"", "\"sim_seconds\": 0.005"}) {
+    EXPECT_THAT(r.output, HasSubstr(key)) << key;
+  }
+}
+
+TEST(FabricsimCliTest, BadSetExitsNonZeroNamingThePath) {
+  Result r =
+      RunSim("--scenario=" + Scenario("dcqcn_paper_40g_2flows") + " --set=dcqcn.rpg_ai_rat=20");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("dcqcn.rpg_ai_rat"));
+  r = RunSim("--scenario=" + Scenario("dcqcn_paper_40g_2flows") + " --set=dcqcn.dce_tcp_g=4000");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("dce_tcp_g=4000"));
+}
+
+TEST(FabricsimCliTest, BadScenarioFileReportsLineAndColumn) {
+  const std::string path = ::testing::TempDir() + "/broken.textproto";
+  FILE* f = fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fputs("name: \"x\"\nseed: banana\n", f);
+  fclose(f);
+  Result r = RunSim("--scenario=" + path);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("line 2, column 7"));
+}
+
+}  // namespace
