@@ -49,6 +49,7 @@ ABSL_FLAG(absl::Duration, duration, absl::Seconds(3),
           "how long to probe (prober) or answer (responder; 0 = until SIGTERM / --stop_file)");
 ABSL_FLAG(std::string, info_file, "", "responder: write its address / GID / QPN here as JSON");
 ABSL_FLAG(std::string, stop_file, "", "responder: stop when this file appears");
+ABSL_FLAG(std::string, ready_file, "", "prober: touch this file once probing has started");
 ABSL_FLAG(std::string, log_level, "info", "debug | info | warning | error");
 
 namespace rocetune {
@@ -196,6 +197,7 @@ int RunResponder(bool verbs) {
                          ",\"ignored\":", s.ignored);
   }
   std::printf("{\"mode\":\"responder\",\"info\":%s,%s}\n", info.c_str(), stats.c_str());
+  std::fflush(stdout);
   return 0;
 }
 
@@ -235,6 +237,10 @@ int RunProber(bool verbs) {
     std::fprintf(stderr, "rocetune-probe: %s\n", std::string(s.message()).c_str());
     return 2;
   }
+  const std::string ready_file = absl::GetFlag(FLAGS_ready_file);
+  if (!ready_file.empty() && !WriteFileAtomically(ready_file, "{}")) {
+    std::fprintf(stderr, "rocetune-probe: cannot write --ready_file %s\n", ready_file.c_str());
+  }
   Shutdown::WaitFor(absl::GetFlag(FLAGS_duration));
   // Stop sending, then give outstanding probes their timeout to answer or expire.
   v1::ProbePlan empty;
@@ -254,6 +260,7 @@ int RunProber(bool verbs) {
   }
   absl::StrAppend(&out, "],\"anomalies\":", AnomaliesJson(anomalies()), "}");
   std::printf("%s\n", out.c_str());
+  std::fflush(stdout);
   return 0;
 }
 

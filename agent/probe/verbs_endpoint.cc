@@ -241,7 +241,10 @@ absl::Status VerbsEndpoint::Init() {
 
 VerbsEndpoint::~VerbsEndpoint() {
   if (qp_ != nullptr) ibv_destroy_qp(qp_);
-  for (ibv_ah* ah : ahs_) ibv_destroy_ah(ah);
+  {
+    absl::MutexLock l(&ah_mu_);
+    for (ibv_ah* ah : ahs_) ibv_destroy_ah(ah);
+  }
   if (mr_ != nullptr) ibv_dereg_mr(mr_);
   if (cq_ != nullptr) ibv_destroy_cq(cq_);
   if (channel_ != nullptr) ibv_destroy_comp_channel(channel_);
@@ -284,6 +287,7 @@ absl::StatusOr<ibv_ah*> VerbsEndpoint::CreateAh(const ibv_gid& dgid, uint8_t tra
     return absl::UnavailableError(absl::StrCat("verbs: cannot resolve GID ", GidText(dgid),
                                                " from ", device_, ": ", strerror(errno)));
   }
+  absl::MutexLock l(&ah_mu_);
   ahs_.push_back(ah);
   return ah;
 }
@@ -296,11 +300,13 @@ absl::StatusOr<ibv_ah*> VerbsEndpoint::CreateAhFromRecv(const Completion& c) {
     return absl::UnavailableError(
         absl::StrCat("verbs: cannot create reply AH on ", device_, ": ", strerror(errno)));
   }
+  absl::MutexLock l(&ah_mu_);
   ahs_.push_back(ah);
   return ah;
 }
 
 void VerbsEndpoint::DestroyAh(ibv_ah* ah) {
+  absl::MutexLock l(&ah_mu_);
   auto it = std::find(ahs_.begin(), ahs_.end(), ah);
   if (it == ahs_.end()) return;
   ahs_.erase(it);

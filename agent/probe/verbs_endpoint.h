@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/clock.h"
 
@@ -68,7 +69,8 @@ class VerbsEndpoint {
   int async_fd() const;
 
   // Address handle to a peer GID on this port. kUnavailable when it cannot be
-  // resolved (peer unknown or down). Owned by the endpoint.
+  // resolved (peer unknown or down); may block for address resolution. Owned by
+  // the endpoint. CreateAh and DestroyAh may be called from any thread.
   absl::StatusOr<ibv_ah*> CreateAh(const ibv_gid& dgid, uint8_t traffic_class);
   // Address handle for answering a received packet. Owned by the endpoint.
   absl::StatusOr<ibv_ah*> CreateAhFromRecv(const Completion& c);
@@ -117,7 +119,8 @@ class VerbsEndpoint {
   uint32_t max_payload_ = 0;
   uint64_t hca_core_clock_khz_ = 0;
   std::vector<int> free_send_slots_;
-  std::vector<ibv_ah*> ahs_;
+  absl::Mutex ah_mu_;
+  std::vector<ibv_ah*> ahs_ ABSL_GUARDED_BY(ah_mu_);
 };
 
 }  // namespace rocetune

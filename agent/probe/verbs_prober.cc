@@ -36,6 +36,7 @@ absl::StatusOr<std::unique_ptr<VerbsProber>> VerbsProber::Create(const Options& 
   if (seed == 0)
     seed = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
   std::unique_ptr<VerbsProber> p(new VerbsProber(*std::move(ep), seed, stop_fd));
+  p->resolver_ = std::thread([raw = p.get()] { raw->ResolverLoop(); });
   p->thread_ = std::thread([raw = p.get()] { raw->Loop(); });
   return p;
 }
@@ -63,6 +64,74 @@ void VerbsProber::Stop() {
     LogWarning("verbs prober: cannot signal stop", {{"error", strerror(errno)}});
   }
   if (thread_.joinable()) thread_.join();
+  {
+    absl::MutexLock l(&resolve_mu_);
+    resolver_stop_ = true;
+  }
+  if (resolver_.joinable()) resolver_.join();
+  absl::MutexLock l(&resolve_mu_);
+  for (const ResolveResult& r : results_) {
+    if (r.ah != nullptr) ep_->DestroyAh(r.ah);
+  }
+  results_.clear();
+}
+
+void VerbsProber::ResolverLoop() {
+  for (;;) {
+    ResolveJob job;
+    {
+      absl::MutexLock l(&resolve_mu_);
+      resolve_mu_.Await(absl::Condition(this, &VerbsProber::ResolverHasWork));
+      if (resolver_stop_) return;
+      job = jobs_.front();
+      jobs_.pop_front();
+    }
+    absl::StatusOr<ibv_ah*> ah = ep_->CreateAh(job.gid, job.traffic_class);
+    ResolveResult r;
+    r.generation = job.generation;
+    r.peer = job.peer;
+    if (ah.ok()) {
+      r.ah = *ah;
+    } else {
+      r.error = std::string(ah.status().message());
+    }
+    absl::MutexLock l(&resolve_mu_);
+    results_.push_back(std::move(r));
+  }
+}
+
+void VerbsProber::StartResolve(int peer_index, absl::Duration now) {
+  Peer& peer = plan_.peers[peer_index];
+  peer.resolving = true;
+  peer.resolve_started = now;
+  absl::MutexLock l(&resolve_mu_);
+  jobs_.push_back(ResolveJob{generation_, peer_index, peer.gid, plan_.traffic_class});
+}
+
+void VerbsProber::TakeResolved(absl::Duration now) {
+  std::vector<ResolveResult> results;
+  {
+    absl::MutexLock l(&resolve_mu_);
+    results.swap(results_);
+  }
+  for (const ResolveResult& r : results) {
+    if (r.generation != generation_ || r.peer < 0 ||
+        static_cast<size_t>(r.peer) >= plan_.peers.size()) {
+      if (r.ah != nullptr) ep_->DestroyAh(r.ah);
+      continue;
+    }
+    Peer& peer = plan_.peers[r.peer];
+    peer.resolving = false;
+    if (r.ah != nullptr) {
+      peer.ah = r.ah;
+      continue;
+    }
+    peer.failed_once = true;
+    peer.next_resolve = now + kResolveRetry;
+    LogOnce(absl::StrCat("probe.verbs.resolve.", peer.gid_text), LogLevel::kWarning,
+            "verbs prober: peer GID not resolvable; its probes count as lost",
+            {{"peer_gid", peer.gid_text}, {"peer_class", peer.peer_class}, {"error", r.error}});
+  }
 }
 
 absl::Status VerbsProber::SetPlan(const v1::ProbePlan& plan) {
@@ -109,20 +178,15 @@ void VerbsProber::SendDue(absl::Duration now) {
       continue;
     }
     if (peer.ah == nullptr) {
-      if (now >= peer.next_resolve) {
-        absl::StatusOr<ibv_ah*> ah = ep_->CreateAh(peer.gid, plan_.traffic_class);
-        if (ah.ok()) {
-          peer.ah = *ah;
-        } else {
-          peer.next_resolve = now + kResolveRetry;
-          tracker_.OnSendFailed(peer.peer_class, ah.status().message());
-          continue;
-        }
-      } else {
-        tracker_.OnSendFailed(peer.peer_class,
-                              absl::StrCat("peer GID ", peer.gid_text, " unresolved"));
+      if (!peer.resolving && now >= peer.next_resolve) StartResolve(i, now);
+      // The first resolution of a peer gets up to the probe timeout before its
+      // probes count as lost; after a failure they count at once.
+      if (peer.resolving && !peer.failed_once && now - peer.resolve_started < plan_.timeout) {
         continue;
       }
+      tracker_.OnSendFailed(peer.peer_class,
+                            absl::StrCat("peer GID ", peer.gid_text, " not resolved"));
+      continue;
     }
     const int slot = ep_->AcquireSendSlot();
     if (slot < 0) {
@@ -199,9 +263,13 @@ void VerbsProber::Loop() {
         }
         plan_ = *std::move(next_plan_);
         next_plan_.reset();
+        ++generation_;
+        const absl::Duration t = ep_->Now();
+        for (size_t i = 0; i < plan_.peers.size(); ++i) StartResolve(static_cast<int>(i), t);
       }
     }
     const absl::Duration now = ep_->Now();
+    TakeResolved(now);
     SendDue(now);
     tracker_.ExpireDue(now);
     const absl::Duration next =

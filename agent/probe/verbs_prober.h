@@ -4,6 +4,7 @@
 #include <infiniband/verbs.h>
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -58,7 +59,22 @@ class VerbsProber : public Prober {
     uint32_t qpn = 0;
     uint32_t qkey = 0;
     ibv_ah* ah = nullptr;
+    bool resolving = false;
+    bool failed_once = false;
+    absl::Duration resolve_started;
     absl::Duration next_resolve;
+  };
+  struct ResolveJob {
+    uint64_t generation = 0;
+    int peer = 0;
+    ibv_gid gid{};
+    uint8_t traffic_class = 0;
+  };
+  struct ResolveResult {
+    uint64_t generation = 0;
+    int peer = 0;
+    ibv_ah* ah = nullptr;  // nullptr: failed
+    std::string error;
   };
   struct Plan {
     std::vector<Peer> peers;
@@ -70,6 +86,13 @@ class VerbsProber : public Prober {
 
   VerbsProber(std::unique_ptr<VerbsEndpoint> ep, uint64_t seed, int stop_fd);
   void Loop();
+  // Address resolution can block (ARP / ND), so it runs on its own thread.
+  void ResolverLoop();
+  bool ResolverHasWork() const ABSL_SHARED_LOCKS_REQUIRED(resolve_mu_) {
+    return resolver_stop_ || !jobs_.empty();
+  }
+  void StartResolve(int peer_index, absl::Duration now);
+  void TakeResolved(absl::Duration now);
   void SendDue(absl::Duration now);
   void OnCompletion(const VerbsEndpoint::Completion& c);
 
@@ -83,8 +106,14 @@ class VerbsProber : public Prober {
   ProbeTracker tracker_;
   absl::Mutex mu_;
   std::optional<Plan> next_plan_ ABSL_GUARDED_BY(mu_);
+  absl::Mutex resolve_mu_;
+  std::deque<ResolveJob> jobs_ ABSL_GUARDED_BY(resolve_mu_);
+  std::vector<ResolveResult> results_ ABSL_GUARDED_BY(resolve_mu_);
+  bool resolver_stop_ ABSL_GUARDED_BY(resolve_mu_) = false;
+  std::thread resolver_;
   // Owned by the loop thread.
   Plan plan_;
+  uint64_t generation_ = 0;
   std::vector<uint64_t> slot_seq_;
   bool device_ok_ = true;
   std::thread thread_;

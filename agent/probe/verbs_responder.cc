@@ -175,9 +175,13 @@ void VerbsResponder::OnCompletion(const VerbsEndpoint::Completion& c) {
   f.t_recv = c.time;
   f.length =
       std::min<size_t>(std::max<size_t>(c.length, ProbePacket::kHeaderBytes), ep_->max_payload());
+  // Without NIC timestamps the delay ends just before the ACK is posted: measured
+  // after posting it could include a preemption that happened after the ACK left,
+  // and exceed the prober's round trip.
+  const absl::Duration before_post = ep_->Now();
   if (!Send(f, 0)) return;
   if (!nic_clock) {
-    const absl::Duration d = std::max(ep_->Now() - f.t_recv, absl::ZeroDuration());
+    const absl::Duration d = std::max(before_post - f.t_recv, absl::ZeroDuration());
     f.ack = false;
     if (Send(f, static_cast<uint64_t>(absl::ToInt64Nanoseconds(d)))) answered_++;
   }

@@ -19,9 +19,9 @@ namespace rocetune {
 // Answers verbs probe requests on one UD QP from its own thread: an ACK at once
 // (echoing session and sequence number), then, when the ACK's send completion
 // arrives, a DELAY follow-up carrying receive-completion to send-completion time
-// on the NIC clock. Without NIC timestamps the delay is receive-poll to
-// post_send-return on CLOCK_MONOTONIC and the follow-up goes out right after the
-// ACK. Replies use the responder's own qkey. Anything that is not a well-formed
+// on the NIC clock. Without NIC timestamps the delay is receive-poll to just
+// before the ACK's post_send on CLOCK_MONOTONIC, and the follow-up goes out right
+// after the ACK. Replies use the responder's own qkey. Anything that is not a well-formed
 // request is counted and logged once.
 class VerbsResponder {
  public:

@@ -17,7 +17,7 @@ fi
 "$HERE/vm_harness.sh" prepare || exit $?
 
 OUT="$(mktemp -d /tmp/rocetune-vm-agent.XXXXXX)"
-trap 'rm -rf "$OUT"' EXIT
+trap 'rc=$?; if [ $rc -eq 0 ]; then rm -rf "$OUT"; else echo "guest files kept in $OUT" >&2; fi; exit $rc' EXIT
 
 cat >"$OUT/guest.sh" <<GUEST
 set -u
