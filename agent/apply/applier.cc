@@ -5,6 +5,7 @@
 #include <set>
 #include <utility>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -106,9 +107,19 @@ Applier::Applier(std::map<std::string, ApplyTarget> targets) : targets_(std::mov
 
 absl::StatusOr<ApplyResult> Applier::Apply(const v1::ParameterSet& set) {
   absl::MutexLock lock(&mu_);
-  if (absl::Status st = ValidateParameterSet(set); !st.ok()) {
+  std::vector<CcRangeViolation> range;
+  if (absl::Status st = ValidateParameterSetExceptDcqcnRanges(set, &range); !st.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("parameter set rejected, nothing written: ", st.message()));
+  }
+  // An out-of-range value is tolerated only if the device already holds it
+  // (checked against the snapshot below); it is then never written.
+  if (absl::c_any_of(range, [&](const CcRangeViolation& v) {
+        auto it = targets_.find(v.device);
+        return it == targets_.end() || it->second.cc == nullptr;
+      })) {
+    return absl::InvalidArgumentError(absl::StrCat("parameter set rejected, nothing written: ",
+                                                   ValidateParameterSet(set).message()));
   }
 
   // Every device must be known and able to take what the set asks for.
@@ -174,6 +185,18 @@ absl::StatusOr<ApplyResult> Applier::Apply(const v1::ParameterSet& set) {
       }
       pfc_snap[d.device()] = ToSettings(*cur);
     }
+  }
+  std::vector<std::string> out_of_range;
+  for (const CcRangeViolation& v : range) {
+    auto it = snap[v.device].dcqcn().find(v.name);
+    if (it == snap[v.device].dcqcn().end() || it->second != v.value) {
+      out_of_range.push_back(v.text);
+    }
+  }
+  if (!out_of_range.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("parameter set rejected, nothing written: invalid parameters (",
+                     out_of_range.size(), "): ", absl::StrJoin(out_of_range, "; ")));
   }
   if (!problems.empty()) {
     return absl::FailedPreconditionError(

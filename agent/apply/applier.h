@@ -36,7 +36,10 @@ struct ApplyResult {
 // Applies a whole v1::ParameterSet transactionally (issue 3, item 8):
 //   1. validate every value against the hard ranges and check that every
 //      requested parameter exists on its device; on any problem reject the
-//      whole set before anything is written;
+//      whole set before anything is written. A DCQCN value outside its range
+//      is accepted only when the device already holds it (firmware defaults
+//      vary; a last-known-good set read from the NIC must stay restorable);
+//      it is then not written;
 //   2. snapshot the current values of every device in the set;
 //   3. write DCQCN values (all devices), then per-priority enable masks, then
 //      PFC last (a change of pfc enable flaps the link on mlx5);

@@ -65,7 +65,9 @@ std::string Violation(absl::string_view device, absl::string_view name, int64_t 
   return absl::StrCat(device, ": ", name, "=", value, " outside [", min, ", ", max, "]");
 }
 
-void CheckDevice(const v1::DeviceParameters& params, std::vector<std::string>* errors) {
+// DCQCN range violations go to `range` when it is non-null, else to `errors`.
+void CheckDevice(const v1::DeviceParameters& params, std::vector<std::string>* errors,
+                 std::vector<CcRangeViolation>* range = nullptr) {
   const std::string& dev = params.device();
   // Sorted so the error text is deterministic (proto maps are unordered).
   std::map<std::string, int64_t> dcqcn(params.dcqcn().begin(), params.dcqcn().end());
@@ -76,7 +78,12 @@ void CheckDevice(const v1::DeviceParameters& params, std::vector<std::string>* e
       continue;
     }
     if (value < spec->min || value > spec->max) {
-      errors->push_back(Violation(dev, name, value, spec->min, spec->max));
+      std::string text = Violation(dev, name, value, spec->min, spec->max);
+      if (range != nullptr) {
+        range->push_back({dev, name, value, std::move(text)});
+      } else {
+        errors->push_back(std::move(text));
+      }
     }
   }
   if (params.has_rp_enable_mask() && params.rp_enable_mask() > 255) {
@@ -131,6 +138,11 @@ absl::Status ValidateParameters(const v1::DeviceParameters& params) {
 }
 
 absl::Status ValidateParameterSet(const v1::ParameterSet& set) {
+  return ValidateParameterSetExceptDcqcnRanges(set, nullptr);
+}
+
+absl::Status ValidateParameterSetExceptDcqcnRanges(const v1::ParameterSet& set,
+                                                   std::vector<CcRangeViolation>* range) {
   std::vector<std::string> errors;
   std::set<std::string> seen;
   for (int i = 0; i < set.devices_size(); ++i) {
@@ -140,7 +152,7 @@ absl::Status ValidateParameterSet(const v1::ParameterSet& set) {
     } else if (!seen.insert(dev.device()).second) {
       errors.push_back(absl::StrCat("devices[", i, "]: device ", dev.device(), " listed twice"));
     }
-    CheckDevice(dev, &errors);
+    CheckDevice(dev, &errors, range);
   }
   return ErrorsToStatus(errors);
 }

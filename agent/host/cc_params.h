@@ -3,6 +3,8 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -61,6 +63,22 @@ absl::Status ValidateParameters(const v1::DeviceParameters& params);
 // ValidateParameters for every device, plus: device names are non-empty and
 // unique. Lists the violations of all devices.
 absl::Status ValidateParameterSet(const v1::ParameterSet& set);
+
+// A DCQCN value outside its hard range.
+struct CcRangeViolation {
+  std::string device;
+  std::string name;
+  int64_t value;
+  std::string text;  // as in ValidateParameters' message
+};
+
+// ValidateParameterSet, except that DCQCN values outside their hard ranges are
+// appended to `range` instead of failing the check (when `range` is null they
+// fail it, as in ValidateParameterSet). The Applier uses this to accept an
+// out-of-range value that equals what the device already holds (firmware
+// defaults vary): such a value is never written.
+absl::Status ValidateParameterSetExceptDcqcnRanges(const v1::ParameterSet& set,
+                                                   std::vector<CcRangeViolation>* range);
 
 }  // namespace rocetune
 

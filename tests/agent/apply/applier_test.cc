@@ -130,6 +130,27 @@ TEST_F(ApplierTest, OutOfRangeRejectsWholeSetAndWritesNothing) {
   EXPECT_EQ(TreeContents(NetDir()), before);
 }
 
+// Firmware may hold a value outside our hard range: re-applying it (a
+// last-known-good set read from the NIC) is fine, proposing it is not.
+TEST_F(ApplierTest, OutOfRangeValueTheDeviceAlreadyHoldsIsAccepted) {
+  FixtureTree::WriteFile(Rp("ens1f0np0", "rpg_gd"), "7\n");
+  v1::ParameterSet set;
+  *set.add_devices() = Dev("mlx5_0", {{"rpg_gd", 7}, {"rpg_ai_rate", 20}});
+  absl::StatusOr<ApplyResult> r = applier_.Apply(set);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->writes, 1);
+  EXPECT_EQ(r->applied.devices(0).dcqcn().at("rpg_gd"), 7);
+
+  log_.clear();
+  const auto before = TreeContents(NetDir());
+  set.mutable_devices(0)->set_device("mlx5_1");  // holds 11
+  r = applier_.Apply(set);
+  ASSERT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("mlx5_1: rpg_gd=7 outside [10, 11]"));
+  EXPECT_THAT(log_, IsEmpty());
+  EXPECT_EQ(TreeContents(NetDir()), before);
+}
+
 TEST_F(ApplierTest, UnknownDeviceOrMissingParameterWritesNothing) {
   v1::ParameterSet set;
   *set.add_devices() = Dev("mlx5_0", {{"rpg_ai_rate", 20}});

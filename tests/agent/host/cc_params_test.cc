@@ -81,6 +81,25 @@ TEST(CcParamsTest, ListsEveryViolation) {
   EXPECT_THAT(st.message(), HasSubstr("(5)"));
 }
 
+TEST(CcParamsTest, DcqcnRangeViolationsCanBeSetAside) {
+  v1::ParameterSet set;
+  *set.add_devices() = Defaults("mlx5_0");
+  (*set.mutable_devices(0)->mutable_dcqcn())["rpg_gd"] = 7;
+  std::vector<CcRangeViolation> range;
+  EXPECT_TRUE(ValidateParameterSetExceptDcqcnRanges(set, &range).ok());
+  ASSERT_EQ(range.size(), 1u);
+  EXPECT_EQ(range[0].device, "mlx5_0");
+  EXPECT_EQ(range[0].name, "rpg_gd");
+  EXPECT_EQ(range[0].value, 7);
+  EXPECT_EQ(range[0].text, "mlx5_0: rpg_gd=7 outside [10, 11]");
+  EXPECT_FALSE(ValidateParameterSetExceptDcqcnRanges(set, nullptr).ok());
+  // Masks and PFC limits are field widths: never set aside.
+  set.mutable_devices(0)->set_rp_enable_mask(256);
+  range.clear();
+  EXPECT_EQ(ValidateParameterSetExceptDcqcnRanges(set, &range).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(CcParamsTest, PfcRanges) {
   v1::DeviceParameters p;
   p.set_device("mlx5_1");
