@@ -6,6 +6,7 @@
 
 #include "controller/controller.h"
 #include "daemon/clock.h"
+#include "daemon/quantile_sketch.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/controller/controller_test_util.h"
@@ -19,6 +20,56 @@ using ::rocetune::controller::testing::Eventually;
 using ::rocetune::controller::testing::MakeTempDir;
 using ::rocetune::controller::testing::TestAgent;
 using ::testing::HasSubstr;
+
+v1::ParameterSet Params(int64_t ai_rate) {
+  v1::ParameterSet p;
+  v1::DeviceParameters* d = p.add_devices();
+  d->set_device("mlx5_0");
+  (*d->mutable_dcqcn())["rpg_ai_rate"] = ai_rate;
+  return p;
+}
+
+v1::AgentMessage AckFor(const v1::DesiredState& ds) {
+  v1::AgentMessage m;
+  m.mutable_ack()->set_kind(v1::DESIRED_STATE);
+  m.mutable_ack()->set_version(ds.version());
+  m.mutable_ack()->set_nonce(ds.nonce());
+  *m.mutable_ack()->mutable_applied() = ds.parameters();
+  return m;
+}
+
+v1::AgentMessage NackFor(const v1::DesiredState& ds, const std::string& error,
+                         const std::string& kept) {
+  v1::AgentMessage m;
+  m.mutable_nack()->set_kind(v1::DESIRED_STATE);
+  m.mutable_nack()->set_version(ds.version());
+  m.mutable_nack()->set_nonce(ds.nonce());
+  m.mutable_nack()->set_error(error);
+  m.mutable_nack()->set_kept_version(kept);
+  return m;
+}
+
+v1::AgentMessage MakeReport(uint64_t seq, double rtt_seconds, uint64_t cnp_delta) {
+  v1::AgentMessage m;
+  v1::Report* r = m.mutable_report();
+  r->set_seq(seq);
+  r->set_start_unix_nanos(1'000'000'000);
+  r->set_end_unix_nanos(2'000'000'000);  // 1 s interval
+  v1::CounterSample* c = r->add_counters();
+  c->set_device("mlx5_0");
+  c->set_port(1);
+  c->set_priority(-1);
+  c->set_name("cnp_sent");
+  c->set_delta(cnp_delta);
+  c->set_rate_per_second(static_cast<double>(cnp_delta));
+  v1::LatencyWindow* w = r->add_latency();
+  w->set_peer_class("intra_tor");
+  QuantileSketch sketch;
+  for (int i = 0; i < 100; ++i) sketch.Insert(rtt_seconds);
+  sketch.ToProto(w->mutable_network_rtt_seconds());
+  w->set_probes_sent(100);
+  return m;
+}
 
 class ControllerServiceTest : public ::testing::Test {
  protected:
@@ -74,6 +125,24 @@ class ControllerServiceTest : public ::testing::Test {
     return h.ok() && h->state() == state;
   }
 
+  std::string SetDesired(const std::string& host, const v1::ParameterSet& p) {
+    grpc::ClientContext ctx;
+    v1::SetDesiredStateRequest req;
+    req.set_host_id(host);
+    *req.mutable_parameters() = p;
+    v1::SetDesiredStateResponse resp;
+    grpc::Status s = admin_->SetDesiredState(&ctx, req, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return resp.version();
+  }
+
+  // The next DesiredState pushed to `agent`.
+  static std::optional<v1::DesiredState> NextDesired(TestAgent& agent) {
+    auto m = agent.Next();
+    if (!m.has_value() || !m->has_desired_state()) return std::nullopt;
+    return m->desired_state();
+  }
+
   FakeClock clock_;
   std::string dir_;
   std::unique_ptr<Controller> controller_;
@@ -116,6 +185,333 @@ TEST_F(ControllerServiceTest, DisconnectMakesHostGone) {
     EXPECT_TRUE(agent.Finish().ok());
   }
   EXPECT_TRUE(Eventually([&] { return Registered("h1", v1::HOST_GONE); }));
+}
+
+TEST_F(ControllerServiceTest, HelloWithoutIdentityIsRefused) {
+  TestAgent agent(controller_->grpc_port());
+  ASSERT_TRUE(agent.Hello(""));
+  grpc::Status s = agent.AwaitEnd();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("host_id"));
+  EXPECT_TRUE(ListHosts().empty());
+}
+
+TEST_F(ControllerServiceTest, ReportBeforeHelloIsRefusedAndNotStored) {
+  TestAgent agent(controller_->grpc_port());
+  ASSERT_TRUE(agent.Send(MakeReport(1, 1e-5, 10)));
+  grpc::Status s = agent.AwaitEnd();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(s.error_message(), HasSubstr("before Hello"));
+  EXPECT_EQ(controller_->metrics().reports_received(), 0u);
+  EXPECT_EQ(controller_->metrics().reports_dropped(), 1u);
+}
+
+TEST_F(ControllerServiceTest, MalformedReportIsRefusedAndNothingStored) {
+  TestAgent agent(controller_->grpc_port());
+  ASSERT_TRUE(agent.Hello("h1"));
+  v1::AgentMessage bad = MakeReport(1, 1e-5, 10);
+  bad.mutable_report()->mutable_latency(0)->mutable_network_rtt_seconds()->set_relative_accuracy(7);
+  ASSERT_TRUE(agent.Send(bad));
+  grpc::Status s = agent.AwaitEnd();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("network_rtt_seconds"));
+  auto info = GetHost("h1");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->reports(), 0u);
+  EXPECT_TRUE(controller_->telemetry().ForHost("h1")->Windows().empty());
+}
+
+TEST_F(ControllerServiceTest, EmptyMessageIsRefused) {
+  TestAgent agent(controller_->grpc_port());
+  ASSERT_TRUE(agent.Hello("h1"));
+  ASSERT_TRUE(agent.Send(v1::AgentMessage()));
+  grpc::Status s = agent.AwaitEnd();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("no known message"));
+}
+
+TEST_F(ControllerServiceTest, OversizedMessageIsRefused) {
+  TestAgent agent(controller_->grpc_port());
+  ASSERT_TRUE(agent.Hello("h1"));
+  ASSERT_TRUE(Eventually([&] { return Registered("h1"); }));
+  v1::AgentMessage big = MakeReport(1, 1e-5, 10);
+  big.mutable_report()->mutable_counters(0)->set_device(std::string(100 * 1024, 'x'));
+  agent.Send(big);
+  grpc::Status s = agent.AwaitEnd();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  EXPECT_EQ(GetHost("h1")->reports(), 0u);
+}
+
+TEST_F(ControllerServiceTest, DuplicateIdentityNewerStreamWins) {
+  TestAgent first(controller_->grpc_port());
+  ASSERT_TRUE(first.Hello("h1", {{"gen", "1"}}));
+  ASSERT_TRUE(Eventually([&] { return Registered("h1"); }));
+  TestAgent second(controller_->grpc_port());
+  ASSERT_TRUE(second.Hello("h1", {{"gen", "2"}}));
+  grpc::Status s = first.AwaitEnd();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::ABORTED);
+  EXPECT_THAT(s.error_message(), HasSubstr("superseded"));
+  // The newer stream stays registered and working.
+  ASSERT_TRUE(second.Send(MakeReport(1, 1e-5, 10)));
+  ASSERT_TRUE(Eventually([&] { return GetHost("h1")->reports() == 1; }));
+  EXPECT_EQ(GetHost("h1")->labels().at("gen"), "2");
+  EXPECT_EQ(GetHost("h1")->state(), v1::HOST_CONNECTED);
+}
+
+TEST_F(ControllerServiceTest, DesiredStatePushedAckedAndRecorded) {
+  TestAgent agent(controller_->grpc_port());
+  ASSERT_TRUE(agent.Hello("h1"));
+  ASSERT_TRUE(Eventually([&] { return Registered("h1"); }));
+  std::string v1 = SetDesired("h1", Params(5));
+  auto ds = NextDesired(agent);
+  ASSERT_TRUE(ds.has_value());
+  EXPECT_EQ(ds->version(), v1);
+  EXPECT_FALSE(ds->nonce().empty());
+  EXPECT_EQ(ds->parameters().devices(0).dcqcn().at("rpg_ai_rate"), 5);
+  EXPECT_EQ(GetHost("h1")->desired_version(), v1);
+  EXPECT_EQ(controller_->fleet().Counts().drifted, 1u);
+
+  ASSERT_TRUE(agent.Send(AckFor(*ds)));
+  ASSERT_TRUE(Eventually([&] { return GetHost("h1")->last_ack_version() == v1; }));
+  auto info = GetHost("h1");
+  EXPECT_EQ(info->current_version(), v1);
+  EXPECT_EQ(info->current_parameters().devices(0).dcqcn().at("rpg_ai_rate"), 5);
+  EXPECT_EQ(controller_->fleet().Counts().drifted, 0u);
+
+  // The same parameters again: same version, nothing pushed.
+  EXPECT_EQ(SetDesired("h1", Params(5)), v1);
+  EXPECT_FALSE(agent.Next(absl::Milliseconds(200)).has_value());
+}
+
+TEST_F(ControllerServiceTest, StaleNonceIsIgnoredCurrentNackIsStored) {
+  TestAgent agent(controller_->grpc_port());
+  ASSERT_TRUE(agent.Hello("h1"));
+  ASSERT_TRUE(Eventually([&] { return Registered("h1"); }));
+  std::string va = SetDesired("h1", Params(5));
+  auto first = NextDesired(agent);
+  ASSERT_TRUE(first.has_value());
+  std::string vb = SetDesired("h1", Params(6));
+  ASSERT_NE(va, vb);
+  auto second = NextDesired(agent);
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(second->version(), vb);
+  EXPECT_NE(second->nonce(), first->nonce());
+
+  // An ACK for the superseded push carries a stale nonce: ignored.
+  ASSERT_TRUE(agent.Send(AckFor(*first)));
+  // The NACK of the current push is stored with its error.
+  ASSERT_TRUE(agent.Send(NackFor(*second, "rpg_ai_rate: write failed: EPERM", "")));
+  ASSERT_TRUE(Eventually([&] { return GetHost("h1")->last_nack_version() == vb; }));
+  auto info = GetHost("h1");
+  EXPECT_EQ(info->last_nack_error(), "rpg_ai_rate: write failed: EPERM");
+  EXPECT_EQ(info->last_ack_version(), "");  // the stale ACK changed nothing
+  EXPECT_EQ(info->current_version(), "");
+  EXPECT_EQ(info->state(), v1::HOST_CONNECTED);  // stream still open
+
+  grpc::ClientContext ctx;
+  v1::ListAuditRequest req;
+  v1::ListAuditResponse audit;
+  ASSERT_TRUE(admin_->ListAudit(&ctx, req, &audit).ok());
+  bool found_nack = false;
+  for (const auto& e : audit.entries()) {
+    if (e.action() == "nack" && e.subject() == "h1") found_nack = true;
+  }
+  EXPECT_TRUE(found_nack);
+}
+
+TEST_F(ControllerServiceTest, ReplyWithNonceNeverSentIsRefused) {
+  TestAgent agent(controller_->grpc_port());
+  ASSERT_TRUE(agent.Hello("h1"));
+  ASSERT_TRUE(Eventually([&] { return Registered("h1"); }));
+  v1::DesiredState fake;
+  fake.set_version("99");
+  fake.set_nonce("42");
+  ASSERT_TRUE(agent.Send(AckFor(fake)));
+  grpc::Status s = agent.AwaitEnd();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("never sent"));
+  EXPECT_EQ(GetHost("h1")->last_ack_version(), "");
+}
+
+TEST_F(ControllerServiceTest, DesiredStateRepushedOnReconnect) {
+  std::string v;
+  {
+    TestAgent agent(controller_->grpc_port());
+    ASSERT_TRUE(agent.Hello("h1"));
+    ASSERT_TRUE(Eventually([&] { return Registered("h1"); }));
+    v = SetDesired("h1", Params(9));
+    ASSERT_TRUE(NextDesired(agent).has_value());
+    agent.Finish();
+  }
+  ASSERT_TRUE(Eventually([&] { return Registered("h1", v1::HOST_GONE); }));
+  TestAgent again(controller_->grpc_port());
+  ASSERT_TRUE(again.Hello("h1"));
+  auto ds = NextDesired(again);
+  ASSERT_TRUE(ds.has_value());
+  EXPECT_EQ(ds->version(), v);
+  EXPECT_EQ(ds->parameters().devices(0).dcqcn().at("rpg_ai_rate"), 9);
+  ASSERT_TRUE(again.Send(AckFor(*ds)));
+  EXPECT_TRUE(Eventually([&] { return GetHost("h1")->current_version() == v; }));
+}
+
+TEST_F(ControllerServiceTest, RestartReloadsStoreAndRepushesDesiredState) {
+  std::string v;
+  {
+    TestAgent agent(controller_->grpc_port());
+    ASSERT_TRUE(agent.Hello("h1", {{"rack", "r1"}}));
+    ASSERT_TRUE(Eventually([&] { return Registered("h1"); }));
+    v = SetDesired("h1", Params(11));
+    auto ds = NextDesired(agent);
+    ASSERT_TRUE(ds.has_value());
+    ASSERT_TRUE(agent.Send(NackFor(*ds, "boom", "")));
+    ASSERT_TRUE(Eventually([&] { return GetHost("h1")->last_nack_error() == "boom"; }));
+  }
+  controller_.reset();
+  StartController();
+  auto info = GetHost("h1");
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->state(), v1::HOST_GONE);
+  EXPECT_EQ(info->desired_version(), v);
+  EXPECT_EQ(info->last_nack_error(), "boom");
+  EXPECT_EQ(info->labels().at("rack"), "r1");
+
+  TestAgent agent(controller_->grpc_port());
+  ASSERT_TRUE(agent.Hello("h1"));
+  auto ds = NextDesired(agent);
+  ASSERT_TRUE(ds.has_value());
+  EXPECT_EQ(ds->version(), v);
+  EXPECT_EQ(ds->parameters().devices(0).dcqcn().at("rpg_ai_rate"), 11);
+  // A later change continues the version sequence.
+  std::string next = SetDesired("h1", Params(12));
+  EXPECT_NE(next, v);
+}
+
+TEST_F(ControllerServiceTest, LivenessStaleThenGoneThenRecovered) {
+  TestAgent agent(controller_->grpc_port());
+  ASSERT_TRUE(agent.Hello("h1"));
+  ASSERT_TRUE(Eventually([&] { return Registered("h1"); }));
+  clock_.Advance(absl::Seconds(31));
+  EXPECT_EQ(GetHost("h1")->state(), v1::HOST_STALE);
+  clock_.Advance(absl::Seconds(90));
+  EXPECT_EQ(GetHost("h1")->state(), v1::HOST_GONE);
+  ASSERT_TRUE(agent.Send(MakeReport(1, 1e-5, 1)));
+  EXPECT_TRUE(Eventually([&] { return Registered("h1", v1::HOST_CONNECTED); }));
+}
+
+TEST_F(ControllerServiceTest, TelemetryWindowsAndGroupMerge) {
+  TestAgent a(controller_->grpc_port());
+  TestAgent b(controller_->grpc_port());
+  TestAgent c(controller_->grpc_port());
+  ASSERT_TRUE(a.Hello("a", {{"rack", "r1"}}));
+  ASSERT_TRUE(b.Hello("b", {{"rack", "r1"}}));
+  ASSERT_TRUE(c.Hello("c", {{"rack", "r2"}}));
+  ASSERT_TRUE(Eventually([&] { return Registered("a") && Registered("b") && Registered("c"); }));
+  // Two reports per host; a: 10 us RTT, b: 20 us, c: 1 ms. CNP deltas per 1 s report.
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(a.Send(MakeReport(i, 10e-6, 100)));
+    ASSERT_TRUE(b.Send(MakeReport(i, 20e-6, 300)));
+    ASSERT_TRUE(c.Send(MakeReport(i, 1e-3, 5)));
+  }
+  ASSERT_TRUE(Eventually([&] {
+    return GetHost("a")->reports() == 2 && GetHost("b")->reports() == 2 &&
+           GetHost("c")->reports() == 2;
+  }));
+  TelemetryStore& t = controller_->telemetry();
+  absl::Time now = clock_.Now();
+  auto windows = t.ForHost("a")->Windows();
+  ASSERT_EQ(windows.size(), 1u);
+  EXPECT_EQ(windows[0].reports, 2u);
+  EXPECT_DOUBLE_EQ(windows[0].covered_seconds, 2.0);
+
+  TelemetrySummary r1 = t.Summarize(controller_->fleet().Select({{"rack", "r1"}}),
+                                    now - absl::Seconds(10), now + absl::Seconds(10));
+  EXPECT_EQ(r1.hosts, 2);
+  EXPECT_EQ(r1.network_rtt.count(), 400u);
+  EXPECT_NEAR(r1.network_rtt.Quantile(0.25), 10e-6, 10e-6 * 0.02);
+  EXPECT_NEAR(r1.network_rtt.Quantile(0.99), 20e-6, 20e-6 * 0.02);
+  EXPECT_NEAR(r1.cnp_rate_per_second, 400.0, 1e-9);  // 100/s + 300/s
+
+  grpc::ClientContext ctx;
+  v1::FleetSummaryRequest req;
+  (*req.mutable_selector())["rack"] = "r2";
+  v1::FleetSummaryResponse resp;
+  ASSERT_TRUE(admin_->FleetSummary(&ctx, req, &resp).ok());
+  EXPECT_EQ(resp.hosts_connected(), 1u);
+  EXPECT_NEAR(resp.probe_rtt_p99_seconds(), 1e-3, 1e-3 * 0.02);
+  EXPECT_NEAR(resp.cnp_rate_per_second(), 5.0, 1e-9);
+  EXPECT_EQ(resp.reports_received(), 6u);
+
+  // A later window is separate; retention (10 min) drops old windows.
+  clock_.Advance(absl::Seconds(10));
+  ASSERT_TRUE(a.Send(MakeReport(3, 10e-6, 100)));
+  ASSERT_TRUE(Eventually([&] { return GetHost("a")->reports() == 3; }));
+  EXPECT_EQ(t.ForHost("a")->Windows().size(), 2u);
+  clock_.Advance(absl::Minutes(11));
+  controller_->Tick();
+  EXPECT_TRUE(t.ForHost("a")->Windows().empty());
+}
+
+TEST_F(ControllerServiceTest, WatchStreamsFleetEvents) {
+  grpc::ClientContext ctx;
+  auto reader = admin_->Watch(&ctx, v1::WatchRequest());
+  ASSERT_TRUE(Eventually([&] { return controller_->events().subscribers() == 1; }));
+  TestAgent agent(controller_->grpc_port());
+  ASSERT_TRUE(agent.Hello("h1"));
+  v1::Event e;
+  ASSERT_TRUE(reader->Read(&e));
+  EXPECT_EQ(e.kind(), "host_registered");
+  EXPECT_EQ(e.subject(), "h1");
+  ctx.TryCancel();
+  reader->Finish();
+}
+
+TEST_F(ControllerServiceTest, MetricsEndpointServesFleetSeries) {
+  TestAgent agent(controller_->grpc_port());
+  ASSERT_TRUE(agent.Hello("h1", {{"rack", "r1"}}));
+  ASSERT_TRUE(agent.Send(MakeReport(1, 10e-6, 100)));
+  ASSERT_TRUE(Eventually([&] { return GetHost("h1")->reports() == 1; }));
+  clock_.Advance(absl::Seconds(10));  // window complete -> group gauges
+  controller_->Tick();
+  std::string cmd =
+      absl::StrCat("curl -sf http://127.0.0.1:", controller_->metrics_port(), "/metrics");
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string body;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) body.append(buf, n);
+  pclose(p);
+  EXPECT_THAT(body, HasSubstr("rocetune_controller_hosts{state=\"connected\"} 1"));
+  EXPECT_THAT(body, HasSubstr("rocetune_controller_reports_received_total 1"));
+  EXPECT_THAT(body, HasSubstr("rocetune_controller_group_probe_rtt_seconds{group=\"r1\""));
+  EXPECT_THAT(body, HasSubstr("rocetune_controller_group_cnp_rate_per_second{group=\"r1\"} 100"));
+  EXPECT_THAT(body, ::testing::Not(HasSubstr("h1")));  // no per-host series
+}
+
+TEST(ControllerStartTest, RefusesPlaintextOffLoopbackAndWithoutFlag) {
+  ControllerOptions opt;
+  opt.listen = "127.0.0.1:0";
+  opt.metrics_address = "";
+  opt.insecure_loopback = false;
+  auto c = Controller::Start(opt);
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition);
+  opt.insecure_loopback = true;
+  opt.listen = "0.0.0.0:0";
+  c = Controller::Start(opt);
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("loopback"));
+  opt.listen = "nonsense";
+  EXPECT_EQ(Controller::Start(opt).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ControllerStartTest, LoopbackAddresses) {
+  EXPECT_TRUE(IsLoopbackAddress("127.0.0.1:1"));
+  EXPECT_TRUE(IsLoopbackAddress("127.3.2.1:0"));
+  EXPECT_TRUE(IsLoopbackAddress("[::1]:7070"));
+  EXPECT_TRUE(IsLoopbackAddress("localhost:7070"));
+  EXPECT_FALSE(IsLoopbackAddress("10.0.0.1:7070"));
+  EXPECT_FALSE(IsLoopbackAddress("[::]:7070"));
+  EXPECT_FALSE(IsLoopbackAddress("127.0.0.1"));
 }
 
 }  // namespace
