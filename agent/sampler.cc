@@ -45,14 +45,29 @@ SampleBatch Sampler::Ingest(const std::vector<CounterValue>& snapshot, absl::Dur
   batch.measured_interval = have_baseline_ ? mono - last_mono_ : absl::ZeroDuration();
   const double seconds = absl::ToDoubleSeconds(batch.measured_interval);
 
-  absl::flat_hash_map<CounterKey, uint64_t> next;
-  next.reserve(snapshot.size());
+  // Snapshots usually list the same counters in the same order: compare
+  // position by position and fall back to a hash lookup on any mismatch.
+  bool aligned = snapshot.size() == last_.size();
+  absl::flat_hash_map<CounterKey, uint64_t> index;
+  bool indexed = false;
   batch.samples.reserve(snapshot.size());
-  for (const CounterValue& cv : snapshot) {
-    next[cv.key] = cv.value;
-    auto it = last_.find(cv.key);
-    if (it == last_.end()) continue;  // first sight: baseline only
-    const uint64_t old = it->second;
+  for (size_t i = 0; i < snapshot.size(); ++i) {
+    const CounterValue& cv = snapshot[i];
+    uint64_t old = 0;
+    if (aligned && last_[i].key == cv.key) {
+      old = last_[i].value;
+      last_[i].value = cv.value;
+    } else {
+      aligned = false;
+      if (!indexed) {
+        index.reserve(last_.size());
+        for (const CounterValue& p : last_) index.emplace(p.key, p.value);
+        indexed = true;
+      }
+      auto it = index.find(cv.key);
+      if (it == index.end()) continue;  // first sight: baseline only
+      old = it->second;
+    }
     uint64_t delta = 0;
     if (cv.value >= old) {
       delta = cv.value - old;
@@ -83,7 +98,7 @@ SampleBatch Sampler::Ingest(const std::vector<CounterValue>& snapshot, absl::Dur
     sample.set_delta(delta);
     sample.set_rate_per_second(seconds > 0 ? static_cast<double>(delta) / seconds : 0.0);
   }
-  last_ = std::move(next);
+  if (!aligned || !have_baseline_) last_ = snapshot;
   last_mono_ = mono;
   last_wall_ = wall;
   have_baseline_ = true;

@@ -69,7 +69,7 @@ class Sampler {
   bool have_baseline_ = false;
   absl::Duration last_mono_;
   absl::Time last_wall_;
-  absl::flat_hash_map<CounterKey, uint64_t> last_;
+  std::vector<CounterValue> last_;  // the previous snapshot
   uint64_t resets_ = 0;
   uint64_t wraps_ = 0;
 };

@@ -46,16 +46,15 @@ std::unique_ptr<uint64_t[]> AllocWords(size_t bytes) {
 
 int RealEthtoolIoctl(const std::string& ifname, void* cmd) {
   if (ifname.empty() || ifname.size() >= IFNAMSIZ) return -ENODEV;
-  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -errno;
+  // One datagram socket for the process lifetime: SIOCETHTOOL only needs some
+  // socket to name the interface, and ioctl on a shared socket is thread-safe.
+  static const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -EAFNOSUPPORT;
   struct ifreq ifr;
   std::memset(&ifr, 0, sizeof(ifr));
   std::memcpy(ifr.ifr_name, ifname.data(), ifname.size());
   ifr.ifr_data = static_cast<char*>(cmd);
-  const int rc = ioctl(fd, SIOCETHTOOL, &ifr);
-  const int err = errno;
-  close(fd);
-  return rc < 0 ? -err : 0;
+  return ioctl(fd, SIOCETHTOOL, &ifr) < 0 ? -errno : 0;
 }
 
 std::vector<EthtoolTarget> EthtoolTargetsFromInventory(const std::vector<v1::NicDevice>& devices) {

@@ -17,36 +17,67 @@
 namespace rocetune {
 namespace {
 
-// Reads one "%llu\n" counter file. Returns false (with *err set to an errno) when the
-// file is missing, not readable as a regular file, or not a number.
-bool ReadCounterFile(const std::string& path, uint64_t* value, int* err) {
-  const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-  if (fd < 0) {
-    *err = errno;
-    return false;
-  }
-  char buf[32];
-  ssize_t n;
-  do {
-    n = read(fd, buf, sizeof(buf));
-  } while (n < 0 && errno == EINTR);
-  *err = n < 0 ? errno : EINVAL;
-  close(fd);
-  if (n <= 0) return false;
+// Parses "%llu\n" text. False for anything else (empty, junk, overflow).
+bool ParseCounter(const char* buf, ssize_t n, uint64_t* value) {
+  if (n <= 0 || n >= 32) return false;  // 20 digits + newline is the longest valid text
   uint64_t v = 0;
   ssize_t i = 0;
   for (; i < n && buf[i] >= '0' && buf[i] <= '9'; ++i) {
     const uint64_t digit = static_cast<uint64_t>(buf[i] - '0');
-    if (v > (UINT64_MAX - digit) / 10) return false;  // overflow
+    if (v > (UINT64_MAX - digit) / 10) return false;
     v = v * 10 + digit;
   }
   if (i == 0) return false;
   for (; i < n; ++i) {
     if (buf[i] != '\n' && buf[i] != ' ') return false;
   }
-  if (n == static_cast<ssize_t>(sizeof(buf))) return false;  // longer than any u64
   *value = v;
   return true;
+}
+
+int OpenRegular(const std::string& path, int* err) {
+  constexpr int kFlags = O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY;
+  // O_NOATIME spares the access-time check on every pread of a file-backed
+  // tree (fixtures, offline copies); it needs ownership or CAP_FOWNER.
+  int fd = open(path.c_str(), kFlags | O_NOATIME);
+  if (fd < 0 && errno == EPERM) fd = open(path.c_str(), kFlags);
+  if (fd < 0) {
+    *err = errno;
+    return -1;
+  }
+  struct stat st = {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    *err = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Reads one counter through `fd` (pread at offset 0) or, when fd < 0, by path.
+bool ReadCounter(int fd, const std::string& path, uint64_t* value, int* err) {
+  char buf[32];
+  ssize_t n;
+  if (fd >= 0) {
+    do {
+      n = pread(fd, buf, sizeof(buf), 0);
+    } while (n < 0 && errno == EINTR);
+  } else {
+    const int f = OpenRegular(path, err);
+    if (f < 0) return false;
+    do {
+      n = read(f, buf, sizeof(buf));
+    } while (n < 0 && errno == EINTR);
+    const int saved = errno;
+    close(f);
+    errno = saved;
+  }
+  if (n < 0) {
+    *err = errno;
+    return false;
+  }
+  *err = EINVAL;
+  return ParseCounter(buf, n, value);
 }
 
 bool DirExists(const std::string& path) {
@@ -56,8 +87,68 @@ bool DirExists(const std::string& path) {
 
 }  // namespace
 
+// One fstat on a descriptor the device's files hold (an unlinked file has no
+// links left; a removed sysfs node also fails every later pread with ENODEV),
+// or a stat of the device directory when no descriptor is held.
+bool SysfsCounterSource::DeviceStillThere(const Device& d) {
+  for (const File& f : d.files) {
+    if (f.fd < 0) continue;
+    struct stat st;
+    return fstat(f.fd, &st) == 0 && st.st_nlink > 0;
+  }
+  return DirExists(d.dir);
+}
+
+namespace {}  // namespace
+
 SysfsCounterSource::SysfsCounterSource(std::string sysfs_root, SysfsCounterOptions options)
     : root_(std::move(sysfs_root)), options_(std::move(options)) {}
+
+SysfsCounterSource::~SysfsCounterSource() { CloseAll(); }
+
+void SysfsCounterSource::CloseAll() {
+  for (Device& d : plan_) {
+    for (File& f : d.files) {
+      if (f.fd >= 0) close(f.fd);
+      f.fd = -1;
+    }
+  }
+  plan_.clear();
+  open_files_ = 0;
+}
+
+bool SysfsCounterSource::OpenFile(File* f) {
+  int err = 0;
+  if (open_files_ < options_.max_open_files) {
+    f->fd = OpenRegular(f->path, &err);
+    if (f->fd >= 0) {
+      ++open_files_;
+      return true;
+    }
+    if (err != EMFILE && err != ENFILE) {
+      ++skipped_files_;
+      LogOnce(absl::StrCat("sysfs_counter_unreadable:", f->path), LogLevel::kWarning,
+              "skipping unreadable counter file",
+              {{"path", f->path}, {"error", std::strerror(err)}});
+      return false;
+    }
+    LogOnce("sysfs_counter_fd_limit", LogLevel::kWarning,
+            "out of file descriptors; reading the remaining counter files by path",
+            {{"open", absl::StrCat(open_files_)}});
+    options_.max_open_files = open_files_;
+  }
+  // Per-read mode: check once that it is a readable regular file.
+  const int fd = OpenRegular(f->path, &err);
+  if (fd < 0) {
+    ++skipped_files_;
+    LogOnce(absl::StrCat("sysfs_counter_unreadable:", f->path), LogLevel::kWarning,
+            "skipping unreadable counter file", {{"path", f->path}, {"error", std::strerror(err)}});
+    return false;
+  }
+  close(fd);
+  f->fd = -1;
+  return true;
+}
 
 void SysfsCounterSource::ListCounterDir(const std::string& dir, const std::string& device,
                                         uint32_t port, bool hw, CounterVendor vendor,
@@ -66,6 +157,9 @@ void SysfsCounterSource::ListCounterDir(const std::string& dir, const std::strin
   if (!names.ok()) return;  // this driver has no such directory
   for (const std::string& n : *names) {
     if (hw && n == "lifespan") continue;
+    File f;
+    f.path = absl::StrCat(dir, "/", n);
+    if (!OpenFile(&f)) continue;
     MappedCounter m = hw ? MapHwCounter(vendor, n) : MapPortCounter(n);
     if (m.mapped) {
       if (std::find(used->begin(), used->end(), m.name) != used->end()) {
@@ -74,8 +168,6 @@ void SysfsCounterSource::ListCounterDir(const std::string& dir, const std::strin
         used->push_back(m.name);
       }
     }
-    File f;
-    f.path = absl::StrCat(dir, "/", n);
     f.key.device = device;
     f.key.port = port;
     f.key.priority = m.priority;
@@ -87,13 +179,14 @@ void SysfsCounterSource::ListCounterDir(const std::string& dir, const std::strin
 }
 
 absl::Status SysfsCounterSource::Relist() {
-  plan_.clear();
+  CloseAll();
   const std::string ib = root_ + "/class/infiniband";
   std::vector<std::string> devices = options_.devices;
   if (devices.empty()) {
     absl::StatusOr<std::vector<std::string>> names = ListSysfsDir(ib);
-    if (!names.ok())
+    if (!names.ok()) {
       return absl::UnavailableError(absl::StrCat("no RDMA devices: ", names.status().message()));
+    }
     devices = *std::move(names);
   }
   for (const std::string& name : devices) {
@@ -136,12 +229,21 @@ absl::Status SysfsCounterSource::Collect(std::vector<CounterValue>* out) {
   }
   size_t read_ok = 0;
   std::string first_missing;
+  size_t total = 0;
+  for (const Device& d : plan_) total += d.files.size();
+  out->reserve(out->size() + total);
   for (const Device& d : plan_) {
-    size_t device_ok = 0;
+    if (!DeviceStillThere(d)) {
+      need_relist_ = true;
+      if (first_missing.empty()) first_missing = d.name;
+      LogOnce(absl::StrCat("sysfs_device_vanished:", d.dir), LogLevel::kWarning,
+              "RDMA device vanished", {{"device", d.name}});
+      continue;
+    }
     for (const File& f : d.files) {
       uint64_t v = 0;
       int err = 0;
-      if (!ReadCounterFile(f.path, &v, &err)) {
+      if (!ReadCounter(f.fd, f.path, &v, &err)) {
         ++skipped_files_;
         if (err == ENOENT || err == ENODEV) need_relist_ = true;
         LogOnce(absl::StrCat("sysfs_counter_unreadable:", f.path), LogLevel::kWarning,
@@ -149,20 +251,12 @@ absl::Status SysfsCounterSource::Collect(std::vector<CounterValue>* out) {
                 {{"path", f.path}, {"error", std::strerror(err)}});
         continue;
       }
-      CounterValue cv;
+      CounterValue& cv = out->emplace_back();
       cv.key = f.key;
       cv.value = v * f.multiplier;
       cv.width_bits = f.width_bits;
-      out->push_back(std::move(cv));
-      ++device_ok;
+      ++read_ok;
     }
-    if (device_ok == 0 && !DirExists(d.dir)) {
-      need_relist_ = true;
-      if (first_missing.empty()) first_missing = d.name;
-      LogOnce(absl::StrCat("sysfs_device_vanished:", d.dir), LogLevel::kWarning,
-              "RDMA device vanished", {{"device", d.name}});
-    }
-    read_ok += device_ok;
   }
   if (read_ok == 0) {
     if (!first_missing.empty()) {

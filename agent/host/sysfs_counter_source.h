@@ -18,6 +18,7 @@ struct SysfsCounterOptions {
   // Directory listings are cached and redone after this many rounds, or at
   // once when a file or device disappears.
   int relist_every_rounds = 60;
+  size_t max_open_files = 2048;
 };
 
 // CounterSource over <sysfs_root>/class/infiniband/<dev>/ports/<p>/{hw_counters,counters}.
@@ -25,13 +26,26 @@ struct SysfsCounterOptions {
 // name); `lifespan` is skipped. When two vendor files of one port map to the
 // same canonical name, the first (in directory order) gets the canonical name
 // and the other keeps its vendor name.
-// A file that is missing, not a regular file (directory, FIFO), a dangling
-// symlink or not a number is skipped, counted in skipped_files() and logged
-// once per path. A listed device whose directory has vanished is logged once;
+//
+// Cost: the directories are listed and every counter file is opened once (at
+// the first Collect, then every `relist_every_rounds` rounds or at once after a
+// read error); each round then costs one pread(fd, 0) per counter plus one
+// fstat() per device. sysfs regenerates an attribute on every read from offset
+// 0, so the values are fresh; a removed sysfs node fails the pread (ENODEV).
+// Beyond `max_open_files` descriptors the remaining files are opened per read.
+//
+// Degraded modes: a listed entry that is not a readable regular file (a
+// directory, FIFO, dangling symlink) or whose read fails or is not a number is
+// skipped, counted in skipped_files() (once per listing for entries that
+// cannot be opened, once per round for failing reads) and logged once per
+// path. A device whose directory has vanished is logged once and relisted;
 // Collect returns kUnavailable when nothing at all could be read.
 class SysfsCounterSource : public CounterSource {
  public:
   explicit SysfsCounterSource(std::string sysfs_root, SysfsCounterOptions options = {});
+  ~SysfsCounterSource() override;
+  SysfsCounterSource(const SysfsCounterSource&) = delete;
+  SysfsCounterSource& operator=(const SysfsCounterSource&) = delete;
 
   std::string name() const override { return "sysfs"; }
   absl::Status Collect(std::vector<CounterValue>* out) override;
@@ -42,6 +56,7 @@ class SysfsCounterSource : public CounterSource {
  private:
   struct File {
     std::string path;
+    int fd = -1;  // -1: opened per read
     CounterKey key;
     uint64_t multiplier = 1;
     uint8_t width_bits = 64;
@@ -53,6 +68,11 @@ class SysfsCounterSource : public CounterSource {
   };
 
   absl::Status Relist();
+  void CloseAll();
+  static bool DeviceStillThere(const Device& d);
+  // Opens (or not, past max_open_files) a listed file; false when it cannot be
+  // read as a regular file (counted and logged).
+  bool OpenFile(File* f);
   void ListCounterDir(const std::string& dir, const std::string& device, uint32_t port, bool hw,
                       CounterVendor vendor, std::vector<std::string>* used,
                       std::vector<File>* files);
@@ -63,6 +83,7 @@ class SysfsCounterSource : public CounterSource {
   int rounds_since_list_ = 0;
   bool need_relist_ = true;
   uint64_t skipped_files_ = 0;
+  size_t open_files_ = 0;
 };
 
 }  // namespace rocetune

@@ -1,7 +1,10 @@
 #include "agent/host/sysfs_nic_discovery.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -35,8 +38,75 @@ bool IsZeroGid(absl::string_view gid) {
 
 }  // namespace
 
-SysfsNicDiscovery::SysfsNicDiscovery(std::string sysfs_root, std::string counter_source)
-    : root_(std::move(sysfs_root)), counter_source_(std::move(counter_source)) {}
+SysfsNicDiscovery::SysfsNicDiscovery(std::string sysfs_root, std::string counter_source,
+                                     int full_refresh_every)
+    : root_(std::move(sysfs_root)),
+      counter_source_(std::move(counter_source)),
+      full_refresh_every_(full_refresh_every < 1 ? 1 : full_refresh_every) {}
+
+SysfsNicDiscovery::~SysfsNicDiscovery() {
+  for (auto& [name, cached] : cache_) CloseFds(&cached);
+}
+
+void SysfsNicDiscovery::CloseFds(Cached* cached) {
+  for (CachedPort& p : cached->ports) {
+    if (p.state_fd >= 0) close(p.state_fd);
+    if (p.rate_fd >= 0) close(p.rate_fd);
+    p = CachedPort();
+  }
+  cached->ports.clear();
+}
+
+void SysfsNicDiscovery::OpenPortFds(const std::string& name, Cached* cached) {
+  const std::string dir = root_ + "/class/infiniband/" + name + "/ports/";
+  for (const v1::NicPort& p : cached->device.ports()) {
+    CachedPort cp;
+    const std::string pdir = absl::StrCat(dir, p.port());
+    cp.state_fd = open((pdir + "/state").c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    cp.rate_fd = open((pdir + "/rate").c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    cached->ports.push_back(cp);
+  }
+}
+
+namespace {
+
+// pread at offset 0 of a small attribute; false on error or a removed file.
+bool PreadText(int fd, bool check_unlinked, std::string* text) {
+  if (fd < 0) return false;
+  char buf[128];
+  const ssize_t n = pread(fd, buf, sizeof(buf), 0);
+  if (n < 0) return false;
+  if (check_unlinked) {
+    struct stat st;
+    if (fstat(fd, &st) != 0 || st.st_nlink == 0) return false;
+  }
+  text->assign(buf, static_cast<size_t>(n));
+  while (!text->empty() && (text->back() == '\n' || text->back() == ' ')) text->pop_back();
+  return true;
+}
+
+std::string StateName(std::string state) {
+  if (size_t colon = state.find(": "); colon != std::string::npos) state = state.substr(colon + 2);
+  return state;
+}
+
+}  // namespace
+
+bool SysfsNicDiscovery::RefreshPorts(Cached* cached) {
+  if (cached->ports.size() != static_cast<size_t>(cached->device.ports_size())) return false;
+  std::string text;
+  for (size_t i = 0; i < cached->ports.size(); ++i) {
+    const CachedPort& cp = cached->ports[i];
+    v1::NicPort* port = cached->device.mutable_ports(static_cast<int>(i));
+    if (!PreadText(cp.state_fd, i == 0, &text)) return false;
+    const std::string state = StateName(text);
+    if (state != port->state()) return false;  // a state change: read everything again
+    if (!PreadText(cp.rate_fd, false, &text)) return false;
+    absl::StatusOr<uint64_t> mbps = ParseRateMbps(text);
+    port->set_speed_mbps(mbps.ok() ? *mbps : 0);
+  }
+  return true;
+}
 
 absl::StatusOr<uint64_t> SysfsNicDiscovery::ParseRateMbps(const std::string& rate) {
   // "<number> Gb/sec (<width>X <speed>)"
@@ -57,14 +127,37 @@ absl::StatusOr<std::vector<v1::NicDevice>> SysfsNicDiscovery::Discover() {
   std::vector<v1::NicDevice> devices;
   const std::string ib = root_ + "/class/infiniband";
   absl::StatusOr<std::vector<std::string>> names = ListSysfsDir(ib);
-  if (names.ok()) {
-    for (const std::string& name : *names) {
-      absl::StatusOr<v1::NicDevice> dev = ReadDevice(name);
-      if (!dev.ok()) {
-        LogWarning("skipping RDMA device", {{"device", name}, {"error", dev.status().ToString()}});
-        continue;
-      }
-      devices.push_back(*std::move(dev));
+  if (!names.ok()) names = std::vector<std::string>();
+  for (auto it = cache_.begin(); it != cache_.end();) {
+    if (std::find(names->begin(), names->end(), it->first) == names->end()) {
+      CloseFds(&it->second);
+      it = cache_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (const std::string& name : *names) {
+    auto it = cache_.find(name);
+    if (it != cache_.end() && ++it->second.calls_since_full < full_refresh_every_ &&
+        RefreshPorts(&it->second)) {
+      it->second.device.set_counter_source(counter_source_);
+      devices.push_back(it->second.device);
+      continue;
+    }
+    if (it != cache_.end()) {
+      CloseFds(&it->second);
+      cache_.erase(it);
+    }
+    absl::StatusOr<v1::NicDevice> dev = ReadDevice(name);
+    if (!dev.ok()) {
+      LogWarning("skipping RDMA device", {{"device", name}, {"error", dev.status().ToString()}});
+      continue;
+    }
+    devices.push_back(*dev);
+    if (full_refresh_every_ > 1) {
+      Cached& cached = cache_[name];
+      cached.device = *std::move(dev);
+      OpenPortFds(name, &cached);
     }
   }
   if (devices.empty()) {

@@ -132,11 +132,14 @@ TEST(SysfsCounterSourceTest, ValuesFollowTheFiles) {
 TEST(SysfsCounterSourceTest, MissingAndUnreadableFilesAreSkippedCountedAndLoggedOnce) {
   FixtureTree tree("mlx5_ofed");
   const std::string hw = tree.sys() + "/class/infiniband/mlx5_0/ports/1/hw_counters/";
-  SysfsCounterSource source(tree.sys());
-  std::vector<CounterValue> out;
-  ASSERT_TRUE(source.Collect(&out).ok());  // lists the files
-  const size_t full = out.size();
-  // Break four files after listing: a directory, a FIFO, a dangling symlink, junk.
+  size_t full = 0;
+  {
+    SysfsCounterSource intact(tree.sys());
+    std::vector<CounterValue> out;
+    ASSERT_TRUE(intact.Collect(&out).ok());
+    full = out.size();
+  }
+  // Four broken entries: a directory, a FIFO, a dangling symlink, junk text.
   std::filesystem::remove(hw + "np_cnp_sent");
   std::filesystem::create_directory(hw + "np_cnp_sent");
   std::filesystem::remove(hw + "rp_cnp_handled");
@@ -144,23 +147,48 @@ TEST(SysfsCounterSourceTest, MissingAndUnreadableFilesAreSkippedCountedAndLogged
   std::filesystem::remove(hw + "rp_cnp_ignored");
   std::filesystem::create_symlink(hw + "does_not_exist", hw + "rp_cnp_ignored");
   FixtureTree::WriteFile(hw + "out_of_sequence", "lots\n");
+  SysfsCounterOptions options;
+  options.relist_every_rounds = 2;
+  SysfsCounterSource source(tree.sys(), options);
   std::string log;
   SetLogSinkForTest(&log);
-  for (int i = 0; i < 2; ++i) {
+  std::vector<CounterValue> out;
+  for (int i = 0; i < 4; ++i) {
     out.clear();
     ASSERT_TRUE(source.Collect(&out).ok());
     EXPECT_EQ(out.size(), full - 4);
   }
   SetLogSinkForTest(nullptr);
-  EXPECT_EQ(source.skipped_files(), 8u);
+  // Rounds 1 and 3 list the directories (3 entries cannot be opened); every
+  // round fails to parse out_of_sequence.
+  EXPECT_EQ(source.skipped_files(), 2u * 3u + 4u);
   auto c = ByName(out, "mlx5_0");
   EXPECT_EQ(c.count("cnp_sent"), 0u);
   EXPECT_EQ(c.count("cnp_handled"), 0u);
+  EXPECT_EQ(c.count("cnp_ignored"), 0u);
   EXPECT_EQ(c.count("out_of_sequence"), 0u);
   EXPECT_EQ(c.count("ecn_marked_packets"), 1u);
-  const std::string needle = hw + "np_cnp_sent";
-  EXPECT_THAT(log, HasSubstr(needle));
-  EXPECT_EQ(log.find(needle), log.rfind(needle));  // logged once
+  for (const char* name : {"np_cnp_sent", "rp_cnp_handled", "rp_cnp_ignored", "out_of_sequence"}) {
+    const std::string needle = hw + name;
+    EXPECT_THAT(log, HasSubstr(needle));
+    EXPECT_EQ(log.find(needle), log.rfind(needle)) << name << " logged more than once";
+  }
+}
+
+TEST(SysfsCounterSourceTest, FilesBeyondTheDescriptorBudgetAreReadByPath) {
+  const std::string sys = HostSys("mlx5_ofed");
+  SysfsCounterSource cached(sys);
+  SysfsCounterOptions options;
+  options.max_open_files = 3;
+  SysfsCounterSource budget(sys, options);
+  std::vector<CounterValue> a, b;
+  ASSERT_TRUE(cached.Collect(&a).ok());
+  ASSERT_TRUE(budget.Collect(&b).ok());
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].key, b[i].key);
+    EXPECT_EQ(a[i].value, b[i].value);
+  }
 }
 
 TEST(SysfsCounterSourceTest, VanishedDeviceIsUnavailable) {
@@ -184,7 +212,9 @@ TEST(SysfsCounterSourceTest, OneVanishedDeviceOfTwoStillReadsTheOther) {
   SysfsCounterSource source(tree.sys());
   std::vector<CounterValue> out;
   ASSERT_TRUE(source.Collect(&out).ok());
+  // The device's sysfs nodes go away (driver unbind of one function).
   std::filesystem::remove(tree.sys() + "/class/infiniband/mlx5_1");
+  std::filesystem::remove_all(tree.sys() + "/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.1");
   out.clear();
   ASSERT_TRUE(source.Collect(&out).ok());
   EXPECT_TRUE(ByName(out, "mlx5_1").empty());
@@ -193,20 +223,23 @@ TEST(SysfsCounterSourceTest, OneVanishedDeviceOfTwoStillReadsTheOther) {
 
 TEST(SysfsCounterSourceTest, NewFilesAppearAfterARelist) {
   FixtureTree tree("rxe");
-  SysfsCounterSource source(tree.sys());
+  SysfsCounterOptions options;
+  options.relist_every_rounds = 2;
+  SysfsCounterSource source(tree.sys(), options);
   std::vector<CounterValue> out;
-  ASSERT_TRUE(source.Collect(&out).ok());
+  ASSERT_TRUE(source.Collect(&out).ok());  // lists
   const size_t before = out.size();
   const std::string hw = tree.sys() + "/class/infiniband/rxe0/ports/1/hw_counters/";
-  // A file disappearing forces a relist; the new file is then picked up.
   std::filesystem::remove(hw + "send_err");
   FixtureTree::WriteFile(hw + "new_counter", "5\n");
   out.clear();
-  ASSERT_TRUE(source.Collect(&out).ok());
+  ASSERT_TRUE(source.Collect(&out).ok());  // still the old listing
+  EXPECT_EQ(ByName(out, "rxe0").count("new_counter"), 0u);
   out.clear();
-  ASSERT_TRUE(source.Collect(&out).ok());
+  ASSERT_TRUE(source.Collect(&out).ok());  // relisted
   EXPECT_EQ(out.size(), before);
   EXPECT_EQ(ByName(out, "rxe0").at("new_counter").value, 5u);
+  EXPECT_EQ(ByName(out, "rxe0").count("send_err"), 0u);
 }
 
 TEST(SysfsCounterSourceTest, NoDevicesIsUnavailable) {

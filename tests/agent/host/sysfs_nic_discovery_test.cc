@@ -184,3 +184,65 @@ TEST(SysfsNicDiscoveryTest, ParseRate) {
 
 }  // namespace
 }  // namespace rocetune
+
+namespace rocetune {
+namespace {
+
+TEST(SysfsNicDiscoveryCacheTest, StateChangesShowAtOnceStaticFieldsAfterAFullRefresh) {
+  FixtureTree tree("mlx5_ofed");
+  const std::string port = tree.sys() + "/class/infiniband/mlx5_0/ports/1/";
+  SysfsNicDiscovery discovery(tree.sys(), "sysfs", /*full_refresh_every=*/3);
+  ASSERT_TRUE(discovery.Discover().ok());
+  // Same inode rewritten, as sysfs does: the cached descriptor sees it.
+  FixtureTree::WriteFile(port + "rate", "25 Gb/sec (1X EDR)\n");
+  FixtureTree::WriteFile(tree.sys() + "/class/infiniband/mlx5_0/fw_ver", "22.40.1000\n");
+  absl::StatusOr<std::vector<v1::NicDevice>> d = discovery.Discover();
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ((*d)[0].ports(0).speed_mbps(), 25000u);
+  EXPECT_EQ((*d)[0].firmware_version(), "22.39.1002");  // cached until the full refresh
+  EXPECT_EQ((*d)[0].counter_source(), "sysfs");
+  FixtureTree::WriteFile(port + "state", "1: DOWN\n");
+  d = discovery.Discover();  // a state change forces a full read
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ((*d)[0].ports(0).state(), "DOWN");
+  EXPECT_EQ((*d)[0].firmware_version(), "22.40.1000");
+}
+
+TEST(SysfsNicDiscoveryCacheTest, PeriodicFullRefreshAndRemovedDevices) {
+  FixtureTree tree("mlx5_ofed");
+  SysfsNicDiscovery discovery(tree.sys(), "", /*full_refresh_every=*/2);
+  ASSERT_TRUE(discovery.Discover().ok());
+  FixtureTree::WriteFile(tree.sys() + "/class/infiniband/mlx5_1/node_guid",
+                         "1111:2222:3333:4444\n");
+  absl::StatusOr<std::vector<v1::NicDevice>> d = discovery.Discover();  // cached
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ((*d)[1].node_guid(), "b8ce:f603:00a1:b2c1");
+  d = discovery.Discover();  // two calls after the first full read: full again
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ((*d)[1].node_guid(), "1111:2222:3333:4444");
+  std::filesystem::remove(tree.sys() + "/class/infiniband/mlx5_1");
+  d = discovery.Discover();
+  ASSERT_TRUE(d.ok());
+  ASSERT_EQ(d->size(), 1u);
+  EXPECT_EQ((*d)[0].name(), "mlx5_0");
+}
+
+TEST(SysfsNicDiscoveryCacheTest, ARecreatedDeviceIsReadAgain) {
+  FixtureTree tree("rxe");
+  SysfsNicDiscovery discovery(tree.sys());
+  ASSERT_TRUE(discovery.Discover().ok());
+  // rdma link delete + add: new sysfs nodes (new inodes) with new contents.
+  const std::string dev = tree.sys() + "/devices/virtual/infiniband/rxe0";
+  const std::string copy = tree.root() + "/rxe0.new";
+  std::filesystem::copy(dev, copy, std::filesystem::copy_options::recursive);
+  FixtureTree::WriteFile(copy + "/node_guid", "aaaa:bbbb:cccc:dddd\n");
+  std::filesystem::remove_all(dev);
+  std::filesystem::rename(copy, dev);
+  absl::StatusOr<std::vector<v1::NicDevice>> d = discovery.Discover();
+  ASSERT_TRUE(d.ok());
+  ASSERT_EQ(d->size(), 1u);
+  EXPECT_EQ((*d)[0].node_guid(), "aaaa:bbbb:cccc:dddd");
+}
+
+}  // namespace
+}  // namespace rocetune

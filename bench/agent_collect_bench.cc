@@ -1,0 +1,416 @@
+// CPU cost of one full agent collection round (NIC discovery + every counter
+// source that applies: RDMA counters through the selector, which falls back to
+// sysfs here, and ethtool for each port's netdev) on a generated 8-port mlx5
+// sysfs tree, against Prometheus node_exporter's infiniband collector scraping
+// the same tree in the same run (--path.sysfs, only that collector, exporter
+// self-metrics off). Agent CPU: CLOCK_PROCESS_CPUTIME_ID around the rounds.
+// node_exporter CPU: utime+stime from /proc/<pid>/stat around the scrapes.
+// Also reported: the sampler's delta step on top of a round, the pieces of a
+// round, and CPU per counter / per series (the agent reads every hw_counters
+// and counters file, node_exporter a subset).
+//
+// Usage: agent_collect_bench [--rounds=N] [--scrapes=N] [--node_exporter=PATH]
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "agent/host/counter_source_group.h"
+#include "agent/host/counter_source_selector.h"
+#include "agent/host/ethtool_stats.h"
+#include "agent/host/sysfs_counter_source.h"
+#include "agent/host/sysfs_nic_discovery.h"
+#include "agent/sampler.h"
+#include "daemon/clock.h"
+#include "daemon/logging.h"
+
+namespace rocetune {
+namespace {
+
+namespace fs = std::filesystem;
+
+void WriteFile(const fs::path& p, const std::string& text) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p) << text;
+}
+
+void Symlink(const std::string& target, const fs::path& p) {
+  fs::create_directories(p.parent_path());
+  fs::create_symlink(target, p);
+}
+
+// mlx5 hw_counters and PMA counters/ names, as on a ConnectX-6 Dx host.
+const char* const kHw[] = {
+    "rx_write_requests",
+    "rx_read_requests",
+    "rx_atomic_requests",
+    "rx_dct_connect",
+    "out_of_buffer",
+    "out_of_sequence",
+    "duplicate_request",
+    "rnr_nak_retry_err",
+    "packet_seq_err",
+    "implied_nak_seq_err",
+    "local_ack_timeout_err",
+    "resp_local_length_error",
+    "resp_cqe_error",
+    "req_cqe_error",
+    "req_remote_invalid_request",
+    "req_remote_access_errors",
+    "resp_remote_access_errors",
+    "resp_cqe_flush_error",
+    "req_cqe_flush_error",
+    "req_transport_retries_exceeded",
+    "req_rnr_retries_exceeded",
+    "roce_adp_retrans",
+    "roce_adp_retrans_to",
+    "roce_slow_restart",
+    "roce_slow_restart_cnps",
+    "roce_slow_restart_trans",
+    "rp_cnp_ignored",
+    "rp_cnp_handled",
+    "np_ecn_marked_roce_packets",
+    "np_cnp_sent",
+    "rx_icrc_encapsulated",
+};
+const char* const kPma[] = {
+    "port_xmit_data",
+    "port_rcv_data",
+    "port_xmit_packets",
+    "port_rcv_packets",
+    "unicast_xmit_packets",
+    "unicast_rcv_packets",
+    "multicast_xmit_packets",
+    "multicast_rcv_packets",
+    "symbol_error",
+    "link_error_recovery",
+    "link_downed",
+    "port_rcv_errors",
+    "port_rcv_remote_physical_errors",
+    "port_rcv_switch_relay_errors",
+    "port_xmit_discards",
+    "port_xmit_constraint_errors",
+    "port_rcv_constraint_errors",
+    "local_link_integrity_errors",
+    "excessive_buffer_overrun_errors",
+    "VL15_dropped",
+    "port_xmit_wait",
+};
+
+// Writes an 8-port mlx5 host (mlx5_0..7, one port each, four dual-port cards).
+void GenerateTree(const fs::path& sys, int ports) {
+  for (int i = 0; i < ports; ++i) {
+    const std::string bdf = absl::StrCat("0000:", 0x3b + i / 2, ":00.", i % 2);
+    const std::string dev = absl::StrCat("mlx5_", i);
+    const std::string netdev = absl::StrCat("ens", 1 + i / 2, "f", i % 2, "np", i % 2);
+    const fs::path pci = sys / "devices/pci0000:3a/0000:3a:00.0" / bdf;
+    WriteFile(pci / "vendor", "0x15b3\n");
+    WriteFile(pci / "device", "0x101d\n");
+    WriteFile(sys / "bus/pci/drivers/mlx5_core/uevent", "DRIVER=mlx5_core\n");
+    if (!fs::is_symlink(pci / "driver"))
+      Symlink("../../../../bus/pci/drivers/mlx5_core", pci / "driver");
+    const fs::path ib = pci / "infiniband" / dev;
+    WriteFile(ib / "fw_ver", "22.39.1002\n");
+    WriteFile(ib / "node_guid", absl::StrCat("b8ce:f603:00a1:b2", 10 + i, "\n"));
+    WriteFile(ib / "hca_type", "MT4125\n");
+    WriteFile(ib / "board_id", "MT_0000000359\n");
+    WriteFile(ib / "node_type", "1: CA\n");
+    Symlink("../../../" + bdf, ib / "device");
+    const fs::path port = ib / "ports/1";
+    WriteFile(port / "state", "4: ACTIVE\n");
+    WriteFile(port / "phys_state", "5: LinkUp\n");
+    WriteFile(port / "rate", "100 Gb/sec (4X EDR)\n");
+    WriteFile(port / "link_layer", "Ethernet\n");
+    WriteFile(port / "lid", "0x0\n");
+    WriteFile(port / "sm_lid", "0x0\n");
+    WriteFile(port / "lid_mask_count", "0\n");
+    WriteFile(port / "sm_sl", "0\n");
+    WriteFile(port / "cap_mask", "0x00010000\n");
+    for (int g = 0; g < 4; ++g) {
+      WriteFile(port / "gids" / absl::StrCat(g), g < 2
+                                                     ? "fe80:0000:0000:0000:bace:f6ff:fea1:b2c0\n"
+                                                     : "0000:0000:0000:0000:0000:ffff:c0a8:0a0b\n");
+      WriteFile(port / "gid_attrs/ndevs" / absl::StrCat(g), netdev + "\n");
+      WriteFile(port / "gid_attrs/types" / absl::StrCat(g), g % 2 ? "RoCE v2\n" : "IB/RoCE v1\n");
+    }
+    WriteFile(port / "hw_counters/lifespan", "10\n");
+    uint64_t v = 1000 + static_cast<uint64_t>(i) * 7919;
+    for (const char* n : kHw) WriteFile(port / "hw_counters" / n, absl::StrCat(v += 104729, "\n"));
+    for (const char* n : kPma) WriteFile(port / "counters" / n, absl::StrCat(v += 15485863, "\n"));
+    Symlink("../../" +
+                (fs::path("devices/pci0000:3a/0000:3a:00.0") / bdf / "infiniband" / dev).string(),
+            sys / "class/infiniband" / dev);
+    WriteFile(sys / "class/net" / netdev / "address", "b8:ce:f6:a1:b2:c0\n");
+    Symlink("../../../../../class/net/" + netdev, pci / "net" / netdev);
+  }
+}
+
+double ProcessCpuMicros() {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) / 1e3;
+}
+
+// utime+stime of a process, in microseconds (clock-tick resolution).
+double ChildCpuMicros(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t close_paren = stat.rfind(')');
+  if (close_paren == std::string::npos) return -1;
+  std::vector<std::string> f = absl::StrSplit(stat.substr(close_paren + 2), ' ');
+  // After "pid (comm) ": state is field 3, utime field 14, stime field 15.
+  uint64_t utime = 0, stime = 0;
+  if (f.size() < 13 || !absl::SimpleAtoi(f[11], &utime) || !absl::SimpleAtoi(f[12], &stime)) {
+    return -1;
+  }
+  return static_cast<double>(utime + stime) * 1e6 / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+double RssMb() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (absl::StartsWith(line, "VmRSS:")) {
+      std::vector<std::string> parts = absl::StrSplit(line, ' ', absl::SkipEmpty());
+      double kb = 0;
+      if (parts.size() >= 2 && absl::SimpleAtod(parts[1], &kb)) return kb / 1024.0;
+    }
+  }
+  return -1;
+}
+
+int FreeLoopbackPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof(a);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    close(fd);
+    return -1;
+  }
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+// One HTTP GET of /metrics; returns the body ("" on failure).
+std::string Scrape(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    close(fd);
+    return "";
+  }
+  const std::string req = absl::StrCat("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:", port,
+                                       "\r\nConnection: close\r\n\r\n");
+  if (write(fd, req.data(), req.size()) != static_cast<ssize_t>(req.size())) {
+    close(fd);
+    return "";
+  }
+  std::string resp;
+  char buf[65536];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof(buf))) > 0) resp.append(buf, static_cast<size_t>(n));
+  close(fd);
+  const size_t body = resp.find("\r\n\r\n");
+  if (!absl::StartsWith(resp, "HTTP/1.1 200") || body == std::string::npos) return "";
+  return resp.substr(body + 4);
+}
+
+int Main(int argc, char** argv) {
+  int rounds = 1000;
+  int scrapes = 200;
+  std::string exporter = "/usr/bin/prometheus-node-exporter";
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view a = argv[i];
+    if (absl::ConsumePrefix(&a, "--rounds=")) {
+      if (!absl::SimpleAtoi(a, &rounds) || rounds < 1) return 2;
+    } else if (absl::ConsumePrefix(&a, "--scrapes=")) {
+      if (!absl::SimpleAtoi(a, &scrapes) || scrapes < 1) return 2;
+    } else if (absl::ConsumePrefix(&a, "--node_exporter=")) {
+      exporter = std::string(a);
+    } else {
+      std::fprintf(stderr, "usage: %s [--rounds=N] [--scrapes=N] [--node_exporter=PATH]\n",
+                   argv[0]);
+      return 2;
+    }
+  }
+  SetLogLevel("error").IgnoreError();
+
+  char tmpl[] = "/tmp/agent_collect_bench_XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) return 1;
+  const fs::path sys = fs::path(tmpl) / "sys";
+  constexpr int kPorts = 8;
+  GenerateTree(sys, kPorts);
+
+  // ---- agent ----
+  SysfsNicDiscovery discovery(sys.string());
+  std::vector<v1::NicDevice> inventory = *discovery.Discover();
+  std::unique_ptr<CounterSource> rdma = MakeCounterSource(sys.string());
+  discovery.set_counter_source(rdma->name());
+  CounterSource* rdma_source = rdma.get();
+  std::vector<std::unique_ptr<CounterSource>> members;
+  members.push_back(std::move(rdma));
+  // The tree's netdevs do not exist on this host: each ioctl fails fast with
+  // ENODEV; still, it is work a real round does.
+  members.push_back(std::make_unique<EthtoolCounterSource>(EthtoolTargetsFromInventory(inventory)));
+  CounterSource* ethtool_source = members.back().get();
+  CounterSourceGroup all("bench", std::move(members));
+  size_t counters = 0, devices = 0;
+  std::vector<CounterValue> values;
+  auto round = [&] {
+    absl::StatusOr<std::vector<v1::NicDevice>> d = discovery.Discover();
+    devices = d.ok() ? d->size() : 0;
+    values.clear();
+    (void)all.Collect(&values);
+    counters = values.size();
+  };
+  for (int i = 0; i < 20; ++i) round();
+  const double a0 = ProcessCpuMicros();
+  const absl::Time w0 = absl::Now();
+  for (int i = 0; i < rounds; ++i) round();
+  const double agent_us = (ProcessCpuMicros() - a0) / rounds;
+  const double agent_wall_us = absl::ToDoubleMicroseconds(absl::Now() - w0) / rounds;
+  // The same rounds followed by the sampler's delta step (what the agent's
+  // report loop does each interval).
+  std::unique_ptr<Sampler> sampler = *Sampler::Create(&all, Clock::Real());
+  size_t samples = 0;
+  auto sampled_round = [&] {
+    (void)discovery.Discover();
+    absl::StatusOr<SampleBatch> b = sampler->SampleOnce();
+    samples = b.ok() ? b->samples.size() : 0;
+  };
+  for (int i = 0; i < 20; ++i) sampled_round();
+  const double s0 = ProcessCpuMicros();
+  for (int i = 0; i < rounds; ++i) sampled_round();
+  const double sampled_us = (ProcessCpuMicros() - s0) / rounds;
+  const double rss_mb = RssMb();
+  // Equal work: node_exporter 1.5's infiniband collector reads ports/<p>/counters/
+  // and a few attributes but no hw_counters/; the agent restricted to the same
+  // files (discovery + counters/ only).
+  SysfsCounterOptions pma_only;
+  pma_only.hw_counters = false;
+  SysfsCounterSource same_files(sys.string(), pma_only);
+  const double same_files_us = [&] {
+    std::vector<CounterValue> v;
+    for (int i = 0; i < 20; ++i) {
+      v.clear();
+      (void)same_files.Collect(&v);
+    }
+    const double t0 = ProcessCpuMicros();
+    for (int i = 0; i < rounds; ++i) {
+      (void)discovery.Discover();
+      v.clear();
+      (void)same_files.Collect(&v);
+    }
+    return (ProcessCpuMicros() - t0) / rounds;
+  }();
+  // Where the round's time goes (same work, measured piecewise).
+  auto cpu_per = [&](auto&& fn) {
+    const double t0 = ProcessCpuMicros();
+    for (int i = 0; i < rounds; ++i) fn();
+    return (ProcessCpuMicros() - t0) / rounds;
+  };
+  std::vector<CounterValue> scratch;
+  const double discovery_us = cpu_per([&] { (void)discovery.Discover(); });
+  const double rdma_us = cpu_per([&] {
+    scratch.clear();
+    (void)rdma_source->Collect(&scratch);
+  });
+  const double ethtool_us = cpu_per([&] {
+    scratch.clear();
+    (void)ethtool_source->Collect(&scratch);
+  });
+  if (devices != kPorts || counters == 0 || samples != counters) {
+    std::fprintf(stderr, "agent saw %zu devices and %zu counters; expected %d devices\n", devices,
+                 counters, kPorts);
+    return 1;
+  }
+
+  // ---- node_exporter ----
+  const int port = FreeLoopbackPort();
+  const std::string listen = absl::StrCat("--web.listen-address=127.0.0.1:", port);
+  const std::string path_sysfs = "--path.sysfs=" + sys.string();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    freopen("/dev/null", "w", stdout);
+    freopen("/dev/null", "w", stderr);
+    execl(exporter.c_str(), exporter.c_str(), path_sysfs.c_str(), "--collector.disable-defaults",
+          "--collector.infiniband", "--web.disable-exporter-metrics", listen.c_str(),
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  std::string body;
+  for (int i = 0; i < 200 && body.empty(); ++i) {
+    absl::SleepFor(absl::Milliseconds(50));
+    body = Scrape(port);
+  }
+  int ib_series = 0;
+  for (absl::string_view line : absl::StrSplit(body, '\n')) {
+    if (absl::StartsWith(line, "node_infiniband_")) ++ib_series;
+  }
+  double ne_us = -1;
+  if (!body.empty() && ib_series > 0) {
+    for (int i = 0; i < 5; ++i) Scrape(port);
+    const double c0 = ChildCpuMicros(pid);
+    for (int i = 0; i < scrapes; ++i) {
+      if (Scrape(port).empty()) {
+        std::fprintf(stderr, "scrape %d failed\n", i);
+        break;
+      }
+    }
+    ne_us = (ChildCpuMicros(pid) - c0) / scrapes;
+  } else {
+    std::fprintf(stderr, "node_exporter did not serve infiniband metrics (%d series)\n", ib_series);
+  }
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  std::error_code ec;
+  fs::remove_all(tmpl, ec);
+
+  std::printf(
+      "BENCH agent_collect_bench agent_cpu_us_per_round=%.1f node_exporter_cpu_us_per_scrape=%.1f "
+      "ratio=%.1f agent_rss_mb=%.1f agent_cpu_us_per_round_with_sampler=%.1f "
+      "ratio_with_sampler=%.1f agent_cpu_us_per_counter=%.2f node_exporter_cpu_us_per_series=%.2f "
+      "ratio_per_counter=%.1f agent_same_files_cpu_us=%.1f ratio_same_files=%.1f "
+      "agent_wall_us_per_round=%.1f ports=%d counters=%zu "
+      "node_exporter_ib_series=%d rounds=%d scrapes=%d discovery_cpu_us=%.1f "
+      "rdma_counters_cpu_us=%.1f ethtool_cpu_us=%.1f\n",
+      agent_us, ne_us, ne_us > 0 ? ne_us / agent_us : 0.0, rss_mb, sampled_us,
+      ne_us > 0 ? ne_us / sampled_us : 0.0, agent_us / static_cast<double>(counters),
+      ib_series > 0 ? ne_us / ib_series : 0.0,
+      ne_us > 0 ? (ne_us / ib_series) / (agent_us / static_cast<double>(counters)) : 0.0,
+      same_files_us, ne_us > 0 ? ne_us / same_files_us : 0.0, agent_wall_us, kPorts, counters,
+      ib_series, rounds, scrapes, discovery_us, rdma_us, ethtool_us);
+  return ne_us > 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace rocetune
+
+int main(int argc, char** argv) { return rocetune::Main(argc, argv); }
