@@ -199,6 +199,7 @@ absl::StatusOr<v1::Hello> Agent::BuildHello() {
   if (seams_.pfc != nullptr) hello.add_capabilities("pfc");
   if (seams_.prober != nullptr) hello.add_capabilities(absl::StrCat("probe.", seams_.prober->kind()));
   hello.set_agent_version("0.1.0");
+  *hello.mutable_probe_endpoint() = options_.probe_endpoint;
   {
     absl::MutexLock lock(&mu_);
     hello.set_current_version(stats_.applied_version);

@@ -48,6 +48,8 @@ struct AgentOptions {
   // Where the last-known-good parameter set is journaled. Required.
   std::string state_dir;
   LocalGuardOptions guard;
+  // Where this host's probe responders listen, advertised in Hello.
+  v1::ProbeEndpoint probe_endpoint;
   // Channel credentials: plaintext is only allowed to loopback controllers.
   bool insecure_loopback = true;
   absl::Duration reconnect_min = absl::Milliseconds(200);

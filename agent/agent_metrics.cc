@@ -78,7 +78,8 @@ AgentMetrics::AgentMetrics(std::shared_ptr<prometheus::Registry> registry, std::
                         .Name("rocetune_agent_reports_sent_total")
                         .Help("Reports sent to the controller.")
                         .Register(*registry_)
-                        .Add({{"host", host_}})) {
+                        .Add({{"host", host_}})),
+      probe_metrics_(*registry_) {
   applies_.Add({{"host", host_}, {"result", "success"}});
   applies_.Add({{"host", host_}, {"result", "failure"}});
 }
@@ -111,6 +112,10 @@ void AgentMetrics::ObserveReport(const v1::Report& report) {
       labels["name"] = c.name();
     }
     CounterFamily(metric).Add(labels).Increment(static_cast<double>(c.delta()) * factor);
+  }
+  if (report.latency_size() > 0) {
+    std::vector<v1::LatencyWindow> windows(report.latency().begin(), report.latency().end());
+    probe_metrics_.Update(windows);
   }
 }
 

@@ -12,6 +12,7 @@
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
+#include "agent/probe/probe_metrics.h"
 #include "rocetune/v1/agent.pb.h"
 #include "rocetune/v1/params.pb.h"
 
@@ -22,7 +23,8 @@ namespace rocetune {
 // seconds, byte counters keep bytes) with labels host, device, port and, where it
 // applies, priority; counters without a canonical mapping go to
 // `rocetune_rdma_unmapped_total{name=...}`. DCQCN parameters are gauges
-// `rocetune_dcqcn_parameter{device,parameter}`. Thread-safe.
+// `rocetune_dcqcn_parameter{device,parameter}`. Probe windows in a report feed
+// ProbeMetrics (rocetune_probe_rtt_seconds etc.). Thread-safe.
 class AgentMetrics {
  public:
   AgentMetrics(std::shared_ptr<prometheus::Registry> registry, std::string host);
@@ -54,6 +56,7 @@ class AgentMetrics {
   prometheus::Histogram& sampling_seconds_;
   prometheus::Gauge& connected_;
   prometheus::Counter& reports_sent_;
+  ProbeMetrics probe_metrics_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace rocetune

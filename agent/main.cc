@@ -14,6 +14,10 @@
 #include "absl/time/time.h"
 #include "agent/agent.h"
 #include "agent/agent_metrics.h"
+#include "agent/probe/udp_prober.h"
+#include "agent/probe/udp_responder.h"
+#include "agent/probe/verbs_prober.h"
+#include "agent/probe/verbs_responder.h"
 #include "agent/real_host.h"
 #include "daemon/init.h"
 #include "daemon/logging.h"
@@ -38,6 +42,15 @@ ABSL_FLAG(std::string, counter_source, "auto",
           "Counter mechanism: auto (netlink, else sysfs), netlink or sysfs.");
 ABSL_FLAG(bool, insecure_loopback, false,
           "Allow plaintext gRPC to a loopback controller (TLS is not built yet, so required).");
+ABSL_FLAG(std::string, probe, "auto",
+          "Latency prober: auto (RDMA UD verbs when a device is usable, else UDP), verbs, udp "
+          "or none.");
+ABSL_FLAG(std::string, probe_udp_listen, "0.0.0.0:7471",
+          "Where this host's UDP probe responder listens (port 0 picks a free port).");
+ABSL_FLAG(std::string, probe_udp_advertise, "",
+          "Address advertised to the controller for the UDP responder (default: the bound "
+          "address; set it when listening on 0.0.0.0).");
+ABSL_FLAG(std::string, probe_device, "", "RDMA device for verbs probes (default: the first).");
 ABSL_FLAG(bool, once, false, "Print the inventory and one counter sample, then exit.");
 ABSL_FLAG(std::string, output, "json", "Output format for --once: json.");
 ABSL_FLAG(std::string, ready_file, "",
@@ -149,7 +162,60 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "rocetune-agent: %s\n", std::string(exposer.status().message()).c_str());
     return 1;
   }
+  // Probes: a responder so peers can measure this host, and a prober for the plan.
+  std::string probe_mode = absl::GetFlag(FLAGS_probe);
+  if (probe_mode != "auto" && probe_mode != "verbs" && probe_mode != "udp" &&
+      probe_mode != "none") {
+    std::fprintf(stderr, "rocetune-agent: --probe=%s: want auto, verbs, udp or none\n",
+                 probe_mode.c_str());
+    return 2;
+  }
+  rocetune::v1::ProbeEndpoint endpoint;
+  std::unique_ptr<rocetune::Prober> prober;
+  std::unique_ptr<rocetune::VerbsResponder> verbs_responder;
+  std::unique_ptr<rocetune::UdpResponder> udp_responder;
+  if (probe_mode == "auto" || probe_mode == "verbs") {
+    rocetune::VerbsEndpoint::Options ep;
+    ep.device = absl::GetFlag(FLAGS_probe_device);
+    rocetune::VerbsProber::Options po;
+    po.endpoint = ep;
+    auto vp = rocetune::VerbsProber::Create(po);
+    auto vr = rocetune::VerbsResponder::Start(ep);
+    if (vp.ok() && vr.ok()) {
+      prober = std::move(*vp);
+      verbs_responder = std::move(*vr);
+      endpoint.set_gid(verbs_responder->gid());
+      endpoint.set_qpn(verbs_responder->qpn());
+      endpoint.set_qkey(verbs_responder->qkey());
+    } else if (probe_mode == "verbs") {
+      std::fprintf(stderr, "rocetune-agent: --probe=verbs: %s\n",
+                   std::string((vp.ok() ? vr.status() : vp.status()).message()).c_str());
+      return 1;
+    } else {
+      rocetune::LogInfo("verbs probes unavailable; using UDP probes",
+                        {{"reason", std::string((vp.ok() ? vr.status() : vp.status()).message())}});
+    }
+  }
+  if (prober == nullptr && probe_mode != "none") {
+    auto up = rocetune::UdpProber::Create({});
+    rocetune::UdpResponder::Options ro;
+    ro.listen_address = absl::GetFlag(FLAGS_probe_udp_listen);
+    auto ur = rocetune::UdpResponder::Start(ro);
+    if (!up.ok() || !ur.ok()) {
+      std::fprintf(stderr, "rocetune-agent: UDP probes: %s\n",
+                   std::string((up.ok() ? ur.status() : up.status()).message()).c_str());
+      return 1;
+    }
+    prober = std::move(*up);
+    udp_responder = std::move(*ur);
+    std::string advertise = absl::GetFlag(FLAGS_probe_udp_advertise);
+    endpoint.set_udp_address(advertise.empty() ? udp_responder->address() : advertise);
+  }
+  rocetune::HostSeams seams = (*host)->seams();
+  seams.prober = prober.get();
+
   rocetune::AgentOptions options;
+  options.probe_endpoint = endpoint;
   options.host_id = host_id;
   options.controller = absl::GetFlag(FLAGS_controller);
   options.labels = labels;
@@ -158,7 +224,7 @@ int main(int argc, char** argv) {
   options.metrics = &metrics;
   options.guard = rocetune::LocalGuardOptionsFromFlags();
   absl::StatusOr<std::unique_ptr<rocetune::Agent>> agent =
-      rocetune::Agent::Create(options, (*host)->seams());
+      rocetune::Agent::Create(options, seams);
   if (!agent.ok()) {
     std::fprintf(stderr, "rocetune-agent: %s\n", std::string(agent.status().message()).c_str());
     return 2;
@@ -180,6 +246,8 @@ int main(int argc, char** argv) {
   rocetune::LogInfo("agent stopping", {{"signal", absl::StrCat(rocetune::Shutdown::Signal())}});
   (*agent)->Stop();
   runner.join();
+  if (udp_responder != nullptr) udp_responder->Stop();
+  if (verbs_responder != nullptr) verbs_responder->Stop();
   rocetune::LogInfo("agent stopped");
   return 0;
 }

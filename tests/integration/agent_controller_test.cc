@@ -58,6 +58,7 @@ class AgentControllerTest : public ::testing::Test {
             "--sysfs_root=" + Fixture(fixture) + "/sys",
             "--debugfs_root=" + Fixture(fixture) + "/debug", "--state_dir=" + dir_ + "/" + host_id,
             "--labels=rack=r1,role=trainer", "--sample_interval=100ms",
+            "--probe_udp_listen=127.0.0.1:0",
             "--ready_file=" + dir_ + "/" + host_id + ".ready"},
         dir_ + "/" + host_id + ".log");
     EXPECT_TRUE(agent->Start());
@@ -105,6 +106,8 @@ TEST_F(AgentControllerTest, ControllerRegistersHostFromHello) {
     }
   }
   EXPECT_TRUE(saw_mlx5);
+  // No RDMA here, so the agent fell back to UDP probes and advertises its responder.
+  EXPECT_EQ(host->devices(0).counter_source(), "sysfs");
 
   // Reports flow: the host's report count grows.
   absl::SleepFor(absl::Milliseconds(600));
