@@ -1,0 +1,131 @@
+#include "controller/telemetry/telemetry_store.h"
+
+#include <limits>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace rocetune::controller {
+namespace {
+
+using ::testing::HasSubstr;
+
+const absl::Time kT0 = absl::FromUnixSeconds(1'700'000'000);  // window-aligned for 10 s
+
+v1::Report Report(uint64_t cnp, double rtt, int samples = 10) {
+  v1::Report r;
+  r.set_start_unix_nanos(0);
+  r.set_end_unix_nanos(2'000'000'000);  // 2 s
+  auto* c = r.add_counters();
+  c->set_name("cnp_sent");
+  c->set_delta(cnp);
+  auto* p = r.add_counters();
+  p->set_name("rx_pfc_pause_frames");
+  p->set_delta(cnp / 2);
+  auto* w = r.add_latency();
+  w->set_peer_class("intra_tor");
+  QuantileSketch s;
+  s.Insert(rtt, samples);
+  s.ToProto(w->mutable_network_rtt_seconds());
+  w->set_probes_sent(samples);
+  return r;
+}
+
+TEST(TelemetryStoreTest, RatesAreDeltasOverCoveredTime) {
+  TelemetryStore store(TelemetryOptions{});
+  auto h = store.ForHost("h");
+  ASSERT_TRUE(h->AddReport(Report(200, 1e-5), kT0).ok());
+  ASSERT_TRUE(h->AddReport(Report(100, 1e-5), kT0 + absl::Seconds(2)).ok());
+  TelemetrySummary s = store.Summarize({"h"}, kT0, kT0 + absl::Seconds(10));
+  EXPECT_EQ(s.hosts, 1);
+  EXPECT_EQ(s.reports, 2u);
+  EXPECT_DOUBLE_EQ(s.cnp_rate_per_second, 300.0 / 4.0);
+  EXPECT_DOUBLE_EQ(s.pfc_pause_rate_per_second, 150.0 / 4.0);
+  EXPECT_EQ(s.network_rtt.count(), 20u);
+}
+
+TEST(TelemetryStoreTest, WindowsSplitByReceiptTimeAndRetentionPrunes) {
+  TelemetryOptions opt;
+  opt.window = absl::Seconds(10);
+  opt.retention = absl::Seconds(30);
+  TelemetryStore store(opt);
+  auto h = store.ForHost("h");
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(h->AddReport(Report(10, 1e-5), kT0 + absl::Seconds(10 * i + 1)).ok());
+  }
+  // Only the last three windows (30 s) are kept.
+  auto w = h->Windows();
+  ASSERT_EQ(w.size(), 3u);
+  EXPECT_EQ(w.front().index, store.WindowIndex(kT0 + absl::Seconds(20)));
+  TelemetrySummary last = store.Summarize({"h"}, kT0 + absl::Seconds(40), kT0 + absl::Seconds(50));
+  EXPECT_EQ(last.reports, 1u);
+  store.Prune(kT0 + absl::Seconds(100));
+  EXPECT_TRUE(h->Windows().empty());
+}
+
+TEST(TelemetryStoreTest, GroupMergeCombinesSketchesAcrossHosts) {
+  TelemetryStore store(TelemetryOptions{});
+  ASSERT_TRUE(store.ForHost("a")->AddReport(Report(10, 1e-5, 99), kT0).ok());
+  ASSERT_TRUE(store.ForHost("b")->AddReport(Report(30, 1e-3, 1), kT0).ok());
+  ASSERT_TRUE(store.ForHost("c")->AddReport(Report(50, 1.0, 1000), kT0).ok());
+  TelemetrySummary s = store.Summarize({"a", "b"}, kT0, kT0 + absl::Seconds(10));
+  EXPECT_EQ(s.hosts, 2);
+  EXPECT_EQ(s.network_rtt.count(), 100u);
+  EXPECT_NEAR(s.network_rtt.Quantile(0.5), 1e-5, 1e-5 * 0.02);
+  EXPECT_NEAR(s.network_rtt.Quantile(1.0), 1e-3, 1e-3 * 0.02);
+  EXPECT_DOUBLE_EQ(s.cnp_rate_per_second, 5.0 + 15.0);
+  // Peer-class filter.
+  EXPECT_EQ(store.Summarize({"a"}, kT0, kT0 + absl::Seconds(10), "inter_tor").network_rtt.count(),
+            0u);
+}
+
+TEST(TelemetryStoreTest, InvalidReportsChangeNothing) {
+  TelemetryStore store(TelemetryOptions{});
+  auto h = store.ForHost("h");
+  v1::Report bad_rate = Report(1, 1e-5);
+  bad_rate.mutable_counters(0)->set_rate_per_second(std::numeric_limits<double>::quiet_NaN());
+  v1::Report no_name = Report(1, 1e-5);
+  no_name.mutable_counters(1)->clear_name();
+  v1::Report backwards = Report(1, 1e-5);
+  backwards.set_start_unix_nanos(5'000'000'000);
+  v1::Report bad_sketch = Report(1, 1e-5);
+  bad_sketch.mutable_latency(0)->mutable_network_rtt_seconds()->set_min(5);
+  bad_sketch.mutable_latency(0)->mutable_network_rtt_seconds()->set_max(1);
+  v1::Report no_class = Report(1, 1e-5);
+  no_class.mutable_latency(0)->clear_peer_class();
+
+  struct Case {
+    v1::Report report;
+    const char* needle;
+  };
+  for (const Case& c : {Case{bad_rate, "rate_per_second"}, Case{no_name, "counters[1].name"},
+                        Case{backwards, "before start"}, Case{bad_sketch, "network_rtt_seconds"},
+                        Case{no_class, "peer_class"}}) {
+    absl::Status s = h->AddReport(c.report, kT0);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.needle;
+    EXPECT_THAT(std::string(s.message()), HasSubstr(c.needle));
+  }
+  EXPECT_TRUE(h->Windows().empty());
+  EXPECT_EQ(h->reports(), 0u);
+  EXPECT_EQ(store.names().size(), 0);
+}
+
+TEST(TelemetryStoreTest, CounterNameTableIsBounded) {
+  TelemetryOptions opt;
+  opt.max_counter_names = 3;
+  TelemetryStore store(opt);
+  v1::Report r;
+  r.set_end_unix_nanos(1'000'000'000);
+  for (int i = 0; i < 5; ++i) {
+    auto* c = r.add_counters();
+    c->set_name(absl::StrCat("c", i));
+    c->set_delta(1);
+  }
+  ASSERT_TRUE(store.ForHost("h")->AddReport(r, kT0).ok());
+  EXPECT_EQ(store.names().size(), 3);
+  EXPECT_EQ(store.names().overflowed(), 2u);
+  EXPECT_EQ(store.Summarize({"h"}, kT0, kT0 + absl::Seconds(10)).counter_rates.size(), 3u);
+}
+
+}  // namespace
+}  // namespace rocetune::controller
