@@ -78,6 +78,9 @@ struct MappedCounter {
 //     adaptive-retransmission events and passes through unmapped).
 // [4] irdma's tcpRetransSegs counts iWARP (TCP) segments, not RoCE; unmapped.
 // rxe has no vendor table: its counters pass through under their own names.
+// bnxt_re's own tx_bytes / rx_bytes hw counters (RoCE bytes) pass through and
+// so share the canonical byte counters' names; bnxt_re has no PMA counters/
+// directory, so the two never meet on one port.
 // "oot" = Broadcom's out-of-tree driver names.
 //
 // Widths (what the sampler treats as wrapping at 2^32):

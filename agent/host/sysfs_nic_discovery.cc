@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -28,6 +29,15 @@ const char* PciVendorName(const std::string& id) {
 }
 
 std::string OrEmpty(const absl::StatusOr<std::string>& s) { return s.ok() ? *s : ""; }
+
+// "dddd:bb:dd.f"
+bool IsPciAddress(absl::string_view s) {
+  if (s.size() != 12 || s[4] != ':' || s[7] != ':' || s[10] != '.') return false;
+  for (size_t i : {0, 1, 2, 3, 5, 6, 8, 9, 11}) {
+    if (!absl::ascii_isxdigit(static_cast<unsigned char>(s[i]))) return false;
+  }
+  return true;
+}
 
 bool IsZeroGid(absl::string_view gid) {
   for (char c : gid) {
@@ -179,10 +189,16 @@ absl::StatusOr<v1::NicDevice> SysfsNicDiscovery::ReadDevice(const std::string& n
   d.set_counter_source(counter_source_);
 
   const std::string pci = dir + "/device";
-  const std::string pci_address = SymlinkBasename(pci);
   std::string driver;
-  if (!pci_address.empty()) {
-    d.set_pci_address(pci_address);
+  if (absl::StartsWith(name, "rxe") || absl::StartsWith(name, "siw")) {
+    // Software RDMA over a netdev. Depending on the kernel, `device` is absent
+    // or points at the netdev's parent (a virtio or PCI function that is not
+    // the RDMA device): report the software driver and no PCI identity.
+    driver = name.substr(0, 3);
+    d.set_vendor(driver == "rxe" ? "Soft-RoCE" : "Soft-iWARP");
+    d.set_model(driver);
+  } else if (const std::string link = SymlinkBasename(pci); IsPciAddress(link)) {
+    d.set_pci_address(link);
     driver = SymlinkBasename(pci + "/driver");
     const std::string vendor_id = OrEmpty(ReadSysfsString(pci + "/vendor"));
     d.set_vendor(PciVendorName(vendor_id));
@@ -190,12 +206,8 @@ absl::StatusOr<v1::NicDevice> SysfsNicDiscovery::ReadDevice(const std::string& n
     std::string model = OrEmpty(ReadSysfsString(dir + "/hca_type"));
     if (model.empty()) model = OrEmpty(ReadSysfsString(pci + "/device"));
     d.set_model(model);
-  } else if (absl::StartsWith(name, "rxe")) {
-    driver = "rxe";
-    d.set_vendor("Soft-RoCE");
-    d.set_model("rxe");
-  } else if (absl::StartsWith(name, "siw")) {
-    driver = "siw";
+  } else if (!link.empty()) {
+    driver = SymlinkBasename(pci + "/driver");
   }
   d.set_driver(driver);
 

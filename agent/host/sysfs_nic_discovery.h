@@ -15,10 +15,11 @@ namespace rocetune {
 //   class/infiniband/<dev>/{fw_ver,node_guid,hca_type?,device -> PCI function,
 //                           ports/<p>/{link_layer,state,rate,gids/<i>,gid_attrs/ndevs/<i>}}
 //   <PCI function>/{vendor,device,driver -> .../drivers/<name>,net/<if>}
-// Per device: name, driver (basename of device/driver; "rxe" for a device with
-// no parent device whose name starts with "rxe"), vendor (from the PCI vendor
-// id), model (hca_type, else the PCI device id), firmware (fw_ver), node GUID,
-// PCI address (basename of the device link), and per port: link layer, state
+// Per device: name, driver (basename of device/driver: mlx5_core, bnxt_en,
+// ice for irdma; "rxe" / "siw" for the software devices, whose `device` link is
+// absent or names the netdev's parent), vendor (from the PCI vendor id), model
+// (hca_type, else the PCI device id), firmware (fw_ver), node GUID, PCI address
+// (basename of the device link when it is a BDF), and per port: link layer, state
 // ("ACTIVE" from "4: ACTIVE"), speed in Mb/s (from "100 Gb/sec (4X EDR)"),
 // netdev (gid_attrs/ndevs/<first readable>, else device/net/<first>, else the
 // `parent` file rxe has), and the non-zero GIDs in index order.

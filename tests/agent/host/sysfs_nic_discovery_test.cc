@@ -107,6 +107,20 @@ TEST(SysfsNicDiscoveryTest, RxeHasNoPciDevice) {
   EXPECT_EQ(d.ports(0).speed_mbps(), 2500u);
 }
 
+TEST(SysfsNicDiscoveryTest, RxeWhoseDeviceLinkNamesTheNetdevParent) {
+  // Some kernels give rxe0 a `device` link to the virtio device under eth0.
+  FixtureTree tree("rxe");
+  std::filesystem::create_symlink("../../../pci0000:00/0000:00:03.0/virtio0",
+                                  tree.sys() + "/devices/virtual/infiniband/rxe0/device");
+  ASSERT_TRUE(std::filesystem::exists(tree.sys() + "/class/infiniband/rxe0/device/net/eth0"));
+  SysfsNicDiscovery discovery(tree.sys());
+  absl::StatusOr<std::vector<v1::NicDevice>> devices = discovery.Discover();
+  ASSERT_TRUE(devices.ok()) << devices.status();
+  EXPECT_EQ((*devices)[0].driver(), "rxe");
+  EXPECT_EQ((*devices)[0].pci_address(), "");
+  EXPECT_EQ((*devices)[0].ports(0).netdev(), "eth0");
+}
+
 TEST(SysfsNicDiscoveryTest, NetdevFallsBackToPciNetWithoutGidAttrs) {
   FixtureTree tree("bnxt_re");
   std::filesystem::remove_all(tree.sys() + "/class/infiniband/bnxt_re0/ports/1/gid_attrs");
