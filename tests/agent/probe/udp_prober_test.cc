@@ -210,5 +210,42 @@ TEST(UdpProberTest, TrafficClassIsSetOnProbes) {
   close(fd);
 }
 
+TEST(UdpProberTest, ProbesIpv6Peers) {
+  UdpResponder::Options o;
+  o.listen_address = "[::1]:0";
+  auto responder = UdpResponder::Start(o);
+  if (!responder.ok()) GTEST_SKIP() << "no IPv6 loopback: " << responder.status();
+  auto prober = MakeProber();
+  ASSERT_TRUE(prober);
+  EXPECT_EQ((*responder)->address().front(), '[');
+  ASSERT_TRUE(prober->SetPlan(Plan((*responder)->address(), 50)).ok());
+  absl::SleepFor(absl::Milliseconds(400));
+  Drain(*prober, 500);
+  v1::LatencyWindow w = Only(prober->TakeWindow(), "intra_tor");
+  EXPECT_GT(QuantileSketch::FromProto(w.network_rtt_seconds())->count(), 5u);
+  EXPECT_EQ(w.probes_lost(), 0u);
+}
+
+TEST(UdpProberTest, NewPlanReplacesThePinglist) {
+  auto responder = StartResponder();
+  auto prober = MakeProber();
+  ASSERT_TRUE(responder && prober);
+  v1::ProbePlan a = Plan(responder->address(), 50);
+  a.mutable_peers(0)->set_peer_class("old_class");
+  ASSERT_TRUE(prober->SetPlan(a).ok());
+  absl::SleepFor(absl::Milliseconds(300));
+  v1::ProbePlan b = Plan(responder->address(), 50);
+  b.mutable_peers(0)->set_peer_class("new_class");
+  ASSERT_TRUE(prober->SetPlan(b).ok());
+  absl::SleepFor(absl::Milliseconds(100));  // answers to the old plan's probes arrive
+  prober->TakeWindow();
+  absl::SleepFor(absl::Milliseconds(400));
+  Drain(*prober, 500);
+  auto windows = prober->TakeWindow();
+  ASSERT_EQ(windows.size(), 1u);
+  EXPECT_EQ(windows[0].peer_class(), "new_class");
+  EXPECT_GT(windows[0].probes_sent(), 5u);
+}
+
 }  // namespace
 }  // namespace rocetune
