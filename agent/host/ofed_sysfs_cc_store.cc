@@ -99,7 +99,14 @@ absl::Status OfedSysfsCcStore::Write(const std::string& device, const std::strin
         absl::StrCat(*ecn, "/", name == kRpEnableMask ? "roce_rp" : "roce_np", "/enable");
     for (int p = 0; p < 8; ++p) {
       const std::string path = absl::StrCat(dir, "/", p);
-      absl::Status st = io_->Write(path, (value >> p) & 1 ? "1\n" : "0\n");
+      const int64_t bit = (value >> p) & 1;
+      // Only priorities whose state changes are written (the driver also
+      // skips the firmware command for an unchanged value).
+      if (absl::StatusOr<std::string> cur = io_->Read(path); cur.ok()) {
+        absl::StatusOr<int64_t> v = ParseParamValue(*cur, path);
+        if (v.ok() && (*v & 1) == bit) continue;
+      }
+      absl::Status st = io_->Write(path, bit ? "1\n" : "0\n");
       if (!st.ok()) {
         return absl::Status(st.code(), absl::StrCat(device, ": ", name, "=", value, " (priority ",
                                                     p, "): ", st.message()));

@@ -29,6 +29,7 @@ class OfedSysfsCcStore : public CcParamStore {
   absl::StatusOr<v1::DeviceParameters> Read(const std::string& device) override;
   // REQUIRES: the value was validated (ValidateParameters); the kernel does not
   // check sscanf's result. kFailedPrecondition for parameters this layout lacks.
+  // A mask writes only the enable/<p> files whose state changes.
   absl::Status Write(const std::string& device, const std::string& name, int64_t value) override;
 
   // <sysfs_root>/class/net/<if>/ecn for the first netdev of `device` that has

@@ -192,6 +192,24 @@ TEST_F(ApplierTest, EioInTheMiddleRestoresEveryDevice) {
             0);
 }
 
+TEST_F(ApplierTest, EaccesOnAMaskRestoresValuesAndEarlierMasks) {
+  const auto before = TreeContents(NetDir());
+  io_.fail_path = Np("ens1f1np1", "enable/6");
+  io_.fail_errno = EACCES;
+  v1::ParameterSet set;
+  *set.add_devices() = Dev("mlx5_0", {{"dce_tcp_g", 512}});
+  set.mutable_devices(0)->set_np_enable_mask(0x08);
+  *set.add_devices() = Dev("mlx5_1", {{"dce_tcp_rtt", 50}});
+  set.mutable_devices(1)->set_np_enable_mask(0x0f);
+  absl::StatusOr<ApplyResult> r = applier_.Apply(set);
+  ASSERT_EQ(r.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(r.status().message(), HasSubstr("mlx5_1: np_enable_mask=15 (priority 6)"));
+  EXPECT_THAT(r.status().message(), HasSubstr(io_.fail_path));
+  EXPECT_THAT(r.status().message(), HasSubstr("Permission denied"));
+  EXPECT_THAT(r.status().message(), HasSubstr("previous values restored"));
+  EXPECT_EQ(TreeContents(NetDir()), before);
+}
+
 // A real filesystem failure: an immutable file refuses writes even to root.
 TEST_F(ApplierTest, RealEpermInTheMiddleRestoresEveryDevice) {
   const std::string path = Np("ens1f1np1", "cnp_dscp");

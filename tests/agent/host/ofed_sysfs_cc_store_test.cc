@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "agent/host/cc_params.h"
 #include "gmock/gmock.h"
@@ -75,6 +76,28 @@ TEST_F(OfedSysfsCcStoreTest, WritesPerPriorityEnable) {
   EXPECT_EQ(p->rp_enable_mask(), 0x28u);
   EXPECT_EQ(p->np_enable_mask(), 0x08u);
   EXPECT_EQ(store_.Write("mlx5_1", kRpEnableMask, 256).code(), absl::StatusCode::kInvalidArgument);
+}
+
+class RecordingIo : public ParamFileIo {
+ public:
+  absl::StatusOr<std::string> Read(const std::string& path) override {
+    return ParamFileIo::Real()->Read(path);
+  }
+  absl::Status Write(const std::string& path, const std::string& data) override {
+    writes.push_back(path);
+    return ParamFileIo::Real()->Write(path, data);
+  }
+  std::vector<std::string> writes;
+};
+
+TEST_F(OfedSysfsCcStoreTest, MaskWritesOnlyChangedPriorities) {
+  RecordingIo io;
+  OfedSysfsCcStore store(tree_.sys(), &io);
+  ASSERT_TRUE(store.Write("mlx5_0", kNpEnableMask, 0xff).ok());
+  EXPECT_TRUE(io.writes.empty());
+  ASSERT_TRUE(store.Write("mlx5_0", kNpEnableMask, 0xfe).ok());
+  EXPECT_THAT(io.writes, ::testing::ElementsAre(Np("ens1f0np0", "enable/0")));
+  EXPECT_EQ(store.Read("mlx5_0")->np_enable_mask(), 0xfeu);
 }
 
 TEST_F(OfedSysfsCcStoreTest, RefusesParametersTheLayoutLacks) {
