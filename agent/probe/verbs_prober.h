@@ -49,6 +49,8 @@ class VerbsProber : public Prober {
   std::string gid() const { return gid_; }
   uint32_t qpn() const { return qpn_; }
   std::string clock_name() const { return clock_name_; }
+  // Stops probing and joins the threads. May wait for an address resolution in
+  // progress (bounded by the kernel's resolution timeout). Idempotent.
   void Stop();
 
  private:

@@ -82,6 +82,7 @@ start=$(date +%s)
 }
 echo "guests ran in $(( $(date +%s) - start )) s; prober guest log:"
 grep -v "level=" "$OUT/b.log" || true
+echo "prober log while rxe0 was removed:"; cat "$OUT/phase2.err" 2>/dev/null || true
 
 python3 - "$OUT" <<'PY'
 import json, sys
