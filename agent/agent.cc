@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <optional>
 #include <thread>
@@ -81,7 +82,16 @@ AgentStats Agent::stats() const {
 
 absl::Status Agent::InitParameters() {
   if (options_.state_dir.empty()) {
-    return absl::InvalidArgumentError("agent: state_dir is required (last-known-good journal)");
+    // Embedded agents (the fabric simulator) need no persistence across runs: a
+    // private temp dir holds the journal for this process's lifetime.
+    std::string tmpl = absl::StrCat("/tmp/rocetune-agent-", options_.host_id, "-XXXXXX");
+    std::vector<char> buf(tmpl.begin(), tmpl.end());
+    buf.push_back('\0');
+    if (mkdtemp(buf.data()) == nullptr) {
+      return absl::InternalError(absl::StrCat("agent: cannot create a state dir from ", tmpl));
+    }
+    options_.state_dir = buf.data();
+    LogDebug("no state_dir given; journaling in a temp dir", {{"dir", options_.state_dir}});
   }
   absl::StatusOr<std::vector<v1::NicDevice>> devices = seams_.discovery->Discover();
   if (!devices.ok()) return devices.status();

@@ -45,7 +45,7 @@ struct AgentOptions {
   std::string controller = "127.0.0.1:7070";
   std::vector<std::pair<std::string, std::string>> labels;
   absl::Duration sample_interval = absl::Seconds(1);
-  // Where the last-known-good parameter set is journaled. Required.
+  // Where the last-known-good parameter set is journaled; "" = a private temp dir.
   std::string state_dir;
   LocalGuardOptions guard;
   // Where this host's probe responders listen, advertised in Hello.
