@@ -50,10 +50,14 @@ std::string PfcText(const v1::PfcSettings& p) {
 bool PfcMatches(const v1::PfcSettings& want, const v1::PfcSettings& have) {
   if (want.enable_mask() != have.enable_mask()) return false;
   if (want.has_delay() && want.delay() != have.delay()) return false;
-  if (want.has_prevention_timeout_ms() &&
-      (!have.has_prevention_timeout_ms() ||
-       want.prevention_timeout_ms() != have.prevention_timeout_ms())) {
-    return false;
+  if (want.has_prevention_timeout_ms()) {
+    if (!have.has_prevention_timeout_ms()) return false;
+    // mlx5 turns "auto" into its critical timeout, and reports that back.
+    const bool auto_applied = want.prevention_timeout_ms() == kPfcPreventionAuto &&
+                              have.prevention_timeout_ms() == kPfcPreventionAutoMs;
+    if (want.prevention_timeout_ms() != have.prevention_timeout_ms() && !auto_applied) {
+      return false;
+    }
   }
   return true;
 }

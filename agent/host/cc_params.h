@@ -35,7 +35,8 @@ inline constexpr char kNpEnableMask[] = "np_enable_mask";
 
 // Hard limits of PfcSettings fields.
 inline constexpr int64_t kPfcDelayMax = 65535;        // ieee_pfc.delay is a u16
-inline constexpr int64_t kPfcPreventionAuto = 65535;  // "auto" (mlx5: 100 ms)
+inline constexpr int64_t kPfcPreventionAuto = 65535;  // "auto"
+inline constexpr int64_t kPfcPreventionAutoMs = 100;  // what mlx5 sets (and reports) for "auto"
 inline constexpr int64_t kPfcPreventionMinMs = 80;    // mlx5 MLX5E_PFC_PREVEN_TOUT_MIN_MSEC
 inline constexpr int64_t kPfcPreventionMaxMs = 8000;  // mlx5 MLX5E_PFC_PREVEN_TOUT_MAX_MSEC
 

@@ -395,6 +395,23 @@ TEST_F(ApplierTest, PfcOnNetdevWithoutDcbWritesNothing) {
   EXPECT_EQ(TreeContents(NetDir()), before);
 }
 
+TEST_F(ApplierTest, PreventionTimeoutAutoReadsBackAsTheMlx5CriticalTimeout) {
+  v1::ParameterSet set;
+  v1::DeviceParameters* d = set.add_devices();
+  d->set_device("mlx5_0");
+  d->mutable_pfc()->set_enable_mask(0x00);
+  d->mutable_pfc()->set_prevention_timeout_ms(65535);
+  pfc_.auto_reads_as = 100;
+  absl::StatusOr<ApplyResult> r = applier_.Apply(set);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->applied.devices(0).pfc().prevention_timeout_ms(), 100u);
+  EXPECT_TRUE(r->disruptive.empty());  // the enable mask did not change
+  d->mutable_pfc()->set_prevention_timeout_ms(500);
+  r = applier_.Apply(set);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(pfc_.states["ens1f0np0"].prevention_timeout_ms, 500);
+}
+
 TEST_F(ApplierTest, ReadCurrentCoversEveryTarget) {
   std::vector<std::string> errors;
   v1::ParameterSet cur = applier_.ReadCurrent(&errors);

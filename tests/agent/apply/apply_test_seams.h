@@ -69,13 +69,16 @@ class FakePfcConfig : public PfcConfig {
     it->second.enable_mask = static_cast<uint8_t>(s.enable_mask());
     if (s.has_delay()) it->second.delay = static_cast<uint16_t>(s.delay());
     if (s.has_prevention_timeout_ms()) {
-      it->second.prevention_timeout_ms = static_cast<uint16_t>(s.prevention_timeout_ms());
+      uint16_t v = static_cast<uint16_t>(s.prevention_timeout_ms());
+      if (v == 0xffff && auto_reads_as != 0) v = auto_reads_as;
+      it->second.prevention_timeout_ms = v;
     }
     return absl::OkStatus();
   }
 
   std::map<std::string, PfcState> states;
   std::string fail_netdev;
+  uint16_t auto_reads_as = 0;  // non-zero: a written 0xffff ("auto") reads back as this
 
  private:
   std::vector<std::string>* log_;
