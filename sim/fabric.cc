@@ -408,6 +408,8 @@ int Fabric::StartFlow(FlowKind kind, int group, int src, int dst, double bytes, 
     *f.rp = ReactionPoint(hs.rp, host_gbps_ * 1000);
   }
   f.fct_us = -1;
+  f.want = std::min(f.size, host_gbps_ * static_cast<double>(step_ns_) / 8.0);
+  hosts_[src].demand[prio] += f.want;
   active_.push_back(slot);
   ++flows_started_;
   return slot;
@@ -643,28 +645,26 @@ void Fabric::MoveBytes() {
     }
   }
   ComputeService();
-  // NIC demand.
-  for (HostState& hs : hosts_) hs.demand = 0;
+  // NIC: flows of one host share its link in proportion to demand; nothing
+  // is sent on a priority the ToR has paused (when the host honours PFC on it).
   const double step_bytes_per_mbps = static_cast<double>(step_ns_) / 8000.0;
-  for (int slot : active_) {
-    Flow& f = flows_[slot];
-    f.want = 0;
-    HostState& hs = hosts_[f.src];
-    if ((links_[hs.up].paused >> f.prio & 1) && (hs.pfc_mask >> f.prio & 1)) continue;
-    const double rate = f.dcqcn ? f.rp->rate_mbps() : host_gbps_ * 1000;
-    f.want = std::max(0.0, std::min(rate * step_bytes_per_mbps, f.size - f.sent));
-    hs.demand += f.want;
-  }
   for (HostState& hs : hosts_) {
+    const uint8_t blocked = links_[hs.up].paused & hs.pfc_mask;
+    double d = 0;
+    for (int p : used_prios_) {
+      if (!(blocked >> p & 1)) d += hs.demand[p];
+    }
     const double cap = links_[hs.up].bytes_per_step;
-    hs.scale = hs.demand > cap ? cap / hs.demand : 1.0;
+    hs.scale = d > cap ? cap / d : 1.0;
   }
-  // Departures.
-  for (int slot : active_) {
+  // Departures, then the notification and reaction points.
+  for (size_t i = active_.size(); i-- > 0;) {
+    const int slot = active_[i];
     Flow& f = flows_[slot];
     const int p = f.prio;
     HostState& hs = hosts_[f.src];
-    double x = f.want * hs.scale;
+    const bool blocked = (links_[hs.up].paused & hs.pfc_mask) >> p & 1;
+    double x = blocked ? 0.0 : f.want * hs.scale;
     f.sent += x;
     hs.tx_bytes += x;
     if (f.dcqcn && x > 0) {
@@ -725,27 +725,32 @@ void Fabric::MoveBytes() {
         }
       }
     }
-  }
-}
-
-void Fabric::RunNotificationAndReaction() {
-  for (size_t i = active_.size(); i-- > 0;) {
-    const int slot = active_[i];
-    Flow& f = flows_[slot];
-    while (f.cnp_count > 0 && f.cnp_at[f.cnp_head] <= now_ns_) {
-      if (f.dcqcn) f.rp->OnCnp(f.cnp_at[f.cnp_head]);
-      hosts_[f.src].cnp_handled += 1;
-      cnp_handled_ += 1;
-      f.cnp_head = (f.cnp_head + 1) % kCnpRing;
-      --f.cnp_count;
-    }
-    if (f.dcqcn) f.rp->AdvanceTo(now_ns_);
-    if (f.size - f.delivered < 0.5) {
+    if (React(f)) {
       active_[i] = active_.back();
       active_.pop_back();
       FinishFlow(slot);
+      continue;
     }
+    const double rate = f.dcqcn ? f.rp->rate_mbps() : host_gbps_ * 1000;
+    f.want = std::max(0.0, std::min(rate * step_bytes_per_mbps, f.size - f.sent));
+    hs.next_demand[p] += f.want;
   }
+  for (HostState& hs : hosts_) {
+    hs.demand = hs.next_demand;
+    hs.next_demand.fill(0.0);
+  }
+}
+
+bool Fabric::React(Flow& f) {
+  while (f.cnp_count > 0 && f.cnp_at[f.cnp_head] <= now_ns_) {
+    if (f.dcqcn) f.rp->OnCnp(f.cnp_at[f.cnp_head]);
+    hosts_[f.src].cnp_handled += 1;
+    cnp_handled_ += 1;
+    f.cnp_head = (f.cnp_head + 1) % kCnpRing;
+    --f.cnp_count;
+  }
+  if (f.dcqcn) f.rp->AdvanceTo(now_ns_);
+  return f.size - f.delivered < 0.5;
 }
 
 void Fabric::UpdatePfc() {
@@ -869,7 +874,6 @@ void Fabric::Step() {
   if (steps_ % sync_every_steps_ == 0) Sync();
   Generate();
   MoveBytes();
-  RunNotificationAndReaction();
   UpdatePfc();
   RunProbes();
   Sample();

@@ -78,6 +78,8 @@ class Fabric {
   // -1 when no host has that name.
   int HostIndex(const std::string& name) const;
   double host_link_gbps() const { return host_gbps_; }
+  // Index of the ToR the host hangs under.
+  int HostTor(int host) const { return hosts_[host].tor; }
   HostCounters Counters(int host) const;
   std::map<std::string, int64_t> HostDcqcn(int host) const;
   absl::Status SetHostDcqcn(int host, const std::string& name, int64_t value);
@@ -169,7 +171,10 @@ class Fabric {
     // Fabric-thread counters.
     double tx_bytes = 0, rx_bytes = 0, cnp_sent = 0, cnp_handled = 0, marked = 0;
     std::array<double, 8> rx_pause_frames{}, rx_pause_ns{};
-    double demand = 0, scale = 1;
+    // NIC demand per priority of the current step (filled by the previous
+    // step and by flows started this step) and of the next step.
+    std::array<double, 8> demand{}, next_demand{};
+    double scale = 1;  // share of its demand the NIC sends this step
     // Probing (fabric thread copy of the plan).
     std::vector<int> probe_peers;
     std::vector<int> probe_cls;
@@ -214,7 +219,8 @@ class Fabric {
   void StartAllReduceStep();
   void ComputeService();
   void MoveBytes();
-  void RunNotificationAndReaction();
+  // Delivers due CNPs, runs the reaction point; returns true when the flow completed.
+  bool React(Flow& f);
   void UpdatePfc();
   void RunProbes();
   void SendProbe(int host, int peer, int cls, int prio, double bytes);

@@ -1,8 +1,12 @@
 // rocetune-fabricsim: runs a simulated RoCE fabric scenario and prints a JSON
 // summary; with --agents, one in-process rocetune agent per simulated host
 // talks to a controller over gRPC while the fabric runs.
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -39,6 +43,9 @@ ABSL_FLAG(double, pace, 0,
 ABSL_FLAG(absl::Duration, duration, absl::ZeroDuration(),
           "Simulated time to run; overrides the scenario's duration_ms when non-zero.");
 ABSL_FLAG(absl::Duration, sample_interval, absl::Seconds(1), "Agents' report interval (--agents).");
+ABSL_FLAG(std::string, state_dir, "",
+          "Base directory for the agents' state (--agents); each agent uses <dir>/<host>. "
+          "Empty = a new temporary directory.");
 ABSL_FLAG(std::string, labels, "",
           "Extra labels k=v,... for every agent (--agents); each agent "
           "also gets tor=<index>.");
@@ -82,6 +89,15 @@ int RunAgents(Fabric* fabric) {
     std::fprintf(stderr, "--labels: %s\n", std::string(s.message()).c_str());
     return 1;
   }
+  std::string state_base = absl::GetFlag(FLAGS_state_dir);
+  if (state_base.empty()) {
+    char tmpl[] = "/tmp/rocetune-fabricsim-XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) {
+      std::fprintf(stderr, "cannot create a state directory: %s\n", std::strerror(errno));
+      return 1;
+    }
+    state_base = tmpl;
+  }
   std::vector<std::unique_ptr<SimHost>> hosts;
   std::vector<std::unique_ptr<Agent>> agents;
   for (int h = 0; h < fabric->host_count(); ++h) {
@@ -92,7 +108,13 @@ int RunAgents(Fabric* fabric) {
     opt.controller = absl::GetFlag(FLAGS_controller);
     opt.labels = extra;
     opt.labels.emplace_back("sim", "1");
+    opt.labels.emplace_back("tor", absl::StrCat(fabric->HostTor(h)));
     opt.sample_interval = absl::GetFlag(FLAGS_sample_interval);
+    opt.state_dir = absl::StrCat(state_base, "/", opt.host_id);
+    if (mkdir(opt.state_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+      std::fprintf(stderr, "cannot create %s: %s\n", opt.state_dir.c_str(), std::strerror(errno));
+      return 1;
+    }
     HostSeams seams;
     seams.discovery = host->discovery();
     seams.counters = host->counters();
