@@ -22,6 +22,8 @@ namespace {
 constexpr absl::Duration kMaxWait = absl::Milliseconds(20);
 constexpr absl::Duration kResolveRetry = absl::Seconds(1);
 constexpr uint32_t kMaxQpn = 0xFFFFFF;
+// How long Stop() waits for an address resolution in progress.
+constexpr absl::Duration kResolverJoinWait = absl::Seconds(2);
 
 }  // namespace
 
@@ -36,7 +38,7 @@ absl::StatusOr<std::unique_ptr<VerbsProber>> VerbsProber::Create(const Options& 
   if (seed == 0)
     seed = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
   std::unique_ptr<VerbsProber> p(new VerbsProber(*std::move(ep), seed, stop_fd));
-  p->resolver_ = std::thread([raw = p.get()] { raw->ResolverLoop(); });
+  p->resolver_thread_ = std::thread(&VerbsProber::ResolverLoop, p->resolver_);
   p->thread_ = std::thread([raw = p.get()] { raw->Loop(); });
   return p;
 }
@@ -49,7 +51,10 @@ VerbsProber::VerbsProber(std::unique_ptr<VerbsEndpoint> ep, uint64_t seed, int s
       gid_(ep_->gid()),
       qpn_(ep_->qpn()),
       clock_name_(ep_->clock_name()),
-      tracker_("verbs", ep_->clock_name()) {}
+      tracker_("verbs", ep_->clock_name()),
+      resolver_(std::make_shared<Resolver>()) {
+  resolver_->ep = ep_;
+}
 
 VerbsProber::~VerbsProber() {
   Stop();
@@ -64,39 +69,56 @@ void VerbsProber::Stop() {
     LogWarning("verbs prober: cannot signal stop", {{"error", strerror(errno)}});
   }
   if (thread_.joinable()) thread_.join();
+  bool busy;
   {
-    absl::MutexLock l(&resolve_mu_);
-    resolver_stop_ = true;
+    absl::MutexLock l(&resolver_->mu);
+    resolver_->stop = true;
+    auto idle = [r = resolver_.get()]() ABSL_SHARED_LOCKS_REQUIRED(r->mu) { return !r->busy; };
+    busy = !resolver_->mu.AwaitWithTimeout(absl::Condition(&idle), kResolverJoinWait);
+    for (const ResolveResult& r : resolver_->results) {
+      if (r.ah != nullptr) ep_->DestroyAh(r.ah);
+    }
+    resolver_->results.clear();
   }
-  if (resolver_.joinable()) resolver_.join();
-  absl::MutexLock l(&resolve_mu_);
-  for (const ResolveResult& r : results_) {
-    if (r.ah != nullptr) ep_->DestroyAh(r.ah);
+  if (!resolver_thread_.joinable()) return;
+  if (busy) {
+    LogWarning("verbs prober: address resolution still blocked in the kernel; leaving it to finish",
+               {{"device", ep_->device()}});
+    resolver_thread_.detach();
+  } else {
+    resolver_thread_.join();
   }
-  results_.clear();
 }
 
-void VerbsProber::ResolverLoop() {
+void VerbsProber::ResolverLoop(std::shared_ptr<Resolver> r) {
+  auto has_work = [r = r.get()]()
+                      ABSL_SHARED_LOCKS_REQUIRED(r->mu) { return r->stop || !r->jobs.empty(); };
   for (;;) {
     ResolveJob job;
     {
-      absl::MutexLock l(&resolve_mu_);
-      resolve_mu_.Await(absl::Condition(this, &VerbsProber::ResolverHasWork));
-      if (resolver_stop_) return;
-      job = jobs_.front();
-      jobs_.pop_front();
+      absl::MutexLock l(&r->mu);
+      r->mu.Await(absl::Condition(&has_work));
+      if (r->stop) return;
+      job = r->jobs.front();
+      r->jobs.pop_front();
+      r->busy = true;
     }
-    absl::StatusOr<ibv_ah*> ah = ep_->CreateAh(job.gid, job.traffic_class);
-    ResolveResult r;
-    r.generation = job.generation;
-    r.peer = job.peer;
+    absl::StatusOr<ibv_ah*> ah = r->ep->CreateAh(job.gid, job.traffic_class);
+    ResolveResult res;
+    res.generation = job.generation;
+    res.peer = job.peer;
     if (ah.ok()) {
-      r.ah = *ah;
+      res.ah = *ah;
     } else {
-      r.error = std::string(ah.status().message());
+      res.error = std::string(ah.status().message());
     }
-    absl::MutexLock l(&resolve_mu_);
-    results_.push_back(std::move(r));
+    absl::MutexLock l(&r->mu);
+    r->busy = false;
+    if (r->stop) {
+      if (res.ah != nullptr) r->ep->DestroyAh(res.ah);
+      return;
+    }
+    r->results.push_back(std::move(res));
   }
 }
 
@@ -104,15 +126,15 @@ void VerbsProber::StartResolve(int peer_index, absl::Duration now) {
   Peer& peer = plan_.peers[peer_index];
   peer.resolving = true;
   peer.resolve_started = now;
-  absl::MutexLock l(&resolve_mu_);
-  jobs_.push_back(ResolveJob{generation_, peer_index, peer.gid, plan_.traffic_class});
+  absl::MutexLock l(&resolver_->mu);
+  resolver_->jobs.push_back(ResolveJob{generation_, peer_index, peer.gid, plan_.traffic_class});
 }
 
 void VerbsProber::TakeResolved(absl::Duration now) {
   std::vector<ResolveResult> results;
   {
-    absl::MutexLock l(&resolve_mu_);
-    results.swap(results_);
+    absl::MutexLock l(&resolver_->mu);
+    results.swap(resolver_->results);
   }
   for (const ResolveResult& r : results) {
     if (r.generation != generation_ || r.peer < 0 ||

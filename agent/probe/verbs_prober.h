@@ -88,17 +88,24 @@ class VerbsProber : public Prober {
 
   VerbsProber(std::unique_ptr<VerbsEndpoint> ep, uint64_t seed, int stop_fd);
   void Loop();
-  // Address resolution can block (ARP / ND), so it runs on its own thread.
-  void ResolverLoop();
-  bool ResolverHasWork() const ABSL_SHARED_LOCKS_REQUIRED(resolve_mu_) {
-    return resolver_stop_ || !jobs_.empty();
-  }
+  // Address resolution can block (ARP / ND), so it runs on its own thread, which
+  // shares only this state (and the endpoint) with the prober: a resolver stuck
+  // in the kernel at Stop() is left to finish on its own.
+  struct Resolver {
+    absl::Mutex mu;
+    std::deque<ResolveJob> jobs ABSL_GUARDED_BY(mu);
+    std::vector<ResolveResult> results ABSL_GUARDED_BY(mu);
+    bool stop ABSL_GUARDED_BY(mu) = false;
+    bool busy ABSL_GUARDED_BY(mu) = false;  // inside CreateAh
+    std::shared_ptr<VerbsEndpoint> ep;
+  };
+  static void ResolverLoop(std::shared_ptr<Resolver> r);
   void StartResolve(int peer_index, absl::Duration now);
   void TakeResolved(absl::Duration now);
   void SendDue(absl::Duration now);
   void OnCompletion(const VerbsEndpoint::Completion& c);
 
-  std::unique_ptr<VerbsEndpoint> ep_;
+  std::shared_ptr<VerbsEndpoint> ep_;
   const uint64_t session_;
   uint64_t seed_;
   const int stop_fd_;
@@ -108,11 +115,8 @@ class VerbsProber : public Prober {
   ProbeTracker tracker_;
   absl::Mutex mu_;
   std::optional<Plan> next_plan_ ABSL_GUARDED_BY(mu_);
-  absl::Mutex resolve_mu_;
-  std::deque<ResolveJob> jobs_ ABSL_GUARDED_BY(resolve_mu_);
-  std::vector<ResolveResult> results_ ABSL_GUARDED_BY(resolve_mu_);
-  bool resolver_stop_ ABSL_GUARDED_BY(resolve_mu_) = false;
-  std::thread resolver_;
+  std::shared_ptr<Resolver> resolver_;
+  std::thread resolver_thread_;
   // Owned by the loop thread.
   Plan plan_;
   uint64_t generation_ = 0;
