@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -90,6 +91,14 @@ int RunAgents(Fabric* fabric) {
     return 1;
   }
   std::string state_base = absl::GetFlag(FLAGS_state_dir);
+  std::string temp_dir;  // removed on return when this run created it
+  struct RemoveDir {
+    std::string* dir;
+    ~RemoveDir() {
+      std::error_code ec;
+      if (!dir->empty()) std::filesystem::remove_all(*dir, ec);
+    }
+  } remove_temp{&temp_dir};
   if (state_base.empty()) {
     char tmpl[] = "/tmp/rocetune-fabricsim-XXXXXX";
     if (mkdtemp(tmpl) == nullptr) {
@@ -97,6 +106,7 @@ int RunAgents(Fabric* fabric) {
       return 1;
     }
     state_base = tmpl;
+    temp_dir = tmpl;
   }
   std::vector<std::unique_ptr<SimHost>> hosts;
   std::vector<std::unique_ptr<Agent>> agents;
