@@ -17,6 +17,12 @@ absl::Status Invalid(const std::string& field, const std::string& why) {
   return absl::InvalidArgumentError(absl::StrCat("scenario: ", field, ": ", why));
 }
 
+// Microseconds to nanoseconds, saturating (scenario times are untrusted doubles).
+int64_t UsToNs(double us) {
+  if (!(us > 0)) return 0;
+  return us >= 4e15 ? int64_t{4000000000000000000} : static_cast<int64_t>(us * 1000);
+}
+
 int PrioOr3(uint32_t p) { return p == 0 ? 3 : static_cast<int>(p); }
 
 double Percentile(std::vector<double> v, double q) {
@@ -100,7 +106,10 @@ absl::Status Fabric::Init() {
   if (s.step_ns() < 0) return Invalid("step_ns", "must be >= 0");
   step_ns_ = s.step_ns() > 0 ? static_cast<int64_t>(std::llround(s.step_ns())) : 1000;
   if (step_ns_ < 10) return Invalid("step_ns", "must be at least 10 ns");
-  if (!(s.duration_ms() > 0)) return Invalid("duration_ms", "must be > 0");
+  if (!(s.duration_ms() > 0) || s.duration_ms() > 1e9) {
+    return Invalid("duration_ms", "must be in (0, 1e9]");
+  }
+  if (s.step_ns() > 1e6) return Invalid("step_ns", "must be at most 1e6 ns");
   if (s.warmup_ms() < 0 || s.warmup_ms() >= s.duration_ms()) {
     return Invalid("warmup_ms", "must be in [0, duration_ms)");
   }
@@ -127,7 +136,12 @@ absl::Status Fabric::Init() {
                              : (num_spines_ > 0 ? host_gbps_ * per_tor / num_spines_ : host_gbps_);
   switch_buffer_ = t.switch_buffer_bytes() > 0 ? static_cast<double>(t.switch_buffer_bytes())
                                                : 32.0 * 1024 * 1024;
-  if (s.stats_interval_us() < 0) return Invalid("stats_interval_us", "must be >= 0");
+  if (s.stats_interval_us() < 0 || s.stats_interval_us() > 1e9) {
+    return Invalid("stats_interval_us", "must be in [0, 1e9]");
+  }
+  if (t.link_delay_ns() < 0 || t.link_delay_ns() > 1e7) {
+    return Invalid("topology.link_delay_ns", "must be in [0, 1e7]");
+  }
   const double stats_ns = s.stats_interval_us() > 0 ? s.stats_interval_us() * 1000 : 10000;
   stats_every_steps_ = std::max<int64_t>(1, std::llround(stats_ns / step_ns_));
   sync_every_steps_ = std::max<int64_t>(1, 100000 / step_ns_);
@@ -164,7 +178,9 @@ absl::Status Fabric::Init() {
   if (pfc.priority_mask() > 255) return Invalid("pfc.priority_mask", "must be in [0, 255]");
   pfc_prio_mask_ = pfc.priority_mask() == 0 ? 0xff : static_cast<uint8_t>(pfc.priority_mask());
   if (pfc.dynamic_alpha() < 0) return Invalid("pfc.dynamic_alpha", "must be >= 0");
-  if (pfc.refresh_us() < 0) return Invalid("pfc.refresh_us", "must be >= 0");
+  if (pfc.refresh_us() < 0 || pfc.refresh_us() > 1e9) {
+    return Invalid("pfc.refresh_us", "must be in [0, 1e9]");
+  }
   xoff_static_ = static_cast<double>(pfc.xoff_bytes());
   pfc_alpha_ = pfc.dynamic_alpha() > 0 ? pfc.dynamic_alpha() : 0.125;
   xon_hyst_ =
@@ -174,7 +190,7 @@ absl::Status Fabric::Init() {
   headroom_ = pfc.headroom_bytes() > 0
                   ? static_cast<double>(pfc.headroom_bytes())
                   : (2.0 * delay_steps + 2.0) * fastest * static_cast<double>(step_ns_) + 2 * mtu_;
-  refresh_ns_ = pfc.refresh_us() > 0 ? static_cast<int64_t>(pfc.refresh_us() * 1000)
+  refresh_ns_ = pfc.refresh_us() > 0 ? UsToNs(pfc.refresh_us())
                                      : static_cast<int64_t>(65535.0 * 512.0 / host_gbps_ / 2.0);
   refresh_ns_ = std::max<int64_t>(refresh_ns_, step_ns_);
 
@@ -230,7 +246,7 @@ absl::Status Fabric::Init() {
     }
     if (auto st = check_prio(f + ".priority", in.priority()); !st.ok()) return st;
     used |= 1 << PrioOr3(in.priority());
-    incast_next_ns_.push_back(static_cast<int64_t>(in.start_us() * 1000));
+    incast_next_ns_.push_back(UsToNs(in.start_us()));
     incast_done_.push_back(0);
   }
   if (w.has_allreduce()) {
@@ -251,7 +267,7 @@ absl::Status Fabric::Init() {
       if (ar.gap_us() < 0) return Invalid("workload.allreduce.gap_us", "must be >= 0");
       if (auto st = check_prio("workload.allreduce.priority", ar.priority()); !st.ok()) return st;
       used |= 1 << PrioOr3(ar.priority());
-      ar_next_ns_ = static_cast<int64_t>(ar.start_us() * 1000);
+      ar_next_ns_ = UsToNs(ar.start_us());
     }
   }
   if (w.has_background() && w.background().load() != 0) {
@@ -272,12 +288,14 @@ absl::Status Fabric::Init() {
     bg_mean_gap_ns_ = bg_cdf_->MeanBytes() * 8.0 / (host_gbps_ * bg.load());
     std::exponential_distribution<double> gap(1.0 / bg_mean_gap_ns_);
     for (size_t i = 0; i < bg_hosts_.size(); ++i) {
-      bg_next_ns_.push_back(static_cast<int64_t>(bg.start_us() * 1000 + gap(rng_)));
+      bg_next_ns_.push_back(UsToNs(bg.start_us() + gap(rng_) / 1000));
     }
   }
   // Probes (standalone plan: every probing host round-robins over its targets).
   const v1::ProbeSettings& pr = s.probe();
-  if (pr.interval_us() < 0) return Invalid("probe.interval_us", "must be >= 0");
+  if (pr.interval_us() < 0 || pr.interval_us() > 1e9) {
+    return Invalid("probe.interval_us", "must be in [0, 1e9]");
+  }
   if (auto st = check_prio("probe.priority", pr.priority()); !st.ok()) return st;
   used |= 1 << PrioOr3(pr.priority());
   for (uint32_t h : pr.hosts()) {
@@ -462,7 +480,7 @@ void Fabric::FinishFlow(int slot) {
         ++ar_steps_done_;
         const auto& ar = scenario_.workload().allreduce();
         if (ar.steps() == 0 || ar_steps_done_ < ar.steps()) {
-          ar_next_ns_ = done_ns + static_cast<int64_t>(ar.gap_us() * 1000);
+          ar_next_ns_ = done_ns + UsToNs(ar.gap_us());
         }
       }
       break;
@@ -489,7 +507,7 @@ void Fabric::Generate() {
   while (next_long_ < long_order_.size()) {
     const int i = long_order_[next_long_];
     const auto& lf = w.long_flows(i);
-    if (static_cast<int64_t>(lf.start_us() * 1000) >= horizon) break;
+    if (UsToNs(lf.start_us()) >= horizon) break;
     long_flow_slot_[i] =
         StartFlow(FlowKind::kLong, i, static_cast<int>(lf.src()), static_cast<int>(lf.dst()),
                   static_cast<double>(lf.bytes()), PrioOr3(lf.priority()));
@@ -516,7 +534,7 @@ void Fabric::Generate() {
     }
     ++incast_done_[i];
     if (in.period_us() > 0 && (in.repeats() == 0 || incast_done_[i] < in.repeats())) {
-      incast_next_ns_[i] += static_cast<int64_t>(in.period_us() * 1000);
+      incast_next_ns_[i] += UsToNs(in.period_us());
     } else {
       incast_next_ns_[i] = -1;
     }
@@ -982,8 +1000,10 @@ absl::Status Fabric::SetHostPfcMask(int host, uint8_t mask) {
 }
 
 absl::Status Fabric::SetProbePlan(int host, const v1::ProbePlan& plan) {
-  if (plan.peers_size() > 0 && !(plan.probes_per_second() > 0)) {
-    return absl::InvalidArgumentError("probe plan: probes_per_second must be > 0");
+  if (plan.peers_size() > 0 &&
+      !(plan.probes_per_second() >= 0.001 && plan.probes_per_second() <= 1e7)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "probe plan: probes_per_second=", plan.probes_per_second(), " outside [0.001, 1e7]"));
   }
   for (int i = 0; i < plan.peers_size(); ++i) {
     const int peer = HostIndex(plan.peers(i).host_id());
