@@ -7,6 +7,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "daemon/init.h"
@@ -41,7 +42,10 @@ constexpr char kUsage[] =
     "  change ID           one change with its transitions and verdict\n"
     "  approve ID          approve a proposed change (--reason)\n"
     "  reject ID           reject a proposed change (--reason)\n"
-    "  rollback ID         roll a change back (--reason)\n";
+    "  rollback ID         roll a change back (--reason)\n"
+    "  push HOST_ID DEVICE NAME=VALUE...\n"
+    "                      set one host's desired DCQCN parameters directly (no canary; for\n"
+    "                      lab use and break-glass; --reason is audited)\n";
 
 bool Json() { return absl::GetFlag(FLAGS_output) == "json"; }
 
@@ -288,6 +292,43 @@ int ChangeCmd(rv1::AdminService::Stub& stub, const std::string& cmd, const std::
   return 0;
 }
 
+int Push(rv1::AdminService::Stub& stub, const std::vector<std::string>& args) {
+  // args: push HOST_ID DEVICE NAME=VALUE...
+  rv1::SetDesiredStateRequest req;
+  req.set_host_id(args[2]);
+  req.set_reason(absl::GetFlag(FLAGS_reason));
+  rv1::DeviceParameters* dev = req.mutable_parameters()->add_devices();
+  dev->set_device(args[3]);
+  for (size_t i = 4; i < args.size(); ++i) {
+    size_t eq = args[i].find('=');
+    int64_t value = 0;
+    if (eq == std::string::npos || eq == 0 ||
+        !absl::SimpleAtoi(absl::string_view(args[i]).substr(eq + 1), &value)) {
+      std::fprintf(stderr, "rocetunectl: push: \"%s\": want NAME=INTEGER\n", args[i].c_str());
+      return 2;
+    }
+    std::string name = args[i].substr(0, eq);
+    if (name == "rp_enable_mask") {
+      dev->set_rp_enable_mask(static_cast<uint32_t>(value));
+    } else if (name == "np_enable_mask") {
+      dev->set_np_enable_mask(static_cast<uint32_t>(value));
+    } else {
+      (*dev->mutable_dcqcn())[name] = value;
+    }
+  }
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  rv1::SetDesiredStateResponse resp;
+  grpc::Status s = stub.SetDesiredState(&ctx, req, &resp);
+  if (!s.ok()) return Fail(s);
+  if (Json()) {
+    PrintJson(resp);
+    return 0;
+  }
+  std::printf("desired state %s queued for %s\n", resp.version().c_str(), args[2].c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -322,6 +363,13 @@ int main(int argc, char** argv) {
   if (cmd == "changes") return Changes(*stub);
   if (cmd == "change" || cmd == "approve" || cmd == "reject" || cmd == "rollback") {
     return need_arg("a change ID") ? ChangeCmd(*stub, cmd, args[2]) : 2;
+  }
+  if (cmd == "push") {
+    if (args.size() < 5) {
+      std::fprintf(stderr, "rocetunectl: push needs HOST_ID DEVICE NAME=VALUE...\n");
+      return 2;
+    }
+    return Push(*stub, args);
   }
   std::fprintf(stderr, "rocetunectl: unknown command \"%s\" (try --help)\n", cmd.c_str());
   return 2;
