@@ -961,6 +961,7 @@ void Fabric::Sync() {
     for (size_t cls = 0; cls < hs.window.size(); ++cls) {
       if (hs.window[cls].empty() && hs.window_sent[cls] == 0) continue;
       WindowAcc& acc = sh.windows[hs.class_names[cls]];
+      // Both sketches use the default accuracy, so Merge cannot fail.
       acc.rtt.Merge(hs.window[cls]).IgnoreError();
       acc.sent += hs.window_sent[cls];
       hs.window[cls].Clear();

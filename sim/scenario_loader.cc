@@ -126,14 +126,8 @@ absl::Status ApplyOverride(const std::string& spec, Message* msg) {
       }
       if (f->cpp_type() != FieldDescriptor::CPPTYPE_MESSAGE) {
         if (!last) return Bad(path, absl::StrCat("\"", name, "\" is not a message"));
-        // Repeated scalar: set through a temporary single-field round trip.
-        std::unique_ptr<Message> tmp(cur->New());
+        // Repeated scalar (the uint32 / uint64 lists of the scenario).
         const FieldDescriptor* tf = f;
-        auto* tr = tmp->GetReflection();
-        (void)tr;
-        absl::Status s = absl::OkStatus();
-        // Parse via a scalar helper on a scratch message is not possible for
-        // repeated fields; handle the integer and floating types directly.
         switch (f->cpp_type()) {
           case FieldDescriptor::CPPTYPE_UINT32: {
             uint32_t v;
