@@ -148,11 +148,13 @@ absl::Status AgentStream::HandleMessage() {
         return absl::FailedPreconditionError(
             "Report before Hello: the first message on a stream must be a Hello");
       }
-      if (absl::Status s = telemetry_->AddReport(in_.report(), deps_.clock->Now()); !s.ok()) {
+      absl::Time now = deps_.clock->Now();
+      if (absl::Status s = telemetry_->AddReport(in_.report(), now); !s.ok()) {
         deps_.metrics->Rejected(Rejection::kBadReport);
         return s;
       }
-      deps_.metrics->ReportReceived();
+      deps_.metrics->ReportReceived(
+          absl::ToDoubleSeconds(now - absl::FromUnixNanos(in_.report().end_unix_nanos())));
       return absl::OkStatus();
     }
     case v1::AgentMessage::kAck:

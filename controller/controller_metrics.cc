@@ -26,6 +26,11 @@ constexpr const char* kQuantileLabels[] = {"0.5", "0.99", "0.999"};
 
 }  // namespace
 
+prometheus::Histogram::BucketBoundaries ReportDelayBuckets() {
+  return {0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03,
+          0.04,   0.05,    0.075,  0.1,   0.15,  0.2,   0.3,   0.5,    1,    2,     5,    10};
+}
+
 ControllerMetrics::ControllerMetrics() : registry_(std::make_shared<prometheus::Registry>()) {
   auto& r = *registry_;
   reports_received_ = &prometheus::BuildCounter()
@@ -76,6 +81,11 @@ ControllerMetrics::ControllerMetrics() : registry_(std::make_shared<prometheus::
                         .Add({}, prometheus::Histogram::BucketBoundaries{
                                      0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                                      0.05, 0.1, 0.25, 1});
+  report_delay_ = &prometheus::BuildHistogram()
+                       .Name("rocetune_controller_report_delay_seconds")
+                       .Help("Time from a report's end timestamp (agent clock) to its ingestion.")
+                       .Register(r)
+                       .Add({}, ReportDelayBuckets());
   hosts_family_ = &prometheus::BuildGauge()
                        .Name("rocetune_controller_hosts")
                        .Help("Registered hosts by state.")

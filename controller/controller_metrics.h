@@ -27,6 +27,9 @@ enum class Rejection {
   kBadMessage,     // empty or unknown message, second Hello
 };
 
+// Buckets of rocetune_controller_report_delay_seconds (also used by bench/grpc_sink).
+prometheus::Histogram::BucketBoundaries ReportDelayBuckets();
+
 // The controller's Prometheus series. Fleet-level only: no per-host labels.
 // Thread-safe.
 class ControllerMetrics {
@@ -34,9 +37,11 @@ class ControllerMetrics {
   ControllerMetrics();
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
 
-  void ReportReceived() {
+  // `delay_seconds`: ingestion time minus the report's end timestamp.
+  void ReportReceived(double delay_seconds) {
     reports_received_->Increment();
     ++reports_received_n_;
+    report_delay_->Observe(delay_seconds < 0 ? 0 : delay_seconds);
   }
   void Rejected(Rejection why);
   void OutboundDropped() { outbound_dropped_->Increment(); }
@@ -71,6 +76,7 @@ class ControllerMetrics {
   prometheus::Counter* watch_dropped_;
   prometheus::Gauge* streams_;
   prometheus::Histogram* store_latency_;
+  prometheus::Histogram* report_delay_;
   prometheus::Family<prometheus::Gauge>* hosts_family_;
   prometheus::Gauge* hosts_connected_;
   prometheus::Gauge* hosts_stale_;

@@ -1,5 +1,6 @@
 #include "controller/telemetry/telemetry_store.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -76,16 +77,27 @@ struct DecodedLatency {
   QuantileSketch host_delay;
 };
 
-absl::Status CheckName(const std::string& name, size_t max_len, absl::string_view what) {
+// `what` is built only on error: this runs for every counter of every report.
+absl::Status CheckName(const std::string& name, size_t max_len, const char* field, int index,
+                       const char* member) {
+  if (!name.empty() && name.size() <= max_len) return absl::OkStatus();
+  std::string what = absl::StrCat(field, "[", index, "].", member);
   if (name.empty()) return absl::InvalidArgumentError(absl::StrCat(what, " is empty"));
-  if (name.size() > max_len) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, " is ", name.size(), " bytes long (limit ", max_len, ")"));
-  }
-  return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, " is ", name.size(), " bytes long (limit ", max_len, ")"));
 }
 
 }  // namespace
+
+void WindowAggregate::AddCounter(int32_t id, uint64_t delta) {
+  auto it = std::lower_bound(counter_deltas.begin(), counter_deltas.end(), id,
+                             [](const auto& e, int32_t v) { return e.first < v; });
+  if (it != counter_deltas.end() && it->first == id) {
+    it->second += delta;
+  } else {
+    counter_deltas.insert(it, {id, delta});
+  }
+}
 
 absl::Status HostTelemetry::AddReport(const v1::Report& report, absl::Time received) {
   const TelemetryOptions& opt = store_->options();
@@ -106,8 +118,7 @@ absl::Status HostTelemetry::AddReport(const v1::Report& report, absl::Time recei
   }
   for (int i = 0; i < report.counters_size(); ++i) {
     const v1::CounterSample& c = report.counters(i);
-    if (absl::Status s =
-            CheckName(c.name(), opt.max_name_length, absl::StrCat("report.counters[", i, "].name"));
+    if (absl::Status s = CheckName(c.name(), opt.max_name_length, "report.counters", i, "name");
         !s.ok()) {
       return s;
     }
@@ -121,8 +132,8 @@ absl::Status HostTelemetry::AddReport(const v1::Report& report, absl::Time recei
   latency.reserve(report.latency_size());
   for (int i = 0; i < report.latency_size(); ++i) {
     const v1::LatencyWindow& w = report.latency(i);
-    if (absl::Status s = CheckName(w.peer_class(), opt.max_name_length,
-                                   absl::StrCat("report.latency[", i, "].peer_class"));
+    if (absl::Status s =
+            CheckName(w.peer_class(), opt.max_name_length, "report.latency", i, "peer_class");
         !s.ok()) {
       return s;
     }
@@ -148,7 +159,7 @@ absl::Status HostTelemetry::AddReport(const v1::Report& report, absl::Time recei
     latency.push_back({&w, *std::move(rtt), *std::move(delay)});
   }
 
-  std::vector<int32_t> ids;
+  thread_local std::vector<int32_t> ids;
   store_->names().Resolve(report, &ids);
   double interval = static_cast<double>(report.end_unix_nanos() - report.start_unix_nanos()) * 1e-9;
   int64_t index = store_->WindowIndex(received);
@@ -173,7 +184,7 @@ absl::Status HostTelemetry::AddReport(const v1::Report& report, absl::Time recei
     }
     for (int i = 0; i < report.counters_size(); ++i) {
       if (ids[i] < 0) continue;
-      w.counter_deltas[ids[i]] += report.counters(i).delta();
+      w.AddCounter(ids[i], report.counters(i).delta());
     }
     w.covered_seconds += interval;
     ++w.reports;

@@ -1,0 +1,571 @@
+// controller_load_bench: agent-stream load against rocetune-controller and,
+// in the same run, against bench/grpc_sink (a bare callback-API AgentService
+// that only counts), at several stream counts.
+//
+// Method. The orchestrator (this program) starts the server process, then a
+// load generator process (this program with --generator) that opens N Connect
+// streams on loopback, one channel (TCP connection) per stream like real agents,
+// with gRPC's callback client API. Every stream sends a Hello, then Reports with
+// 64 counters and one latency sketch whose end_unix_nanos is the send time.
+//  * flood phase: each stream keeps one write outstanding and sends the next
+//    Report as soon as the previous write completes; the sustained rate is the
+//    server's own reports-received counter (from /metrics) over the phase.
+//  * paced phase: the generator offers a fixed total rate R (default
+//    min(--paced_rate, 70% of the controller's flood rate)) spread over the
+//    streams, after the flood backlog has drained; both servers record, per Report, ingestion time
+//    minus its send timestamp in a Prometheus histogram with identical buckets; p99 is interpolated
+//    from the bucket deltas over the phase. Both processes share the clock (same host), so this is
+//    the one-way delay from the generator's send call to the server having processed the Report.
+//  * RSS: the server's VmRSS before the generator starts and at the end of the
+//    paced phase (steady state); per stream = difference / N. The RSS right
+//    after the flood phase is printed too.
+// Prints: BENCH controller_load_bench streams=N ... with ratios to the sink.
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "daemon/quantile_sketch.h"
+#include "grpcpp/grpcpp.h"
+#include "rocetune/v1/agent.grpc.pb.h"
+
+ABSL_FLAG(bool, quick, false, "Smoke mode: 1k streams, short phases.");
+ABSL_FLAG(std::string, streams, "1000,5000,10000", "Stream counts to measure.");
+ABSL_FLAG(double, seconds, 6, "Length of each measured phase.");
+ABSL_FLAG(double, paced_rate, 20000, "Upper bound of the offered load (reports/s), paced phase.");
+ABSL_FLAG(std::string, controller_bin, "", "rocetune-controller (default: next to this build).");
+ABSL_FLAG(std::string, sink_bin, "", "grpc_sink (default: next to this program).");
+// Internal: generator mode.
+ABSL_FLAG(bool, generator, false, "Run as the load generator (internal).");
+ABSL_FLAG(int, port, 0, "Generator: server port (internal).");
+ABSL_FLAG(int, n, 0, "Generator: number of streams (internal).");
+
+namespace {
+
+using rocetune::v1::AgentMessage;
+using rocetune::v1::ControllerMessage;
+using Clock = std::chrono::steady_clock;
+
+void RaiseFdLimit() {
+  rlimit rl;
+  rl.rlim_cur = rl.rlim_max = 200000;
+  if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+    getrlimit(RLIMIT_NOFILE, &rl);
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
+int64_t NowNanos() { return absl::ToUnixNanos(absl::Now()); }
+
+// ---- generator ----------------------------------------------------------------
+
+enum Mode { kIdle = 0, kFlood = 1, kPaced = 2 };
+std::atomic<int> g_mode{kIdle};
+std::atomic<int> g_connected{0};
+std::atomic<int> g_failed{0};
+std::atomic<uint64_t> g_sent{0};
+
+AgentMessage MakeReportTemplate(int i) {
+  AgentMessage m;
+  rocetune::v1::Report* r = m.mutable_report();
+  for (int c = 0; c < 64; ++c) {
+    rocetune::v1::CounterSample* s = r->add_counters();
+    s->set_device("mlx5_0");
+    s->set_port(1);
+    s->set_priority(c < 16 ? c % 8 : -1);
+    if (c == 0) {
+      s->set_name("cnp_sent");
+    } else if (c == 1) {
+      s->set_name("rx_pfc_pause_frames");
+    } else {
+      s->set_name(absl::StrCat("counter_", c));
+    }
+    s->set_delta(1000 + c + i);
+    s->set_rate_per_second(1000.0 + c);
+  }
+  rocetune::v1::LatencyWindow* w = r->add_latency();
+  w->set_peer_class("intra_tor");
+  rocetune::QuantileSketch sketch;
+  std::mt19937 rng(i);
+  std::uniform_real_distribution<double> u(std::log(5e-6), std::log(200e-6));
+  for (int k = 0; k < 200; ++k) sketch.Insert(std::exp(u(rng)));
+  sketch.ToProto(w->mutable_network_rtt_seconds());
+  w->set_probes_sent(200);
+  w->set_clock("monotonic");
+  return m;
+}
+
+class GenStream final : public grpc::ClientBidiReactor<AgentMessage, ControllerMessage> {
+ public:
+  GenStream(int port, int i) : report_(MakeReportTemplate(i)) {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // one connection per agent
+    channel_ = grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", port),
+                                         grpc::InsecureChannelCredentials(), args);
+    stub_ = rocetune::v1::AgentService::NewStub(channel_);
+    hello_.mutable_hello()->set_host_id(absl::StrCat("bench-", i));
+    hello_.mutable_hello()->set_hostname(absl::StrCat("bench-", i, ".example"));
+    (*hello_.mutable_hello()->mutable_labels())["rack"] = absl::StrCat("r", i % 16);
+  }
+  void Begin() {
+    busy_.store(true);
+    stub_->async()->Connect(&ctx_, this);
+    StartRead(&in_);
+    StartWrite(&hello_);
+    StartCall();
+  }
+  // Sends a Report unless one is in flight. Returns whether it sent.
+  bool TrySend() {
+    if (busy_.exchange(true)) return false;
+    SendNext();
+    return true;
+  }
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      if (!hello_done_) g_failed.fetch_add(1);
+      return;  // stays busy: never used again
+    }
+    if (!hello_done_) {
+      hello_done_ = true;
+      g_connected.fetch_add(1);
+    }
+    if (g_mode.load(std::memory_order_relaxed) == kFlood) {
+      SendNext();
+    } else {
+      busy_.store(false);
+    }
+  }
+  void OnReadDone(bool ok) override {
+    if (ok) StartRead(&in_);
+  }
+  void OnDone(const grpc::Status&) override {}
+
+ private:
+  void SendNext() {
+    rocetune::v1::Report* r = report_.mutable_report();
+    int64_t now = NowNanos();
+    r->set_seq(++seq_);
+    r->set_start_unix_nanos(now - 1'000'000'000);
+    r->set_end_unix_nanos(now);
+    g_sent.fetch_add(1, std::memory_order_relaxed);
+    StartWrite(&report_);
+  }
+
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<rocetune::v1::AgentService::Stub> stub_;
+  grpc::ClientContext ctx_;
+  AgentMessage hello_;
+  AgentMessage report_;
+  ControllerMessage in_;
+  std::atomic<bool> busy_{false};
+  bool hello_done_ = false;
+  uint64_t seq_ = 0;
+};
+
+int RunGenerator(int port, int n) {
+  RaiseFdLimit();
+  std::vector<std::unique_ptr<GenStream>> streams;
+  streams.reserve(n);
+  for (int i = 0; i < n; ++i) {
+    streams.push_back(std::make_unique<GenStream>(port, i));
+    streams.back()->Begin();
+    if (i % 200 == 199) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  auto deadline = Clock::now() + std::chrono::seconds(180);
+  while (g_connected.load() + g_failed.load() < n && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::printf("CONNECTED %d %d\n", g_connected.load(), g_failed.load());
+  std::fflush(stdout);
+
+  std::atomic<double> rate{0};
+  std::atomic<bool> quit{false};
+  std::thread pacer([&] {
+    size_t rr = 0;
+    double owed = 0;
+    auto last = Clock::now();
+    while (!quit.load()) {
+      std::this_thread::sleep_for(std::chrono::microseconds(500));
+      auto now = Clock::now();
+      double dt = std::chrono::duration<double>(now - last).count();
+      last = now;
+      if (g_mode.load() != kPaced) {
+        owed = 0;
+        continue;
+      }
+      owed += rate.load() * dt;
+      // Sends due now; a stream with a write in flight is skipped (the offered
+      // load then falls short, visible in the achieved rate).
+      size_t tries = 0;
+      while (owed >= 1 && tries < streams.size()) {
+        GenStream* s = streams[rr++ % streams.size()].get();
+        ++tries;
+        if (s->TrySend()) owed -= 1;
+      }
+      if (owed > 1000) owed = 1000;
+    }
+  });
+
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    std::vector<std::string> parts = absl::StrSplit(line, ' ');
+    if (parts[0] == "flood") {
+      g_mode.store(kFlood);
+      for (auto& s : streams) s->TrySend();
+    } else if (parts[0] == "pace" && parts.size() == 2) {
+      double r = 0;
+      if (absl::SimpleAtod(parts[1], &r)) rate.store(r);
+      g_mode.store(kPaced);
+    } else if (parts[0] == "idle") {
+      g_mode.store(kIdle);
+    } else if (parts[0] == "sent") {
+      std::printf("SENT %llu\n", static_cast<unsigned long long>(g_sent.load()));
+      std::fflush(stdout);
+    } else if (parts[0] == "quit") {
+      break;
+    }
+  }
+  quit.store(true);
+  pacer.join();
+  std::fflush(stdout);
+  _exit(0);  // tearing down 10k streams one by one is not part of the measurement
+}
+
+// ---- orchestrator ----------------------------------------------------------------
+
+struct Child {
+  pid_t pid = -1;
+  FILE* to = nullptr;    // child's stdin
+  FILE* from = nullptr;  // child's stdout
+};
+
+Child Spawn(const std::vector<std::string>& argv, bool pipes) {
+  int in[2] = {-1, -1}, out[2] = {-1, -1};
+  if (pipes && (pipe(in) != 0 || pipe(out) != 0)) {
+    std::perror("pipe");
+    std::exit(1);
+  }
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (pipes) {
+      dup2(in[0], 0);
+      dup2(out[1], 1);
+      close(in[1]);
+      close(out[0]);
+    }
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    std::perror("execv");
+    _exit(127);
+  }
+  Child c;
+  c.pid = pid;
+  if (pipes) {
+    close(in[0]);
+    close(out[1]);
+    c.to = fdopen(in[1], "w");
+    c.from = fdopen(out[0], "r");
+  }
+  return c;
+}
+
+void Stop(pid_t pid, int sig = SIGTERM) {
+  kill(pid, sig);
+  for (int i = 0; i < 200; ++i) {
+    int status;
+    if (waitpid(pid, &status, WNOHANG) == pid) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+}
+
+std::string HttpGet(int port, const std::string& path) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string body;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+    std::string req = absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+    if (write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
+      char buf[65536];
+      ssize_t n;
+      while ((n = read(fd, buf, sizeof buf)) > 0) body.append(buf, n);
+    }
+  }
+  close(fd);
+  return body;
+}
+
+struct Scrape {
+  double t = 0;  // seconds (steady clock)
+  double received = 0;
+  std::map<double, double> buckets;  // upper bound -> cumulative count
+};
+
+Scrape ScrapeMetrics(int port) {
+  Scrape s;
+  s.t = std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+  std::istringstream in(HttpGet(port, "/metrics"));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    size_t sp = line.rfind(' ');
+    if (sp == std::string::npos) continue;
+    double v = 0;
+    if (!absl::SimpleAtod(line.substr(sp + 1), &v)) continue;
+    std::string key = line.substr(0, sp);
+    if (key.ends_with("reports_received_total")) s.received = v;
+    static const std::string kBucket = "report_delay_seconds_bucket{le=\"";
+    size_t le = key.find(kBucket);
+    if (le != std::string::npos) {
+      std::string bound = key.substr(le + kBucket.size());
+      bound = bound.substr(0, bound.find('"'));
+      double b = bound == "+Inf" ? INFINITY : std::strtod(bound.c_str(), nullptr);
+      s.buckets[b] = v;
+    }
+  }
+  return s;
+}
+
+// Quantile q of the observations between two scrapes, interpolated in a bucket.
+double Quantile(const Scrape& a, const Scrape& b, double q) {
+  double total = b.buckets.empty() ? 0 : b.buckets.rbegin()->second - a.buckets.rbegin()->second;
+  if (total <= 0) return NAN;
+  double target = q * total, prev_bound = 0, prev_cum = 0;
+  for (const auto& [bound, cum_b] : b.buckets) {
+    auto it = a.buckets.find(bound);
+    double cum = cum_b - (it == a.buckets.end() ? 0 : it->second);
+    if (cum >= target) {
+      if (std::isinf(bound)) return prev_bound;  // beyond the last bound: a lower bound
+      double frac = cum > prev_cum ? (target - prev_cum) / (cum - prev_cum) : 1;
+      return prev_bound + frac * (bound - prev_bound);
+    }
+    prev_bound = bound;
+    prev_cum = cum;
+  }
+  return NAN;
+}
+
+long RssKb(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::strtol(line.c_str() + 6, nullptr, 10);
+  }
+  return -1;
+}
+
+bool ReadReady(const std::string& path, int* grpc_port, int* metrics_port) {
+  for (int i = 0; i < 300; ++i) {
+    std::ifstream in(path);
+    std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (std::sscanf(s.c_str(), "{\"grpc_port\":%d,\"metrics_port\":%d}", grpc_port, metrics_port) ==
+        2) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+struct RunResult {
+  bool ok = false;
+  int connected = 0;
+  double flood_rate = 0;
+  double flood_p99 = NAN;
+  double paced_offered = 0;
+  double paced_rate = 0;
+  double paced_p50 = NAN;
+  double paced_p99 = NAN;
+  long rss_idle_kb = 0;
+  long rss_flood_kb = 0;   // after the flood phase
+  long rss_loaded_kb = 0;  // after the paced phase (steady state)
+  double rss_per_stream_kb = 0;
+};
+
+void SleepS(double s) { std::this_thread::sleep_for(std::chrono::duration<double>(s)); }
+
+// `paced_rate` <= 0: choose min(--paced_rate, 90% of this run's flood rate).
+RunResult RunOne(const std::string& self, const std::vector<std::string>& server_argv,
+                 const std::string& ready, int n, double seconds, double warmup,
+                 double* paced_rate) {
+  RunResult r;
+  unlink(ready.c_str());
+  Child server = Spawn(server_argv, false);
+  int gport = 0, mport = 0;
+  if (!ReadReady(ready, &gport, &mport)) {
+    std::fprintf(stderr, "server did not become ready: %s\n", server_argv[0].c_str());
+    Stop(server.pid, SIGKILL);
+    return r;
+  }
+  SleepS(0.5);
+  r.rss_idle_kb = RssKb(server.pid);
+  Child gen =
+      Spawn({self, "--generator", absl::StrCat("--port=", gport), absl::StrCat("--n=", n)}, true);
+  char line[256] = {0};
+  int failed = 0;
+  if (std::fgets(line, sizeof line, gen.from) == nullptr ||
+      std::sscanf(line, "CONNECTED %d %d", &r.connected, &failed) != 2) {
+    std::fprintf(stderr, "generator failed to connect\n");
+    Stop(gen.pid, SIGKILL);
+    Stop(server.pid);
+    return r;
+  }
+  std::fprintf(gen.to, "flood\n");
+  std::fflush(gen.to);
+  SleepS(warmup);
+  Scrape f0 = ScrapeMetrics(mport);
+  SleepS(seconds);
+  Scrape f1 = ScrapeMetrics(mport);
+  r.rss_flood_kb = RssKb(server.pid);
+  r.flood_rate = (f1.received - f0.received) / (f1.t - f0.t);
+  r.flood_p99 = Quantile(f0, f1, 0.99);
+  if (*paced_rate <= 0) {
+    *paced_rate = std::min(absl::GetFlag(FLAGS_paced_rate), 0.7 * r.flood_rate);
+  }
+  r.paced_offered = *paced_rate;
+  // Stop sending and let the server drain the flood backlog before pacing.
+  std::fprintf(gen.to, "idle\n");
+  std::fflush(gen.to);
+  Scrape last = ScrapeMetrics(mport);
+  for (int i = 0; i < 300; ++i) {
+    SleepS(0.2);
+    Scrape now = ScrapeMetrics(mport);
+    bool drained = now.received == last.received;
+    last = now;
+    if (drained) break;
+  }
+  std::fprintf(gen.to, "pace %.0f\n", *paced_rate);
+  std::fflush(gen.to);
+  SleepS(warmup);
+  Scrape p0 = ScrapeMetrics(mport);
+  SleepS(seconds);
+  Scrape p1 = ScrapeMetrics(mport);
+  r.rss_loaded_kb = RssKb(server.pid);
+  r.paced_rate = (p1.received - p0.received) / (p1.t - p0.t);
+  r.paced_p50 = Quantile(p0, p1, 0.5);
+  r.paced_p99 = Quantile(p0, p1, 0.99);
+  r.rss_per_stream_kb = n > 0 ? static_cast<double>(r.rss_loaded_kb - r.rss_idle_kb) / n : 0;
+  std::fprintf(gen.to, "quit\n");
+  std::fflush(gen.to);
+  Stop(gen.pid, 0);  // wait for it to exit on its own first
+  Stop(gen.pid);
+  fclose(gen.to);
+  fclose(gen.from);
+  Stop(server.pid);
+  r.ok = r.connected == n;
+  return r;
+}
+
+std::string Dir(const std::string& path) { return path.substr(0, path.rfind('/')); }
+
+int RunOrchestrator() {
+  RaiseFdLimit();
+  signal(SIGPIPE, SIG_IGN);
+  char exe[4096];
+  ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (len <= 0) return 1;
+  exe[len] = 0;
+  std::string self = exe;
+  std::string sink = absl::GetFlag(FLAGS_sink_bin);
+  if (sink.empty()) sink = Dir(self) + "/grpc_sink";
+  std::string controller = absl::GetFlag(FLAGS_controller_bin);
+  if (controller.empty()) controller = Dir(Dir(self)) + "/controller/rocetune-controller";
+  for (const std::string& bin : {sink, controller}) {
+    if (access(bin.c_str(), X_OK) != 0) {
+      std::fprintf(stderr, "controller_load_bench: %s not found (build it first)\n", bin.c_str());
+      return 1;
+    }
+  }
+  bool quick = absl::GetFlag(FLAGS_quick);
+  std::vector<int> counts;
+  if (quick) {
+    counts = {1000};
+  } else {
+    for (absl::string_view s : absl::StrSplit(absl::GetFlag(FLAGS_streams), ',')) {
+      int n = 0;
+      if (absl::SimpleAtoi(s, &n) && n > 0) counts.push_back(n);
+    }
+  }
+  double seconds = quick ? 2 : absl::GetFlag(FLAGS_seconds);
+  double warmup = quick ? 1 : 2;
+  char tmpl[] = "/tmp/controller_load_bench_XXXXXX";
+  std::string tmp = mkdtemp(tmpl);
+  int rc = 0;
+  for (int n : counts) {
+    std::string state = absl::StrCat(tmp, "/state_", n);
+    std::string ready = absl::StrCat(tmp, "/ready_", n);
+    double paced = 0;
+    RunResult ctl = RunOne(
+        self,
+        {controller, "--insecure_loopback", "--listen=127.0.0.1:0", "--metrics_address=127.0.0.1:0",
+         "--state_dir=" + state, "--ready_file=" + ready, "--log_level=warning"},
+        ready, n, seconds, warmup, &paced);
+    RunResult snk = RunOne(
+        self,
+        {sink, "--listen=127.0.0.1:0", "--metrics_address=127.0.0.1:0", "--ready_file=" + ready},
+        ready, n, seconds, warmup, &paced);
+    if (!ctl.ok || !snk.ok) rc = 1;
+    std::printf(
+        "BENCH controller_load_bench streams=%d connected=%d/%d ctl_reports_per_s=%.0f "
+        "sink_reports_per_s=%.0f rate_vs_sink=%.2f ctl_flood_p99_ms=%.1f sink_flood_p99_ms=%.1f "
+        "paced_offered_per_s=%.0f ctl_paced_per_s=%.0f sink_paced_per_s=%.0f "
+        "ctl_p50_ms=%.2f ctl_p99_ms=%.2f sink_p99_ms=%.2f ctl_rss_mb=%.1f sink_rss_mb=%.1f "
+        "ctl_flood_rss_mb=%.1f "
+        "sink_flood_rss_mb=%.1f "
+        "ctl_kb_per_stream=%.1f sink_kb_per_stream=%.1f extra_kb_per_stream=%.1f\n",
+        n, ctl.connected, snk.connected, ctl.flood_rate, snk.flood_rate,
+        snk.flood_rate > 0 ? ctl.flood_rate / snk.flood_rate : 0, ctl.flood_p99 * 1e3,
+        snk.flood_p99 * 1e3, paced, ctl.paced_rate, snk.paced_rate, ctl.paced_p50 * 1e3,
+        ctl.paced_p99 * 1e3, snk.paced_p99 * 1e3, ctl.rss_loaded_kb / 1024.0,
+        snk.rss_loaded_kb / 1024.0, ctl.rss_flood_kb / 1024.0, snk.rss_flood_kb / 1024.0,
+        ctl.rss_per_stream_kb, snk.rss_per_stream_kb,
+        ctl.rss_per_stream_kb - snk.rss_per_stream_kb);
+    std::fflush(stdout);
+  }
+  std::string cleanup = "rm -rf " + tmp;
+  if (std::system(cleanup.c_str()) != 0) std::fprintf(stderr, "cannot remove %s\n", tmp.c_str());
+  return rc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  if (absl::GetFlag(FLAGS_generator)) {
+    return RunGenerator(absl::GetFlag(FLAGS_port), absl::GetFlag(FLAGS_n));
+  }
+  return RunOrchestrator();
+}
