@@ -1,0 +1,147 @@
+#include "controller/fleet/fleet.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "daemon/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace rocetune::controller {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Records what the fleet asks of a stream.
+class FakeConnection : public AgentConnection {
+ public:
+  explicit FakeConnection(uint64_t id) : id_(id) {}
+  uint64_t stream_id() const override { return id_; }
+  void PushDesiredState(const std::string& version, const v1::ParameterSet&) override {
+    pushed.push_back(version);
+  }
+  void Close(const absl::Status& status) override { closed = status; }
+
+  std::vector<std::string> pushed;
+  std::optional<absl::Status> closed;
+
+ private:
+  uint64_t id_;
+};
+
+class RecordingSubscriber : public EventSubscriber {
+ public:
+  void OnEvent(const v1::Event& e) override { kinds.push_back(e.kind() + ":" + e.subject()); }
+  std::vector<std::string> kinds;
+};
+
+v1::Hello MakeHello(const std::string& id, const std::string& rack = "r1") {
+  v1::Hello h;
+  h.set_host_id(id);
+  (*h.mutable_labels())["rack"] = rack;
+  return h;
+}
+
+v1::ParameterSet Params(int64_t v) {
+  v1::ParameterSet p;
+  (*p.add_devices()->mutable_dcqcn())["rpg_ai_rate"] = v;
+  p.mutable_devices(0)->set_device("mlx5_0");
+  return p;
+}
+
+class FleetTest : public ::testing::Test {
+ protected:
+  FleetTest()
+      : telemetry_(TelemetryOptions{}),
+        fleet_(&clock_, &telemetry_, nullptr, &events_, FleetOptions{}) {
+    events_.Subscribe(sub_);
+  }
+  FakeClock clock_;
+  TelemetryStore telemetry_;
+  EventBus events_;
+  std::shared_ptr<RecordingSubscriber> sub_ = std::make_shared<RecordingSubscriber>();
+  Fleet fleet_;
+};
+
+TEST_F(FleetTest, HelloValidation) {
+  auto c = std::make_shared<FakeConnection>(1);
+  EXPECT_EQ(fleet_.Register(MakeHello(""), c).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(fleet_.Register(MakeHello("has space"), c).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  v1::Hello bad_label = MakeHello("h1");
+  (*bad_label.mutable_labels())[""] = "x";
+  auto s = fleet_.Register(bad_label, c);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("labels"));
+  EXPECT_TRUE(fleet_.ListHosts({}).empty());
+  EXPECT_TRUE(sub_->kinds.empty());
+}
+
+TEST_F(FleetTest, NewerStreamSupersedesOlderAndOlderUnregisterIsIgnored) {
+  auto a = std::make_shared<FakeConnection>(1);
+  auto b = std::make_shared<FakeConnection>(2);
+  ASSERT_TRUE(fleet_.Register(MakeHello("h1"), a).ok());
+  ASSERT_TRUE(fleet_.Register(MakeHello("h1"), b).ok());
+  ASSERT_TRUE(a->closed.has_value());
+  EXPECT_EQ(a->closed->code(), absl::StatusCode::kAborted);
+  EXPECT_FALSE(b->closed.has_value());
+  fleet_.Unregister("h1", 1);  // the old stream ending must not unregister the new one
+  EXPECT_EQ(fleet_.GetHost("h1")->state(), v1::HOST_CONNECTED);
+  fleet_.Unregister("h1", 2);
+  EXPECT_EQ(fleet_.GetHost("h1")->state(), v1::HOST_GONE);
+}
+
+TEST_F(FleetTest, DesiredStateVersionsPushesAndDrift) {
+  auto c = std::make_shared<FakeConnection>(1);
+  ASSERT_TRUE(fleet_.Register(MakeHello("h1"), c).ok());
+  EXPECT_EQ(fleet_.SetDesiredState("nope", Params(1)).status().code(), absl::StatusCode::kNotFound);
+  auto v1 = fleet_.SetDesiredState("h1", Params(1));
+  ASSERT_TRUE(v1.ok());
+  auto again = fleet_.SetDesiredState("h1", Params(1));
+  EXPECT_EQ(*again, *v1);
+  auto v2 = fleet_.SetDesiredState("h1", Params(2));
+  ASSERT_TRUE(v2.ok());
+  EXPECT_NE(*v2, *v1);
+  EXPECT_EQ(c->pushed, (std::vector<std::string>{*v1, *v2}));
+  EXPECT_EQ(fleet_.Counts().drifted, 1u);
+  v1::Ack ack;
+  ack.set_version(*v2);
+  fleet_.HandleAck("h1", ack);
+  EXPECT_EQ(fleet_.Counts().drifted, 0u);
+  // A reconnect gets the desired state pushed again.
+  auto d = std::make_shared<FakeConnection>(2);
+  ASSERT_TRUE(fleet_.Register(MakeHello("h1"), d).ok());
+  EXPECT_EQ(d->pushed, (std::vector<std::string>{*v2}));
+}
+
+TEST_F(FleetTest, SweepPublishesStateChangesOnce) {
+  auto c = std::make_shared<FakeConnection>(1);
+  ASSERT_TRUE(fleet_.Register(MakeHello("h1"), c).ok());
+  sub_->kinds.clear();
+  fleet_.Sweep();
+  EXPECT_TRUE(sub_->kinds.empty());
+  clock_.Advance(absl::Seconds(31));
+  fleet_.Sweep();
+  fleet_.Sweep();
+  EXPECT_EQ(sub_->kinds, (std::vector<std::string>{"host_stale:h1"}));
+  clock_.Advance(absl::Seconds(100));
+  fleet_.Sweep();
+  EXPECT_EQ(sub_->kinds.back(), "host_gone:h1");
+  EXPECT_EQ(fleet_.Counts().gone, 1u);
+}
+
+TEST_F(FleetTest, SelectorsAndGroups) {
+  ASSERT_TRUE(fleet_.Register(MakeHello("a", "r1"), std::make_shared<FakeConnection>(1)).ok());
+  ASSERT_TRUE(fleet_.Register(MakeHello("b", "r1"), std::make_shared<FakeConnection>(2)).ok());
+  ASSERT_TRUE(fleet_.Register(MakeHello("c", "r2"), std::make_shared<FakeConnection>(3)).ok());
+  EXPECT_EQ(fleet_.Select({{"rack", "r1"}}).size(), 2u);
+  EXPECT_EQ(fleet_.Select({}).size(), 3u);
+  auto groups = fleet_.GroupBy("rack");
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(groups["r2"], (std::vector<std::string>{"c"}));
+  EXPECT_TRUE(fleet_.GroupBy("pod").empty());
+}
+
+}  // namespace
+}  // namespace rocetune::controller
