@@ -459,14 +459,12 @@ RunResult RunOne(const std::string& self, const std::vector<std::string>& server
   // Stop sending and let the server drain the flood backlog before pacing.
   std::fprintf(gen.to, "idle\n");
   std::fflush(gen.to);
-  Scrape last = ScrapeMetrics(mport);
-  for (int i = 0; i < 300; ++i) {
-    SleepS(0.2);
-    Scrape now = ScrapeMetrics(mport);
-    bool drained = now.received == last.received;
-    last = now;
-    if (drained) break;
-  }
+  // Drained when the server has received every Report the generator sent.
+  double sent = 0;
+  std::fprintf(gen.to, "sent\n");
+  std::fflush(gen.to);
+  if (std::fgets(line, sizeof line, gen.from) != nullptr) std::sscanf(line, "SENT %lf", &sent);
+  for (int i = 0; i < 600 && ScrapeMetrics(mport).received < sent; ++i) SleepS(0.1);
   std::fprintf(gen.to, "pace %.0f\n", *paced_rate);
   std::fflush(gen.to);
   SleepS(warmup);
