@@ -36,9 +36,9 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options, HostS
     return absl::InvalidArgumentError("agent: discovery, counters and clock seams are required");
   }
   if (options.sample_interval < absl::Milliseconds(10)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("agent: sample interval ", absl::FormatDuration(options.sample_interval),
-                     " is below the 10ms minimum"));
+    return absl::InvalidArgumentError(absl::StrCat("agent: sample interval ",
+                                                   absl::FormatDuration(options.sample_interval),
+                                                   " is below the 10ms minimum"));
   }
   if (!IsLoopbackTarget(options.controller)) {
     return absl::UnimplementedError(absl::StrCat(
@@ -54,15 +54,14 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options, HostS
   return agent;
 }
 
-Agent::Agent(AgentOptions options, HostSeams seams)
-    : options_(std::move(options)), seams_(seams) {
+Agent::Agent(AgentOptions options, HostSeams seams) : options_(std::move(options)), seams_(seams) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
               static_cast<int>(absl::ToInt64Milliseconds(options_.reconnect_min)));
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
               static_cast<int>(absl::ToInt64Milliseconds(options_.reconnect_max)));
-  channel_ = grpc::CreateCustomChannel(options_.controller, grpc::InsecureChannelCredentials(),
-                                       args);
+  channel_ =
+      grpc::CreateCustomChannel(options_.controller, grpc::InsecureChannelCredentials(), args);
   stub_ = v1::AgentService::NewStub(channel_);
 }
 
@@ -141,8 +140,8 @@ absl::Status Agent::InitParameters() {
       stats_.applied_version = lkg->version;
     }
   }
-  guard_ = std::make_unique<LocalGuard>(options_.guard, seams_.clock, applier_.get(),
-                                        journal_.get());
+  guard_ =
+      std::make_unique<LocalGuard>(options_.guard, seams_.clock, applier_.get(), journal_.get());
   if (options_.metrics != nullptr) options_.metrics->SetParameters(current);
   return absl::OkStatus();
 }
@@ -163,8 +162,8 @@ v1::AgentMessage Agent::ApplyDesiredState(const v1::DesiredState& ds) {
     nack->set_nonce(ds.nonce());
     nack->set_error(std::string(result.status().ToString()));
     nack->set_kept_version(kept);
-    LogWarning("refused desired state", {{"version", ds.version()},
-                                         {"error", std::string(result.status().message())}});
+    LogWarning("refused desired state",
+               {{"version", ds.version()}, {"error", std::string(result.status().message())}});
     absl::MutexLock lock(&mu_);
     ++stats_.nacks;
     return reply;
@@ -174,8 +173,8 @@ v1::AgentMessage Agent::ApplyDesiredState(const v1::DesiredState& ds) {
     LogWarning("disruptive parameter change applied", {{"change", d}});
   }
   if (options_.metrics != nullptr) options_.metrics->SetParameters(result->applied);
-  LogInfo("applied desired state", {{"version", ds.version()},
-                                    {"writes", absl::StrCat(result->writes)}});
+  LogInfo("applied desired state",
+          {{"version", ds.version()}, {"writes", absl::StrCat(result->writes)}});
   v1::Ack* ack = reply.mutable_ack();
   ack->set_kind(v1::DESIRED_STATE);
   ack->set_version(ds.version());
@@ -207,7 +206,8 @@ absl::StatusOr<v1::Hello> Agent::BuildHello() {
   hello.add_capabilities(absl::StrCat("counters.", seams_.counters->name()));
   if (seams_.cc != nullptr) hello.add_capabilities(absl::StrCat("dcqcn.", seams_.cc->layout()));
   if (seams_.pfc != nullptr) hello.add_capabilities("pfc");
-  if (seams_.prober != nullptr) hello.add_capabilities(absl::StrCat("probe.", seams_.prober->kind()));
+  if (seams_.prober != nullptr)
+    hello.add_capabilities(absl::StrCat("probe.", seams_.prober->kind()));
   hello.set_agent_version("0.1.0");
   *hello.mutable_probe_endpoint() = options_.probe_endpoint;
   {
@@ -232,9 +232,8 @@ void Agent::HandleMessage(
     reply = ApplyDesiredState(msg.desired_state());
   } else if (msg.has_probe_plan()) {
     const v1::ProbePlan& plan = msg.probe_plan();
-    absl::Status s = seams_.prober != nullptr
-                         ? seams_.prober->SetPlan(plan)
-                         : absl::UnavailableError("this host has no prober");
+    absl::Status s = seams_.prober != nullptr ? seams_.prober->SetPlan(plan)
+                                              : absl::UnavailableError("this host has no prober");
     absl::MutexLock lock(&mu_);
     if (s.ok()) {
       v1::Ack* ack = reply.mutable_ack();
@@ -288,8 +287,8 @@ absl::Status Agent::RunStream() {
     ++stats_.connects;
   }
   if (options_.metrics != nullptr) options_.metrics->SetConnected(true);
-  LogInfo("connected to controller", {{"controller", options_.controller},
-                                      {"host", options_.host_id}});
+  LogInfo("connected to controller",
+          {{"controller", options_.controller}, {"host", options_.host_id}});
   absl::Notification reader_done;
   std::thread reader([&]() {
     v1::ControllerMessage msg;
@@ -306,9 +305,9 @@ absl::Status Agent::RunStream() {
       report->set_start_unix_nanos(absl::ToUnixNanos(batch->start));
       report->set_end_unix_nanos(absl::ToUnixNanos(batch->end));
       if (std::optional<v1::GuardEvent> ev = guard_->Observe(batch->samples); ev.has_value()) {
-        LogWarning("local guard restored the last-known-good set",
-                   {{"kind", ev->kind()}, {"detail", ev->detail()},
-                    {"restored", ev->restored_version()}});
+        LogWarning(
+            "local guard restored the last-known-good set",
+            {{"kind", ev->kind()}, {"detail", ev->detail()}, {"restored", ev->restored_version()}});
         if (options_.metrics != nullptr) options_.metrics->RecordGuardRollback();
         {
           absl::MutexLock lock(&mu_);
@@ -350,8 +349,8 @@ absl::Status Agent::RunStream() {
   clear_ctx();
   if (options_.metrics != nullptr) options_.metrics->SetConnected(false);
   if (stopping_.load()) return absl::OkStatus();
-  return absl::UnavailableError(absl::StrCat("stream to ", options_.controller,
-                                             " ended: ", st.error_message()));
+  return absl::UnavailableError(
+      absl::StrCat("stream to ", options_.controller, " ended: ", st.error_message()));
 }
 
 absl::Status Agent::Run() {

@@ -41,7 +41,7 @@ struct HostSeams {
 };
 
 struct AgentOptions {
-  std::string host_id;                     // required
+  std::string host_id;  // required
   std::string controller = "127.0.0.1:7070";
   std::vector<std::pair<std::string, std::string>> labels;
   absl::Duration sample_interval = absl::Seconds(1);
@@ -107,7 +107,7 @@ class Agent {
   std::unique_ptr<Applier> applier_;
   std::unique_ptr<LkgJournal> journal_;
   std::unique_ptr<LocalGuard> guard_;
-  std::vector<std::string> drift_;    // set by InitParameters
+  std::vector<std::string> drift_;  // set by InitParameters
   std::atomic<bool> stopping_{false};
   absl::Notification stopped_;
 

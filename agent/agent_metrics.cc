@@ -10,8 +10,8 @@ namespace {
 bool ValidMetricChars(const std::string& s) {
   if (s.empty() || (s[0] >= '0' && s[0] <= '9')) return false;
   for (char c : s) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '_';
+    bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
     if (!ok) return false;
   }
   return true;
@@ -20,13 +20,28 @@ bool ValidMetricChars(const std::string& s) {
 // Canonical names rocetune knows (agent/host/counter_names.h); anything else is a
 // vendor pass-through and goes into a label instead of a metric name.
 bool IsCanonical(const std::string& n) {
-  static const char* const kKnown[] = {
-      "cnp_sent", "cnp_handled", "cnp_ignored", "ecn_marked_packets", "out_of_sequence",
-      "packet_seq_err", "local_ack_timeout_err", "retransmits", "tx_bytes", "rx_bytes",
-      "tx_packets", "rx_packets", "rx_pfc_pause_frames", "tx_pfc_pause_frames",
-      "rx_pfc_pause_duration_us", "tx_pfc_pause_duration_us", "rx_pfc_pause_transitions",
-      "tx_pause_storm_warning_events", "tx_pause_storm_error_events", "rx_discards_phy",
-      "tx_discards_phy", "rx_prio_discards"};
+  static const char* const kKnown[] = {"cnp_sent",
+                                       "cnp_handled",
+                                       "cnp_ignored",
+                                       "ecn_marked_packets",
+                                       "out_of_sequence",
+                                       "packet_seq_err",
+                                       "local_ack_timeout_err",
+                                       "retransmits",
+                                       "tx_bytes",
+                                       "rx_bytes",
+                                       "tx_packets",
+                                       "rx_packets",
+                                       "rx_pfc_pause_frames",
+                                       "tx_pfc_pause_frames",
+                                       "rx_pfc_pause_duration_us",
+                                       "tx_pfc_pause_duration_us",
+                                       "rx_pfc_pause_transitions",
+                                       "tx_pause_storm_warning_events",
+                                       "tx_pause_storm_error_events",
+                                       "rx_discards_phy",
+                                       "tx_discards_phy",
+                                       "rx_prio_discards"};
   for (const char* k : kKnown) {
     if (n == k) return true;
   }

@@ -7,12 +7,12 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "agent/probe/probe_metrics.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
-#include "agent/probe/probe_metrics.h"
 #include "rocetune/v1/agent.pb.h"
 #include "rocetune/v1/params.pb.h"
 

@@ -14,12 +14,10 @@
 #include "absl/time/time.h"
 #include "agent/agent.h"
 #include "agent/agent_metrics.h"
-#include "agent/probe/udp_prober.h"
-#include "agent/probe/udp_responder.h"
-#include "agent/probe/verbs_prober.h"
-#include "agent/probe/verbs_responder.h"
+#include "agent/probe/probe_stack.h"
 #include "agent/real_host.h"
 #include "daemon/init.h"
+#include "daemon/json.h"
 #include "daemon/logging.h"
 #include "daemon/metrics_exposer.h"
 #include "daemon/shutdown.h"
@@ -42,6 +40,9 @@ ABSL_FLAG(std::string, counter_source, "auto",
           "Counter mechanism: auto (netlink, else sysfs), netlink or sysfs.");
 ABSL_FLAG(bool, insecure_loopback, false,
           "Allow plaintext gRPC to a loopback controller (TLS is not built yet, so required).");
+ABSL_FLAG(std::string, kernel_netdevs, "auto",
+          "Read ethtool statistics (per-priority PFC pauses) and configure PFC through dcbnl "
+          "on this kernel's netdevs: on, off, or auto (on when --sysfs_root is /sys).");
 ABSL_FLAG(std::string, probe, "auto",
           "Latency prober: auto (RDMA UD verbs when a device is usable, else UDP), verbs, udp "
           "or none.");
@@ -98,12 +99,14 @@ int Once(rocetune::RealHost& host) {
   std::string out = "{\n\"inventory\": " + hello_json + ",\n\"counters\": [";
   bool first = true;
   for (const auto& v : values) {
-    absl::StrAppend(&out, first ? "\n" : ",\n", "  {\"device\": \"", v.key.device,
-                    "\", \"port\": ", v.key.port, ", \"priority\": ", v.key.priority,
-                    ", \"name\": \"", v.key.name, "\", \"value\": ", v.value, "}");
+    absl::StrAppend(&out, first ? "\n" : ",\n",
+                    "  {\"device\": ", rocetune::JsonQuote(v.key.device),
+                    ", \"port\": ", v.key.port, ", \"priority\": ", v.key.priority,
+                    ", \"name\": ", rocetune::JsonQuote(v.key.name), ", \"value\": ", v.value, "}");
     first = false;
   }
-  absl::StrAppend(&out, "\n],\n\"counter_source\": \"", host.counters()->name(), "\"\n}\n");
+  absl::StrAppend(&out, "\n],\n\"counter_source\": ", rocetune::JsonQuote(host.counters()->name()),
+                  "\n}\n");
   std::cout << out;
   return 0;
 }
@@ -135,6 +138,14 @@ int main(int argc, char** argv) {
   host_options.sysfs_root = absl::GetFlag(FLAGS_sysfs_root);
   host_options.debugfs_root = absl::GetFlag(FLAGS_debugfs_root);
   host_options.counter_source = absl::GetFlag(FLAGS_counter_source);
+  std::string netdevs = absl::GetFlag(FLAGS_kernel_netdevs);
+  if (netdevs != "auto" && netdevs != "on" && netdevs != "off") {
+    std::fprintf(stderr, "rocetune-agent: --kernel_netdevs=%s: want auto, on or off\n",
+                 netdevs.c_str());
+    return 2;
+  }
+  host_options.kernel_netdevs =
+      netdevs == "on" || (netdevs == "auto" && host_options.sysfs_root == "/sys");
   absl::StatusOr<std::unique_ptr<rocetune::RealHost>> host =
       rocetune::RealHost::Create(host_options);
   if (!host.ok()) {
@@ -171,48 +182,31 @@ int main(int argc, char** argv) {
     return 2;
   }
   rocetune::v1::ProbeEndpoint endpoint;
-  std::unique_ptr<rocetune::Prober> prober;
-  std::unique_ptr<rocetune::VerbsResponder> verbs_responder;
-  std::unique_ptr<rocetune::UdpResponder> udp_responder;
-  if (probe_mode == "auto" || probe_mode == "verbs") {
-    rocetune::VerbsEndpoint::Options ep;
-    ep.device = absl::GetFlag(FLAGS_probe_device);
-    rocetune::VerbsProber::Options po;
-    po.endpoint = ep;
-    auto vp = rocetune::VerbsProber::Create(po);
-    auto vr = rocetune::VerbsResponder::Start(ep);
-    if (vp.ok() && vr.ok()) {
-      prober = std::move(*vp);
-      verbs_responder = std::move(*vr);
-      endpoint.set_gid(verbs_responder->gid());
-      endpoint.set_qpn(verbs_responder->qpn());
-      endpoint.set_qkey(verbs_responder->qkey());
-    } else if (probe_mode == "verbs") {
-      std::fprintf(stderr, "rocetune-agent: --probe=verbs: %s\n",
-                   std::string((vp.ok() ? vr.status() : vp.status()).message()).c_str());
-      return 1;
-    } else {
-      rocetune::LogInfo("verbs probes unavailable; using UDP probes",
-                        {{"reason", std::string((vp.ok() ? vr.status() : vp.status()).message())}});
-    }
-  }
-  if (prober == nullptr && probe_mode != "none") {
-    auto up = rocetune::UdpProber::Create({});
-    rocetune::UdpResponder::Options ro;
-    ro.listen_address = absl::GetFlag(FLAGS_probe_udp_listen);
-    auto ur = rocetune::UdpResponder::Start(ro);
-    if (!up.ok() || !ur.ok()) {
-      std::fprintf(stderr, "rocetune-agent: UDP probes: %s\n",
-                   std::string((up.ok() ? ur.status() : up.status()).message()).c_str());
+  rocetune::ProbeStack probes;
+  if (probe_mode != "none") {
+    rocetune::ProbeStackOptions po;
+    po.transport = probe_mode;
+    po.verbs.device = absl::GetFlag(FLAGS_probe_device);
+    po.udp_listen = absl::GetFlag(FLAGS_probe_udp_listen);
+    absl::StatusOr<rocetune::ProbeStack> stack = rocetune::StartProbeStack(po);
+    if (!stack.ok()) {
+      std::fprintf(stderr, "rocetune-agent: --probe=%s: %s\n", probe_mode.c_str(),
+                   std::string(stack.status().message()).c_str());
       return 1;
     }
-    prober = std::move(*up);
-    udp_responder = std::move(*ur);
-    std::string advertise = absl::GetFlag(FLAGS_probe_udp_advertise);
-    endpoint.set_udp_address(advertise.empty() ? udp_responder->address() : advertise);
+    probes = std::move(*stack);
+    if (probes.verbs_responder != nullptr) {
+      endpoint.set_gid(probes.verbs_responder->gid());
+      endpoint.set_qpn(probes.verbs_responder->qpn());
+      endpoint.set_qkey(probes.verbs_responder->qkey());
+    }
+    if (probes.udp_responder != nullptr) {
+      std::string advertise = absl::GetFlag(FLAGS_probe_udp_advertise);
+      endpoint.set_udp_address(advertise.empty() ? probes.udp_responder->address() : advertise);
+    }
   }
   rocetune::HostSeams seams = (*host)->seams();
-  seams.prober = prober.get();
+  seams.prober = probes.prober.get();
 
   rocetune::AgentOptions options;
   options.probe_endpoint = endpoint;
@@ -223,8 +217,7 @@ int main(int argc, char** argv) {
   options.state_dir = absl::GetFlag(FLAGS_state_dir);
   options.metrics = &metrics;
   options.guard = rocetune::LocalGuardOptionsFromFlags();
-  absl::StatusOr<std::unique_ptr<rocetune::Agent>> agent =
-      rocetune::Agent::Create(options, seams);
+  absl::StatusOr<std::unique_ptr<rocetune::Agent>> agent = rocetune::Agent::Create(options, seams);
   if (!agent.ok()) {
     std::fprintf(stderr, "rocetune-agent: %s\n", std::string(agent.status().message()).c_str());
     return 2;
@@ -236,9 +229,9 @@ int main(int argc, char** argv) {
   }
   rocetune::SystemdNotifier notifier;
   std::thread runner([&]() { (void)(*agent)->Run(); });
-  rocetune::LogInfo("agent ready", {{"host", host_id},
-                                    {"controller", options.controller},
-                                    {"metrics", (*exposer)->address()}});
+  rocetune::LogInfo(
+      "agent ready",
+      {{"host", host_id}, {"controller", options.controller}, {"metrics", (*exposer)->address()}});
   notifier.Ready("reporting to " + options.controller);
   notifier.StartWatchdog();
   rocetune::Shutdown::Wait();
@@ -246,8 +239,8 @@ int main(int argc, char** argv) {
   rocetune::LogInfo("agent stopping", {{"signal", absl::StrCat(rocetune::Shutdown::Signal())}});
   (*agent)->Stop();
   runner.join();
-  if (udp_responder != nullptr) udp_responder->Stop();
-  if (verbs_responder != nullptr) verbs_responder->Stop();
+  if (probes.udp_responder != nullptr) probes.udp_responder->Stop();
+  if (probes.verbs_responder != nullptr) probes.verbs_responder->Stop();
   rocetune::LogInfo("agent stopped");
   return 0;
 }

@@ -2,7 +2,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/host/cc_store_detect.h"
+#include "agent/host/counter_source_group.h"
 #include "agent/host/counter_source_selector.h"
+#include "agent/host/dcbnl_pfc_config.h"
+#include "agent/host/ethtool_stats.h"
 #include "agent/host/sysfs_nic_discovery.h"
 #include "daemon/clock.h"
 
@@ -46,9 +49,23 @@ absl::StatusOr<std::unique_ptr<RealHost>> RealHost::Create(const RealHostOptions
   if (!prefer.ok()) return prefer.status();
   auto host = std::unique_ptr<RealHost>(new RealHost());
   host->options_ = options;
-  host->counters_ = MakeCounterSource(options.sysfs_root, *prefer);
-  host->discovery_ =
-      std::make_unique<SysfsNicDiscovery>(options.sysfs_root, host->counters_->name());
+  std::unique_ptr<CounterSource> rdma = MakeCounterSource(options.sysfs_root, *prefer);
+  std::string source_name = rdma->name();
+  host->discovery_ = std::make_unique<SysfsNicDiscovery>(options.sysfs_root, source_name);
+  if (options.kernel_netdevs) {
+    // PFC pause frames and durations per priority come only from ethtool stats.
+    absl::StatusOr<std::vector<v1::NicDevice>> devices = host->discovery_->Discover();
+    std::vector<EthtoolTarget> targets;
+    if (devices.ok()) targets = EthtoolTargetsFromInventory(*devices);
+    if (!targets.empty()) {
+      std::vector<std::unique_ptr<CounterSource>> members;
+      members.push_back(std::move(rdma));
+      members.push_back(std::make_unique<EthtoolCounterSource>(std::move(targets)));
+      rdma = std::make_unique<CounterSourceGroup>(source_name + "+ethtool", std::move(members));
+    }
+    host->pfc_ = std::make_unique<DcbnlPfcConfig>();
+  }
+  host->counters_ = std::move(rdma);
   host->cc_ = std::make_unique<PerDeviceCcParamStore>(options.sysfs_root, options.debugfs_root);
   return host;
 }
@@ -65,6 +82,7 @@ HostSeams RealHost::seams() {
   s.discovery = this;
   s.counters = counters_.get();
   s.cc = cc_.get();
+  s.pfc = pfc_.get();
   s.clock = Clock::Real();
   return s;
 }

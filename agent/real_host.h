@@ -11,6 +11,7 @@
 #include "agent/host/cc_param_store.h"
 #include "agent/host/counter_source.h"
 #include "agent/host/nic_discovery.h"
+#include "agent/host/pfc_config.h"
 
 namespace rocetune {
 
@@ -19,6 +20,10 @@ struct RealHostOptions {
   std::string debugfs_root = "/sys/kernel/debug";
   // "auto" (netlink, falling back to sysfs), "netlink" or "sysfs".
   std::string counter_source = "auto";
+  // Use the running kernel's netdevs: ethtool statistics (PFC pause counters,
+  // storm events, discards) and dcbnl PFC. Off when sysfs_root is a fixture tree,
+  // whose netdevs do not exist in this kernel.
+  bool kernel_netdevs = true;
 };
 
 // A CcParamStore that picks the layout (OFED sysfs or upstream debugfs) per
@@ -54,6 +59,7 @@ class RealHost : public NicDiscovery {
   std::unique_ptr<NicDiscovery> discovery_;
   std::unique_ptr<CounterSource> counters_;
   std::unique_ptr<PerDeviceCcParamStore> cc_;
+  std::unique_ptr<PfcConfig> pfc_;
 };
 
 }  // namespace rocetune

@@ -68,9 +68,8 @@ int main() {
     for (int i = 0; i < 1000; ++i) sink = sink + merged.Quantile(0.99);
   });
 
-  std::printf(
-      "BENCH sketch_bench insert_ns=%.1f baseline_vector_push_ns=%.1f insert_ratio=%.2f\n",
-      sketch_insert, base_insert, sketch_insert / base_insert);
+  std::printf("BENCH sketch_bench insert_ns=%.1f baseline_vector_push_ns=%.1f insert_ratio=%.2f\n",
+              sketch_insert, base_insert, sketch_insert / base_insert);
   std::printf(
       "BENCH sketch_bench merge_ns_per_1k_sample_sketch=%.0f baseline_raw_concat_ns=%.0f "
       "merge_ratio=%.3f\n",

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "daemon/init.h"
@@ -67,10 +67,14 @@ std::string Ago(int64_t unix_nanos) {
 
 const char* StateName(rv1::HostState s) {
   switch (s) {
-    case rv1::HOST_CONNECTED: return "connected";
-    case rv1::HOST_STALE: return "stale";
-    case rv1::HOST_GONE: return "gone";
-    default: return "unknown";
+    case rv1::HOST_CONNECTED:
+      return "connected";
+    case rv1::HOST_STALE:
+      return "stale";
+    case rv1::HOST_GONE:
+      return "gone";
+    default:
+      return "unknown";
   }
 }
 
@@ -224,11 +228,11 @@ int Watch(rv1::AdminService::Stub& stub) {
       std::cout << std::endl;
       continue;
     }
-    std::printf("%s %-18s %-20s %s\n",
-                absl::FormatTime("%H:%M:%E3S", absl::FromUnixNanos(e.unix_nanos()),
-                                 absl::UTCTimeZone())
-                    .c_str(),
-                e.kind().c_str(), e.subject().c_str(), e.detail().c_str());
+    std::printf(
+        "%s %-18s %-20s %s\n",
+        absl::FormatTime("%H:%M:%E3S", absl::FromUnixNanos(e.unix_nanos()), absl::UTCTimeZone())
+            .c_str(),
+        e.kind().c_str(), e.subject().c_str(), e.detail().c_str());
     std::fflush(stdout);
   }
   grpc::Status s = reader->Finish();
@@ -340,12 +344,11 @@ int main(int argc, char** argv) {
   const std::string& cmd = args[1];
   std::string out = absl::GetFlag(FLAGS_output);
   if (out != "table" && out != "json") {
-    std::fprintf(stderr, "rocetunectl: --output must be table or json, not \"%s\"\n",
-                 out.c_str());
+    std::fprintf(stderr, "rocetunectl: --output must be table or json, not \"%s\"\n", out.c_str());
     return 2;
   }
-  auto channel = grpc::CreateChannel(absl::GetFlag(FLAGS_controller),
-                                     grpc::InsecureChannelCredentials());
+  auto channel =
+      grpc::CreateChannel(absl::GetFlag(FLAGS_controller), grpc::InsecureChannelCredentials());
   auto stub = rv1::AdminService::NewStub(channel);
   auto need_arg = [&](const char* what) {
     if (args.size() < 3) {

@@ -75,8 +75,7 @@ absl::Status ApplyConfigToFlags(const google::protobuf::Message& config) {
     }
     std::string error;
     if (!flag->ParseFrom(value, &error)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("config field \"", name, "\": ", error));
+      return absl::InvalidArgumentError(absl::StrCat("config field \"", name, "\": ", error));
     }
   }
   return absl::OkStatus();
@@ -90,8 +89,7 @@ absl::Status ParseLabels(absl::string_view text,
     std::pair<std::string, std::string> kv = absl::StrSplit(part, absl::MaxSplits('=', 1));
     absl::string_view k = absl::StripAsciiWhitespace(kv.first);
     if (k.empty() || !absl::StrContains(part, '=')) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("label \"", part, "\": want key=value"));
+      return absl::InvalidArgumentError(absl::StrCat("label \"", part, "\": want key=value"));
     }
     out->emplace_back(std::string(k), std::string(absl::StripAsciiWhitespace(kv.second)));
   }

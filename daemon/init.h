@@ -2,10 +2,10 @@
 #define ROCETUNE_DAEMON_INIT_H_
 
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "google/protobuf/message.h"
 
 namespace rocetune {

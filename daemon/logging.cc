@@ -32,20 +32,28 @@ LogState& State() {
 
 const char* LevelName(LogLevel l) {
   switch (l) {
-    case LogLevel::kDebug: return "debug";
-    case LogLevel::kInfo: return "info";
-    case LogLevel::kWarning: return "warning";
-    case LogLevel::kError: return "error";
+    case LogLevel::kDebug:
+      return "debug";
+    case LogLevel::kInfo:
+      return "info";
+    case LogLevel::kWarning:
+      return "warning";
+    case LogLevel::kError:
+      return "error";
   }
   return "info";
 }
 
 int SyslogPriority(LogLevel l) {
   switch (l) {
-    case LogLevel::kDebug: return 7;
-    case LogLevel::kInfo: return 6;
-    case LogLevel::kWarning: return 4;
-    case LogLevel::kError: return 3;
+    case LogLevel::kDebug:
+      return 7;
+    case LogLevel::kInfo:
+      return 6;
+    case LogLevel::kWarning:
+      return 4;
+    case LogLevel::kError:
+      return 3;
   }
   return 6;
 }
@@ -66,11 +74,20 @@ void AppendValue(std::string& out, absl::string_view v) {
   out.push_back('"');
   for (char c : v) {
     switch (c) {
-      case '"': out.append("\\\""); break;
-      case '\\': out.append("\\\\"); break;
-      case '\n': out.append("\\n"); break;
-      case '\t': out.append("\\t"); break;
-      default: out.push_back(c);
+      case '"':
+        out.append("\\\"");
+        break;
+      case '\\':
+        out.append("\\\\");
+        break;
+      case '\n':
+        out.append("\\n");
+        break;
+      case '\t':
+        out.append("\\t");
+        break;
+      default:
+        out.push_back(c);
     }
   }
   out.push_back('"');
@@ -90,8 +107,8 @@ absl::Status SetLogLevel(absl::string_view level) {
   } else if (l == "error") {
     v = LogLevel::kError;
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "unknown log level \"", level, "\" (want debug, info, warning or error)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown log level \"", level, "\" (want debug, info, warning or error)"));
   }
   g_level.store(static_cast<int>(v));
   return absl::OkStatus();
@@ -120,9 +137,9 @@ void Log(LogLevel level, absl::string_view msg, std::initializer_list<LogField> 
   if (journald) {
     absl::StrAppend(&line, "<", SyslogPriority(level), ">");
   } else {
-    absl::StrAppend(&line, "ts=",
-                    absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone()),
-                    " ");
+    absl::StrAppend(
+        &line, "ts=", absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone()),
+        " ");
   }
   absl::StrAppend(&line, "level=", LevelName(level), " component=");
   absl::MutexLock lock(&s.mu);

@@ -3,11 +3,11 @@
 
 #include <initializer_list>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 namespace rocetune {
 
@@ -25,8 +25,7 @@ LogLevel GetLogLevel();
 // Sets the component field printed on every line (e.g. "agent").
 void SetLogComponent(absl::string_view component);
 
-void Log(LogLevel level, absl::string_view msg,
-         std::initializer_list<LogField> fields = {});
+void Log(LogLevel level, absl::string_view msg, std::initializer_list<LogField> fields = {});
 
 // Logs only the first time `key` is seen in this process; returns true if it logged.
 // Degraded modes (a missing counter, a peer down) use this so logs stay readable.

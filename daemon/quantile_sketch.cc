@@ -66,8 +66,7 @@ void QuantileSketch::Insert(double value, uint64_t count) {
     return;
   }
   int index = Index(value);
-  if (counts_.empty() || index < offset_ ||
-      index >= offset_ + static_cast<int>(counts_.size())) {
+  if (counts_.empty() || index < offset_ || index >= offset_ + static_cast<int>(counts_.size())) {
     Grow(index);
   }
   int slot = std::max(index - offset_, 0);  // index may have been folded
@@ -76,9 +75,9 @@ void QuantileSketch::Insert(double value, uint64_t count) {
 
 absl::Status QuantileSketch::Merge(const QuantileSketch& other) {
   if (other.relative_accuracy_ != relative_accuracy_) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot merge sketches with relative accuracy ", relative_accuracy_,
-                     " and ", other.relative_accuracy_));
+    return absl::InvalidArgumentError(absl::StrCat("cannot merge sketches with relative accuracy ",
+                                                   relative_accuracy_, " and ",
+                                                   other.relative_accuracy_));
   }
   if (other.count_ == 0) return absl::OkStatus();
   if (count_ == 0) {
@@ -159,8 +158,8 @@ absl::StatusOr<QuantileSketch> QuantileSketch::FromProto(const v1::Sketch& p) {
         absl::StrCat("sketch: relative_accuracy ", a, " out of range (0, 1)"));
   }
   if (p.counts_size() > kMaxBuckets) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "sketch: ", p.counts_size(), " buckets exceeds the limit of ", kMaxBuckets));
+    return absl::InvalidArgumentError(
+        absl::StrCat("sketch: ", p.counts_size(), " buckets exceeds the limit of ", kMaxBuckets));
   }
   if (std::abs(static_cast<int64_t>(p.bucket_offset())) > kIndexLimit) {
     return absl::InvalidArgumentError(

@@ -1,9 +1,9 @@
 #ifndef ROCETUNE_DAEMON_SYSTEMD_NOTIFY_H_
 #define ROCETUNE_DAEMON_SYSTEMD_NOTIFY_H_
 
-#include "absl/strings/string_view.h"
 #include <thread>
 
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 

@@ -10,7 +10,10 @@ namespace {
 
 class LoggingTest : public ::testing::Test {
  protected:
-  void SetUp() override { SetLogSinkForTest(&out_); ASSERT_TRUE(SetLogLevel("info").ok()); }
+  void SetUp() override {
+    SetLogSinkForTest(&out_);
+    ASSERT_TRUE(SetLogLevel("info").ok());
+  }
   void TearDown() override { SetLogSinkForTest(nullptr); }
   std::string out_;
 };
@@ -59,6 +62,22 @@ TEST(RealClockTest, MonotonicAdvances) {
   absl::Duration a = c->Monotonic();
   c->SleepFor(absl::Milliseconds(2));
   EXPECT_GE(c->Monotonic() - a, absl::Milliseconds(2));
+}
+
+}  // namespace
+}  // namespace rocetune
+
+#include "daemon/json.h"
+
+namespace rocetune {
+namespace {
+
+TEST(JsonQuoteTest, EscapesQuotesBackslashesAndControls) {
+  EXPECT_EQ(JsonQuote("plain"), "\"plain\"");
+  EXPECT_EQ(JsonQuote("a\"b\\c"), "\"a\\\"b\\\\c\"");
+  EXPECT_EQ(JsonQuote("RNR sent\n"), "\"RNR sent\\n\"");
+  EXPECT_EQ(JsonQuote(std::string("\x01", 1)), "\"\\u0001\"");
+  EXPECT_EQ(JsonQuote(""), "\"\"");
 }
 
 }  // namespace

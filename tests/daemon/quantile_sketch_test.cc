@@ -95,9 +95,18 @@ TEST(QuantileSketchTest, EmptyAndZeroValues) {
 TEST(QuantileSketchTest, MergeEqualsInsertingEverythingIntoOne) {
   std::vector<double> a = Lognormal(20'000, 1), b = Bimodal(30'000, 2), c = Uniform(10'000, 3);
   QuantileSketch sa, sb, sc, all;
-  for (double x : a) { sa.Insert(x); all.Insert(x); }
-  for (double x : b) { sb.Insert(x); all.Insert(x); }
-  for (double x : c) { sc.Insert(x); all.Insert(x); }
+  for (double x : a) {
+    sa.Insert(x);
+    all.Insert(x);
+  }
+  for (double x : b) {
+    sb.Insert(x);
+    all.Insert(x);
+  }
+  for (double x : c) {
+    sc.Insert(x);
+    all.Insert(x);
+  }
 
   // (a + b) + c
   QuantileSketch left = sa;

@@ -2,9 +2,8 @@
 // fixture sysfs tree) on loopback ports they pick, and checks that the
 // controller registered the host with its inventory, that both serve /metrics,
 // and that both stop cleanly on SIGTERM.
-#include <signal.h>
-
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <memory>
 #include <string>
@@ -58,8 +57,7 @@ class AgentControllerTest : public ::testing::Test {
             "--sysfs_root=" + Fixture(fixture) + "/sys",
             "--debugfs_root=" + Fixture(fixture) + "/debug", "--state_dir=" + dir_ + "/" + host_id,
             "--labels=rack=r1,role=trainer", "--sample_interval=100ms",
-            "--probe_udp_listen=127.0.0.1:0",
-            "--ready_file=" + dir_ + "/" + host_id + ".ready"},
+            "--probe_udp_listen=127.0.0.1:0", "--ready_file=" + dir_ + "/" + host_id + ".ready"},
         dir_ + "/" + host_id + ".log");
     EXPECT_TRUE(agent->Start());
     return agent;
@@ -90,7 +88,8 @@ class AgentControllerTest : public ::testing::Test {
 TEST_F(AgentControllerTest, ControllerRegistersHostFromHello) {
   auto agent = StartAgent("host-a", "mlx5_ofed");
   std::optional<v1::HostInfo> host = WaitForHost("host-a", absl::Seconds(20));
-  ASSERT_TRUE(host.has_value()) << "agent log:\n" << agent->Log() << "\ncontroller log:\n"
+  ASSERT_TRUE(host.has_value()) << "agent log:\n"
+                                << agent->Log() << "\ncontroller log:\n"
                                 << controller_->Log();
   EXPECT_EQ(host->labels().at("rack"), "r1");
   EXPECT_EQ(host->labels().at("role"), "trainer");
@@ -119,8 +118,8 @@ TEST_F(AgentControllerTest, ControllerRegistersHostFromHello) {
   EXPECT_GE(again.reports(), 2u);
 
   // Both daemons serve /metrics.
-  int agent_metrics = WaitForPortInReadyFile(dir_ + "/host-a.ready", "metrics_port",
-                                             absl::Seconds(5));
+  int agent_metrics =
+      WaitForPortInReadyFile(dir_ + "/host-a.ready", "metrics_port", absl::Seconds(5));
   ASSERT_GT(agent_metrics, 0);
   EXPECT_NE(HttpGet(agent_metrics, "/metrics").find("rocetune_agent_reports_sent_total"),
             std::string::npos);

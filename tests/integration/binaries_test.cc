@@ -27,7 +27,8 @@ TEST_P(BinariesTest, HelpListsFlagsAndBadFlagFails) {
   EXPECT_GE(rc, 0) << out;
   for (const char* flag : c.flags) {
     EXPECT_NE(out.find(std::string("--") + flag), std::string::npos)
-        << c.path << " --help does not document --" << flag << ":\n" << out;
+        << c.path << " --help does not document --" << flag << ":\n"
+        << out;
   }
   EXPECT_EQ(out.find("absl/"), std::string::npos) << "help leaks Abseil's own flags";
   rc = RunCommand(BuiltBinary(c.path), {"--no_such_flag=1"}, &out);
@@ -37,16 +38,15 @@ TEST_P(BinariesTest, HelpListsFlagsAndBadFlagFails) {
 
 INSTANTIATE_TEST_SUITE_P(
     All, BinariesTest,
-    ::testing::Values(
-        BinaryCase{"agent/rocetune-agent",
-                   {"host_id", "controller", "metrics_address", "sysfs_root", "debugfs_root",
-                    "state_dir", "labels", "sample_interval", "once", "output", "config",
-                    "log_level"}},
-        BinaryCase{"controller/rocetune-controller",
-                   {"listen", "metrics_address", "state_dir", "insecure_loopback", "config",
-                    "log_level", "ready_file"}},
-        BinaryCase{"cli/rocetunectl", {"controller", "output", "selector"}},
-        BinaryCase{"sim/rocetune-fabricsim", {"scenario", "set"}}));
+    ::testing::Values(BinaryCase{"agent/rocetune-agent",
+                                 {"host_id", "controller", "metrics_address", "sysfs_root",
+                                  "debugfs_root", "state_dir", "labels", "sample_interval", "once",
+                                  "output", "config", "log_level"}},
+                      BinaryCase{"controller/rocetune-controller",
+                                 {"listen", "metrics_address", "state_dir", "insecure_loopback",
+                                  "config", "log_level", "ready_file"}},
+                      BinaryCase{"cli/rocetunectl", {"controller", "output", "selector"}},
+                      BinaryCase{"sim/rocetune-fabricsim", {"scenario", "set"}}));
 
 }  // namespace
 }  // namespace rocetune

@@ -79,8 +79,8 @@ std::string Subprocess::Log() const {
   return ss.str();
 }
 
-int RunCommand(const std::string& binary, const std::vector<std::string>& args,
-               std::string* output, absl::Duration timeout) {
+int RunCommand(const std::string& binary, const std::vector<std::string>& args, std::string* output,
+               absl::Duration timeout) {
   std::string log = absl::StrCat(MakeTempDir("cmd"), "/out.log");
   Subprocess p(binary, args, log);
   if (!p.Start()) return -1;

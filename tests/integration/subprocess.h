@@ -39,13 +39,12 @@ class Subprocess {
 };
 
 // Runs a command to completion; returns its exit code and captures its output.
-int RunCommand(const std::string& binary, const std::vector<std::string>& args,
-               std::string* output, absl::Duration timeout = absl::Seconds(30));
+int RunCommand(const std::string& binary, const std::vector<std::string>& args, std::string* output,
+               absl::Duration timeout = absl::Seconds(30));
 
 // Waits until `path` exists and holds a JSON object; returns the integer value
 // of `key` in it, or -1 on timeout.
-int WaitForPortInReadyFile(const std::string& path, const std::string& key,
-                           absl::Duration timeout);
+int WaitForPortInReadyFile(const std::string& path, const std::string& key, absl::Duration timeout);
 
 // GET http://127.0.0.1:port/path; returns the body or "" on failure.
 std::string HttpGet(int port, const std::string& path);
