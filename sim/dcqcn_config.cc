@@ -1,8 +1,10 @@
 #include "sim/dcqcn_config.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "agent/host/cc_params.h"
 #include "google/protobuf/descriptor.h"
 
 namespace rocetune::sim {
@@ -25,30 +27,16 @@ int64_t Get(const v1::DcqcnSettings& s, const std::string& name) {
 }  // namespace
 
 const std::map<std::string, DcqcnParamRange>& DcqcnParamRanges() {
+  // The agent's canonical table (agent/host/cc_params.h) is the one source of
+  // names, hard ranges and firmware defaults; the simulator models the
+  // parameters that v1::DcqcnSettings has a field for.
   static const auto* ranges = [] {
     auto* m = new std::map<std::string, DcqcnParamRange>;
-    const DcqcnParamRange table[] = {
-        {"clamp_tgt_rate", 0, 1, 0},
-        {"clamp_tgt_rate_after_time_inc", 0, 1, 1},
-        {"rpg_time_reset", 1, kI32Max, 300},
-        {"rpg_byte_reset", 0, kI32Max, 32767},
-        {"rpg_threshold", 1, kI32Max, 1},
-        {"rpg_max_rate", 0, kI32Max, 0},
-        {"rpg_ai_rate", 1, kI32Max, 5},
-        {"rpg_hai_rate", 1, kI32Max, 50},
-        {"rpg_gd", 10, 11, 11},
-        {"rpg_min_dec_fac", 0, 100, 50},
-        {"rpg_min_rate", 1, kI32Max, 1},
-        {"rate_to_set_on_first_cnp", 0, kI32Max, 0},
-        {"dce_tcp_g", 0, 1023, 1019},
-        {"dce_tcp_rtt", 1, 131071, 1},
-        {"rate_reduce_monitor_period", 1, kI32Max, 4},
-        {"initial_alpha_value", 1, 1023, 1023},
-        {"min_time_between_cnps", 0, kI32Max, 2},
-        {"cnp_dscp", 0, 63, 48},
-        {"cnp_802p_prio", 0, 7, 6},
-    };
-    for (const auto& r : table) (*m)[r.name] = r;
+    for (const CcParamSpec& spec : CcParamTable()) {
+      if (Field(spec.name) == nullptr || !spec.mlx5_default.has_value()) continue;
+      (*m)[spec.name] =
+          DcqcnParamRange{spec.name, spec.min, std::min(spec.max, kI32Max), *spec.mlx5_default};
+    }
     return m;
   }();
   return *ranges;
