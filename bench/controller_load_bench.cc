@@ -331,6 +331,7 @@ std::string HttpGet(int port, const std::string& path) {
 struct Scrape {
   double t = 0;  // seconds (steady clock)
   double received = 0;
+  double hosts_connected = -1;       // controller only
   std::map<double, double> buckets;  // upper bound -> cumulative count
 };
 
@@ -347,6 +348,7 @@ Scrape ScrapeMetrics(int port) {
     if (!absl::SimpleAtod(line.substr(sp + 1), &v)) continue;
     std::string key = line.substr(0, sp);
     if (key.ends_with("reports_received_total")) s.received = v;
+    if (key == "rocetune_controller_hosts{state=\"connected\"}") s.hosts_connected = v;
     static const std::string kBucket = "report_delay_seconds_bucket{le=\"";
     size_t le = key.find(kBucket);
     if (le != std::string::npos) {
@@ -442,6 +444,12 @@ RunResult RunOne(const std::string& self, const std::vector<std::string>& server
     Stop(gen.pid, SIGKILL);
     Stop(server.pid);
     return r;
+  }
+  // The controller registers (and stores) every host before the measurement.
+  for (int i = 0; i < 1200; ++i) {
+    double h = ScrapeMetrics(mport).hosts_connected;
+    if (h < 0 || h >= n) break;
+    SleepS(0.1);
   }
   std::fprintf(gen.to, "flood\n");
   std::fflush(gen.to);

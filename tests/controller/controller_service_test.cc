@@ -472,15 +472,7 @@ TEST_F(ControllerServiceTest, MetricsEndpointServesFleetSeries) {
   ASSERT_TRUE(Eventually([&] { return GetHost("h1")->reports() == 1; }));
   clock_.Advance(absl::Seconds(10));  // window complete -> group gauges
   controller_->Tick();
-  std::string cmd =
-      absl::StrCat("curl -sf http://127.0.0.1:", controller_->metrics_port(), "/metrics");
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string body;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) body.append(buf, n);
-  pclose(p);
+  std::string body = testing::HttpGet(controller_->metrics_port(), "/metrics");
   EXPECT_THAT(body, HasSubstr("rocetune_controller_hosts{state=\"connected\"} 1"));
   EXPECT_THAT(body, HasSubstr("rocetune_controller_reports_received_total 1"));
   EXPECT_THAT(body, HasSubstr("rocetune_controller_group_probe_rtt_seconds{group=\"r1\""));
