@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "daemon/json.h"
 
 namespace rocetune::sim {
 namespace {
@@ -14,20 +15,7 @@ std::string Num(double v) {
   return absl::StrFormat("%.6g", v);
 }
 
-std::string Str(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out += absl::StrFormat("\\u%04x", c);
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
+std::string Str(const std::string& s) { return rocetune::JsonQuote(s); }
 
 std::string Dist(const SimSummary::Distribution& d) {
   return absl::StrCat("{\"count\": ", d.count, ", \"mean\": ", Num(d.mean),

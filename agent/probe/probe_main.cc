@@ -28,6 +28,7 @@
 #include "agent/probe/udp_responder.h"
 #include "agent/probe/verbs_prober.h"
 #include "agent/probe/verbs_responder.h"
+#include "daemon/json.h"
 #include "daemon/logging.h"
 #include "daemon/quantile_sketch.h"
 #include "daemon/shutdown.h"
@@ -55,20 +56,7 @@ ABSL_FLAG(std::string, log_level, "info", "debug | info | warning | error");
 namespace rocetune {
 namespace {
 
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out += absl::StrCat("\\u00", absl::Hex(static_cast<unsigned char>(c), absl::kZeroPad2));
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
+std::string JsonString(const std::string& s) { return JsonQuote(s); }
 
 std::string SketchJson(const v1::Sketch& proto) {
   absl::StatusOr<QuantileSketch> s = QuantileSketch::FromProto(proto);
