@@ -11,6 +11,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "controller/controller_metrics.h"
 #include "daemon/metrics_exposer.h"
@@ -72,6 +73,7 @@ class SinkService final : public rocetune::v1::AgentService::CallbackService {
 }  // namespace
 
 int main(int argc, char** argv) {
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);  // as the controller
   rocetune::Shutdown::Install();
   absl::ParseCommandLine(argc, argv);
   auto registry = std::make_shared<prometheus::Registry>();
