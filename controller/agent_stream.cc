@@ -24,23 +24,45 @@ AgentStream* AgentStream::Start(const AgentStreamDeps& deps, uint64_t stream_id)
 }
 
 void AgentStream::PushDesiredState(const std::string& version, const v1::ParameterSet& params) {
-  const v1::ControllerMessage* to_write = nullptr;
-  bool dropped = false;
+  v1::ControllerMessage msg;
   {
     absl::MutexLock lock(&mu_);
     if (closing_ || finished_) return;
     uint64_t nonce = ++nonces_issued_;
     latest_nonce_ = nonce;
     latest_version_ = version;
-    v1::ControllerMessage msg;
     v1::DesiredState* ds = msg.mutable_desired_state();
     ds->set_version(version);
     ds->set_nonce(absl::StrCat(nonce));
     *ds->mutable_parameters() = params;
-    // Only the newest DesiredState matters: replace one still waiting in the queue.
+  }
+  Enqueue(std::move(msg));
+}
+
+void AgentStream::PushProbePlan(const v1::ProbePlan& plan) {
+  v1::ControllerMessage msg;
+  {
+    absl::MutexLock lock(&mu_);
+    if (closing_ || finished_) return;
+    uint64_t nonce = ++nonces_issued_;
+    latest_probe_nonce_ = nonce;
+    latest_probe_version_ = plan.version();
+    *msg.mutable_probe_plan() = plan;
+    msg.mutable_probe_plan()->set_nonce(absl::StrCat(nonce));
+  }
+  Enqueue(std::move(msg));
+}
+
+void AgentStream::Enqueue(v1::ControllerMessage msg) {
+  const v1::ControllerMessage* to_write = nullptr;
+  bool dropped = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (closing_ || finished_) return;
+    // Only the newest message of a kind matters: replace one still waiting in the queue.
     bool replaced = false;
     for (size_t i = writing_ ? 1 : 0; i < queue_.size(); ++i) {
-      if (queue_[i].has_desired_state()) {
+      if (queue_[i].msg_case() == msg.msg_case()) {
         queue_[i] = std::move(msg);
         replaced = true;
         break;
@@ -198,21 +220,25 @@ absl::Status AgentStream::HandleMessage() {
 // OK: current; kAlreadyExists: stale (ignore); other: refuse.
 absl::Status AgentStream::HandleReply(v1::ResourceKind kind, const std::string& version,
                                       const std::string& nonce) {
-  if (kind != v1::DESIRED_STATE) {
+  if (kind != v1::DESIRED_STATE && kind != v1::PROBE_PLAN) {
     return absl::InvalidArgumentError(absl::StrCat("reply for resource kind ",
                                                    v1::ResourceKind_Name(kind),
                                                    " that this controller never sent"));
   }
   uint64_t n = 0;
   absl::MutexLock lock(&mu_);
-  if (!absl::SimpleAtoi(nonce, &n) || n == 0 || n > nonces_issued_) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("reply with nonce \"", nonce, "\" that this stream never sent"));
+  const uint64_t latest = kind == v1::DESIRED_STATE ? latest_nonce_ : latest_probe_nonce_;
+  const std::string& latest_version =
+      kind == v1::DESIRED_STATE ? latest_version_ : latest_probe_version_;
+  if (!absl::SimpleAtoi(nonce, &n) || n == 0 || n > nonces_issued_ || latest == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("reply with nonce \"", nonce,
+                                                   "\" that this stream never sent for ",
+                                                   v1::ResourceKind_Name(kind)));
   }
-  if (n < latest_nonce_) return absl::AlreadyExistsError("stale nonce");
-  if (version != latest_version_) {
+  if (n < latest) return absl::AlreadyExistsError("stale nonce");
+  if (n != latest || version != latest_version) {
     return absl::InvalidArgumentError(absl::StrCat("reply for version \"", version, "\" but nonce ",
-                                                   nonce, " carried version \"", latest_version_,
+                                                   nonce, " carried version \"", latest_version,
                                                    "\""));
   }
   return absl::OkStatus();

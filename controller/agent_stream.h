@@ -41,6 +41,7 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::C
 
   uint64_t stream_id() const override { return stream_id_; }
   void PushDesiredState(const std::string& version, const v1::ParameterSet& params) override;
+  void PushProbePlan(const v1::ProbePlan& plan) override;
   void Close(const absl::Status& status) override;
 
   void OnReadDone(bool ok) override;
@@ -53,6 +54,8 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::C
  private:
   // Handles in_; a non-OK status ends the stream.
   absl::Status HandleMessage();
+  // Queues `msg` (replacing a queued message of the same kind) and starts a write.
+  void Enqueue(v1::ControllerMessage msg);
   absl::Status HandleReply(v1::ResourceKind kind, const std::string& version,
                            const std::string& nonce);
 
@@ -75,6 +78,9 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::C
   uint64_t nonces_issued_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t latest_nonce_ ABSL_GUARDED_BY(mu_) = 0;
   std::string latest_version_ ABSL_GUARDED_BY(mu_);
+  // The same for ProbePlan (nonces come from one counter; staleness is per kind).
+  uint64_t latest_probe_nonce_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string latest_probe_version_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace rocetune::controller

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "rocetune/v1/agent.pb.h"
 #include "rocetune/v1/params.pb.h"
 
 namespace rocetune::controller {
@@ -22,6 +23,9 @@ class AgentConnection {
   // nonce. A queued, not yet written DesiredState is replaced (only the latest
   // matters); a full queue drops the message and counts it.
   virtual void PushDesiredState(const std::string& version, const v1::ParameterSet& params) = 0;
+  // Queues a ProbePlan push (the connection stamps the nonce); like
+  // PushDesiredState only the newest queued plan is kept. Default: ignored.
+  virtual void PushProbePlan(const v1::ProbePlan& plan) { (void)plan; }
   // Ends the stream with `status` (sent to the agent as the gRPC status).
   virtual void Close(const absl::Status& status) = 0;
 };

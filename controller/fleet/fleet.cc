@@ -135,6 +135,8 @@ absl::StatusOr<Registration> Fleet::Register(const v1::Hello& hello,
     *info.mutable_drift() = hello.drift();
     h.conn = conn;
     h.stream_id = conn->stream_id();
+    h.probe_endpoint = hello.probe_endpoint();
+    h.probe_plan_version.clear();  // a new stream gets its plan again
     h.connected_at = clock_->Now();
     if (h.telemetry == nullptr) h.telemetry = telemetry_->ForHost(hello.host_id());
     reg.telemetry = h.telemetry;
@@ -155,6 +157,7 @@ absl::StatusOr<Registration> Fleet::Register(const v1::Hello& hello,
     events.push_back(MakeEvent("stream_superseded", hello.host_id(), ""));
   }
   if (push) conn->PushDesiredState(desired_version, desired);
+  RePlanProbes();
   Publish(events);
   LogInfo("host registered",
           {{"host", hello.host_id()}, {"stream", absl::StrCat(conn->stream_id())}});
@@ -172,7 +175,33 @@ void Fleet::Unregister(const std::string& host_id, uint64_t stream_id) {
     it->second->disconnected_at = clock_->Now();
     it->second->last_swept = v1::HOST_GONE;
   }
+  RePlanProbes();
   Publish({MakeEvent("host_gone", host_id, "stream closed")});
+}
+
+void Fleet::RePlanProbes() {
+  if (!options_.plan_probes) return;
+  std::vector<std::pair<std::shared_ptr<AgentConnection>, v1::ProbePlan>> pushes;
+  {
+    absl::MutexLock lock(&mu_);
+    std::vector<ProbeTarget> targets;
+    for (const auto& [id, h] : hosts_) {
+      if (h->conn == nullptr) continue;
+      ProbeTarget t;
+      t.host_id = id;
+      for (const auto& [k, v] : h->stored.info.labels()) t.labels[k] = v;
+      t.endpoint = h->probe_endpoint;
+      targets.push_back(std::move(t));
+    }
+    std::map<std::string, v1::ProbePlan> plans = PlanProbes(targets, options_.probes);
+    for (auto& [id, plan] : plans) {
+      Host& h = *hosts_[id];
+      if (plan.version() == h.probe_plan_version) continue;
+      h.probe_plan_version = plan.version();
+      pushes.emplace_back(h.conn, std::move(plan));
+    }
+  }
+  for (auto& [conn, plan] : pushes) conn->PushProbePlan(plan);
 }
 
 absl::StatusOr<std::string> Fleet::SetDesiredState(const std::string& host_id,
@@ -223,6 +252,10 @@ std::string Fleet::DesiredVersion(const std::string& host_id) const {
 }
 
 void Fleet::HandleAck(const std::string& host_id, const v1::Ack& ack) {
+  if (ack.kind() == v1::PROBE_PLAN) {
+    LogDebug("probe plan acked", {{"host", host_id}, {"version", ack.version()}});
+    return;
+  }
   {
     absl::MutexLock lock(&mu_);
     auto it = hosts_.find(host_id);
@@ -238,6 +271,12 @@ void Fleet::HandleAck(const std::string& host_id, const v1::Ack& ack) {
 }
 
 void Fleet::HandleNack(const std::string& host_id, const v1::Nack& nack) {
+  if (nack.kind() == v1::PROBE_PLAN) {
+    LogWarning("probe plan refused",
+               {{"host", host_id}, {"version", nack.version()}, {"error", nack.error()}});
+    Publish({MakeEvent("probe_plan_nack", host_id, nack.error())});
+    return;
+  }
   {
     absl::MutexLock lock(&mu_);
     auto it = hosts_.find(host_id);

@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "controller/fleet/agent_connection.h"
 #include "controller/fleet/event_bus.h"
+#include "controller/fleet/probe_planner.h"
 #include "controller/store/store.h"
 #include "controller/telemetry/telemetry_store.h"
 #include "daemon/clock.h"
@@ -29,6 +30,10 @@ struct FleetOptions {
   absl::Duration gone_after = absl::Seconds(120);
   size_t max_host_id_length = 253;
   size_t max_labels = 64;
+  // Pinglists pushed to connected agents as ProbePlans, recomputed whenever a
+  // host connects or leaves; unchanged plans are not re-sent.
+  bool plan_probes = true;
+  ProbePlannerOptions probes;
 };
 
 struct FleetCounts {
@@ -107,7 +112,12 @@ class Fleet {
     absl::Time disconnected_at;
     std::shared_ptr<HostTelemetry> telemetry;
     v1::HostState last_swept = v1::HOST_STATE_UNSPECIFIED;
+    v1::ProbeEndpoint probe_endpoint;  // from Hello
+    std::string probe_plan_version;    // last plan pushed on the current stream
   };
+
+  // Recomputes every connected host's pinglist and pushes the ones that changed.
+  void RePlanProbes();
 
   v1::HostState StateOf(const Host& h, absl::Time now) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   v1::HostInfo InfoOf(const Host& h, absl::Time now) const ABSL_SHARED_LOCKS_REQUIRED(mu_);

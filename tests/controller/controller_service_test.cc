@@ -283,6 +283,47 @@ TEST_F(ControllerServiceTest, DesiredStatePushedAckedAndRecorded) {
   EXPECT_FALSE(agent.Next(absl::Milliseconds(200)).has_value());
 }
 
+TEST_F(ControllerServiceTest, ProbePlansFollowTheFleetAndAreAcked) {
+  TestAgent a(controller_->grpc_port());
+  ASSERT_TRUE(a.Hello("pa", {{"tor", "1"}}, "", "127.0.0.1:7001"));
+  auto first = a.NextProbePlan();
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->peers_size(), 0);  // alone in the fleet
+  TestAgent b(controller_->grpc_port());
+  ASSERT_TRUE(b.Hello("pb", {{"tor", "2"}}, "", "127.0.0.1:7002"));
+  auto plan_b = b.NextProbePlan();
+  ASSERT_TRUE(plan_b.has_value());
+  ASSERT_EQ(plan_b->peers_size(), 1);
+  EXPECT_EQ(plan_b->peers(0).host_id(), "pa");
+  EXPECT_EQ(plan_b->peers(0).udp_address(), "127.0.0.1:7001");
+  EXPECT_EQ(plan_b->peers(0).peer_class(), "inter_tor");
+  auto plan_a = a.NextProbePlan();  // re-planned when pb joined
+  ASSERT_TRUE(plan_a.has_value());
+  ASSERT_EQ(plan_a->peers_size(), 1);
+  EXPECT_EQ(plan_a->peers(0).host_id(), "pb");
+  EXPECT_NE(plan_a->version(), first->version());
+
+  // Acks for plans are accepted (the stream stays up) and a stale plan nonce is ignored.
+  v1::AgentMessage ack;
+  ack.mutable_ack()->set_kind(v1::PROBE_PLAN);
+  ack.mutable_ack()->set_version(plan_a->version());
+  ack.mutable_ack()->set_nonce(plan_a->nonce());
+  ASSERT_TRUE(a.Send(ack));
+  v1::AgentMessage stale;
+  stale.mutable_ack()->set_kind(v1::PROBE_PLAN);
+  stale.mutable_ack()->set_version(first->version());
+  stale.mutable_ack()->set_nonce(first->nonce());
+  ASSERT_TRUE(a.Send(stale));
+  ASSERT_TRUE(a.Send(MakeReport(1, 10e-6, 1)));
+  ASSERT_TRUE(Eventually([&] { return GetHost("pa")->reports() >= 1; }));
+
+  // pb leaves: pa's plan is pushed again, without peers.
+  b.Finish();
+  auto after = a.NextProbePlan();
+  ASSERT_TRUE(after.has_value());
+  EXPECT_EQ(after->peers_size(), 0);
+}
+
 TEST_F(ControllerServiceTest, StaleNonceIsIgnoredCurrentNackIsStored) {
   TestAgent agent(controller_->grpc_port());
   ASSERT_TRUE(agent.Hello("h1"));

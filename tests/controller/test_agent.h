@@ -31,7 +31,8 @@ class TestAgent {
       v1::ControllerMessage m;
       while (stream_->Read(&m)) {
         absl::MutexLock lock(&mu_);
-        inbox_.push_back(m);
+        // Probe plans arrive whenever the fleet changes; they have their own inbox.
+        (m.has_probe_plan() ? plans_ : inbox_).push_back(m);
       }
       absl::MutexLock lock(&mu_);
       ended_ = true;
@@ -41,8 +42,9 @@ class TestAgent {
 
   bool Send(const v1::AgentMessage& m) { return stream_->Write(m); }
   bool Hello(const std::string& host_id, std::map<std::string, std::string> labels = {},
-             const std::string& current_version = "") {
+             const std::string& current_version = "", const std::string& udp_endpoint = "") {
     v1::AgentMessage m;
+    m.mutable_hello()->mutable_probe_endpoint()->set_udp_address(udp_endpoint);
     m.mutable_hello()->set_host_id(host_id);
     m.mutable_hello()->set_hostname(host_id + ".example");
     for (auto& [k, v] : labels) (*m.mutable_hello()->mutable_labels())[k] = v;
@@ -50,7 +52,18 @@ class TestAgent {
     return Send(m);
   }
 
-  // Next message from the controller, or nullopt after `timeout` / stream end.
+  // Next ProbePlan from the controller, or nullopt after `timeout` / stream end.
+  std::optional<v1::ProbePlan> NextProbePlan(absl::Duration timeout = absl::Seconds(5)) {
+    absl::MutexLock lock(&mu_);
+    auto ready = [this]() { return !plans_.empty() || ended_; };
+    mu_.AwaitWithTimeout(absl::Condition(&ready), timeout);
+    if (plans_.empty()) return std::nullopt;
+    v1::ProbePlan p = plans_.front().probe_plan();
+    plans_.pop_front();
+    return p;
+  }
+
+  // Next message other than a ProbePlan, or nullopt after `timeout` / stream end.
   std::optional<v1::ControllerMessage> Next(absl::Duration timeout = absl::Seconds(5)) {
     absl::MutexLock lock(&mu_);
     auto ready = [this]() { return !inbox_.empty() || ended_; };
@@ -93,6 +106,7 @@ class TestAgent {
   std::thread reader_;
   absl::Mutex mu_;
   std::deque<v1::ControllerMessage> inbox_ ABSL_GUARDED_BY(mu_);
+  std::deque<v1::ControllerMessage> plans_ ABSL_GUARDED_BY(mu_);
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ = false;
   grpc::Status status_;
