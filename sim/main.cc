@@ -118,6 +118,10 @@ int RunAgents(Fabric* fabric) {
     opt.controller = absl::GetFlag(FLAGS_controller);
     opt.labels = extra;
     opt.labels.emplace_back("sim", "1");
+    // The controller plans probes within one fabric; sim hosts are probed through
+    // the simulated fabric by host id, so the endpoint only names the host.
+    opt.labels.emplace_back("fabric", "sim");
+    opt.probe_endpoint.set_udp_address("sim/" + host->host_id());
     opt.labels.emplace_back("tor", absl::StrCat(fabric->HostTor(h)));
     opt.sample_interval = absl::GetFlag(FLAGS_sample_interval);
     opt.state_dir = absl::StrCat(state_base, "/", opt.host_id);

@@ -51,7 +51,8 @@ std::map<std::string, v1::ProbePlan> PlanProbes(const std::vector<ProbeTarget>& 
             [](const ProbeTarget* a, const ProbeTarget* b) { return a->host_id < b->host_id; });
   std::map<std::string, std::vector<const ProbeTarget*>> by_locality;
   for (const ProbeTarget* t : probed)
-    by_locality[Locality(*t, options.locality_label)].push_back(t);
+    by_locality[Locality(*t, options.partition_label) + "\n" + Locality(*t, options.locality_label)]
+        .push_back(t);
 
   std::map<std::string, v1::ProbePlan> plans;
   for (const auto& h : hosts) {
@@ -61,9 +62,11 @@ std::map<std::string, v1::ProbePlan> PlanProbes(const std::vector<ProbeTarget>& 
     plan.set_traffic_class(options.traffic_class);
     plan.set_timeout_ms(options.timeout_ms);
     std::string mine = Locality(h, options.locality_label);
+    std::string partition = Locality(h, options.partition_label);
     std::vector<const ProbeTarget*> near, far;
     for (const ProbeTarget* t : probed) {
       if (t->host_id == h.host_id) continue;
+      if (Locality(*t, options.partition_label) != partition) continue;
       (Locality(*t, options.locality_label) == mine ? near : far).push_back(t);
     }
     int budget = std::max(options.max_peers, 0);
@@ -73,7 +76,7 @@ std::map<std::string, v1::ProbePlan> PlanProbes(const std::vector<ProbeTarget>& 
     // Rank of this host in its own locality group (sorted): near peers follow it
     // in that order; far peers start at a rank-dependent offset so that the
     // probing load spreads over the whole far set.
-    const auto& own = by_locality[mine];
+    const auto& own = by_locality[partition + "\n" + mine];
     size_t rank = 0;
     while (rank < own.size() && own[rank]->host_id < h.host_id) ++rank;
     std::vector<const ProbeTarget*> peers;

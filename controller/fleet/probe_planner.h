@@ -22,6 +22,9 @@ struct ProbePlannerOptions {
   // Hosts with the same value of this label are "near" (peer class
   // "intra_<label>"), others "far" ("inter_<label>").
   std::string locality_label = "tor";
+  // Hosts probe only hosts with the same value of this label (absent = ""), so
+  // separate fabrics (or a simulated fabric beside real hosts) never mix.
+  std::string partition_label = "fabric";
 };
 
 struct ProbeTarget {

@@ -87,6 +87,20 @@ TEST(ProbePlannerTest, VerbsEndpointPreferredAndHostsWithoutEndpointSkipped) {
   EXPECT_EQ(plans.at(hosts[2].host_id).peers_size(), 2);
 }
 
+TEST(ProbePlannerTest, PartitionsNeverMix) {
+  std::vector<ProbeTarget> hosts = Fleet(2, 3);
+  for (int i = 0; i < 3; ++i) hosts[i].labels["fabric"] = "sim";
+  auto plans = PlanProbes(hosts, ProbePlannerOptions());
+  for (int i = 0; i < 6; ++i) {
+    bool sim = i < 3;
+    for (const auto& p : plans.at(hosts[i].host_id).peers()) {
+      bool peer_sim = p.host_id().rfind("h0-", 0) == 0;
+      EXPECT_EQ(sim, peer_sim) << hosts[i].host_id << " -> " << p.host_id();
+    }
+    EXPECT_EQ(plans.at(hosts[i].host_id).peers_size(), 2);
+  }
+}
+
 TEST(ProbePlannerTest, SingleHostHasEmptyPlan) {
   auto plans = PlanProbes(Fleet(1, 1), ProbePlannerOptions());
   EXPECT_EQ(plans.begin()->second.peers_size(), 0);
