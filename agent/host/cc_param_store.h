@@ -23,8 +23,7 @@ class CcParamStore {
   virtual absl::StatusOr<v1::DeviceParameters> Read(const std::string& device) = 0;
   // Writes one parameter ("rp_enable_mask" / "np_enable_mask" for the masks).
   // Errors name the parameter and the path or mechanism that failed.
-  virtual absl::Status Write(const std::string& device, const std::string& name,
-                             int64_t value) = 0;
+  virtual absl::Status Write(const std::string& device, const std::string& name, int64_t value) = 0;
 };
 
 }  // namespace rocetune

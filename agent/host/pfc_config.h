@@ -13,11 +13,11 @@
 namespace rocetune {
 
 struct PfcState {
-  uint8_t pfc_cap = 0;        // number of TCs that may have PFC at once
-  uint8_t enable_mask = 0;    // bit p = priority p
-  uint16_t delay = 0;         // mlx5: cable length in metres
-  std::array<uint64_t, 8> requests{};     // PFC frames sent per priority
-  std::array<uint64_t, 8> indications{};  // PFC frames received per priority
+  uint8_t pfc_cap = 0;                            // number of TCs that may have PFC at once
+  uint8_t enable_mask = 0;                        // bit p = priority p
+  uint16_t delay = 0;                             // mlx5: cable length in metres
+  std::array<uint64_t, 8> requests{};             // PFC frames sent per priority
+  std::array<uint64_t, 8> indications{};          // PFC frames received per priority
   std::optional<uint16_t> prevention_timeout_ms;  // unset: driver lacks the tunable
 };
 
