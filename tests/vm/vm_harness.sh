@@ -20,6 +20,8 @@ set -euo pipefail
 CACHE="${ROCETUNE_VM_CACHE:-/var/cache/rocetune-vm}"
 SKIP=77
 VM_TIMEOUT="${ROCETUNE_VM_TIMEOUT:-240}"
+# The checkout shared into the guests at its own path (default: this script's repository).
+PROJECT_DIR="${ROCETUNE_VM_PROJECT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
 
 log() { echo "vm_harness: $*" >&2; }
 skip() { echo "SKIP: $*" >&2; exit "$SKIP"; }
@@ -125,6 +127,14 @@ mount -t sysfs sys /newroot/sys
 mount -t devtmpfs dev /newroot/dev
 mount -t tmpfs tmpfs /newroot/tmp
 mount -t tmpfs tmpfs /newroot/run
+# The project checkout (sources and build) at its host path, also when that path
+# lies under /tmp or /run, which the tmpfs mounts above hide.
+PROJECT="$(arg project)"
+if [ -n "$PROJECT" ]; then
+  mkdir -p "/newroot$PROJECT" 2>/dev/null
+  mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=262144 project "/newroot$PROJECT" \
+    || echo "init: project mount failed"
+fi
 mkdir -p /newroot/run/vmout
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,cache=none vmout /newroot/run/vmout || echo "init: vmout mount failed"
 ip link set lo up
@@ -218,12 +228,13 @@ boot_guest() {
     -accel tcg -m 768 -smp 1 -nographic -no-reboot -display none -monitor none \
     -serial "file:$out/console_$id.log" \
     -kernel "$CACHE/kernel/vmlinuz" -initrd "$CACHE/initramfs.cpio.gz" \
-    -append "console=ttyS0 quiet panic=-1 rocetune.id=$id rocetune.self=$self rocetune.peer=$peer" \
+    -append "console=ttyS0 quiet panic=-1 rocetune.id=$id rocetune.self=$self rocetune.peer=$peer rocetune.project=$PROJECT_DIR" \
     -nic none \
     -netdev "socket,id=n0,udp=127.0.0.1:$port_peer,localaddr=127.0.0.1:$port_self" \
     -device "virtio-net-pci,netdev=n0,mac=$mac" \
     -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
     -virtfs "local,path=$out,mount_tag=vmout,security_model=none" \
+    -virtfs "local,path=$PROJECT_DIR,mount_tag=project,security_model=none,readonly=on,multidevs=remap" \
     </dev/null >"$out/qemu_$id.log" 2>&1
 }
 
