@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "daemon/json.h"
 
 namespace rocetune {
 namespace {
@@ -71,26 +72,8 @@ void AppendValue(std::string& out, absl::string_view v) {
     out.append(v.data(), v.size());
     return;
   }
-  out.push_back('"');
-  for (char c : v) {
-    switch (c) {
-      case '"':
-        out.append("\\\"");
-        break;
-      case '\\':
-        out.append("\\\\");
-        break;
-      case '\n':
-        out.append("\\n");
-        break;
-      case '\t':
-        out.append("\\t");
-        break;
-      default:
-        out.push_back(c);
-    }
-  }
-  out.push_back('"');
+  // logfmt quoted values use the same escapes as JSON strings.
+  out.append(JsonQuote(v));
 }
 
 }  // namespace
