@@ -64,6 +64,15 @@ constexpr char kUsage[] =
     "usage: rocetune-agent [flags]        (run as a daemon)\n"
     "       rocetune-agent --once --output=json   (inventory + one sample, then exit)";
 
+// --host_id, or the hostname when it is not given.
+std::string HostId() {
+  std::string id = absl::GetFlag(FLAGS_host_id);
+  if (!id.empty()) return id;
+  char name[256] = {0};
+  gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
 int Once(rocetune::RealHost& host) {
   rocetune::v1::Hello hello;
   absl::StatusOr<std::vector<rocetune::v1::NicDevice>> devices = host.Discover();
@@ -79,12 +88,7 @@ int Once(rocetune::RealHost& host) {
   // One JSON document: {"host_id", "devices": [...], "counters": [...], "parameters": {...}}.
   rocetune::v1::Report sample;
   for (auto& d : *devices) *hello.add_devices() = d;
-  std::string host_id = absl::GetFlag(FLAGS_host_id);
-  if (host_id.empty()) {
-    char name[256] = {0};
-    gethostname(name, sizeof(name) - 1);
-    host_id = name;
-  }
+  std::string host_id = HostId();
   hello.set_host_id(host_id);
   auto seams = host.seams();
   for (const auto& d : *devices) {
@@ -154,12 +158,7 @@ int main(int argc, char** argv) {
   }
   if (absl::GetFlag(FLAGS_once)) return Once(**host);
 
-  std::string host_id = absl::GetFlag(FLAGS_host_id);
-  if (host_id.empty()) {
-    char name[256] = {0};
-    gethostname(name, sizeof(name) - 1);
-    host_id = name;
-  }
+  std::string host_id = HostId();
   if (!absl::GetFlag(FLAGS_insecure_loopback)) {
     std::fprintf(stderr,
                  "rocetune-agent: TLS is not built yet; run with --insecure_loopback against a "

@@ -64,12 +64,7 @@ absl::Status DebugfsCcStore::Write(const std::string& device, const std::string&
   absl::StatusOr<std::string> dir = CcParamsDir(device);
   if (!dir.ok()) return dir.status();
   const std::string path = absl::StrCat(*dir, "/", spec->debugfs_file);
-  absl::Status st = io_->Write(path, absl::StrCat(value, "\n"));
-  if (!st.ok()) {
-    return absl::Status(st.code(),
-                        absl::StrCat(device, ": ", name, "=", value, ": ", st.message()));
-  }
-  return absl::OkStatus();
+  return WriteParamValue(io_, path, device, name, value);
 }
 
 }  // namespace rocetune

@@ -124,12 +124,7 @@ absl::Status OfedSysfsCcStore::Write(const std::string& device, const std::strin
         absl::StrCat(device, ": parameter ", name, " is not exposed by the ofed_sysfs layout"));
   }
   const std::string path = absl::StrCat(*ecn, "/", SideDir(spec->side), "/", spec->ofed_file);
-  absl::Status st = io_->Write(path, absl::StrCat(value, "\n"));
-  if (!st.ok()) {
-    return absl::Status(st.code(),
-                        absl::StrCat(device, ": ", name, "=", value, ": ", st.message()));
-  }
-  return absl::OkStatus();
+  return WriteParamValue(io_, path, device, name, value);
 }
 
 }  // namespace rocetune

@@ -97,4 +97,11 @@ absl::StatusOr<int64_t> ParseParamValue(const std::string& text, const std::stri
   return value;
 }
 
+absl::Status WriteParamValue(ParamFileIo* io, const std::string& path, const std::string& device,
+                             const std::string& name, int64_t value) {
+  absl::Status st = io->Write(path, absl::StrCat(value, "\n"));
+  if (st.ok()) return st;
+  return absl::Status(st.code(), absl::StrCat(device, ": ", name, "=", value, ": ", st.message()));
+}
+
 }  // namespace rocetune

@@ -31,6 +31,11 @@ class ParamFileIo {
 // The message is "<what>: <strerror(err)> (errno <err>)".
 absl::Status ErrnoToStatus(int err, const std::string& what);
 
+// Writes `value` ("%d\n") for parameter `name` of `device` to `path`; on failure
+// the status keeps the I/O error's code and names device, parameter and value.
+absl::Status WriteParamValue(ParamFileIo* io, const std::string& path, const std::string& device,
+                             const std::string& name, int64_t value);
+
 // Parses a sysfs/debugfs integer ("%d\n" or "%u\n"); kDataLoss naming `path` on garbage.
 absl::StatusOr<int64_t> ParseParamValue(const std::string& text, const std::string& path);
 
