@@ -34,7 +34,48 @@ bool PrintableId(const std::string& s) {
 
 Fleet::Fleet(Clock* clock, TelemetryStore* telemetry, Store* store, EventBus* events,
              FleetOptions options)
-    : clock_(clock), telemetry_(telemetry), store_(store), events_(events), options_(options) {}
+    : clock_(clock), telemetry_(telemetry), store_(store), events_(events), options_(options) {
+  if (options_.plan_probes && options_.probe_replan_delay > absl::ZeroDuration()) {
+    planner_ = std::thread([this] { PlannerLoop(); });
+  }
+}
+
+Fleet::~Fleet() {
+  {
+    absl::MutexLock lock(&plan_mu_);
+    plan_stop_ = true;
+  }
+  if (planner_.joinable()) planner_.join();
+}
+
+void Fleet::ProbePlanDirty() {
+  if (!options_.plan_probes) return;
+  if (!planner_.joinable()) {
+    RePlanProbes();
+    return;
+  }
+  absl::MutexLock lock(&plan_mu_);
+  plan_dirty_ = true;
+}
+
+void Fleet::PlannerLoop() {
+  plan_mu_.Lock();
+  while (true) {
+    plan_mu_.Await(absl::Condition(
+        +[](Fleet* f)
+             ABSL_EXCLUSIVE_LOCKS_REQUIRED(f->plan_mu_) { return f->plan_dirty_ || f->plan_stop_; },
+        this));
+    if (plan_stop_) break;
+    // Let the changes of the next `probe_replan_delay` join this one.
+    plan_mu_.AwaitWithTimeout(absl::Condition(&plan_stop_), options_.probe_replan_delay);
+    if (plan_stop_) break;
+    plan_dirty_ = false;
+    plan_mu_.Unlock();
+    RePlanProbes();
+    plan_mu_.Lock();
+  }
+  plan_mu_.Unlock();
+}
 
 absl::Status Fleet::LoadFromStore() {
   if (store_ == nullptr) return absl::OkStatus();
@@ -157,7 +198,7 @@ absl::StatusOr<Registration> Fleet::Register(const v1::Hello& hello,
     events.push_back(MakeEvent("stream_superseded", hello.host_id(), ""));
   }
   if (push) conn->PushDesiredState(desired_version, desired);
-  RePlanProbes();
+  ProbePlanDirty();
   Publish(events);
   LogInfo("host registered",
           {{"host", hello.host_id()}, {"stream", absl::StrCat(conn->stream_id())}});
@@ -175,16 +216,17 @@ void Fleet::Unregister(const std::string& host_id, uint64_t stream_id) {
     it->second->disconnected_at = clock_->Now();
     it->second->last_swept = v1::HOST_GONE;
   }
-  RePlanProbes();
+  ProbePlanDirty();
   Publish({MakeEvent("host_gone", host_id, "stream closed")});
 }
 
 void Fleet::RePlanProbes() {
   if (!options_.plan_probes) return;
-  std::vector<std::pair<std::shared_ptr<AgentConnection>, v1::ProbePlan>> pushes;
+  absl::MutexLock replan(&replan_mu_);
+  std::vector<ProbeTarget> targets;
   {
-    absl::MutexLock lock(&mu_);
-    std::vector<ProbeTarget> targets;
+    absl::ReaderMutexLock lock(&mu_);
+    targets.reserve(hosts_.size());
     for (const auto& [id, h] : hosts_) {
       if (h->conn == nullptr) continue;
       ProbeTarget t;
@@ -193,9 +235,16 @@ void Fleet::RePlanProbes() {
       t.endpoint = h->probe_endpoint;
       targets.push_back(std::move(t));
     }
-    std::map<std::string, v1::ProbePlan> plans = PlanProbes(targets, options_.probes);
+  }
+  // The expensive part runs without the fleet lock: reports and registrations go on.
+  std::map<std::string, v1::ProbePlan> plans = PlanProbes(targets, options_.probes);
+  std::vector<std::pair<std::shared_ptr<AgentConnection>, v1::ProbePlan>> pushes;
+  {
+    absl::MutexLock lock(&mu_);
     for (auto& [id, plan] : plans) {
-      Host& h = *hosts_[id];
+      auto it = hosts_.find(id);
+      if (it == hosts_.end() || it->second->conn == nullptr) continue;  // left meanwhile
+      Host& h = *it->second;
       if (plan.version() == h.probe_plan_version) continue;
       h.probe_plan_version = plan.version();
       pushes.emplace_back(h.conn, std::move(plan));

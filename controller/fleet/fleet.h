@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -34,6 +35,10 @@ struct FleetOptions {
   // host connects or leaves; unchanged plans are not re-sent.
   bool plan_probes = true;
   ProbePlannerOptions probes;
+  // Joins and leaves within this delay share one recomputation (a planner
+  // thread runs it), so a fleet reconnecting at once costs O(hosts) per delay
+  // instead of O(hosts) per host. Zero: recompute inline on every change.
+  absl::Duration probe_replan_delay = absl::Milliseconds(200);
 };
 
 struct FleetCounts {
@@ -57,6 +62,9 @@ class Fleet {
   // `store` and `events` may be null. None is owned.
   Fleet(Clock* clock, TelemetryStore* telemetry, Store* store, EventBus* events,
         FleetOptions options);
+  ~Fleet();
+  Fleet(const Fleet&) = delete;
+  Fleet& operator=(const Fleet&) = delete;
 
   // Loads hosts and desired state from the store (all hosts start GONE).
   absl::Status LoadFromStore();
@@ -117,7 +125,11 @@ class Fleet {
   };
 
   // Recomputes every connected host's pinglist and pushes the ones that changed.
+  // The plan is computed outside mu_; replans never overlap (replan_mu_).
   void RePlanProbes();
+  // A host joined or left: replan now (delay 0) or wake the planner thread.
+  void ProbePlanDirty();
+  void PlannerLoop();
 
   v1::HostState StateOf(const Host& h, absl::Time now) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   v1::HostInfo InfoOf(const Host& h, absl::Time now) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
@@ -132,6 +144,12 @@ class Fleet {
   Store* const store_;
   EventBus* const events_;
   const FleetOptions options_;
+
+  absl::Mutex replan_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  absl::Mutex plan_mu_;
+  bool plan_dirty_ ABSL_GUARDED_BY(plan_mu_) = false;
+  bool plan_stop_ ABSL_GUARDED_BY(plan_mu_) = false;
+  std::thread planner_;
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::unique_ptr<Host>> hosts_ ABSL_GUARDED_BY(mu_);

@@ -4,6 +4,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "daemon/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -141,6 +144,92 @@ TEST_F(FleetTest, SelectorsAndGroups) {
   ASSERT_EQ(groups.size(), 2u);
   EXPECT_EQ(groups["r2"], (std::vector<std::string>{"c"}));
   EXPECT_TRUE(fleet_.GroupBy("pod").empty());
+}
+
+// Counts probe plans per stream (thread-safe: the planner thread pushes).
+class PlanCountingConnection : public FakeConnection {
+ public:
+  using FakeConnection::FakeConnection;
+  void PushProbePlan(const v1::ProbePlan& plan) override {
+    absl::MutexLock lock(&mu_);
+    ++plans_;
+    last_version_ = plan.version();
+  }
+  int plans() const {
+    absl::MutexLock lock(&mu_);
+    return plans_;
+  }
+  std::string last_version() const {
+    absl::MutexLock lock(&mu_);
+    return last_version_;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  int plans_ = 0;
+  std::string last_version_;
+};
+
+v1::Hello ProbingHello(int i) {
+  v1::Hello h = MakeHello(absl::StrCat("h", i), "r1");
+  (*h.mutable_labels())["fabric"] = "f";
+  h.mutable_probe_endpoint()->set_udp_address(absl::StrCat("127.0.0.1:", 10000 + i));
+  return h;
+}
+
+// A join storm shares replans: 300 hosts registering back to back get a few
+// plans each, not one per later join, and every host ends with a full plan.
+TEST(FleetProbePlanTest, JoinStormIsCoalescedAndEveryHostGetsTheFinalPlan) {
+  FakeClock clock;
+  TelemetryStore telemetry{TelemetryOptions{}};
+  FleetOptions opt;
+  opt.probe_replan_delay = absl::Milliseconds(100);
+  Fleet fleet(&clock, &telemetry, nullptr, nullptr, opt);
+  constexpr int kHosts = 300;
+  std::vector<std::shared_ptr<PlanCountingConnection>> conns;
+  for (int i = 0; i < kHosts; ++i) {
+    conns.push_back(std::make_shared<PlanCountingConnection>(i + 1));
+    ASSERT_TRUE(fleet.Register(ProbingHello(i), conns.back()).ok());
+  }
+  // The final plan of every host is what an inline planner would give it.
+  std::vector<ProbeTarget> targets;
+  for (int i = 0; i < kHosts; ++i) {
+    ProbeTarget t;
+    t.host_id = absl::StrCat("h", i);
+    t.labels = {{"rack", "r1"}, {"fabric", "f"}};
+    t.endpoint = ProbingHello(i).probe_endpoint();
+    targets.push_back(t);
+  }
+  std::map<std::string, v1::ProbePlan> want = PlanProbes(targets, opt.probes);
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  auto settled = [&] {
+    for (int i = 0; i < kHosts; ++i) {
+      if (conns[i]->last_version() != want[absl::StrCat("h", i)].version()) return false;
+    }
+    return true;
+  };
+  while (!settled() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(20));
+  ASSERT_TRUE(settled());
+  int total = 0;
+  for (const auto& c : conns) total += c->plans();
+  EXPECT_GE(total, kHosts);
+  EXPECT_LE(total, kHosts * 5) << "replans were not coalesced";
+  // A leave is replanned too (after the delay, with no later join): a host
+  // that probed h0 gets a new plan.
+  int prober = -1;
+  for (int i = 1; i < kHosts && prober < 0; ++i) {
+    for (const v1::ProbePeer& p : want[absl::StrCat("h", i)].peers()) {
+      if (p.host_id() == "h0") prober = i;
+    }
+  }
+  ASSERT_GT(prober, 0);
+  const int before = conns[prober]->plans();
+  fleet.Unregister("h0", 1);
+  const absl::Time leave_deadline = absl::Now() + absl::Seconds(10);
+  while (conns[prober]->plans() == before && absl::Now() < leave_deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_EQ(conns[prober]->plans(), before + 1);
 }
 
 }  // namespace
