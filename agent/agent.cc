@@ -295,16 +295,21 @@ absl::Status Agent::RunStream() {
     while (stream->Read(&msg)) HandleMessage(msg, stream.get());
     reader_done.Notify();
   });
+  // Kept across rounds: the sampler refills these sample messages in place;
+  // each round lends them to the report (a swap, no copy) and takes them back
+  // after the write.
+  SampleBatch batch;
   while (!stopping_.load() && !reader_done.HasBeenNotified()) {
     if (stopped_.WaitForNotificationWithTimeout(options_.sample_interval)) break;
     v1::AgentMessage out;
     v1::Report* report = out.mutable_report();
-    absl::StatusOr<SampleBatch> batch = sampler_->SampleOnce();
-    if (batch.ok()) {
-      if (options_.metrics != nullptr) options_.metrics->RecordSampling(batch->collect_duration);
-      report->set_start_unix_nanos(absl::ToUnixNanos(batch->start));
-      report->set_end_unix_nanos(absl::ToUnixNanos(batch->end));
-      if (std::optional<v1::GuardEvent> ev = guard_->Observe(batch->samples); ev.has_value()) {
+    absl::Status sampled = sampler_->SampleOnce(&batch);
+    bool lent = false;
+    if (sampled.ok()) {
+      if (options_.metrics != nullptr) options_.metrics->RecordSampling(batch.collect_duration);
+      report->set_start_unix_nanos(absl::ToUnixNanos(batch.start));
+      report->set_end_unix_nanos(absl::ToUnixNanos(batch.end));
+      if (std::optional<v1::GuardEvent> ev = guard_->Observe(batch.samples); ev.has_value()) {
         LogWarning(
             "local guard restored the last-known-good set",
             {{"kind", ev->kind()}, {"detail", ev->detail()}, {"restored", ev->restored_version()}});
@@ -317,11 +322,13 @@ absl::Status Agent::RunStream() {
         }
         *report->add_guard_events() = std::move(*ev);
       }
-      for (auto& c : batch->samples) *report->add_counters() = std::move(c);
+      // Both fields live on the heap (no arena): Swap exchanges pointers.
+      report->mutable_counters()->Swap(&batch.samples);
+      lent = true;
     } else {
-      LogOnce(absl::StrCat("agent.collect:", batch.status().message()), LogLevel::kWarning,
+      LogOnce(absl::StrCat("agent.collect:", sampled.message()), LogLevel::kWarning,
               "counter collection failed; reporting without counters",
-              {{"error", std::string(batch.status().message())}});
+              {{"error", std::string(sampled.message())}});
       absl::Time now = seams_.clock->Now();
       report->set_start_unix_nanos(absl::ToUnixNanos(now));
       report->set_end_unix_nanos(absl::ToUnixNanos(now));
@@ -334,7 +341,10 @@ absl::Status Agent::RunStream() {
       report->set_seq(++report_seq_);
     }
     if (options_.metrics != nullptr) options_.metrics->ObserveReport(*report);
-    if (!Write(stream.get(), out)) break;
+    const bool written = Write(stream.get(), out);
+    // Take the sample messages back for the next round.
+    if (lent) batch.samples.Swap(report->mutable_counters());
+    if (!written) break;
     if (options_.metrics != nullptr) options_.metrics->RecordReportSent();
     absl::MutexLock lock(&mu_);
     ++stats_.reports_sent;

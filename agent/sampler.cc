@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/hash/hash.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/logging.h"
@@ -20,14 +22,20 @@ absl::StatusOr<std::unique_ptr<Sampler>> Sampler::Create(CounterSource* source, 
   return std::unique_ptr<Sampler>(new Sampler(source, clock, interval));
 }
 
-absl::StatusOr<SampleBatch> Sampler::SampleOnce() {
-  std::vector<CounterValue> snapshot;
+absl::Status Sampler::SampleOnce(SampleBatch* batch) {
+  current_.Clear();
   const absl::Duration before = clock_->Monotonic();
-  absl::Status s = source_->Collect(&snapshot);
+  absl::Status s = source_->CollectInto(&current_);
   const absl::Duration after = clock_->Monotonic();
   if (!s.ok()) return s;
-  SampleBatch batch = Ingest(snapshot, after, clock_->Now());
-  batch.collect_duration = after - before;
+  IngestCurrent(after, clock_->Now(), batch);
+  batch->collect_duration = after - before;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SampleBatch> Sampler::SampleOnce() {
+  SampleBatch batch;
+  if (absl::Status s = SampleOnce(&batch); !s.ok()) return s;
   return batch;
 }
 
@@ -39,32 +47,53 @@ void Sampler::WaitForNext() {
 
 SampleBatch Sampler::Ingest(const std::vector<CounterValue>& snapshot, absl::Duration mono,
                             absl::Time wall) {
+  current_.Clear();
+  for (const CounterValue& cv : snapshot) current_.Append() = cv;
   SampleBatch batch;
-  batch.end = wall;
-  batch.start = have_baseline_ ? last_wall_ : wall;
-  batch.measured_interval = have_baseline_ ? mono - last_mono_ : absl::ZeroDuration();
-  const double seconds = absl::ToDoubleSeconds(batch.measured_interval);
+  IngestCurrent(mono, wall, &batch);
+  return batch;
+}
+
+namespace {
+
+// Hash index over the previous snapshot's keys without copying them.
+struct KeyPtrHash {
+  size_t operator()(const CounterKey* k) const { return absl::Hash<CounterKey>{}(*k); }
+};
+struct KeyPtrEq {
+  bool operator()(const CounterKey* a, const CounterKey* b) const { return *a == *b; }
+};
+
+}  // namespace
+
+void Sampler::IngestCurrent(absl::Duration mono, absl::Time wall, SampleBatch* batch) {
+  const CounterBuffer& snapshot = current_;
+  batch->end = wall;
+  batch->start = have_baseline_ ? last_wall_ : wall;
+  batch->measured_interval = have_baseline_ ? mono - last_mono_ : absl::ZeroDuration();
+  const double seconds = absl::ToDoubleSeconds(batch->measured_interval);
 
   // Snapshots usually list the same counters in the same order: compare
   // position by position and fall back to a hash lookup on any mismatch.
   bool aligned = snapshot.size() == last_.size();
-  absl::flat_hash_map<CounterKey, uint64_t> index;
+  absl::flat_hash_map<const CounterKey*, uint64_t, KeyPtrHash, KeyPtrEq> index;
   bool indexed = false;
-  batch.samples.reserve(snapshot.size());
+  // Clear() keeps the messages for Add() to hand out again.
+  batch->samples.Clear();
+  batch->samples.Reserve(static_cast<int>(snapshot.size()));
   for (size_t i = 0; i < snapshot.size(); ++i) {
     const CounterValue& cv = snapshot[i];
     uint64_t old = 0;
     if (aligned && last_[i].key == cv.key) {
       old = last_[i].value;
-      last_[i].value = cv.value;
     } else {
       aligned = false;
       if (!indexed) {
         index.reserve(last_.size());
-        for (const CounterValue& p : last_) index.emplace(p.key, p.value);
+        for (const CounterValue& p : last_) index.emplace(&p.key, p.value);  // first one wins
         indexed = true;
       }
-      auto it = index.find(cv.key);
+      auto it = index.find(&cv.key);
       if (it == index.end()) continue;  // first sight: baseline only
       old = it->second;
     }
@@ -90,19 +119,19 @@ SampleBatch Sampler::Ingest(const std::vector<CounterValue>& snapshot, absl::Dur
                  {"new", absl::StrCat(cv.value)}});
       }
     }
-    v1::CounterSample& sample = batch.samples.emplace_back();
-    sample.set_device(cv.key.device);
-    sample.set_port(cv.key.port);
-    sample.set_priority(cv.key.priority);
-    sample.set_name(cv.key.name);
-    sample.set_delta(delta);
-    sample.set_rate_per_second(seconds > 0 ? static_cast<double>(delta) / seconds : 0.0);
+    v1::CounterSample* sample = batch->samples.Add();
+    sample->set_device(cv.key.device);  // assigns into the kept string's storage
+    sample->set_port(cv.key.port);
+    sample->set_priority(cv.key.priority);
+    sample->set_name(cv.key.name);
+    sample->set_delta(delta);
+    sample->set_rate_per_second(seconds > 0 ? static_cast<double>(delta) / seconds : 0.0);
   }
-  if (!aligned || !have_baseline_) last_ = snapshot;
+  // This snapshot becomes the baseline; the old one's storage is refilled next round.
+  last_.swap(current_);
   last_mono_ = mono;
   last_wall_ = wall;
   have_baseline_ = true;
-  return batch;
 }
 
 }  // namespace rocetune

@@ -5,11 +5,11 @@
 #include <memory>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "agent/host/counter_source.h"
 #include "daemon/clock.h"
+#include "google/protobuf/repeated_ptr_field.h"
 #include "rocetune/v1/agent.pb.h"
 
 namespace rocetune {
@@ -20,7 +20,12 @@ struct SampleBatch {
   absl::Time end;                    // wall time of this snapshot
   absl::Duration measured_interval;  // monotonic time between the two snapshots
   absl::Duration collect_duration;   // monotonic time Collect() took
-  std::vector<v1::CounterSample> samples;
+  // One sample per counter present in both snapshots, in snapshot order. A
+  // batch passed to SampleOnce(SampleBatch*) round after round keeps these
+  // messages (and their strings' capacity) and refills them in place; swapping
+  // the field with a Report's counters (same arena: no copy) and back keeps
+  // that reuse (see Agent::RunStream).
+  google::protobuf::RepeatedPtrField<v1::CounterSample> samples;
 };
 
 // Turns successive counter snapshots into deltas and rates.
@@ -33,6 +38,13 @@ struct SampleBatch {
 //   snapshots, not the configured interval); 0 when the interval is not positive.
 // - Counters absent from a snapshot are forgotten; if they come back they start
 //   again from a baseline.
+//
+// Cost: two snapshot buffers (this round's and the previous one) are swapped
+// each round and refilled in place through CounterSource::CollectInto. When a
+// snapshot lists the same keys in the same order as the previous one (the
+// steady state), old values are matched position by position; otherwise a
+// hash index over the previous snapshot's keys (by pointer, no copies) is built
+// for that round. With a reused SampleBatch a steady round allocates nothing.
 class Sampler {
  public:
   static constexpr absl::Duration kMinInterval = absl::Milliseconds(10);
@@ -42,9 +54,12 @@ class Sampler {
   static absl::StatusOr<std::unique_ptr<Sampler>> Create(
       CounterSource* source, Clock* clock, absl::Duration interval = absl::Seconds(1));
 
-  // Collects one snapshot and returns the samples against the previous one (the
-  // first call returns an empty batch). A failed Collect is returned as is and
-  // leaves the baseline untouched.
+  // Collects one snapshot and fills `batch` with the samples against the
+  // previous one (the first call yields no samples). `batch`'s previous
+  // content is replaced; its sample messages are reused. A failed Collect is
+  // returned as is, leaves the baseline untouched and `batch` unspecified.
+  absl::Status SampleOnce(SampleBatch* batch);
+  // The same into a fresh batch.
   absl::StatusOr<SampleBatch> SampleOnce();
 
   // Sleeps (on the clock) until one interval after the previous snapshot.
@@ -63,13 +78,17 @@ class Sampler {
   Sampler(CounterSource* source, Clock* clock, absl::Duration interval)
       : source_(source), clock_(clock), interval_(interval) {}
 
+  // Ingests current_ (then swaps it with last_).
+  void IngestCurrent(absl::Duration mono, absl::Time wall, SampleBatch* batch);
+
   CounterSource* source_;
   Clock* clock_;
   absl::Duration interval_;
   bool have_baseline_ = false;
   absl::Duration last_mono_;
   absl::Time last_wall_;
-  std::vector<CounterValue> last_;  // the previous snapshot
+  CounterBuffer current_;  // this round's snapshot (scratch between rounds)
+  CounterBuffer last_;     // the previous snapshot
   uint64_t resets_ = 0;
   uint64_t wraps_ = 0;
 };

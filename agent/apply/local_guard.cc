@@ -43,7 +43,17 @@ bool LocalGuard::armed() const {
   return armed_;
 }
 
+std::optional<v1::GuardEvent> LocalGuard::Observe(
+    const google::protobuf::RepeatedPtrField<v1::CounterSample>& samples) {
+  return ObserveImpl(samples);
+}
+
 std::optional<v1::GuardEvent> LocalGuard::Observe(const std::vector<v1::CounterSample>& samples) {
+  return ObserveImpl(samples);
+}
+
+template <typename Samples>
+std::optional<v1::GuardEvent> LocalGuard::ObserveImpl(const Samples& samples) {
   absl::MutexLock lock(&mu_);
   if (!armed_) return std::nullopt;
   const absl::Duration since = clock_->Monotonic() - armed_at_;
@@ -65,6 +75,7 @@ std::optional<v1::GuardEvent> LocalGuard::Observe(const std::vector<v1::CounterS
     const bool pause =
         s.name() == "rx_pfc_pause_duration_us" || s.name() == "tx_pfc_pause_duration_us";
     const bool cnp = s.name() == "cnp_handled" || s.name() == "cnp_sent";
+    if (!pause && !cnp) continue;
     std::string where = absl::StrCat(s.device(), " port ", s.port());
     if (s.priority() >= 0) absl::StrAppend(&where, " priority ", s.priority());
     if (pause && options_.max_pfc_pause_ratio > 0) {

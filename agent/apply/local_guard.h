@@ -11,6 +11,7 @@
 #include "agent/apply/applier.h"
 #include "agent/apply/lkg_journal.h"
 #include "daemon/clock.h"
+#include "google/protobuf/repeated_ptr_field.h"
 #include "rocetune/v1/agent.pb.h"
 
 namespace rocetune {
@@ -52,11 +53,16 @@ class LocalGuard {
   // "tx_pfc_pause_duration_us", "cnp_handled", "cnp_sent"; others are ignored).
   // Returns the event when the guard tripped; the guard is then disarmed and
   // the candidate dropped. Not armed, or within bounds: nullopt.
+  std::optional<v1::GuardEvent> Observe(
+      const google::protobuf::RepeatedPtrField<v1::CounterSample>& samples);
   std::optional<v1::GuardEvent> Observe(const std::vector<v1::CounterSample>& samples);
 
   bool armed() const;
 
  private:
+  template <typename Samples>
+  std::optional<v1::GuardEvent> ObserveImpl(const Samples& samples);
+
   LocalGuardOptions options_;
   Clock* clock_;
   Applier* applier_;

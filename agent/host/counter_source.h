@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -39,6 +40,41 @@ struct CounterValue {
   uint8_t width_bits = 64;
 };
 
+// A list of CounterValues meant to be refilled every sampling round. Clear()
+// keeps the elements (and their strings' capacity), and Append() hands back
+// the next kept element, so refilling it with the same keys round after round
+// allocates nothing: assigning a key of the same length is a copy into
+// existing storage.
+class CounterBuffer {
+ public:
+  // Forgets the values; keeps the storage.
+  void Clear() { size_ = 0; }
+  // The next element. It still holds what that slot held before (a stale key
+  // and value): the caller sets every field.
+  CounterValue& Append() {
+    if (size_ == values_.size()) values_.emplace_back();
+    return values_[size_++];
+  }
+  void Append(CounterValue v) { Append() = std::move(v); }
+  void Reserve(size_t n) { values_.reserve(n); }
+
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  CounterValue& operator[](size_t i) { return values_[i]; }
+  const CounterValue& operator[](size_t i) const { return values_[i]; }
+  const CounterValue* begin() const { return values_.data(); }
+  const CounterValue* end() const { return values_.data() + size_; }
+
+  void swap(CounterBuffer& other) {
+    values_.swap(other.values_);
+    std::swap(size_, other.size_);
+  }
+
+ private:
+  std::vector<CounterValue> values_;  // [0, size_) live, the rest kept for reuse
+  size_t size_ = 0;
+};
+
 // Hardware seam: a snapshot of named u64 counters. Real implementations: sysfs
 // hw_counters/ and counters/, RDMA netlink statistics, ethtool stats; the fabric
 // simulator provides its own.
@@ -51,6 +87,16 @@ class CounterSource {
   // A partially readable source appends what it could and returns OK; it fails
   // only when nothing could be read (kUnavailable for a missing device).
   virtual absl::Status Collect(std::vector<CounterValue>* out) = 0;
+  // Collect into a buffer reused across rounds (what the Sampler calls each
+  // interval); same contract as Collect. Sources read every round override it
+  // to fill the buffer's kept elements in place; the default collects into a
+  // temporary vector and moves the values over.
+  virtual absl::Status CollectInto(CounterBuffer* out) {
+    std::vector<CounterValue> values;
+    absl::Status s = Collect(&values);
+    for (CounterValue& v : values) out->Append(std::move(v));
+    return s;
+  }
 };
 
 }  // namespace rocetune

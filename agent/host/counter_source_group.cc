@@ -1,5 +1,6 @@
 #include "agent/host/counter_source_group.h"
 
+#include <type_traits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -11,11 +12,21 @@ CounterSourceGroup::CounterSourceGroup(std::string name,
                                        std::vector<std::unique_ptr<CounterSource>> members)
     : name_(std::move(name)), members_(std::move(members)) {}
 
-absl::Status CounterSourceGroup::Collect(std::vector<CounterValue>* out) {
+absl::Status CounterSourceGroup::Collect(std::vector<CounterValue>* out) { return CollectAll(out); }
+
+absl::Status CounterSourceGroup::CollectInto(CounterBuffer* out) { return CollectAll(out); }
+
+template <typename Out>
+absl::Status CounterSourceGroup::CollectAll(Out* out) {
   absl::Status first_error;
   bool any_ok = members_.empty();
   for (const std::unique_ptr<CounterSource>& m : members_) {
-    absl::Status s = m->Collect(out);
+    absl::Status s;
+    if constexpr (std::is_same_v<Out, CounterBuffer>) {
+      s = m->CollectInto(out);
+    } else {
+      s = m->Collect(out);
+    }
     if (s.ok()) {
       any_ok = true;
       continue;

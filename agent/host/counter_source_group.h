@@ -21,8 +21,15 @@ class CounterSourceGroup : public CounterSource {
 
   std::string name() const override { return name_; }
   absl::Status Collect(std::vector<CounterValue>* out) override;
+  // Asks each member's CollectInto, so members that fill the buffer in place
+  // still do inside a group.
+  absl::Status CollectInto(CounterBuffer* out) override;
 
  private:
+  // Collect or CollectInto on every member; the same error handling for both.
+  template <typename Out>
+  absl::Status CollectAll(Out* out);
+
   std::string name_;
   std::vector<std::unique_ptr<CounterSource>> members_;
 };

@@ -72,9 +72,9 @@ EthtoolCounterSource::EthtoolCounterSource(std::vector<EthtoolTarget> targets, E
     : targets_(std::move(targets)), ioctl_(std::move(ioctl)) {}
 
 absl::StatusOr<uint32_t> EthtoolCounterSource::StatCount(const std::string& ifname) {
-  const size_t bytes = sizeof(struct ethtool_sset_info) + sizeof(uint32_t);
-  auto buf = AllocWords(bytes);
-  auto* info = reinterpret_cast<struct ethtool_sset_info*>(buf.get());
+  // ethtool_sset_info plus its one u32 of data, on the stack (u64-aligned).
+  uint64_t buf[(sizeof(struct ethtool_sset_info) + sizeof(uint32_t) + 7) / 8] = {};
+  auto* info = reinterpret_cast<struct ethtool_sset_info*>(buf);
   info->cmd = ETHTOOL_GSSET_INFO;
   info->sset_mask = uint64_t{1} << ETH_SS_STATS;
   if (int rc = ioctl_(ifname, info); rc != 0) return IoctlError(rc, ifname, "ETHTOOL_GSSET_INFO");
@@ -98,12 +98,15 @@ absl::Status EthtoolCounterSource::Enumerate(const std::string& ifname, uint32_t
     gs->len = count;
     if (int rc = ioctl_(ifname, gs); rc != 0) return IoctlError(rc, ifname, "ETHTOOL_GSTRINGS");
     if (gs->len == count) {
-      std::vector<std::string> names;
-      names.reserve(count);
+      StatNames names;
+      names.vendor.reserve(count);
+      names.mapped.reserve(count);
       const char* data = reinterpret_cast<const char*>(gs->data);
       for (uint32_t i = 0; i < count; ++i) {
         const char* s = data + size_t{i} * ETH_GSTRING_LEN;
-        names.emplace_back(s, strnlen(s, ETH_GSTRING_LEN));
+        names.vendor.emplace_back(s, strnlen(s, ETH_GSTRING_LEN));
+        // Mapped once per enumeration, not per read.
+        names.mapped.push_back(MapEthtoolCounter(names.vendor.back()));
       }
       auto [it, inserted] = names_.insert_or_assign(ifname, std::move(names));
       (void)it;
@@ -119,23 +122,24 @@ absl::Status EthtoolCounterSource::Enumerate(const std::string& ifname, uint32_t
       absl::StrCat("ethtool string set of ", ifname, " kept changing while being read"));
 }
 
-absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> EthtoolCounterSource::ReadInterface(
+absl::StatusOr<const EthtoolCounterSource::StatNames*> EthtoolCounterSource::ReadStats(
     const std::string& ifname) {
   for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
     absl::StatusOr<uint32_t> count = StatCount(ifname);
     if (!count.ok()) return count.status();
     auto cached = names_.find(ifname);
-    if (cached == names_.end() || cached->second.size() != *count) {
+    if (cached == names_.end() || cached->second.vendor.size() != *count) {
       if (absl::Status s = Enumerate(ifname, *count); !s.ok()) return s;
       cached = names_.find(ifname);
     }
-    const uint32_t expected = static_cast<uint32_t>(cached->second.size());
-    std::vector<std::pair<std::string, uint64_t>> values;
-    if (expected == 0) return values;
-    const size_t bytes =
-        sizeof(struct ethtool_stats) + (size_t{expected} + kSlackEntries) * sizeof(uint64_t);
-    auto buf = AllocWords(bytes);
-    auto* st = reinterpret_cast<struct ethtool_stats*>(buf.get());
+    const uint32_t expected = static_cast<uint32_t>(cached->second.vendor.size());
+    if (expected == 0) return &cached->second;
+    // One buffer for every interface and round; it only grows. Slack entries
+    // so an old kernel that copies a grown set cannot overrun it.
+    const size_t words =
+        (sizeof(struct ethtool_stats) + 7) / 8 + size_t{expected} + size_t{kSlackEntries};
+    if (stats_buf_.size() < words) stats_buf_.resize(words);
+    auto* st = reinterpret_cast<struct ethtool_stats*>(stats_buf_.data());
     st->cmd = ETHTOOL_GSTATS;
     st->n_stats = expected;
     if (int rc = ioctl_(ifname, st); rc != 0) return IoctlError(rc, ifname, "ETHTOOL_GSTATS");
@@ -144,35 +148,58 @@ absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> EthtoolCounterSour
       ++reenumerations_;
       continue;
     }
-    values.reserve(expected);
-    for (uint32_t i = 0; i < expected; ++i) values.emplace_back(cached->second[i], st->data[i]);
-    return values;
+    return &cached->second;
   }
   return absl::UnavailableError(
       absl::StrCat("ethtool statistics of ", ifname, " kept changing while being read"));
 }
 
+absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> EthtoolCounterSource::ReadInterface(
+    const std::string& ifname) {
+  absl::StatusOr<const StatNames*> names = ReadStats(ifname);
+  if (!names.ok()) return names.status();
+  std::vector<std::pair<std::string, uint64_t>> values;
+  if ((*names)->vendor.empty()) return values;
+  const __u64* data = reinterpret_cast<const struct ethtool_stats*>(stats_buf_.data())->data;
+  values.reserve((*names)->vendor.size());
+  for (size_t i = 0; i < (*names)->vendor.size(); ++i) {
+    values.emplace_back((*names)->vendor[i], data[i]);
+  }
+  return values;
+}
+
 absl::Status EthtoolCounterSource::Collect(std::vector<CounterValue>* out) {
+  return CollectWith([out]() -> CounterValue& { return out->emplace_back(); });
+}
+
+absl::Status EthtoolCounterSource::CollectInto(CounterBuffer* out) {
+  return CollectWith([out]() -> CounterValue& { return out->Append(); });
+}
+
+absl::Status EthtoolCounterSource::CollectWith(absl::FunctionRef<CounterValue&()> next) {
   absl::Status first_error;
   size_t ok_targets = 0;
   for (const EthtoolTarget& t : targets_) {
-    absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> values = ReadInterface(t.ifname);
-    if (!values.ok()) {
-      if (first_error.ok()) first_error = values.status();
+    absl::StatusOr<const StatNames*> names = ReadStats(t.ifname);
+    if (!names.ok()) {
+      if (first_error.ok()) first_error = names.status();
       LogOnce(absl::StrCat("ethtool_unreadable:", t.ifname), LogLevel::kWarning,
               "cannot read ethtool statistics",
-              {{"ifname", t.ifname}, {"device", t.device}, {"error", values.status().ToString()}});
+              {{"ifname", t.ifname}, {"device", t.device}, {"error", names.status().ToString()}});
       continue;
     }
     ++ok_targets;
-    for (auto& [vendor_name, value] : *values) {
-      MappedCounter m = MapEthtoolCounter(vendor_name);
-      CounterValue& cv = out->emplace_back();
+    const std::vector<MappedCounter>& mapped = (*names)->mapped;
+    if (mapped.empty()) continue;
+    const __u64* data = reinterpret_cast<const struct ethtool_stats*>(stats_buf_.data())->data;
+    for (size_t i = 0; i < mapped.size(); ++i) {
+      const MappedCounter& m = mapped[i];
+      CounterValue& cv = next();
       cv.key.device = t.device;
       cv.key.port = t.port;
       cv.key.priority = m.priority;
-      cv.key.name = std::move(m.name);
-      cv.value = value * m.multiplier;
+      cv.key.name = m.name;
+      cv.value = data[i] * m.multiplier;
       cv.width_bits = m.width_bits;
     }
   }

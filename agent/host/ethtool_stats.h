@@ -8,9 +8,11 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "agent/host/counter_names.h"
 #include "agent/host/counter_source.h"
 #include "rocetune/v1/agent.pb.h"
 
@@ -55,6 +57,7 @@ class EthtoolCounterSource : public CounterSource {
 
   std::string name() const override { return "ethtool"; }
   absl::Status Collect(std::vector<CounterValue>* out) override;
+  absl::Status CollectInto(CounterBuffer* out) override;
 
   // Reads one interface: (vendor name, value) in driver order.
   absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> ReadInterface(
@@ -64,12 +67,25 @@ class EthtoolCounterSource : public CounterSource {
   uint64_t reenumerations() const { return reenumerations_; }
 
  private:
+  // An interface's statistics names in driver order, and their mapping
+  // (computed once per enumeration).
+  struct StatNames {
+    std::vector<std::string> vendor;
+    std::vector<MappedCounter> mapped;
+  };
+
   absl::StatusOr<uint32_t> StatCount(const std::string& ifname);
   absl::Status Enumerate(const std::string& ifname, uint32_t count);
+  // Steps 1-3 for one interface: on success the values are in stats_buf_'s
+  // ethtool_stats data, in the order of the returned names (valid until the
+  // next call).
+  absl::StatusOr<const StatNames*> ReadStats(const std::string& ifname);
+  absl::Status CollectWith(absl::FunctionRef<CounterValue&()> next);
 
   std::vector<EthtoolTarget> targets_;
   EthtoolIoctl ioctl_;
-  absl::flat_hash_map<std::string, std::vector<std::string>> names_;
+  absl::flat_hash_map<std::string, StatNames> names_;
+  std::vector<uint64_t> stats_buf_;  // ETHTOOL_GSTATS buffer, reused
   uint64_t reenumerations_ = 0;
 };
 

@@ -221,6 +221,17 @@ absl::Status SysfsCounterSource::Relist() {
 }
 
 absl::Status SysfsCounterSource::Collect(std::vector<CounterValue>* out) {
+  size_t total = 0;
+  for (const Device& d : plan_) total += d.files.size();
+  out->reserve(out->size() + total);
+  return CollectWith([out]() -> CounterValue& { return out->emplace_back(); });
+}
+
+absl::Status SysfsCounterSource::CollectInto(CounterBuffer* out) {
+  return CollectWith([out]() -> CounterValue& { return out->Append(); });
+}
+
+absl::Status SysfsCounterSource::CollectWith(absl::FunctionRef<CounterValue&()> next) {
   if (need_relist_ || ++rounds_since_list_ >= options_.relist_every_rounds) {
     if (absl::Status s = Relist(); !s.ok()) {
       need_relist_ = true;
@@ -229,9 +240,6 @@ absl::Status SysfsCounterSource::Collect(std::vector<CounterValue>* out) {
   }
   size_t read_ok = 0;
   std::string first_missing;
-  size_t total = 0;
-  for (const Device& d : plan_) total += d.files.size();
-  out->reserve(out->size() + total);
   for (const Device& d : plan_) {
     if (!DeviceStillThere(d)) {
       need_relist_ = true;
@@ -251,8 +259,8 @@ absl::Status SysfsCounterSource::Collect(std::vector<CounterValue>* out) {
                 {{"path", f.path}, {"error", std::strerror(err)}});
         continue;
       }
-      CounterValue& cv = out->emplace_back();
-      cv.key = f.key;
+      CounterValue& cv = next();
+      cv.key = f.key;  // reuses the slot's string storage when it has any
       cv.value = v * f.multiplier;
       cv.width_bits = f.width_bits;
       ++read_ok;

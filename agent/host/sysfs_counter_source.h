@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "agent/host/counter_names.h"
 #include "agent/host/counter_source.h"
@@ -33,6 +34,8 @@ struct SysfsCounterOptions {
 // fstat() per device. sysfs regenerates an attribute on every read from offset
 // 0, so the values are fresh; a removed sysfs node fails the pread (ENODEV).
 // Beyond `max_open_files` descriptors the remaining files are opened per read.
+// CollectInto (the sampler's path) allocates nothing in a steady round: each
+// value's key is copied into a kept buffer element of the same key.
 //
 // Degraded modes: a listed entry that is not a readable regular file (a
 // directory, FIFO, dangling symlink) or whose read fails or is not a number is
@@ -49,6 +52,7 @@ class SysfsCounterSource : public CounterSource {
 
   std::string name() const override { return "sysfs"; }
   absl::Status Collect(std::vector<CounterValue>* out) override;
+  absl::Status CollectInto(CounterBuffer* out) override;
 
   // Files skipped since construction (each skip of each round counts).
   uint64_t skipped_files() const { return skipped_files_; }
@@ -67,6 +71,8 @@ class SysfsCounterSource : public CounterSource {
     std::vector<File> files;
   };
 
+  // One round: every value goes into the element `next` returns.
+  absl::Status CollectWith(absl::FunctionRef<CounterValue&()> next);
   absl::Status Relist();
   void CloseAll();
   static bool DeviceStillThere(const Device& d);
