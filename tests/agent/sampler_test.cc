@@ -40,6 +40,43 @@ class ScriptedSource : public CounterSource {
   }
 };
 
+// A CounterSource that fills the sampler's buffer in place, as the sysfs and
+// ethtool sources do: every slot it gets back still holds an older key.
+class InPlaceSource : public CounterSource {
+ public:
+  std::vector<std::vector<CounterValue>> snapshots;
+  size_t next = 0;
+  std::string name() const override { return "in_place"; }
+  absl::Status Collect(std::vector<CounterValue>* out) override {
+    const std::vector<CounterValue>& s = snapshots.at(next++);
+    out->insert(out->end(), s.begin(), s.end());
+    return absl::OkStatus();
+  }
+  absl::Status CollectInto(CounterBuffer* out) override {
+    for (const CounterValue& v : snapshots.at(next++)) {
+      CounterValue& slot = out->Append();
+      slot.key.device = v.key.device;
+      slot.key.port = v.key.port;
+      slot.key.priority = v.key.priority;
+      slot.key.name = v.key.name;
+      slot.value = v.value;
+      slot.width_bits = v.width_bits;
+    }
+    return absl::OkStatus();
+  }
+};
+
+// (name, priority) -> delta, failing on a duplicate sample.
+std::map<std::pair<std::string, int>, uint64_t> Deltas(const SampleBatch& b) {
+  std::map<std::pair<std::string, int>, uint64_t> m;
+  for (const v1::CounterSample& s : b.samples) {
+    EXPECT_EQ(s.device(), "mlx5_0");
+    EXPECT_EQ(s.port(), 1u);
+    EXPECT_TRUE(m.emplace(std::make_pair(s.name(), s.priority()), s.delta()).second) << s.name();
+  }
+  return m;
+}
+
 std::map<std::string, v1::CounterSample> ByName(const SampleBatch& b) {
   std::map<std::string, v1::CounterSample> m;
   for (const v1::CounterSample& s : b.samples) m[s.name()] = s;
@@ -85,7 +122,7 @@ TEST(SamplerTest, ThirtyTwoBitCounterWraps) {
   auto sampler = MakeSampler(&src, &clock);
   sampler->Ingest({V("out_of_sequence", 0xFFFFFF00u, 32)}, absl::Seconds(1), absl::Now());
   SampleBatch b = sampler->Ingest({V("out_of_sequence", 0x100, 32)}, absl::Seconds(2), absl::Now());
-  ASSERT_EQ(b.samples.size(), 1u);
+  ASSERT_EQ(b.samples.size(), 1);
   EXPECT_EQ(b.samples[0].delta(), 0x200u);
   EXPECT_DOUBLE_EQ(b.samples[0].rate_per_second(), 512.0);
   EXPECT_EQ(sampler->wraps(), 1u);
@@ -157,10 +194,124 @@ TEST(SamplerTest, SameNameDifferentPriorityAreDistinct) {
   sampler->Ingest({V("p", 10, 64, 3), V("p", 100, 64, 4)}, absl::Seconds(1), absl::Now());
   SampleBatch b =
       sampler->Ingest({V("p", 11, 64, 3), V("p", 200, 64, 4)}, absl::Seconds(2), absl::Now());
-  ASSERT_EQ(b.samples.size(), 2u);
+  ASSERT_EQ(b.samples.size(), 2);
   for (const v1::CounterSample& s : b.samples) {
     EXPECT_EQ(s.delta(), s.priority() == 3 ? 1u : 100u);
   }
+}
+
+// The in-place path: one batch and the sampler's two snapshot buffers reused
+// every round while the key set grows, shrinks, reorders and changes key
+// lengths. Every round's deltas must be those of a fresh computation.
+TEST(SamplerTest, ReusedBuffersFollowKeySetChanges) {
+  InPlaceSource src;
+  FakeClock clock;
+  const std::string long_name = "a_counter_name_far_longer_than_the_small_string_buffer";
+  src.snapshots = {
+      {V("a", 1), V("b", 10), V("c", 100)},                          // baseline
+      {V("a", 2), V("b", 12), V("c", 103)},                          // steady
+      {V("a", 5), V("b", 20), V("c", 110), V("d", 7)},               // d appears (at the end)
+      {V("a", 6), V("c", 111), V("d", 9)},                           // b disappears
+      {V("d", 10), V("c", 115), V("a", 6)},                          // order reversed
+      {V("d", 12), V(long_name, 1), V("a", 8)},                      // c replaced by a long key
+      {V("d", 13), V(long_name, 4), V("a", 9), V("b", 30)},          // b comes back: baseline
+      {V("d", 13, 64, 2), V(long_name, 5), V("a", 10), V("b", 31)},  // d now per priority
+      {V("d", 14, 64, 2), V(long_name, 6), V("a", 10), V("b", 35)},  // steady again
+      {V("x", 1, 64, 5), V("b", 36)},                                // shrinks to two
+  };
+  auto sampler = MakeSampler(&src, &clock);
+  SampleBatch batch;
+  using Want = std::map<std::pair<std::string, int>, uint64_t>;
+  const std::vector<Want> want = {
+      {},
+      {{{"a", -1}, 1}, {{"b", -1}, 2}, {{"c", -1}, 3}},
+      {{{"a", -1}, 3}, {{"b", -1}, 8}, {{"c", -1}, 7}},
+      {{{"a", -1}, 1}, {{"c", -1}, 1}, {{"d", -1}, 2}},
+      {{{"d", -1}, 1}, {{"c", -1}, 4}, {{"a", -1}, 0}},
+      {{{"d", -1}, 2}, {{"a", -1}, 2}},
+      {{{"d", -1}, 1}, {{long_name, -1}, 3}, {{"a", -1}, 1}},
+      {{{long_name, -1}, 1}, {{"a", -1}, 1}, {{"b", -1}, 1}},
+      {{{"d", 2}, 1}, {{long_name, -1}, 1}, {{"a", -1}, 0}, {{"b", -1}, 4}},
+      {{{"b", -1}, 1}},
+  };
+  for (size_t round = 0; round < want.size(); ++round) {
+    SCOPED_TRACE(round);
+    ASSERT_TRUE(sampler->SampleOnce(&batch).ok());
+    EXPECT_EQ(Deltas(batch), want[round]);
+    EXPECT_EQ(batch.samples.size(), static_cast<int>(want[round].size()));
+    clock.Advance(absl::Seconds(1));
+  }
+  EXPECT_EQ(sampler->resets(), 0u);
+  // The same script through fresh batches and the default (copying)
+  // CollectInto gives the same deltas.
+  ScriptedSource copy;
+  copy.snapshots = src.snapshots;
+  auto fresh = MakeSampler(&copy, &clock);
+  for (size_t round = 0; round < want.size(); ++round) {
+    SCOPED_TRACE(round);
+    absl::StatusOr<SampleBatch> b = fresh->SampleOnce();
+    ASSERT_TRUE(b.ok());
+    EXPECT_EQ(Deltas(*b), want[round]);
+  }
+}
+
+// A steady round refills the same sample messages and key strings: nothing is
+// reallocated (the pointers stay put), also after the batch was lent to a
+// Report and taken back as Agent::RunStream does.
+TEST(SamplerTest, SteadyRoundsReuseMessagesAndStrings) {
+  InPlaceSource src;
+  FakeClock clock;
+  const std::string name = "np_ecn_marked_roce_packets_and_then_some";
+  for (uint64_t i = 0; i < 4; ++i) src.snapshots.push_back({V(name, 100 * i), V("x", i, 64, 3)});
+  auto sampler = MakeSampler(&src, &clock);
+  SampleBatch batch;
+  ASSERT_TRUE(sampler->SampleOnce(&batch).ok());
+  clock.Advance(absl::Seconds(1));
+  ASSERT_TRUE(sampler->SampleOnce(&batch).ok());
+  ASSERT_EQ(batch.samples.size(), 2);
+  const v1::CounterSample* first = &batch.samples[0];
+  const char* first_name = batch.samples[0].name().data();
+  for (int round = 0; round < 2; ++round) {
+    v1::Report report;
+    report.mutable_counters()->Swap(&batch.samples);
+    EXPECT_EQ(&report.counters(0), first);
+    batch.samples.Swap(report.mutable_counters());
+    clock.Advance(absl::Seconds(1));
+    ASSERT_TRUE(sampler->SampleOnce(&batch).ok());
+    ASSERT_EQ(batch.samples.size(), 2);
+    EXPECT_EQ(&batch.samples[0], first);
+    EXPECT_EQ(batch.samples[0].name().data(), first_name);
+    EXPECT_EQ(batch.samples[0].name(), name);
+    EXPECT_EQ(batch.samples[0].delta(), 100u);
+    EXPECT_EQ(batch.samples[1].name(), "x");
+    EXPECT_EQ(batch.samples[1].priority(), 3);
+    EXPECT_EQ(batch.samples[1].delta(), 1u);
+  }
+}
+
+TEST(CounterBufferTest, ClearKeepsElementsAndTheirStorage) {
+  CounterBuffer buf;
+  EXPECT_TRUE(buf.empty());
+  buf.Append(V("a_long_counter_name_beyond_the_small_string_size", 1));
+  buf.Append(V("b", 2));
+  ASSERT_EQ(buf.size(), 2u);
+  const char* storage = buf[0].key.name.data();
+  buf.Clear();
+  EXPECT_TRUE(buf.empty());
+  EXPECT_EQ(buf.begin(), buf.end());
+  CounterValue& slot = buf.Append();
+  EXPECT_EQ(slot.key.name, "a_long_counter_name_beyond_the_small_string_size");  // stale
+  slot.key.name = "a_long_counter_name_beyond_the_small_string_size";
+  EXPECT_EQ(buf[0].key.name.data(), storage);
+  EXPECT_EQ(buf.size(), 1u);
+  buf.Append(V("c", 3));
+  buf.Append(V("d", 4));  // grows past the kept elements
+  ASSERT_EQ(buf.size(), 3u);
+  EXPECT_EQ(buf[2].key.name, "d");
+  CounterBuffer other;
+  other.swap(buf);
+  EXPECT_EQ(other.size(), 3u);
+  EXPECT_TRUE(buf.empty());
 }
 
 TEST(SamplerTest, IntervalBounds) {
@@ -191,7 +342,7 @@ TEST(SamplerTest, FailedCollectKeepsTheBaseline) {
   src.fail = absl::OkStatus();
   absl::StatusOr<SampleBatch> b = sampler->SampleOnce();
   ASSERT_TRUE(b.ok());
-  ASSERT_EQ(b->samples.size(), 1u);
+  ASSERT_EQ(b->samples.size(), 1);
   EXPECT_EQ(b->samples[0].delta(), 20u);
   EXPECT_EQ(b->measured_interval, absl::Seconds(2));
   EXPECT_DOUBLE_EQ(b->samples[0].rate_per_second(), 10.0);

@@ -145,6 +145,38 @@ TEST(EthtoolStatsTest, CountChangeBetweenRoundsReEnumerates) {
   EXPECT_EQ(source.reenumerations(), 2u);
 }
 
+// CollectInto refills a kept buffer; the mapping cached at enumeration follows
+// a set that changes between rounds.
+TEST(EthtoolStatsTest, CollectIntoMatchesCollectAcrossReEnumerations) {
+  FakeDriver drv;
+  EthtoolCounterSource into({{"mlx5_0", 1, "ens1f0np0"}}, drv.Ioctl());
+  EthtoolCounterSource plain({{"mlx5_0", 1, "ens1f0np0"}}, drv.Ioctl());
+  CounterBuffer buf;
+  const std::vector<std::vector<int>> prios = {{3}, {3}, {3, 4}, {}, {0, 7}};
+  for (size_t round = 0; round < prios.size(); ++round) {
+    SCOPED_TRACE(round);
+    drv.SetPfcPriorities(prios[round]);
+    drv.values[0] = 5000 + round;
+    buf.Clear();
+    std::vector<CounterValue> want;
+    ASSERT_TRUE(into.CollectInto(&buf).ok());
+    ASSERT_TRUE(plain.Collect(&want).ok());
+    ASSERT_EQ(buf.size(), want.size());
+    ASSERT_EQ(buf.size(), drv.names.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(buf[i].key, want[i].key);
+      EXPECT_EQ(buf[i].value, want[i].value);
+      EXPECT_EQ(buf[i].width_bits, want[i].width_bits);
+    }
+    EXPECT_EQ((Index(std::vector<CounterValue>(buf.begin(), buf.end()))[{"rx_packets", -1}]),
+              5000 + round);
+  }
+  EXPECT_EQ(into.reenumerations(), 3u);
+  auto m = Index(std::vector<CounterValue>(buf.begin(), buf.end()));
+  EXPECT_EQ((m[{"rx_pfc_pause_frames", 7}]), drv.values[drv.names.size() - 3]);
+  EXPECT_EQ(m.count({"rx_pfc_pause_frames", 3}), 0u);
+}
+
 TEST(EthtoolStatsTest, SetChangingBetweenInfoAndStatsIsRetriedNewKernel) {
   FakeDriver drv;
   drv.SetPfcPriorities({3});

@@ -242,6 +242,39 @@ TEST(SysfsCounterSourceTest, NewFilesAppearAfterARelist) {
   EXPECT_EQ(ByName(out, "rxe0").count("send_err"), 0u);
 }
 
+// CollectInto (the sampler's path, into a buffer kept across rounds) reads the
+// same values as Collect, also when the listing changes under it.
+TEST(SysfsCounterSourceTest, CollectIntoMatchesCollectAcrossRelists) {
+  FixtureTree tree("rxe");
+  SysfsCounterOptions options;
+  options.relist_every_rounds = 2;
+  SysfsCounterSource into(tree.sys(), options);
+  SysfsCounterSource plain(tree.sys(), options);
+  const std::string hw = tree.sys() + "/class/infiniband/rxe0/ports/1/hw_counters/";
+  CounterBuffer buf;
+  for (int round = 0; round < 6; ++round) {
+    SCOPED_TRACE(round);
+    if (round == 1) {
+      std::filesystem::remove(hw + "send_err");
+      FixtureTree::WriteFile(hw + "a_new_counter_with_a_rather_long_name", "5\n");
+    }
+    if (round == 3) FixtureTree::WriteFile(hw + "a_new_counter_with_a_rather_long_name", "9\n");
+    buf.Clear();
+    std::vector<CounterValue> want;
+    ASSERT_TRUE(into.CollectInto(&buf).ok());
+    ASSERT_TRUE(plain.Collect(&want).ok());
+    ASSERT_EQ(buf.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(buf[i].key, want[i].key);
+      EXPECT_EQ(buf[i].value, want[i].value);
+      EXPECT_EQ(buf[i].width_bits, want[i].width_bits);
+    }
+  }
+  std::vector<CounterValue> last(buf.begin(), buf.end());
+  EXPECT_EQ(ByName(last, "rxe0").at("a_new_counter_with_a_rather_long_name").value, 9u);
+  EXPECT_EQ(ByName(last, "rxe0").count("send_err"), 0u);
+}
+
 TEST(SysfsCounterSourceTest, NoDevicesIsUnavailable) {
   const std::string root = ::testing::TempDir() + "/rocetune_nodev_sys";
   std::filesystem::create_directories(root + "/class/infiniband");
