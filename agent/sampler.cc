@@ -78,9 +78,11 @@ void Sampler::IngestCurrent(absl::Duration mono, absl::Time wall, SampleBatch* b
   bool aligned = snapshot.size() == last_.size();
   absl::flat_hash_map<const CounterKey*, uint64_t, KeyPtrHash, KeyPtrEq> index;
   bool indexed = false;
-  // Clear() keeps the messages for Add() to hand out again.
-  batch->samples.Clear();
-  batch->samples.Reserve(static_cast<int>(snapshot.size()));
+  // The batch's messages are refilled in place: every field of a reused one
+  // is set below (CounterSample has no other field), so they are not cleared
+  // first; surplus ones are dropped at the end (kept for reuse by the field).
+  google::protobuf::RepeatedPtrField<v1::CounterSample>& samples = batch->samples;
+  int used = 0;
   for (size_t i = 0; i < snapshot.size(); ++i) {
     const CounterValue& cv = snapshot[i];
     uint64_t old = 0;
@@ -119,14 +121,17 @@ void Sampler::IngestCurrent(absl::Duration mono, absl::Time wall, SampleBatch* b
                  {"new", absl::StrCat(cv.value)}});
       }
     }
-    v1::CounterSample* sample = batch->samples.Add();
-    sample->set_device(cv.key.device);  // assigns into the kept string's storage
+    v1::CounterSample* sample = used < samples.size() ? samples.Mutable(used) : samples.Add();
+    ++used;
+    // A reused message usually holds this counter's strings already.
+    if (sample->device() != cv.key.device) sample->set_device(cv.key.device);
     sample->set_port(cv.key.port);
     sample->set_priority(cv.key.priority);
-    sample->set_name(cv.key.name);
+    if (sample->name() != cv.key.name) sample->set_name(cv.key.name);
     sample->set_delta(delta);
     sample->set_rate_per_second(seconds > 0 ? static_cast<double>(delta) / seconds : 0.0);
   }
+  while (samples.size() > used) samples.RemoveLast();
   // This snapshot becomes the baseline; the old one's storage is refilled next round.
   last_.swap(current_);
   last_mono_ = mono;

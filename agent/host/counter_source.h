@@ -40,6 +40,15 @@ struct CounterValue {
   uint8_t width_bits = 64;
 };
 
+// Sets *dst to src, copying a string only when it differs: refilling a kept
+// element with the key it already holds (the steady state) is a compare.
+inline void AssignCounterKey(const CounterKey& src, CounterKey* dst) {
+  if (dst->device != src.device) dst->device = src.device;
+  dst->port = src.port;
+  dst->priority = src.priority;
+  if (dst->name != src.name) dst->name = src.name;
+}
+
 // A list of CounterValues meant to be refilled every sampling round. Clear()
 // keeps the elements (and their strings' capacity), and Append() hands back
 // the next kept element, so refilling it with the same keys round after round

@@ -195,10 +195,10 @@ absl::Status EthtoolCounterSource::CollectWith(absl::FunctionRef<CounterValue&()
     for (size_t i = 0; i < mapped.size(); ++i) {
       const MappedCounter& m = mapped[i];
       CounterValue& cv = next();
-      cv.key.device = t.device;
+      if (cv.key.device != t.device) cv.key.device = t.device;
       cv.key.port = t.port;
       cv.key.priority = m.priority;
-      cv.key.name = m.name;
+      if (cv.key.name != m.name) cv.key.name = m.name;
       cv.value = data[i] * m.multiplier;
       cv.width_bits = m.width_bits;
     }

@@ -260,7 +260,7 @@ absl::Status SysfsCounterSource::CollectWith(absl::FunctionRef<CounterValue&()> 
         continue;
       }
       CounterValue& cv = next();
-      cv.key = f.key;  // reuses the slot's string storage when it has any
+      AssignCounterKey(f.key, &cv.key);  // a kept slot usually holds this key already
       cv.value = v * f.multiplier;
       cv.width_bits = f.width_bits;
       ++read_ok;
