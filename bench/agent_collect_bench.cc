@@ -16,7 +16,9 @@
 // Agent CPU: CLOCK_PROCESS_CPUTIME_ID around the rounds. node_exporter CPU:
 // utime+stime from /proc/<pid>/stat around the scrapes. Also reported: the
 // pieces of a round (collect over the group, RDMA source alone, ethtool
-// alone, sampler delta + report step = round - collect), CPU per counter / per
+// alone, sampler delta + report step = round - collect: a difference of two
+// separately timed figures, so on a busy machine it is noisy and can even come
+// out negative), CPU per counter / per
 // series (the agent reads every hw_counters and counters file, node_exporter
 // a subset), and the agent restricted to node_exporter's files (discovery +
 // counters/ only).
