@@ -19,8 +19,15 @@ AgentStream* AgentStream::Start(const AgentStreamDeps& deps, uint64_t stream_id)
   auto stream = std::make_shared<AgentStream>(deps, stream_id);
   stream->self_ = stream;
   deps.metrics->StreamOpened();
-  stream->StartRead(&stream->in_);
+  stream->StartNextRead();
   return stream.get();
+}
+
+void AgentStream::StartNextRead() {
+  in_ = nullptr;
+  read_arena_.Reset();
+  in_ = google::protobuf::Arena::CreateMessage<v1::AgentMessage>(&read_arena_);
+  StartRead(in_);
 }
 
 void AgentStream::PushDesiredState(const std::string& version, const v1::ParameterSet& params) {
@@ -144,18 +151,18 @@ void AgentStream::OnReadDone(bool ok) {
     absl::MutexLock lock(&mu_);
     if (closing_ || finished_) return;
   }
-  StartRead(&in_);
+  StartNextRead();
 }
 
 absl::Status AgentStream::HandleMessage() {
-  switch (in_.msg_case()) {
+  switch (in_->msg_case()) {
     case v1::AgentMessage::kHello: {
       if (!host_id_.empty()) {
         deps_.metrics->Rejected(Rejection::kBadMessage);
         return absl::FailedPreconditionError(
             absl::StrCat("second Hello on the stream of host ", host_id_));
       }
-      absl::StatusOr<Registration> reg = deps_.fleet->Register(in_.hello(), shared_from_this());
+      absl::StatusOr<Registration> reg = deps_.fleet->Register(in_->hello(), shared_from_this());
       if (!reg.ok()) {
         deps_.metrics->Rejected(Rejection::kNoIdentity);
         return reg.status();
@@ -171,26 +178,26 @@ absl::Status AgentStream::HandleMessage() {
             "Report before Hello: the first message on a stream must be a Hello");
       }
       absl::Time now = deps_.clock->Now();
-      if (absl::Status s = telemetry_->AddReport(in_.report(), now); !s.ok()) {
+      if (absl::Status s = telemetry_->AddReport(in_->report(), now); !s.ok()) {
         deps_.metrics->Rejected(Rejection::kBadReport);
         return s;
       }
       deps_.metrics->ReportReceived(
-          absl::ToDoubleSeconds(now - absl::FromUnixNanos(in_.report().end_unix_nanos())));
+          absl::ToDoubleSeconds(now - absl::FromUnixNanos(in_->report().end_unix_nanos())));
       return absl::OkStatus();
     }
     case v1::AgentMessage::kAck:
     case v1::AgentMessage::kNack: {
-      bool is_ack = in_.has_ack();
+      bool is_ack = in_->has_ack();
       if (host_id_.empty()) {
         deps_.metrics->Rejected(Rejection::kNotRegistered);
         return absl::FailedPreconditionError(
             absl::StrCat(is_ack ? "Ack" : "Nack",
                          " before Hello: the first message on a stream must be a Hello"));
       }
-      v1::ResourceKind kind = is_ack ? in_.ack().kind() : in_.nack().kind();
-      const std::string& version = is_ack ? in_.ack().version() : in_.nack().version();
-      const std::string& nonce = is_ack ? in_.ack().nonce() : in_.nack().nonce();
+      v1::ResourceKind kind = is_ack ? in_->ack().kind() : in_->nack().kind();
+      const std::string& version = is_ack ? in_->ack().version() : in_->nack().version();
+      const std::string& nonce = is_ack ? in_->ack().nonce() : in_->nack().nonce();
       absl::Status s = HandleReply(kind, version, nonce);
       if (absl::IsAlreadyExists(s)) {  // stale nonce: ignored
         deps_.metrics->StaleReply();
@@ -202,10 +209,10 @@ absl::Status AgentStream::HandleMessage() {
       }
       if (is_ack) {
         deps_.metrics->Ack();
-        deps_.fleet->HandleAck(host_id_, in_.ack());
+        deps_.fleet->HandleAck(host_id_, in_->ack());
       } else {
         deps_.metrics->Nack();
-        deps_.fleet->HandleNack(host_id_, in_.nack());
+        deps_.fleet->HandleNack(host_id_, in_->nack());
       }
       return absl::OkStatus();
     }

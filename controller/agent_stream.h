@@ -11,6 +11,7 @@
 #include "controller/fleet/agent_connection.h"
 #include "controller/fleet/fleet.h"
 #include "daemon/clock.h"
+#include "google/protobuf/arena.h"
 #include "grpcpp/grpcpp.h"
 #include "rocetune/v1/agent.grpc.pb.h"
 
@@ -63,8 +64,16 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::C
   const uint64_t stream_id_;
   std::shared_ptr<AgentStream> self_;
 
+  // Starts the next read into a fresh message on the (reset) read arena.
+  void StartNextRead();
+
   // Read side: touched only by OnReadDone (one read outstanding at a time).
-  v1::AgentMessage in_;
+  // Every inbound message is parsed into read_arena_, which is reset once the
+  // message is handled. (Parsing into one reused heap message would not reuse
+  // memory: AgentMessage's oneof member is deleted on every parse, so each
+  // Report's 64+ strings and samples would be malloc'd and freed again.)
+  google::protobuf::Arena read_arena_;
+  v1::AgentMessage* in_ = nullptr;
   std::string host_id_;
   std::shared_ptr<HostTelemetry> telemetry_;
 
