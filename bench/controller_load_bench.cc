@@ -29,6 +29,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -50,8 +51,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "daemon/quantile_sketch.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "rocetune/v1/agent.grpc.pb.h"
 
@@ -65,6 +68,9 @@ ABSL_FLAG(std::string, sink_bin, "", "grpc_sink (default: next to this program).
 ABSL_FLAG(bool, generator, false, "Run as the load generator (internal).");
 ABSL_FLAG(int, port, 0, "Generator: server port (internal).");
 ABSL_FLAG(int, n, 0, "Generator: number of streams (internal).");
+ABSL_FLAG(int, streams_per_connection, 1,
+          "Agent streams sharing one TCP connection (HTTP/2 multiplexing). 1 = one connection "
+          "per stream, as real agents connect.");
 
 namespace {
 
@@ -122,21 +128,34 @@ AgentMessage MakeReportTemplate(int i) {
   return m;
 }
 
-class GenStream final : public grpc::ClientBidiReactor<AgentMessage, ControllerMessage> {
+void AppendVarint(uint64_t v, std::string* out) {
+  while (v >= 0x80) {
+    out->push_back(static_cast<char>(v | 0x80));
+    v >>= 7;
+  }
+  out->push_back(static_cast<char>(v));
+}
+
+// One agent stream, speaking AgentService.Connect through the generic stub
+// with pre-serialized bytes: the generator's per-Report work is a few varints
+// and a copy, so the server under test, not the generator, sets the pace.
+class GenStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
-  GenStream(int port, int i) : report_(MakeReportTemplate(i)) {
-    grpc::ChannelArguments args;
-    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // one connection per agent
-    channel_ = grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", port),
-                                         grpc::InsecureChannelCredentials(), args);
-    stub_ = rocetune::v1::AgentService::NewStub(channel_);
-    hello_.mutable_hello()->set_host_id(absl::StrCat("bench-", i));
-    hello_.mutable_hello()->set_hostname(absl::StrCat("bench-", i, ".example"));
-    (*hello_.mutable_hello()->mutable_labels())["rack"] = absl::StrCat("r", i % 16);
+  GenStream(std::shared_ptr<grpc::Channel> channel, int i) : stub_(std::move(channel)) {
+    // Report minus seq and timestamps (set per send; protobuf messages concatenate).
+    report_body_ = MakeReportTemplate(i).report().SerializeAsString();
+    AgentMessage hello;
+    hello.mutable_hello()->set_host_id(absl::StrCat("bench-", i));
+    hello.mutable_hello()->set_hostname(absl::StrCat("bench-", i, ".example"));
+    (*hello.mutable_hello()->mutable_labels())["rack"] = absl::StrCat("r", i % 16);
+    const std::string bytes = hello.SerializeAsString();
+    grpc::Slice slice(bytes);
+    hello_ = grpc::ByteBuffer(&slice, 1);
   }
   void Begin() {
     busy_.store(true);
-    stub_->async()->Connect(&ctx_, this);
+    stub_.PrepareBidiStreamingCall(&ctx_, "/rocetune.v1.AgentService/Connect", grpc::StubOptions(),
+                                   this);
     StartRead(&in_);
     StartWrite(&hello_);
     StartCall();
@@ -169,21 +188,33 @@ class GenStream final : public grpc::ClientBidiReactor<AgentMessage, ControllerM
 
  private:
   void SendNext() {
-    rocetune::v1::Report* r = report_.mutable_report();
-    int64_t now = NowNanos();
-    r->set_seq(++seq_);
-    r->set_start_unix_nanos(now - 1'000'000'000);
-    r->set_end_unix_nanos(now);
+    const int64_t now = NowNanos();
+    std::string head;
+    head.reserve(32);
+    head.push_back(0x08);  // Report.seq
+    AppendVarint(++seq_, &head);
+    head.push_back(0x10);  // Report.start_unix_nanos
+    AppendVarint(static_cast<uint64_t>(now - 1'000'000'000), &head);
+    head.push_back(0x18);  // Report.end_unix_nanos
+    AppendVarint(static_cast<uint64_t>(now), &head);
+    std::string msg;
+    msg.reserve(head.size() + report_body_.size() + 8);
+    msg.push_back(0x12);  // AgentMessage.report
+    AppendVarint(head.size() + report_body_.size(), &msg);
+    msg += head;
+    msg += report_body_;
+    grpc::Slice slice(std::move(msg));
+    out_ = grpc::ByteBuffer(&slice, 1);
     g_sent.fetch_add(1, std::memory_order_relaxed);
-    StartWrite(&report_);
+    StartWrite(&out_);
   }
 
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<rocetune::v1::AgentService::Stub> stub_;
+  grpc::GenericStub stub_;
   grpc::ClientContext ctx_;
-  AgentMessage hello_;
-  AgentMessage report_;
-  ControllerMessage in_;
+  std::string report_body_;
+  grpc::ByteBuffer hello_;
+  grpc::ByteBuffer out_;
+  grpc::ByteBuffer in_;
   std::atomic<bool> busy_{false};
   bool hello_done_ = false;
   uint64_t seq_ = 0;
@@ -191,10 +222,19 @@ class GenStream final : public grpc::ClientBidiReactor<AgentMessage, ControllerM
 
 int RunGenerator(int port, int n) {
   RaiseFdLimit();
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);  // as the servers do
   std::vector<std::unique_ptr<GenStream>> streams;
   streams.reserve(n);
+  const int per_connection = std::max(1, absl::GetFlag(FLAGS_streams_per_connection));
+  std::shared_ptr<grpc::Channel> channel;
   for (int i = 0; i < n; ++i) {
-    streams.push_back(std::make_unique<GenStream>(port, i));
+    if (i % per_connection == 0) {
+      grpc::ChannelArguments args;
+      args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // a connection of its own
+      channel = grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", port),
+                                          grpc::InsecureChannelCredentials(), args);
+    }
+    streams.push_back(std::make_unique<GenStream>(channel, i));
     streams.back()->Begin();
     if (i % 200 == 199) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
@@ -434,8 +474,10 @@ RunResult RunOne(const std::string& self, const std::vector<std::string>& server
   }
   SleepS(0.5);
   r.rss_idle_kb = RssKb(server.pid);
-  Child gen =
-      Spawn({self, "--generator", absl::StrCat("--port=", gport), absl::StrCat("--n=", n)}, true);
+  Child gen = Spawn(
+      {self, "--generator", absl::StrCat("--port=", gport), absl::StrCat("--n=", n),
+       absl::StrCat("--streams_per_connection=", absl::GetFlag(FLAGS_streams_per_connection))},
+      true);
   char line[256] = {0};
   int failed = 0;
   if (std::fgets(line, sizeof line, gen.from) == nullptr ||
