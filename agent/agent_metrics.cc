@@ -112,21 +112,39 @@ prometheus::Family<prometheus::Counter>& AgentMetrics::CounterFamily(const std::
   return fam;
 }
 
+prometheus::Counter& AgentMetrics::SeriesFor(const v1::CounterSample& c, double* factor) {
+  std::map<std::string, std::string> labels = {
+      {"host", host_}, {"device", c.device()}, {"port", absl::StrCat(c.port())}};
+  if (c.priority() >= 0) labels["priority"] = absl::StrCat(c.priority());
+  std::string metric;
+  *factor = 1.0;
+  if (IsCanonical(c.name()) && ValidMetricChars(c.name())) {
+    std::tie(metric, *factor) = MetricNameFor(c.name());
+  } else {
+    metric = "rocetune_rdma_unmapped_total";
+    labels["name"] = c.name();
+  }
+  // Family::Add returns the existing series for known labels; series are never removed.
+  return CounterFamily(metric).Add(labels);
+}
+
 void AgentMetrics::ObserveReport(const v1::Report& report) {
   absl::MutexLock lock(&mu_);
-  for (const auto& c : report.counters()) {
-    std::map<std::string, std::string> labels = {
-        {"host", host_}, {"device", c.device()}, {"port", absl::StrCat(c.port())}};
-    if (c.priority() >= 0) labels["priority"] = absl::StrCat(c.priority());
-    std::string metric;
-    double factor = 1.0;
-    if (IsCanonical(c.name()) && ValidMetricChars(c.name())) {
-      std::tie(metric, factor) = MetricNameFor(c.name());
-    } else {
-      metric = "rocetune_rdma_unmapped_total";
-      labels["name"] = c.name();
+  if (by_position_.size() < static_cast<size_t>(report.counters_size())) {
+    by_position_.resize(report.counters_size());
+  }
+  for (int i = 0; i < report.counters_size(); ++i) {
+    const v1::CounterSample& c = report.counters(i);
+    Series& s = by_position_[i];
+    if (s.counter == nullptr || s.port != c.port() || s.priority != c.priority() ||
+        s.name != c.name() || s.device != c.device()) {
+      s.counter = &SeriesFor(c, &s.factor);
+      s.device = c.device();
+      s.port = c.port();
+      s.priority = c.priority();
+      s.name = c.name();
     }
-    CounterFamily(metric).Add(labels).Increment(static_cast<double>(c.delta()) * factor);
+    s.counter->Increment(static_cast<double>(c.delta()) * s.factor);
   }
   if (report.latency_size() > 0) {
     std::vector<v1::LatencyWindow> windows(report.latency().begin(), report.latency().end());

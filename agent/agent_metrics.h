@@ -4,6 +4,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -46,6 +47,20 @@ class AgentMetrics {
   prometheus::Family<prometheus::Counter>& CounterFamily(const std::string& metric)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // One report counter's series, cached by its position in the report: reports
+  // list the same counters in the same order round after round, so a steady
+  // round costs a key comparison per counter instead of building label maps.
+  struct Series {
+    std::string device;
+    uint32_t port = 0;
+    int32_t priority = -1;
+    std::string name;
+    prometheus::Counter* counter = nullptr;
+    double factor = 1.0;
+  };
+  prometheus::Counter& SeriesFor(const v1::CounterSample& c, double* factor)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   std::shared_ptr<prometheus::Registry> registry_;
   std::string host_;
   absl::Mutex mu_;
@@ -57,6 +72,7 @@ class AgentMetrics {
   prometheus::Gauge& connected_;
   prometheus::Counter& reports_sent_;
   ProbeMetrics probe_metrics_ ABSL_GUARDED_BY(mu_);
+  std::vector<Series> by_position_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace rocetune

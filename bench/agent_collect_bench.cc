@@ -8,7 +8,9 @@
 // source -- the selector falls back to sysfs here -- and ethtool for each
 // port's netdev, then the delta step) and moving the samples into a v1::Report
 // (the swap into the report's counters and back after the write, as
-// agent.cc does). NIC discovery is not part of a round: the agent runs it
+// agent.cc does), updating the agent's /metrics counters from the Report
+// (AgentMetrics::ObserveReport) and serializing the Report as gRPC's Write
+// would. NIC discovery is not part of a round: the agent runs it
 // only when it connects (Hello); it is reported on its own (discovery_cpu_us)
 // and, for comparison with the old figure, added to a round
 // (agent_cpu_us_per_round_with_discovery).
@@ -16,7 +18,7 @@
 // Agent CPU: CLOCK_PROCESS_CPUTIME_ID around the rounds. node_exporter CPU:
 // utime+stime from /proc/<pid>/stat around the scrapes. Also reported: the
 // pieces of a round (collect over the group, RDMA source alone, ethtool
-// alone, sampler delta + report step = round - collect: a difference of two
+// alone, sampler delta + metrics + report step = round - collect: a difference of two
 // separately timed figures, so on a busy machine it is noisy and can even come
 // out negative), CPU per counter / per
 // series (the agent reads every hw_counters and counters file, node_exporter
@@ -48,6 +50,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "agent/agent_metrics.h"
 #include "agent/host/counter_source_group.h"
 #include "agent/host/counter_source_selector.h"
 #include "agent/host/ethtool_stats.h"
@@ -56,6 +59,7 @@
 #include "agent/sampler.h"
 #include "daemon/clock.h"
 #include "daemon/logging.h"
+#include "prometheus/registry.h"
 #include "rocetune/v1/agent.pb.h"
 
 namespace rocetune {
@@ -309,6 +313,12 @@ int Main(int argc, char** argv) {
   std::unique_ptr<Sampler> sampler = *Sampler::Create(&all, Clock::Real());
   SampleBatch batch;
   size_t samples = 0;
+  // The agent's own /metrics series are updated each round too, and the
+  // Report is serialized for the stream (gRPC serializes it in Write).
+  auto registry = std::make_shared<prometheus::Registry>();
+  AgentMetrics metrics(registry, "bench-host");
+  std::string wire;
+  size_t wire_bytes = 0;
   auto round = [&] {
     v1::AgentMessage out;
     v1::Report* report = out.mutable_report();
@@ -317,6 +327,10 @@ int Main(int argc, char** argv) {
     report->set_end_unix_nanos(absl::ToUnixNanos(batch.end));
     report->mutable_counters()->Swap(&batch.samples);
     samples = static_cast<size_t>(report->counters_size());
+    metrics.ObserveReport(*report);
+    wire.clear();
+    out.AppendToString(&wire);
+    wire_bytes = wire.size();
     batch.samples.Swap(report->mutable_counters());
   };
   for (int i = 0; i < 20; ++i) round();
@@ -421,12 +435,12 @@ int Main(int argc, char** argv) {
       "ratio_same_files=%.1f agent_wall_us_per_round=%.1f ports=%d counters=%zu "
       "node_exporter_ib_series=%d rounds=%d scrapes=%d discovery_cpu_us=%.1f "
       "collect_cpu_us=%.1f rdma_counters_cpu_us=%.1f ethtool_cpu_us=%.1f "
-      "sampler_and_report_cpu_us=%.1f\n",
+      "sampler_metrics_report_cpu_us=%.1f report_bytes=%zu\n",
       agent_us, ne_us, ratio(agent_us), rss_mb, agent_us + discovery_us,
       ratio(agent_us + discovery_us), per_counter_us, per_series_us,
       ne_us > 0 ? per_series_us / per_counter_us : 0.0, same_files_us, ratio(same_files_us),
       agent_wall_us, kPorts, counters, ib_series, rounds, scrapes, discovery_us, collect_us,
-      rdma_us, ethtool_us, agent_us - collect_us);
+      rdma_us, ethtool_us, agent_us - collect_us, wire_bytes);
   return ne_us > 0 ? 0 : 1;
 }
 

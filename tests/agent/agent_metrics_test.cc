@@ -54,6 +54,44 @@ TEST(AgentMetricsTest, CountersAccumulateWithBaseUnitsAndLabels) {
       << text;
 }
 
+// Series are cached by position in the report; a report whose counters come in
+// another order, with one gone and one new, still lands on the right series.
+TEST(AgentMetricsTest, ReorderedAndChangedReportsHitTheRightSeries) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  AgentMetrics m(registry, "h1");
+  m.ObserveReport(MakeReport());
+  v1::Report r = MakeReport();
+  r.mutable_counters()->SwapElements(0, 2);  // tx_bytes first, cnp_sent third
+  r.mutable_counters(1)->set_priority(5);    // pause duration now on priority 5
+  r.mutable_counters(3)->set_device("mlx5_1");
+  m.ObserveReport(r);
+  m.ObserveReport(r);
+  std::string text = Serialize(*registry);
+  EXPECT_NE(text.find("rocetune_rdma_cnp_sent_total{device=\"mlx5_0\",host=\"h1\",port=\"1\"} 30"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("rocetune_rdma_tx_bytes_total{device=\"mlx5_0\",host=\"h1\",port=\"1\"} "
+                      "12288"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("rocetune_rdma_rx_pfc_pause_duration_seconds_total{device=\"mlx5_0\","
+                      "host=\"h1\",port=\"1\",priority=\"3\"} 2.5"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("rocetune_rdma_rx_pfc_pause_duration_seconds_total{device=\"mlx5_0\","
+                      "host=\"h1\",port=\"1\",priority=\"5\"} 5"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("rocetune_rdma_unmapped_total{device=\"mlx5_0\",host=\"h1\","
+                      "name=\"RNR sent\",port=\"1\"} 2"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("rocetune_rdma_unmapped_total{device=\"mlx5_1\",host=\"h1\","
+                      "name=\"RNR sent\",port=\"1\"} 4"),
+            std::string::npos)
+      << text;
+}
+
 TEST(AgentMetricsTest, ParametersAppliesAndGuard) {
   auto registry = std::make_shared<prometheus::Registry>();
   AgentMetrics m(registry, "h1");
