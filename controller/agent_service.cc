@@ -2,7 +2,7 @@
 
 namespace rocetune::controller {
 
-grpc::ServerBidiReactor<v1::AgentMessage, v1::ControllerMessage>* AgentService::Connect(
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* AgentService::Connect(
     grpc::CallbackServerContext*) {
   return AgentStream::Start(deps_, next_stream_id_.fetch_add(1));
 }

@@ -12,11 +12,12 @@ namespace rocetune::controller {
 
 // AgentService on gRPC's callback API: each Connect gets an AgentStream
 // reactor, so open streams cost memory, not threads.
-class AgentService final : public v1::AgentService::CallbackService {
+class AgentService final
+    : public v1::AgentService::WithRawCallbackMethod_Connect<v1::AgentService::Service> {
  public:
   explicit AgentService(const AgentStreamDeps& deps) : deps_(deps) {}
 
-  grpc::ServerBidiReactor<v1::AgentMessage, v1::ControllerMessage>* Connect(
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Connect(
       grpc::CallbackServerContext* ctx) override;
 
  private:

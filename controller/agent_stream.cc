@@ -5,6 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/logging.h"
+#include "grpcpp/support/proto_buffer_reader.h"
 
 namespace rocetune::controller {
 namespace {
@@ -24,10 +25,43 @@ AgentStream* AgentStream::Start(const AgentStreamDeps& deps, uint64_t stream_id)
 }
 
 void AgentStream::StartNextRead() {
+  in_bytes_.Clear();
+  StartRead(&in_bytes_);
+}
+
+absl::Status AgentStream::ParseInbound() {
+  const size_t size = in_bytes_.Length();
+  if (size > deps_.max_message_bytes) {
+    deps_.metrics->Rejected(Rejection::kOversized);
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "message of ", size, " bytes exceeds --max_message_bytes=", deps_.max_message_bytes));
+  }
   in_ = nullptr;
   read_arena_.Reset();
   in_ = google::protobuf::Arena::CreateMessage<v1::AgentMessage>(&read_arena_);
-  StartRead(in_);
+  grpc::ProtoBufferReader reader(&in_bytes_);
+  if (!in_->ParseFromZeroCopyStream(&reader)) {
+    deps_.metrics->Rejected(Rejection::kUnparseable);
+    return absl::InvalidArgumentError(
+        absl::StrCat("message of ", size,
+                     " bytes is not a valid rocetune.v1.AgentMessage (garbage on the "
+                     "wire, or another protocol)"));
+  }
+  in_bytes_.Clear();
+  return absl::OkStatus();
+}
+
+void AgentStream::StartWriteOf(const v1::ControllerMessage& msg) {
+  bool own = false;
+  out_bytes_.Clear();  // the previous write is done
+  grpc::Status s =
+      grpc::SerializationTraits<v1::ControllerMessage>::Serialize(msg, &out_bytes_, &own);
+  if (!s.ok()) {
+    // Only a message over 2 GB fails to serialize; the stream cannot go on.
+    LogError("cannot serialize a message to an agent",
+             {{"host", host_id_}, {"error", s.error_message()}});
+  }
+  StartWrite(&out_bytes_);
 }
 
 void AgentStream::PushDesiredState(const std::string& version, const v1::ParameterSet& params) {
@@ -88,7 +122,7 @@ void AgentStream::Enqueue(v1::ControllerMessage msg) {
     }
   }
   if (dropped) deps_.metrics->OutboundDropped();
-  if (to_write != nullptr) StartWrite(to_write);
+  if (to_write != nullptr) StartWriteOf(*to_write);
 }
 
 void AgentStream::Close(const absl::Status& status) {
@@ -130,7 +164,7 @@ void AgentStream::OnWriteDone(bool ok) {
       st = finish_status_;
     }
   }
-  if (to_write != nullptr) StartWrite(to_write);
+  if (to_write != nullptr) StartWriteOf(*to_write);
   if (finish_now) Finish(st);
 }
 
@@ -140,7 +174,8 @@ void AgentStream::OnReadDone(bool ok) {
     Close(absl::OkStatus());
     return;
   }
-  absl::Status s = HandleMessage();
+  absl::Status s = ParseInbound();
+  if (s.ok()) s = HandleMessage();
   if (!s.ok()) {
     LogWarning("agent message refused",
                {{"host", host_id_}, {"stream", absl::StrCat(stream_id_)}, {"error", s.ToString()}});

@@ -22,6 +22,8 @@ struct AgentStreamDeps {
   ControllerMetrics* metrics;
   Clock* clock;
   size_t max_outbound_queue = 8;
+  // Inbound messages above this size are refused (kResourceExhausted) and counted.
+  size_t max_message_bytes = 1 << 20;
 };
 
 // One agent's Connect stream on the callback API. The first message must be
@@ -32,7 +34,7 @@ struct AgentStreamDeps {
 //
 // Lifetime: owned by a self-reference released in OnDone and by whoever holds
 // it as an AgentConnection.
-class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::ControllerMessage>,
+class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
                           public AgentConnection,
                           public std::enable_shared_from_this<AgentStream> {
  public:
@@ -64,16 +66,26 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::C
   const uint64_t stream_id_;
   std::shared_ptr<AgentStream> self_;
 
-  // Starts the next read into a fresh message on the (reset) read arena.
+  // Starts the next read of raw bytes.
   void StartNextRead();
+  // Parses in_bytes_ into a fresh message on the (reset) read arena; refuses
+  // oversized and unparseable bytes (counted) with a status naming the problem.
+  absl::Status ParseInbound();
+  // Serializes `msg` (the queue's front) and starts writing it.
+  void StartWriteOf(const v1::ControllerMessage& msg);
 
   // Read side: touched only by OnReadDone (one read outstanding at a time).
-  // Every inbound message is parsed into read_arena_, which is reset once the
-  // message is handled. (Parsing into one reused heap message would not reuse
+  // The method is registered raw: gRPC hands over the bytes and the stream
+  // parses them itself, so garbage and oversized messages are counted and
+  // refused with a reason rather than failing inside gRPC. Every inbound
+  // message is parsed into read_arena_, which is reset once the message is
+  // handled. (Parsing into one reused heap message would not reuse
   // memory: AgentMessage's oneof member is deleted on every parse, so each
   // Report's 64+ strings and samples would be malloc'd and freed again.)
+  grpc::ByteBuffer in_bytes_;
   google::protobuf::Arena read_arena_;
   v1::AgentMessage* in_ = nullptr;
+  grpc::ByteBuffer out_bytes_;  // the write in flight (one at a time)
   std::string host_id_;
   std::shared_ptr<HostTelemetry> telemetry_;
 

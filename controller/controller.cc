@@ -2,6 +2,9 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <map>
 #include <utility>
 
@@ -102,7 +105,8 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(const ControllerOp
       std::make_unique<Fleet>(clock, c->telemetry_.get(), c->store_.get(), &c->events_, fopt);
   if (absl::Status s = c->fleet_->LoadFromStore(); !s.ok()) return s;
 
-  AgentStreamDeps adeps{c->fleet_.get(), c->metrics_.get(), clock, options.max_outbound_queue};
+  AgentStreamDeps adeps{c->fleet_.get(), c->metrics_.get(), clock, options.max_outbound_queue,
+                        static_cast<size_t>(options.max_message_bytes)};
   c->agent_service_ = std::make_unique<AgentService>(adeps);
   AdminDeps mdeps{c->fleet_.get(), c->telemetry_.get(), c->store_.get(),
                   &c->events_,     c->metrics_.get(),   clock};
@@ -112,7 +116,10 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(const ControllerOp
   builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &c->grpc_port_);
   builder.RegisterService(c->agent_service_.get());
   builder.RegisterService(c->admin_service_.get());
-  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
+  // The agent streams check --max_message_bytes themselves (and count what they
+  // refuse); gRPC's own limit sits above it and stops anything far larger.
+  builder.SetMaxReceiveMessageSize(
+      static_cast<int>(std::min<int64_t>(int64_t{4} * options.max_message_bytes, INT32_MAX)));
   builder.SetMaxSendMessageSize(options.max_message_bytes);
   // Another process on the same port must be an error, not a shared listener.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);

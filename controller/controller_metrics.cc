@@ -17,6 +17,10 @@ const char* RejectionReason(Rejection why) {
       return "unknown_nonce";
     case Rejection::kBadMessage:
       return "bad_message";
+    case Rejection::kUnparseable:
+      return "unparseable";
+    case Rejection::kOversized:
+      return "oversized";
   }
   return "other";
 }
@@ -47,7 +51,8 @@ ControllerMetrics::ControllerMetrics() : registry_(std::make_shared<prometheus::
                           .Help("Agent messages refused with an error status, by reason.")
                           .Register(r);
   for (Rejection why : {Rejection::kNoIdentity, Rejection::kNotRegistered, Rejection::kBadReport,
-                        Rejection::kUnknownNonce, Rejection::kBadMessage}) {
+                        Rejection::kUnknownNonce, Rejection::kBadMessage, Rejection::kUnparseable,
+                        Rejection::kOversized}) {
     rejected_family_->Add({{"reason", RejectionReason(why)}});
   }
   dropped_family_->Add({{"reason", "bad_report"}});

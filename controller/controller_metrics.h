@@ -25,6 +25,8 @@ enum class Rejection {
   kBadReport,      // a Report failing validation
   kUnknownNonce,   // Ack / Nack for a nonce or version this stream never sent
   kBadMessage,     // empty or unknown message, second Hello
+  kUnparseable,    // bytes that are not an AgentMessage
+  kOversized,      // a message over --max_message_bytes
 };
 
 // Buckets of rocetune_controller_report_delay_seconds (also used by bench/grpc_sink).

@@ -1,4 +1,5 @@
 // Integration: the controller on a loopback port with real gRPC clients as agents.
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -8,6 +9,7 @@
 #include "daemon/clock.h"
 #include "daemon/quantile_sketch.h"
 #include "gmock/gmock.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
 #include "tests/controller/controller_test_util.h"
 #include "tests/controller/test_agent.h"
@@ -230,7 +232,7 @@ TEST_F(ControllerServiceTest, EmptyMessageIsRefused) {
   EXPECT_THAT(s.error_message(), HasSubstr("no known message"));
 }
 
-TEST_F(ControllerServiceTest, OversizedMessageIsRefused) {
+TEST_F(ControllerServiceTest, OversizedMessageIsRefusedAndCounted) {
   TestAgent agent(controller_->grpc_port());
   ASSERT_TRUE(agent.Hello("h1"));
   ASSERT_TRUE(Eventually([&] { return Registered("h1"); }));
@@ -239,7 +241,60 @@ TEST_F(ControllerServiceTest, OversizedMessageIsRefused) {
   agent.Send(big);
   grpc::Status s = agent.AwaitEnd();
   EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("exceeds --max_message_bytes=65536"));
   EXPECT_EQ(GetHost("h1")->reports(), 0u);
+  EXPECT_THAT(
+      testing::HttpGet(controller_->metrics_port(), "/metrics"),
+      HasSubstr("rocetune_controller_agent_messages_rejected_total{reason=\"oversized\"} 1"));
+}
+
+// Sends `bytes` as the first message of a Connect stream (through the generic
+// stub: they need not be an AgentMessage) and returns the stream's status.
+grpc::Status SendRawBytes(int port, const std::string& bytes) {
+  struct Raw : grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+    void OnReadDone(bool ok) override {
+      if (ok) StartRead(&in);
+    }
+    void OnDone(const grpc::Status& s) override {
+      absl::MutexLock lock(&mu);
+      status = s;
+      done = true;
+    }
+    absl::Mutex mu;
+    bool done ABSL_GUARDED_BY(mu) = false;
+    grpc::Status status;
+    grpc::ClientContext ctx;
+    grpc::ByteBuffer in, out;
+  } raw;
+  grpc::GenericStub stub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  grpc::Slice slice(bytes);
+  raw.out = grpc::ByteBuffer(&slice, 1);
+  raw.ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  stub.PrepareBidiStreamingCall(&raw.ctx, "/rocetune.v1.AgentService/Connect", grpc::StubOptions(),
+                                &raw);
+  raw.StartRead(&raw.in);
+  raw.StartWrite(&raw.out);
+  raw.StartCall();
+  absl::MutexLock lock(&raw.mu);
+  raw.mu.Await(absl::Condition(&raw.done));
+  return raw.status;
+}
+
+TEST_F(ControllerServiceTest, GarbageOnTheWireIsRefusedCountedAndNothingStored) {
+  // A truncated length-delimited field: not parseable as any protobuf message.
+  grpc::Status s =
+      SendRawBytes(controller_->grpc_port(), std::string("\x0a\xff\xff\x03garbage", 11));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("11 bytes is not a valid rocetune.v1.AgentMessage"));
+  EXPECT_TRUE(ListHosts().empty());
+  EXPECT_THAT(
+      testing::HttpGet(controller_->metrics_port(), "/metrics"),
+      HasSubstr("rocetune_controller_agent_messages_rejected_total{reason=\"unparseable\"} 1"));
+  // The controller still serves a well-behaved agent afterwards.
+  TestAgent agent(controller_->grpc_port());
+  ASSERT_TRUE(agent.Hello("h1"));
+  EXPECT_TRUE(Eventually([&] { return Registered("h1"); }));
 }
 
 TEST_F(ControllerServiceTest, DuplicateIdentityNewerStreamWins) {
