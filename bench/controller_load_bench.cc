@@ -19,9 +19,12 @@
 //    minus its send timestamp in a Prometheus histogram with identical buckets; p99 is interpolated
 //    from the bucket deltas over the phase. Both processes share the clock (same host), so this is
 //    the one-way delay from the generator's send call to the server having processed the Report.
-//  * RSS: the server's VmRSS before the generator starts and at the end of the
-//    paced phase (steady state); per stream = difference / N. The RSS right
-//    after the flood phase is printed too.
+//  * RSS: the server's VmRSS before the generator starts and, with every stream
+//    open, after a first phase in which each host reports about once a second
+//    (capped at 5,000/s) and the load has drained; per stream = difference / N
+//    (extra_kb_per_stream: controller minus sink). The same at the end of the
+//    paced phase (after the flood; glibc keeps the flood's transport buffers)
+//    is extra_kb_per_stream_loaded; the RSS right after the flood is printed too.
 // Prints: BENCH controller_load_bench streams=N ... with ratios to the sink.
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -460,9 +463,11 @@ struct RunResult {
   double paced_p50 = NAN;
   double paced_p99 = NAN;
   long rss_idle_kb = 0;
-  long rss_flood_kb = 0;   // after the flood phase
-  long rss_loaded_kb = 0;  // after the paced phase (steady state)
-  double rss_per_stream_kb = 0;
+  long rss_flood_kb = 0;         // after the flood phase
+  long rss_loaded_kb = 0;        // at the end of the paced phase (Reports in flight included)
+  long rss_steady_kb = 0;        // after an agent-paced phase, drained, before the flood
+  double rss_per_stream_kb = 0;  // steady - idle, per stream
+  double rss_loaded_per_stream_kb = 0;  // loaded - idle, per stream
 };
 
 void SleepS(double s) { std::this_thread::sleep_for(std::chrono::duration<double>(s)); }
@@ -521,6 +526,32 @@ RunResult RunOne(const std::string& self, const std::vector<std::string>& server
     if (h < 0 || h >= n) break;
     SleepS(0.1);
   }
+  // Stop sending and let the server drain the backlog: done when it has
+  // received every Report the generators sent.
+  auto drain = [&] {
+    tell("idle");
+    double sent = 0;
+    tell("sent");
+    for (Child& g : gens) {
+      double one = 0;
+      if (std::fgets(line, sizeof line, g.from) != nullptr &&
+          std::sscanf(line, "SENT %lf", &one) == 1) {
+        sent += one;
+      }
+    }
+    for (int i = 0; i < 600 && ScrapeMetrics(mport).received < sent; ++i) SleepS(0.1);
+  };
+  // Memory per host, measured first, at an agent-like pace: every host reports
+  // about once a second (capped at 5,000 Reports/s) for a while, the load
+  // drains, and the RSS above the idle server is divided by the streams. The
+  // flood that follows leaves transport buffers behind (glibc keeps them), so
+  // RSS after it says more about the flood than about hosts.
+  tell(absl::StrFormat("pace %.1f", std::min(5000.0, static_cast<double>(n)) / k));
+  SleepS(warmup + 3);
+  drain();
+  SleepS(1);
+  r.rss_steady_kb = RssKb(server.pid);
+  r.rss_per_stream_kb = n > 0 ? static_cast<double>(r.rss_steady_kb - r.rss_idle_kb) / n : 0;
   tell("flood");
   SleepS(warmup);
   Scrape f0 = ScrapeMetrics(mport);
@@ -533,19 +564,7 @@ RunResult RunOne(const std::string& self, const std::vector<std::string>& server
     *paced_rate = std::min(absl::GetFlag(FLAGS_paced_rate), 0.7 * r.flood_rate);
   }
   r.paced_offered = *paced_rate;
-  // Stop sending and let the server drain the flood backlog before pacing.
-  tell("idle");
-  // Drained when the server has received every Report the generator sent.
-  double sent = 0;
-  tell("sent");
-  for (Child& g : gens) {
-    double one = 0;
-    if (std::fgets(line, sizeof line, g.from) != nullptr &&
-        std::sscanf(line, "SENT %lf", &one) == 1) {
-      sent += one;
-    }
-  }
-  for (int i = 0; i < 600 && ScrapeMetrics(mport).received < sent; ++i) SleepS(0.1);
+  drain();  // the flood backlog, before pacing
   tell(absl::StrFormat("pace %.1f", *paced_rate / k));
   SleepS(warmup);
   Scrape p0 = ScrapeMetrics(mport);
@@ -555,7 +574,7 @@ RunResult RunOne(const std::string& self, const std::vector<std::string>& server
   r.paced_rate = (p1.received - p0.received) / (p1.t - p0.t);
   r.paced_p50 = Quantile(p0, p1, 0.5);
   r.paced_p99 = Quantile(p0, p1, 0.99);
-  r.rss_per_stream_kb = n > 0 ? static_cast<double>(r.rss_loaded_kb - r.rss_idle_kb) / n : 0;
+  r.rss_loaded_per_stream_kb = n > 0 ? static_cast<double>(r.rss_loaded_kb - r.rss_idle_kb) / n : 0;
   tell("quit");
   for (Child& g : gens) {
     Stop(g.pid, 0);  // wait for it to exit on its own first
@@ -624,14 +643,15 @@ int RunOrchestrator() {
         "ctl_p50_ms=%.2f ctl_p99_ms=%.2f sink_p99_ms=%.2f ctl_rss_mb=%.1f sink_rss_mb=%.1f "
         "ctl_flood_rss_mb=%.1f "
         "sink_flood_rss_mb=%.1f "
-        "ctl_kb_per_stream=%.1f sink_kb_per_stream=%.1f extra_kb_per_stream=%.1f\n",
+        "ctl_kb_per_stream=%.1f sink_kb_per_stream=%.1f extra_kb_per_stream=%.1f "
+        "extra_kb_per_stream_loaded=%.1f\n",
         n, ctl.connected, snk.connected, ctl.flood_rate, snk.flood_rate,
         snk.flood_rate > 0 ? ctl.flood_rate / snk.flood_rate : 0, ctl.flood_p99 * 1e3,
         snk.flood_p99 * 1e3, paced, ctl.paced_rate, snk.paced_rate, ctl.paced_p50 * 1e3,
         ctl.paced_p99 * 1e3, snk.paced_p99 * 1e3, ctl.rss_loaded_kb / 1024.0,
         snk.rss_loaded_kb / 1024.0, ctl.rss_flood_kb / 1024.0, snk.rss_flood_kb / 1024.0,
-        ctl.rss_per_stream_kb, snk.rss_per_stream_kb,
-        ctl.rss_per_stream_kb - snk.rss_per_stream_kb);
+        ctl.rss_per_stream_kb, snk.rss_per_stream_kb, ctl.rss_per_stream_kb - snk.rss_per_stream_kb,
+        ctl.rss_loaded_per_stream_kb - snk.rss_loaded_per_stream_kb);
     std::fflush(stdout);
   }
   std::string cleanup = "rm -rf " + tmp;
