@@ -36,8 +36,6 @@ absl::Status AgentStream::ParseInbound() {
     return absl::ResourceExhaustedError(absl::StrCat(
         "message of ", size, " bytes exceeds --max_message_bytes=", deps_.max_message_bytes));
   }
-  in_ = nullptr;
-  read_arena_.Reset();
   in_ = google::protobuf::Arena::CreateMessage<v1::AgentMessage>(&read_arena_);
   grpc::ProtoBufferReader reader(&in_bytes_);
   if (!in_->ParseFromZeroCopyStream(&reader)) {
@@ -176,6 +174,9 @@ void AgentStream::OnReadDone(bool ok) {
   }
   absl::Status s = ParseInbound();
   if (s.ok()) s = HandleMessage();
+  // Handled (whatever it needed is copied out): an idle stream holds no message.
+  in_ = nullptr;
+  read_arena_.Reset();
   if (!s.ok()) {
     LogWarning("agent message refused",
                {{"host", host_id_}, {"stream", absl::StrCat(stream_id_)}, {"error", s.ToString()}});
