@@ -153,6 +153,8 @@ void Controller::Tick() {
   metrics_->UpdateFleet(fleet_->Counts());
   absl::Time now = clock_->Now();
   telemetry_->Prune(now);
+  const TelemetryStore::Footprint f = telemetry_->footprint();
+  metrics_->UpdateTelemetry(f.windows, f.bytes);
   int64_t index = telemetry_->WindowIndex(now);
   if (index != last_group_window_) {
     last_group_window_ = index;

@@ -96,6 +96,17 @@ ControllerMetrics::ControllerMetrics() : registry_(std::make_shared<prometheus::
                        .Help("Registered hosts by state.")
                        .Register(r);
   hosts_connected_ = &hosts_family_->Add({{"state", "connected"}});
+  telemetry_windows_ = &prometheus::BuildGauge()
+                            .Name("rocetune_controller_telemetry_windows")
+                            .Help("Per-host telemetry windows held (bounded by --retention).")
+                            .Register(r)
+                            .Add({});
+  telemetry_bytes_ =
+      &prometheus::BuildGauge()
+           .Name("rocetune_controller_telemetry_bytes")
+           .Help("Approximate memory held by per-host telemetry windows (counter sums, sketches).")
+           .Register(r)
+           .Add({});
   hosts_stale_ = &hosts_family_->Add({{"state", "stale"}});
   hosts_gone_ = &hosts_family_->Add({{"state", "gone"}});
   hosts_drifted_ = &prometheus::BuildGauge()

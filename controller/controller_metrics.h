@@ -60,12 +60,19 @@ class ControllerMetrics {
 
   // Refreshes the host-state and drift gauges.
   void UpdateFleet(const FleetCounts& counts);
+  // Refreshes the telemetry footprint gauges (windows held, their memory).
+  void UpdateTelemetry(size_t windows, size_t bytes) {
+    telemetry_windows_->Set(static_cast<double>(windows));
+    telemetry_bytes_->Set(static_cast<double>(bytes));
+  }
   // Refreshes the per-group gauges (group = value of the grouping label).
   // Groups absent from `groups` are removed.
   void UpdateGroups(const std::map<std::string, TelemetrySummary>& groups);
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Gauge* telemetry_windows_;
+  prometheus::Gauge* telemetry_bytes_;
   prometheus::Counter* reports_received_;
   std::atomic<uint64_t> reports_received_n_{0};
   std::atomic<uint64_t> reports_dropped_n_{0};

@@ -43,6 +43,8 @@ class QuantileSketch {
   double max() const { return count_ == 0 ? 0 : max_; }
   double sum() const { return sum_; }
   double relative_accuracy() const { return relative_accuracy_; }
+  // Memory held: the object and its bucket array.
+  size_t ApproxBytes() const { return sizeof(*this) + counts_.capacity() * sizeof(counts_[0]); }
   bool empty() const { return count_ == 0; }
   // Approximate heap bytes held by the sketch.
   size_t MemoryBytes() const;

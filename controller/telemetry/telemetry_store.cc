@@ -196,10 +196,24 @@ absl::Status HostTelemetry::AddReport(const v1::Report& report, absl::Time recei
   return absl::OkStatus();
 }
 
-void HostTelemetry::Prune(absl::Time oldest) {
+size_t WindowAggregate::ApproxBytes() const {
+  size_t bytes = sizeof(*this) + counter_deltas.capacity() * sizeof(counter_deltas[0]) +
+                 latency.capacity() * sizeof(*latency.begin());
+  for (const auto& [peer_class, agg] : latency) {
+    bytes += peer_class.capacity() + agg.network_rtt.ApproxBytes() + agg.host_delay.ApproxBytes() -
+             2 * sizeof(QuantileSketch);  // the objects themselves are in the slot
+  }
+  return bytes;
+}
+
+void HostTelemetry::Prune(absl::Time oldest, size_t* windows, size_t* bytes) {
   int64_t first = store_->WindowIndex(oldest);
   absl::MutexLock lock(&mu_);
   while (!windows_.empty() && windows_.front().index < first) windows_.pop_front();
+  if (windows != nullptr) *windows += windows_.size();
+  if (bytes != nullptr) {
+    for (const WindowAggregate& w : windows_) *bytes += w.ApproxBytes();
+  }
 }
 
 bool HostTelemetry::AddTo(absl::Time from, absl::Time to, const std::string& peer_class,
@@ -288,7 +302,16 @@ void TelemetryStore::Prune(absl::Time now) {
     absl::MutexLock lock(&mu_);
     for (const auto& [id, h] : hosts_) hosts.push_back(h);
   }
-  for (const auto& h : hosts) h->Prune(now - options_.retention);
+  Footprint f;
+  f.hosts = hosts.size();
+  for (const auto& h : hosts) h->Prune(now - options_.retention, &f.windows, &f.bytes);
+  absl::MutexLock lock(&mu_);
+  footprint_ = f;
+}
+
+TelemetryStore::Footprint TelemetryStore::footprint() const {
+  absl::MutexLock lock(&mu_);
+  return footprint_;
 }
 
 int64_t TelemetryStore::WindowIndex(absl::Time t) const {

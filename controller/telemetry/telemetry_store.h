@@ -66,6 +66,8 @@ struct LatencyAggregate {
 // One host's aggregates for one window [index*window, (index+1)*window).
 struct WindowAggregate {
   void AddCounter(int32_t id, uint64_t delta);
+  // Memory held by this window (counter sums, sketches, peer-class keys).
+  size_t ApproxBytes() const;
 
   int64_t index = 0;
   uint64_t reports = 0;
@@ -100,8 +102,9 @@ class HostTelemetry {
   // the offending field; nothing is stored then.
   absl::Status AddReport(const v1::Report& report, absl::Time received);
 
-  // Drops windows that ended before `oldest`.
-  void Prune(absl::Time oldest);
+  // Drops windows that ended before `oldest`; adds the windows kept and the
+  // memory they hold to the two counters when given.
+  void Prune(absl::Time oldest, size_t* windows = nullptr, size_t* bytes = nullptr);
 
   // Adds windows overlapping [from, to) to `out` (rates are per-host averages
   // over the covered time). Returns whether any window matched.
@@ -144,6 +147,13 @@ class TelemetryStore {
 
   // Drops windows older than the retention, relative to `now`.
   void Prune(absl::Time now);
+  // What the last Prune found: windows held over all hosts and their memory.
+  struct Footprint {
+    size_t hosts = 0;
+    size_t windows = 0;
+    size_t bytes = 0;
+  };
+  Footprint footprint() const;
 
   int64_t WindowIndex(absl::Time t) const;
   absl::Time WindowStart(int64_t index) const;
@@ -153,6 +163,7 @@ class TelemetryStore {
   CounterNames names_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<HostTelemetry>> hosts_ ABSL_GUARDED_BY(mu_);
+  Footprint footprint_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace rocetune::controller

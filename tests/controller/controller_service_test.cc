@@ -573,6 +573,9 @@ TEST_F(ControllerServiceTest, MetricsEndpointServesFleetSeries) {
   EXPECT_THAT(body, HasSubstr("rocetune_controller_reports_received_total 1"));
   EXPECT_THAT(body, HasSubstr("rocetune_controller_group_probe_rtt_seconds{group=\"r1\""));
   EXPECT_THAT(body, HasSubstr("rocetune_controller_group_cnp_rate_per_second{group=\"r1\"} 100"));
+  EXPECT_THAT(body, HasSubstr("rocetune_controller_telemetry_windows 1"));
+  EXPECT_THAT(body, HasSubstr("rocetune_controller_telemetry_bytes "));
+  EXPECT_THAT(body, ::testing::Not(HasSubstr("rocetune_controller_telemetry_bytes 0\n")));
   EXPECT_THAT(body, ::testing::Not(HasSubstr("h1")));  // no per-host series
 }
 

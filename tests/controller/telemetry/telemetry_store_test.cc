@@ -63,6 +63,42 @@ TEST(TelemetryStoreTest, WindowsSplitByReceiptTimeAndRetentionPrunes) {
   EXPECT_TRUE(h->Windows().empty());
 }
 
+// The footprint Prune reports follows the windows held: it grows with hosts
+// and windows, a wide RTT spread costs more sketch buckets, and retention
+// brings it back down.
+TEST(TelemetryStoreTest, FootprintCountsWindowsAndTheirMemory) {
+  TelemetryOptions opt;
+  opt.window = absl::Seconds(10);
+  opt.retention = absl::Seconds(60);
+  TelemetryStore store(opt);
+  store.Prune(kT0);
+  EXPECT_EQ(store.footprint().windows, 0u);
+  EXPECT_EQ(store.footprint().bytes, 0u);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(store.ForHost("a")->AddReport(Report(10, 1e-5), kT0 + absl::Seconds(10 * i)).ok());
+  }
+  store.Prune(kT0 + absl::Seconds(25));
+  const TelemetryStore::Footprint three = store.footprint();
+  EXPECT_EQ(three.hosts, 1u);
+  EXPECT_EQ(three.windows, 3u);
+  EXPECT_GT(three.bytes, 3 * sizeof(WindowAggregate));
+  // A second host whose RTTs span 10 us .. 10 ms holds more per window.
+  v1::Report wide = Report(10, 1e-5);
+  QuantileSketch spread;
+  spread.Insert(1e-5);
+  spread.Insert(1e-2);
+  spread.ToProto(wide.mutable_latency(0)->mutable_network_rtt_seconds());
+  ASSERT_TRUE(store.ForHost("b")->AddReport(wide, kT0 + absl::Seconds(20)).ok());
+  store.Prune(kT0 + absl::Seconds(25));
+  const TelemetryStore::Footprint four = store.footprint();
+  EXPECT_EQ(four.hosts, 2u);
+  EXPECT_EQ(four.windows, 4u);
+  EXPECT_GT(four.bytes - three.bytes, three.bytes / 3 + 2000);  // ~345 more dense buckets
+  store.Prune(kT0 + absl::Seconds(200));
+  EXPECT_EQ(store.footprint().windows, 0u);
+  EXPECT_EQ(store.footprint().bytes, 0u);
+}
+
 TEST(TelemetryStoreTest, GroupMergeCombinesSketchesAcrossHosts) {
   TelemetryStore store(TelemetryOptions{});
   ASSERT_TRUE(store.ForHost("a")->AddReport(Report(10, 1e-5, 99), kT0).ok());
