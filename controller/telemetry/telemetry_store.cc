@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/logging.h"
 
 namespace rocetune::controller {
 
@@ -166,6 +167,8 @@ absl::Status HostTelemetry::AddReport(const v1::Report& report, absl::Time recei
   {
     absl::MutexLock lock(&mu_);
     if (windows_.empty() || windows_.back().index < index) {
+      // Reports land only in the newest window: the one before it is closed.
+      if (!windows_.empty()) windows_.back().Compact();
       windows_.emplace_back();
       windows_.back().index = index;
     }
@@ -196,12 +199,58 @@ absl::Status HostTelemetry::AddReport(const v1::Report& report, absl::Time recei
   return absl::OkStatus();
 }
 
+namespace {
+
+std::string Encode(const QuantileSketch& sketch) {
+  v1::Sketch proto;
+  sketch.ToProto(&proto);
+  return proto.SerializeAsString();
+}
+
+// Decodes what Encode wrote (so it cannot fail short of memory corruption; an
+// undecodable sketch reads as empty rather than taking the controller down).
+QuantileSketch Decode(const std::string& bytes) {
+  v1::Sketch proto;
+  if (proto.ParseFromString(bytes)) {
+    absl::StatusOr<QuantileSketch> s = QuantileSketch::FromProto(proto);
+    if (s.ok()) return *std::move(s);
+  }
+  LogOnce("telemetry.undecodable_sketch", LogLevel::kError,
+          "a packed telemetry sketch did not decode; reading it as empty");
+  return QuantileSketch();
+}
+
+}  // namespace
+
+void LatencyAggregate::Pack() {
+  if (packed) return;
+  packed_rtt = Encode(network_rtt);
+  packed_delay = Encode(host_delay);
+  network_rtt = QuantileSketch(network_rtt.relative_accuracy());
+  host_delay = QuantileSketch(host_delay.relative_accuracy());
+  packed = true;
+}
+
+QuantileSketch LatencyAggregate::NetworkRtt() const {
+  return packed ? Decode(packed_rtt) : network_rtt;
+}
+
+QuantileSketch LatencyAggregate::HostDelay() const {
+  return packed ? Decode(packed_delay) : host_delay;
+}
+
+void WindowAggregate::Compact() {
+  counter_deltas.shrink_to_fit();
+  for (auto& [peer_class, agg] : latency) agg.Pack();
+}
+
 size_t WindowAggregate::ApproxBytes() const {
   size_t bytes = sizeof(*this) + counter_deltas.capacity() * sizeof(counter_deltas[0]) +
                  latency.capacity() * sizeof(*latency.begin());
   for (const auto& [peer_class, agg] : latency) {
     bytes += peer_class.capacity() + agg.network_rtt.ApproxBytes() + agg.host_delay.ApproxBytes() -
-             2 * sizeof(QuantileSketch);  // the objects themselves are in the slot
+             2 * sizeof(QuantileSketch) +  // the objects themselves are in the slot
+             agg.packed_rtt.capacity() + agg.packed_delay.capacity();
   }
   return bytes;
 }
@@ -232,7 +281,11 @@ bool HostTelemetry::AddTo(absl::Time from, absl::Time to, const std::string& pee
       for (const auto& [id, d] : w.counter_deltas) deltas[id] += d;
       for (const auto& [cls, agg] : w.latency) {
         if (!peer_class.empty() && cls != peer_class) continue;
-        out->network_rtt.Merge(agg.network_rtt).IgnoreError();
+        if (agg.packed) {
+          out->network_rtt.Merge(agg.NetworkRtt()).IgnoreError();
+        } else {
+          out->network_rtt.Merge(agg.network_rtt).IgnoreError();
+        }
         out->probes_sent += agg.probes_sent;
         out->probes_lost += agg.probes_lost;
       }

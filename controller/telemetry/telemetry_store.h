@@ -57,8 +57,18 @@ class CounterNames {
 };
 
 struct LatencyAggregate {
-  QuantileSketch network_rtt;
-  QuantileSketch host_delay;
+  // Encodes both sketches (v1::Sketch bytes, a few hundred bytes) and drops
+  // their dense bucket arrays (kilobytes). Done when a window closes.
+  void Pack();
+  // The sketches, decoded when packed.
+  QuantileSketch NetworkRtt() const;
+  QuantileSketch HostDelay() const;
+
+  QuantileSketch network_rtt;  // empty once packed
+  QuantileSketch host_delay;   // empty once packed
+  bool packed = false;
+  std::string packed_rtt;
+  std::string packed_delay;
   uint64_t probes_sent = 0;
   uint64_t probes_lost = 0;
 };
@@ -68,6 +78,9 @@ struct WindowAggregate {
   void AddCounter(int32_t id, uint64_t delta);
   // Memory held by this window (counter sums, sketches, peer-class keys).
   size_t ApproxBytes() const;
+  // A window that will take no more reports gives back spare capacity and
+  // packs its sketches.
+  void Compact();
 
   int64_t index = 0;
   uint64_t reports = 0;

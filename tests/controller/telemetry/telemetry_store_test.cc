@@ -1,5 +1,6 @@
 #include "controller/telemetry/telemetry_store.h"
 
+#include <cmath>
 #include <limits>
 
 #include "gmock/gmock.h"
@@ -97,6 +98,38 @@ TEST(TelemetryStoreTest, FootprintCountsWindowsAndTheirMemory) {
   store.Prune(kT0 + absl::Seconds(200));
   EXPECT_EQ(store.footprint().windows, 0u);
   EXPECT_EQ(store.footprint().bytes, 0u);
+}
+
+// A window packs its sketches when the next one opens: far less memory, and
+// summaries over packed and open windows are what they were.
+TEST(TelemetryStoreTest, ClosedWindowsArePackedAndStillSummarized) {
+  TelemetryStore store(TelemetryOptions{});
+  auto h = store.ForHost("h");
+  // Window 0: RTTs over 10 us .. 10 ms (hundreds of dense buckets).
+  v1::Report wide = Report(100, 1e-5, 0);
+  QuantileSketch spread;
+  for (int i = 0; i < 1000; ++i) spread.Insert(1e-5 * std::pow(1000.0, i / 999.0));
+  spread.ToProto(wide.mutable_latency(0)->mutable_network_rtt_seconds());
+  ASSERT_TRUE(h->AddReport(wide, kT0).ok());
+  store.Prune(kT0);
+  const size_t open_bytes = store.footprint().bytes;
+  // Window 1 opens: window 0 is packed.
+  ASSERT_TRUE(h->AddReport(Report(100, 2e-5, 10), kT0 + absl::Seconds(10)).ok());
+  std::vector<WindowAggregate> w = h->Windows();
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_TRUE(w[0].latency.at("intra_tor").packed);
+  EXPECT_FALSE(w[1].latency.at("intra_tor").packed);
+  EXPECT_LT(w[0].ApproxBytes(), open_bytes / 3) << "packing saved too little";
+  EXPECT_EQ(w[0].latency.at("intra_tor").NetworkRtt().count(), 1000u);
+  // The summary over both windows equals the merge of what went in.
+  TelemetrySummary s = store.Summarize({"h"}, kT0, kT0 + absl::Seconds(20));
+  EXPECT_EQ(s.network_rtt.count(), 1010u);
+  QuantileSketch want = spread;
+  want.Insert(2e-5, 10);
+  for (double q : {0.01, 0.5, 0.99, 1.0}) {
+    EXPECT_DOUBLE_EQ(s.network_rtt.Quantile(q), want.Quantile(q)) << "q=" << q;
+  }
+  EXPECT_DOUBLE_EQ(s.cnp_rate_per_second, 200.0 / 4.0);
 }
 
 TEST(TelemetryStoreTest, GroupMergeCombinesSketchesAcrossHosts) {
