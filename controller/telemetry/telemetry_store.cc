@@ -239,14 +239,56 @@ QuantileSketch LatencyAggregate::HostDelay() const {
   return packed ? Decode(packed_delay) : host_delay;
 }
 
+namespace telemetry_internal {
+
+bool ReadVarint(const std::string& bytes, size_t* pos, uint64_t* value) {
+  uint64_t v = 0;
+  for (int shift = 0; shift < 64 && *pos < bytes.size(); shift += 7) {
+    const uint8_t b = static_cast<uint8_t>(bytes[(*pos)++]);
+    v |= static_cast<uint64_t>(b & 0x7f) << shift;
+    if ((b & 0x80) == 0) {
+      *value = v;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace telemetry_internal
+
+namespace {
+
+void AppendVarint(uint64_t v, std::string* out) {
+  while (v >= 0x80) {
+    out->push_back(static_cast<char>(v | 0x80));
+    v >>= 7;
+  }
+  out->push_back(static_cast<char>(v));
+}
+
+}  // namespace
+
 void WindowAggregate::Compact() {
-  counter_deltas.shrink_to_fit();
+  if (!counter_deltas.empty()) {
+    std::string packed;
+    packed.reserve(counter_deltas.size() * 4);
+    int32_t previous = 0;  // ids are >= 0 and sorted
+    for (const auto& [id, sum] : counter_deltas) {
+      AppendVarint(static_cast<uint64_t>(id - previous), &packed);
+      AppendVarint(sum, &packed);
+      previous = id;
+    }
+    packed.shrink_to_fit();
+    packed_counter_deltas = std::move(packed);
+    counter_deltas.clear();
+    counter_deltas.shrink_to_fit();
+  }
   for (auto& [peer_class, agg] : latency) agg.Pack();
 }
 
 size_t WindowAggregate::ApproxBytes() const {
   size_t bytes = sizeof(*this) + counter_deltas.capacity() * sizeof(counter_deltas[0]) +
-                 latency.capacity() * sizeof(*latency.begin());
+                 packed_counter_deltas.capacity() + latency.capacity() * sizeof(*latency.begin());
   for (const auto& [peer_class, agg] : latency) {
     bytes += peer_class.capacity() + agg.network_rtt.ApproxBytes() + agg.host_delay.ApproxBytes() -
              2 * sizeof(QuantileSketch) +  // the objects themselves are in the slot
@@ -278,7 +320,7 @@ bool HostTelemetry::AddTo(absl::Time from, absl::Time to, const std::string& pee
       if (w.index < first || w.index > last) continue;
       reports += w.reports;
       covered += w.covered_seconds;
-      for (const auto& [id, d] : w.counter_deltas) deltas[id] += d;
+      w.ForEachCounter([&](int32_t id, uint64_t d) { deltas[id] += d; });
       for (const auto& [cls, agg] : w.latency) {
         if (!peer_class.empty() && cls != peer_class) continue;
         if (agg.packed) {

@@ -86,9 +86,31 @@ struct WindowAggregate {
   uint64_t reports = 0;
   double covered_seconds = 0;  // sum of the reports' measured intervals
   // (counter id, sum of deltas), sorted by id. A vector: ~16 bytes per counter.
-  std::vector<std::pair<int32_t, uint64_t>> counter_deltas;
+  std::vector<std::pair<int32_t, uint64_t>> counter_deltas;  // empty once packed
+  // Closed windows: the same sums as varints (id gap, sum), 2-6 bytes each.
+  std::string packed_counter_deltas;
+  // Calls fn(id, sum) for every counter sum, packed or not, in id order.
+  template <typename Fn>
+  void ForEachCounter(Fn fn) const;
   absl::flat_hash_map<std::string, LatencyAggregate> latency;  // by peer class
 };
+
+namespace telemetry_internal {
+// Reads one varint at `*pos`; false at the end or on a malformed one.
+bool ReadVarint(const std::string& bytes, size_t* pos, uint64_t* value);
+}  // namespace telemetry_internal
+
+template <typename Fn>
+void WindowAggregate::ForEachCounter(Fn fn) const {
+  for (const auto& [id, sum] : counter_deltas) fn(id, sum);
+  size_t pos = 0;
+  uint64_t id = 0, gap = 0, sum = 0;
+  while (telemetry_internal::ReadVarint(packed_counter_deltas, &pos, &gap) &&
+         telemetry_internal::ReadVarint(packed_counter_deltas, &pos, &sum)) {
+    id += gap;
+    fn(static_cast<int32_t>(id), sum);
+  }
+}
 
 // Aggregates over a range of windows for a set of hosts.
 struct TelemetrySummary {

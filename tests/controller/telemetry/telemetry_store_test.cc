@@ -132,6 +132,24 @@ TEST(TelemetryStoreTest, ClosedWindowsArePackedAndStillSummarized) {
   EXPECT_DOUBLE_EQ(s.cnp_rate_per_second, 200.0 / 4.0);
 }
 
+// Counter sums survive packing exactly: ids with gaps, zero and 64-bit sums.
+TEST(TelemetryStoreTest, PackedCounterSumsRoundTrip) {
+  WindowAggregate w;
+  std::vector<std::pair<int32_t, uint64_t>> want = {
+      {0, 0}, {1, 1}, {2, 127}, {3, 128}, {200, 1ull << 35}, {4095, ~0ull}, {4096, 300}};
+  for (auto it = want.rbegin(); it != want.rend(); ++it) w.AddCounter(it->first, it->second);
+  w.AddCounter(3, 2);  // sums add up before packing
+  want[3].second += 2;
+  const size_t before = w.ApproxBytes();
+  w.Compact();
+  EXPECT_TRUE(w.counter_deltas.empty());
+  EXPECT_FALSE(w.packed_counter_deltas.empty());
+  EXPECT_LT(w.ApproxBytes(), before);
+  std::vector<std::pair<int32_t, uint64_t>> got;
+  w.ForEachCounter([&](int32_t id, uint64_t sum) { got.emplace_back(id, sum); });
+  EXPECT_EQ(got, want);
+}
+
 TEST(TelemetryStoreTest, GroupMergeCombinesSketchesAcrossHosts) {
   TelemetryStore store(TelemetryOptions{});
   ASSERT_TRUE(store.ForHost("a")->AddReport(Report(10, 1e-5, 99), kT0).ok());
