@@ -72,6 +72,9 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(const ControllerOp
   if (options.max_message_bytes < 1024) {
     return absl::InvalidArgumentError("--max_message_bytes must be at least 1024");
   }
+  if (options.probe_replan_delay < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--probe_replan_delay must not be negative");
+  }
   if (options.max_outbound_queue < 1) {
     return absl::InvalidArgumentError("--max_outbound_queue must be at least 1");
   }
@@ -101,6 +104,7 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(const ControllerOp
   FleetOptions fopt;
   fopt.stale_after = options.stale_after;
   fopt.gone_after = options.gone_after;
+  fopt.probe_replan_delay = options.probe_replan_delay;
   c->fleet_ =
       std::make_unique<Fleet>(clock, c->telemetry_.get(), c->store_.get(), &c->events_, fopt);
   if (absl::Status s = c->fleet_->LoadFromStore(); !s.ok()) return s;

@@ -34,6 +34,8 @@ struct ControllerOptions {
   int max_message_bytes = 1 << 20;
   size_t max_outbound_queue = 8;
   std::string group_label = "rack";  // label whose values are the metric groups
+  // Joins and leaves within this delay share one probe replan (0: inline).
+  absl::Duration probe_replan_delay = absl::Milliseconds(200);
   // Period of the background sweep (liveness events, gauges, retention);
   // zero disables the thread (tests call Tick()).
   absl::Duration tick_interval = absl::Seconds(1);

@@ -37,6 +37,10 @@ ABSL_FLAG(int32_t, max_outbound_queue, 8,
           "Messages queued per agent stream before further ones are dropped (and counted).");
 ABSL_FLAG(std::string, group_label, "rack",
           "Host label whose values form the groups of the per-group /metrics series.");
+ABSL_FLAG(absl::Duration, probe_replan_delay, absl::Milliseconds(200),
+          "Hosts joining or leaving within this delay share one recomputation of the probe "
+          "pinglists (a fleet reconnecting at once costs one pass, not one per host). 0: "
+          "recompute at every join and leave.");
 
 namespace {
 
@@ -77,6 +81,7 @@ int main(int argc, char** argv) {
   int32_t queue = absl::GetFlag(FLAGS_max_outbound_queue);
   opt.max_outbound_queue = queue < 1 ? 0 : static_cast<size_t>(queue);
   opt.group_label = absl::GetFlag(FLAGS_group_label);
+  opt.probe_replan_delay = absl::GetFlag(FLAGS_probe_replan_delay);
 
   auto controller = rocetune::controller::Controller::Start(opt);
   if (!controller.ok()) {

@@ -110,6 +110,14 @@ TEST_F(ControllerMainTest, BadFlagValueExitsNonZero) {
   EXPECT_THAT(Slurp(dir_ + "/stderr"), HasSubstr("window"));
 }
 
+TEST_F(ControllerMainTest, NegativeProbeReplanDelayIsRefused) {
+  pid_t pid = Spawn({"--insecure_loopback", "--listen=127.0.0.1:0", "--metrics_address=127.0.0.1:0",
+                     "--state_dir=", "--probe_replan_delay=-1s"},
+                    dir_ + "/stderr");
+  EXPECT_NE(WaitExit(pid), 0);
+  EXPECT_THAT(Slurp(dir_ + "/stderr"), HasSubstr("--probe_replan_delay must not be negative"));
+}
+
 TEST_F(ControllerMainTest, UnbindableAddressExitsNonZero) {
   pid_t pid = Spawn({"--insecure_loopback", "--listen=127.0.0.1:0", "--metrics_address=127.0.0.1:0",
                      "--state_dir=", "--ready_file=" + dir_ + "/r1"},
