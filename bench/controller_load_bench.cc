@@ -50,6 +50,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -61,6 +62,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "daemon/quantile_sketch.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "google/protobuf/wire_format_lite.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "rocetune/v1/agent.grpc.pb.h"
@@ -139,17 +143,10 @@ AgentMessage MakeReportTemplate(int i) {
   return m;
 }
 
-void AppendVarint(uint64_t v, std::string* out) {
-  while (v >= 0x80) {
-    out->push_back(static_cast<char>(v | 0x80));
-    v >>= 7;
-  }
-  out->push_back(static_cast<char>(v));
-}
-
 // One agent stream, speaking AgentService.Connect through the generic stub
-// with pre-serialized bytes: the generator's per-Report work is a few varints
-// and a copy, so the server under test, not the generator, sets the pace.
+// with pre-serialized bytes: the generator's per-Report work is encoding seq and
+// two timestamps and a copy, so the server under test, not the generator, sets
+// the pace.
 class GenStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   GenStream(std::shared_ptr<grpc::Channel> channel, int i) : stub_(std::move(channel)) {
@@ -200,20 +197,23 @@ class GenStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::B
  private:
   void SendNext() {
     const int64_t now = NowNanos();
-    std::string head;
-    head.reserve(32);
-    head.push_back(0x08);  // Report.seq
-    AppendVarint(++seq_, &head);
-    head.push_back(0x10);  // Report.start_unix_nanos
-    AppendVarint(static_cast<uint64_t>(now - 1'000'000'000), &head);
-    head.push_back(0x18);  // Report.end_unix_nanos
-    AppendVarint(static_cast<uint64_t>(now), &head);
+    rocetune::v1::Report head;  // serialized in front of the body: messages concatenate
+    head.set_seq(++seq_);
+    head.set_start_unix_nanos(now - 1'000'000'000);
+    head.set_end_unix_nanos(now);
+    const std::string head_bytes = head.SerializeAsString();
     std::string msg;
-    msg.reserve(head.size() + report_body_.size() + 8);
-    msg.push_back(0x12);  // AgentMessage.report
-    AppendVarint(head.size() + report_body_.size(), &msg);
-    msg += head;
-    msg += report_body_;
+    msg.reserve(head_bytes.size() + report_body_.size() + 8);
+    {
+      using google::protobuf::internal::WireFormatLite;
+      google::protobuf::io::StringOutputStream zero_copy(&msg);
+      google::protobuf::io::CodedOutputStream out(&zero_copy);
+      out.WriteTag(WireFormatLite::MakeTag(AgentMessage::kReportFieldNumber,
+                                           WireFormatLite::WIRETYPE_LENGTH_DELIMITED));
+      out.WriteVarint32(static_cast<uint32_t>(head_bytes.size() + report_body_.size()));
+      out.WriteString(head_bytes);
+      out.WriteString(report_body_);
+    }
     grpc::Slice slice(std::move(msg));
     out_ = grpc::ByteBuffer(&slice, 1);
     g_sent.fetch_add(1, std::memory_order_relaxed);
@@ -552,11 +552,18 @@ RunResult RunOne(const std::string& self, const std::vector<std::string>& server
   SleepS(1);
   r.rss_steady_kb = RssKb(server.pid);
   r.rss_per_stream_kb = n > 0 ? static_cast<double>(r.rss_steady_kb - r.rss_idle_kb) / n : 0;
-  tell("flood");
-  SleepS(warmup);
-  Scrape f0 = ScrapeMetrics(mport);
-  SleepS(seconds);
-  Scrape f1 = ScrapeMetrics(mport);
+  // One measured phase: `cmd` to the generators, a warm-up, then the
+  // server's metrics at the start and at the end of `seconds`.
+  auto phase = [&](const std::string& cmd) {
+    tell(cmd);
+    SleepS(warmup);
+    std::pair<Scrape, Scrape> ends;
+    ends.first = ScrapeMetrics(mport);
+    SleepS(seconds);
+    ends.second = ScrapeMetrics(mport);
+    return ends;
+  };
+  auto [f0, f1] = phase("flood");
   r.rss_flood_kb = RssKb(server.pid);
   r.flood_rate = (f1.received - f0.received) / (f1.t - f0.t);
   r.flood_p99 = Quantile(f0, f1, 0.99);
@@ -565,11 +572,7 @@ RunResult RunOne(const std::string& self, const std::vector<std::string>& server
   }
   r.paced_offered = *paced_rate;
   drain();  // the flood backlog, before pacing
-  tell(absl::StrFormat("pace %.1f", *paced_rate / k));
-  SleepS(warmup);
-  Scrape p0 = ScrapeMetrics(mport);
-  SleepS(seconds);
-  Scrape p1 = ScrapeMetrics(mport);
+  auto [p0, p1] = phase(absl::StrFormat("pace %.1f", *paced_rate / k));
   r.rss_loaded_kb = RssKb(server.pid);
   r.paced_rate = (p1.received - p0.received) / (p1.t - p0.t);
   r.paced_p50 = Quantile(p0, p1, 0.5);

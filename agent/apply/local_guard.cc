@@ -45,15 +45,6 @@ bool LocalGuard::armed() const {
 
 std::optional<v1::GuardEvent> LocalGuard::Observe(
     const google::protobuf::RepeatedPtrField<v1::CounterSample>& samples) {
-  return ObserveImpl(samples);
-}
-
-std::optional<v1::GuardEvent> LocalGuard::Observe(const std::vector<v1::CounterSample>& samples) {
-  return ObserveImpl(samples);
-}
-
-template <typename Samples>
-std::optional<v1::GuardEvent> LocalGuard::ObserveImpl(const Samples& samples) {
   absl::MutexLock lock(&mu_);
   if (!armed_) return std::nullopt;
   const absl::Duration since = clock_->Monotonic() - armed_at_;

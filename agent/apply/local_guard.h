@@ -55,14 +55,10 @@ class LocalGuard {
   // the candidate dropped. Not armed, or within bounds: nullopt.
   std::optional<v1::GuardEvent> Observe(
       const google::protobuf::RepeatedPtrField<v1::CounterSample>& samples);
-  std::optional<v1::GuardEvent> Observe(const std::vector<v1::CounterSample>& samples);
 
   bool armed() const;
 
  private:
-  template <typename Samples>
-  std::optional<v1::GuardEvent> ObserveImpl(const Samples& samples);
-
   LocalGuardOptions options_;
   Clock* clock_;
   Applier* applier_;

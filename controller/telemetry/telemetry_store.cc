@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/logging.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 
 namespace rocetune::controller {
 
@@ -239,44 +240,18 @@ QuantileSketch LatencyAggregate::HostDelay() const {
   return packed ? Decode(packed_delay) : host_delay;
 }
 
-namespace telemetry_internal {
-
-bool ReadVarint(const std::string& bytes, size_t* pos, uint64_t* value) {
-  uint64_t v = 0;
-  for (int shift = 0; shift < 64 && *pos < bytes.size(); shift += 7) {
-    const uint8_t b = static_cast<uint8_t>(bytes[(*pos)++]);
-    v |= static_cast<uint64_t>(b & 0x7f) << shift;
-    if ((b & 0x80) == 0) {
-      *value = v;
-      return true;
-    }
-  }
-  return false;
-}
-
-}  // namespace telemetry_internal
-
-namespace {
-
-void AppendVarint(uint64_t v, std::string* out) {
-  while (v >= 0x80) {
-    out->push_back(static_cast<char>(v | 0x80));
-    v >>= 7;
-  }
-  out->push_back(static_cast<char>(v));
-}
-
-}  // namespace
-
 void WindowAggregate::Compact() {
   if (!counter_deltas.empty()) {
     std::string packed;
-    packed.reserve(counter_deltas.size() * 4);
-    int32_t previous = 0;  // ids are >= 0 and sorted
-    for (const auto& [id, sum] : counter_deltas) {
-      AppendVarint(static_cast<uint64_t>(id - previous), &packed);
-      AppendVarint(sum, &packed);
-      previous = id;
+    {
+      google::protobuf::io::StringOutputStream zero_copy(&packed);
+      google::protobuf::io::CodedOutputStream out(&zero_copy);
+      int32_t previous = 0;  // ids are >= 0 and sorted
+      for (const auto& [id, sum] : counter_deltas) {
+        out.WriteVarint32(static_cast<uint32_t>(id - previous));
+        out.WriteVarint64(sum);
+        previous = id;
+      }
     }
     packed.shrink_to_fit();
     packed_counter_deltas = std::move(packed);

@@ -13,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/quantile_sketch.h"
+#include "google/protobuf/io/coded_stream.h"
 #include "rocetune/v1/agent.pb.h"
 
 namespace rocetune::controller {
@@ -95,18 +96,15 @@ struct WindowAggregate {
   absl::flat_hash_map<std::string, LatencyAggregate> latency;  // by peer class
 };
 
-namespace telemetry_internal {
-// Reads one varint at `*pos`; false at the end or on a malformed one.
-bool ReadVarint(const std::string& bytes, size_t* pos, uint64_t* value);
-}  // namespace telemetry_internal
-
 template <typename Fn>
 void WindowAggregate::ForEachCounter(Fn fn) const {
   for (const auto& [id, sum] : counter_deltas) fn(id, sum);
-  size_t pos = 0;
-  uint64_t id = 0, gap = 0, sum = 0;
-  while (telemetry_internal::ReadVarint(packed_counter_deltas, &pos, &gap) &&
-         telemetry_internal::ReadVarint(packed_counter_deltas, &pos, &sum)) {
+  google::protobuf::io::CodedInputStream in(
+      reinterpret_cast<const uint8_t*>(packed_counter_deltas.data()),
+      static_cast<int>(packed_counter_deltas.size()));
+  uint32_t id = 0, gap = 0;
+  uint64_t sum = 0;
+  while (in.ReadVarint32(&gap) && in.ReadVarint64(&sum)) {
     id += gap;
     fn(static_cast<int32_t>(id), sum);
   }

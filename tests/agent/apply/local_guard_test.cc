@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,12 @@ v1::CounterSample Sample(const std::string& name, int prio, double rate) {
   s.set_rate_per_second(rate);
   s.set_delta(static_cast<uint64_t>(rate));
   return s;
+}
+
+// One sampler round, as the agent hands it to the guard.
+google::protobuf::RepeatedPtrField<v1::CounterSample> Round(
+    std::initializer_list<v1::CounterSample> samples) {
+  return {samples.begin(), samples.end()};
 }
 
 class LocalGuardTest : public ::testing::Test {
@@ -63,10 +70,10 @@ TEST_F(LocalGuardTest, PauseStormRestoresLastKnownGood) {
   LocalGuard guard(options_, &clock_, &applier_, &journal_);
   guard.Arm("v2", applied_);
   clock_.Advance(absl::Seconds(10));
-  EXPECT_FALSE(guard.Observe({Sample("rx_pfc_pause_duration_us", 3, 150000)}).has_value());
+  EXPECT_FALSE(guard.Observe(Round({Sample("rx_pfc_pause_duration_us", 3, 150000)})).has_value());
   clock_.Advance(absl::Seconds(2));
   std::optional<v1::GuardEvent> e =
-      guard.Observe({Sample("cnp_handled", -1, 10), Sample("tx_pfc_pause_duration_us", 3, 450000)});
+      guard.Observe(Round({Sample("cnp_handled", -1, 10), Sample("tx_pfc_pause_duration_us", 3, 450000)}));
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->kind(), "pfc_pause_guard");
   EXPECT_EQ(e->restored_version(), "baseline");
@@ -78,13 +85,13 @@ TEST_F(LocalGuardTest, PauseStormRestoresLastKnownGood) {
   EXPECT_FALSE(guard.armed());
   EXPECT_EQ(journal_.Get()->version, "baseline");
   // Disarmed: further storms do nothing.
-  EXPECT_FALSE(guard.Observe({Sample("tx_pfc_pause_duration_us", 3, 900000)}).has_value());
+  EXPECT_FALSE(guard.Observe(Round({Sample("tx_pfc_pause_duration_us", 3, 900000)})).has_value());
 }
 
 TEST_F(LocalGuardTest, CnpRateRestoresLastKnownGood) {
   LocalGuard guard(options_, &clock_, &applier_, &journal_);
   guard.Arm("v2", applied_);
-  std::optional<v1::GuardEvent> e = guard.Observe({Sample("cnp_sent", -1, 250000)});
+  std::optional<v1::GuardEvent> e = guard.Observe(Round({Sample("cnp_sent", -1, 250000)}));
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->kind(), "cnp_rate_guard");
   EXPECT_THAT(e->detail(), HasSubstr("cnp_sent: 250000/s > 100000/s"));
@@ -93,14 +100,14 @@ TEST_F(LocalGuardTest, CnpRateRestoresLastKnownGood) {
 
 TEST_F(LocalGuardTest, CleanWindowPromotesTheSet) {
   LocalGuard guard(options_, &clock_, &applier_, &journal_);
-  EXPECT_FALSE(guard.Observe({Sample("cnp_sent", -1, 1e9)}).has_value());  // not armed
+  EXPECT_FALSE(guard.Observe(Round({Sample("cnp_sent", -1, 1e9)})).has_value());  // not armed
   guard.Arm("v2", applied_);
   EXPECT_TRUE(guard.armed());
   clock_.Advance(absl::Minutes(4));
-  EXPECT_FALSE(guard.Observe({Sample("cnp_sent", -1, 50000)}).has_value());
+  EXPECT_FALSE(guard.Observe(Round({Sample("cnp_sent", -1, 50000)})).has_value());
   EXPECT_EQ(journal_.Get()->version, "baseline");
   clock_.Advance(absl::Minutes(2));
-  EXPECT_FALSE(guard.Observe({Sample("cnp_sent", -1, 1e9)}).has_value());
+  EXPECT_FALSE(guard.Observe(Round({Sample("cnp_sent", -1, 1e9)})).has_value());
   EXPECT_FALSE(guard.armed());
   EXPECT_EQ(FixtureTree::ReadFile(RpAi()), "40\n");
   LkgJournal reloaded(tree_.root() + "/state");
@@ -114,7 +121,7 @@ TEST_F(LocalGuardTest, NoLastKnownGoodStillReports) {
   LkgJournal empty(tree_.root() + "/empty_state");
   LocalGuard guard(options_, &clock_, &applier_, &empty);
   guard.Arm("v2", applied_);
-  std::optional<v1::GuardEvent> e = guard.Observe({Sample("cnp_handled", -1, 2e5)});
+  std::optional<v1::GuardEvent> e = guard.Observe(Round({Sample("cnp_handled", -1, 2e5)}));
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->restored_version(), "");
   EXPECT_THAT(e->detail(), HasSubstr("nothing restored"));
@@ -127,7 +134,7 @@ TEST_F(LocalGuardTest, DisabledThresholdsNeverTrip) {
   LocalGuard guard(options_, &clock_, &applier_, &journal_);
   guard.Arm("v2", applied_);
   EXPECT_FALSE(
-      guard.Observe({Sample("rx_pfc_pause_duration_us", 3, 1e6), Sample("cnp_handled", -1, 1e9)})
+      guard.Observe(Round({Sample("rx_pfc_pause_duration_us", 3, 1e6), Sample("cnp_handled", -1, 1e9)}))
           .has_value());
   EXPECT_TRUE(guard.armed());
 }
