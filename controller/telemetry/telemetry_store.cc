@@ -169,7 +169,10 @@ absl::Status HostTelemetry::AddReport(const v1::Report& report, absl::Time recei
     absl::MutexLock lock(&mu_);
     if (windows_.empty() || windows_.back().index < index) {
       // Reports land only in the newest window: the one before it is closed.
-      if (!windows_.empty()) windows_.back().Compact();
+      if (!windows_.empty()) {
+        windows_.back().Compact();
+        closed_bytes_ += windows_.back().ApproxBytes();
+      }
       windows_.emplace_back();
       windows_.back().index = index;
     }
@@ -193,7 +196,7 @@ absl::Status HostTelemetry::AddReport(const v1::Report& report, absl::Time recei
     w.covered_seconds += interval;
     ++w.reports;
     int64_t keep = std::max<int64_t>(1, store_->options().retention / store_->options().window);
-    while (!windows_.empty() && windows_.front().index <= index - keep) windows_.pop_front();
+    while (!windows_.empty() && windows_.front().index <= index - keep) PopOldest();
   }
   last_report_nanos_.store(absl::ToUnixNanos(received), std::memory_order_relaxed);
   reports_.fetch_add(1, std::memory_order_relaxed);
@@ -275,11 +278,15 @@ size_t WindowAggregate::ApproxBytes() const {
 void HostTelemetry::Prune(absl::Time oldest, size_t* windows, size_t* bytes) {
   int64_t first = store_->WindowIndex(oldest);
   absl::MutexLock lock(&mu_);
-  while (!windows_.empty() && windows_.front().index < first) windows_.pop_front();
+  while (!windows_.empty() && windows_.front().index < first) PopOldest();
   if (windows != nullptr) *windows += windows_.size();
-  if (bytes != nullptr) {
-    for (const WindowAggregate& w : windows_) *bytes += w.ApproxBytes();
-  }
+  if (bytes != nullptr && !windows_.empty())
+    *bytes += closed_bytes_ + windows_.back().ApproxBytes();
+}
+
+void HostTelemetry::PopOldest() {
+  if (windows_.size() > 1) closed_bytes_ -= windows_.front().ApproxBytes();  // a closed one
+  windows_.pop_front();
 }
 
 bool HostTelemetry::AddTo(absl::Time from, absl::Time to, const std::string& peer_class,

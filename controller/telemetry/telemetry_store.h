@@ -157,7 +157,13 @@ class HostTelemetry {
   std::atomic<int64_t> last_report_nanos_{0};
   std::atomic<uint64_t> reports_{0};
   mutable absl::Mutex mu_;
+  // Drops the oldest window, keeping closed_bytes_ in step.
+  void PopOldest() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   std::deque<WindowAggregate> windows_ ABSL_GUARDED_BY(mu_);
+  // ApproxBytes of every window but the newest (closed windows do not change),
+  // so the footprint costs O(1) per host, not a walk over its windows.
+  size_t closed_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // Per-host windows plus group merges. Thread-safe.
