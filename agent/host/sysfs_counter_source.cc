@@ -9,6 +9,7 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "agent/host/sysfs_file.h"
@@ -35,7 +36,8 @@ bool ParseCounter(const char* buf, ssize_t n, uint64_t* value) {
   return true;
 }
 
-int OpenRegular(const std::string& path, int* err) {
+// Opens a regular file for reading; *inode receives its inode number.
+int OpenRegular(const std::string& path, int* err, uint64_t* inode) {
   constexpr int kFlags = O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY;
   // O_NOATIME spares the access-time check on every pread of a file-backed
   // tree (fixtures, offline copies); it needs ownership or CAP_FOWNER.
@@ -51,6 +53,7 @@ int OpenRegular(const std::string& path, int* err) {
     close(fd);
     return -1;
   }
+  *inode = static_cast<uint64_t>(st.st_ino);
   return fd;
 }
 
@@ -63,7 +66,8 @@ bool ReadCounter(int fd, const std::string& path, uint64_t* value, int* err) {
       n = pread(fd, buf, sizeof(buf), 0);
     } while (n < 0 && errno == EINTR);
   } else {
-    const int f = OpenRegular(path, err);
+    uint64_t inode = 0;
+    const int f = OpenRegular(path, err, &inode);
     if (f < 0) return false;
     do {
       n = read(f, buf, sizeof(buf));
@@ -120,9 +124,10 @@ void SysfsCounterSource::CloseAll() {
 bool SysfsCounterSource::OpenFile(File* f) {
   int err = 0;
   if (open_files_ < options_.max_open_files) {
-    f->fd = OpenRegular(f->path, &err);
+    f->fd = OpenRegular(f->path, &err, &f->inode);
     if (f->fd >= 0) {
       ++open_files_;
+      ++files_opened_;
       return true;
     }
     if (err != EMFILE && err != ENFILE) {
@@ -138,7 +143,7 @@ bool SysfsCounterSource::OpenFile(File* f) {
     options_.max_open_files = open_files_;
   }
   // Per-read mode: check once that it is a readable regular file.
-  const int fd = OpenRegular(f->path, &err);
+  const int fd = OpenRegular(f->path, &err, &f->inode);
   if (fd < 0) {
     ++skipped_files_;
     LogOnce(absl::StrCat("sysfs_counter_unreadable:", f->path), LogLevel::kWarning,
@@ -147,19 +152,39 @@ bool SysfsCounterSource::OpenFile(File* f) {
   }
   close(fd);
   f->fd = -1;
+  ++files_opened_;
   return true;
 }
 
 void SysfsCounterSource::ListCounterDir(const std::string& dir, const std::string& device,
                                         uint32_t port, bool hw, CounterVendor vendor,
-                                        std::vector<std::string>* used, std::vector<File>* files) {
-  absl::StatusOr<std::vector<std::string>> names = ListSysfsDir(dir);
-  if (!names.ok()) return;  // this driver has no such directory
-  for (const std::string& n : *names) {
+                                        OpenByPath* reusable, std::vector<std::string>* used,
+                                        std::vector<File>* files) {
+  absl::StatusOr<std::vector<SysfsDirEntry>> entries = ListSysfsDirEntries(dir);
+  if (!entries.ok()) return;  // this driver has no such directory
+  for (const SysfsDirEntry& e : *entries) {
+    const std::string& n = e.name;
     if (hw && n == "lifespan") continue;
     File f;
     f.path = absl::StrCat(dir, "/", n);
-    if (!OpenFile(&f)) continue;
+    // A descriptor of the previous listing still names this entry when the
+    // directory lists the inode it was opened on (a file replaced or a sysfs
+    // node re-created has another one): it is kept instead of reopened.
+    File* kept = nullptr;
+    if (reusable != nullptr && open_files_ < options_.max_open_files) {
+      auto it = reusable->find(f.path);
+      if (it != reusable->end() && it->second->fd >= 0 && it->second->inode == e.inode) {
+        kept = it->second;
+      }
+    }
+    if (kept != nullptr) {
+      f.fd = kept->fd;
+      f.inode = kept->inode;
+      kept->fd = -1;  // taken: not closed with the old listing
+      ++open_files_;
+    } else if (!OpenFile(&f)) {
+      continue;
+    }
     MappedCounter m = hw ? MapHwCounter(vendor, n) : MapPortCounter(n);
     if (m.mapped) {
       if (std::find(used->begin(), used->end(), m.name) != used->end()) {
@@ -178,8 +203,29 @@ void SysfsCounterSource::ListCounterDir(const std::string& dir, const std::strin
   }
 }
 
-absl::Status SysfsCounterSource::Relist() {
-  CloseAll();
+absl::Status SysfsCounterSource::Relist(bool reuse_descriptors) {
+  // The previous listing's open files, by path, when they may be kept.
+  std::vector<Device> old;
+  OpenByPath reusable;
+  if (reuse_descriptors) {
+    old.swap(plan_);
+    open_files_ = 0;
+    for (Device& d : old) {
+      for (File& f : d.files) {
+        if (f.fd >= 0) reusable.emplace(f.path, &f);
+      }
+    }
+  }
+  CloseAll();  // what was not moved to `old`
+  // Whatever the new listing did not take is closed when this returns.
+  absl::Cleanup close_old = [&old] {
+    for (Device& d : old) {
+      for (File& f : d.files) {
+        if (f.fd >= 0) close(f.fd);
+      }
+    }
+  };
+  OpenByPath* keep = reuse_descriptors ? &reusable : nullptr;
   const std::string ib = root_ + "/class/infiniband";
   std::vector<std::string> devices = options_.devices;
   if (devices.empty()) {
@@ -196,7 +242,7 @@ absl::Status SysfsCounterSource::Relist() {
     const CounterVendor vendor = CounterVendorFor(SymlinkBasename(d.dir + "/device/driver"), name);
     std::vector<std::string> used;
     if (options_.hw_counters) {
-      ListCounterDir(d.dir + "/hw_counters", name, 0, true, vendor, &used, &d.files);
+      ListCounterDir(d.dir + "/hw_counters", name, 0, true, vendor, keep, &used, &d.files);
     }
     absl::StatusOr<std::vector<std::string>> ports = ListSysfsDir(d.dir + "/ports");
     if (ports.ok()) {
@@ -206,10 +252,10 @@ absl::Status SysfsCounterSource::Relist() {
         used.clear();
         const std::string pdir = d.dir + "/ports/" + p;
         if (options_.hw_counters) {
-          ListCounterDir(pdir + "/hw_counters", name, port, true, vendor, &used, &d.files);
+          ListCounterDir(pdir + "/hw_counters", name, port, true, vendor, keep, &used, &d.files);
         }
         if (options_.port_counters) {
-          ListCounterDir(pdir + "/counters", name, port, false, vendor, &used, &d.files);
+          ListCounterDir(pdir + "/counters", name, port, false, vendor, keep, &used, &d.files);
         }
       }
     }
@@ -233,7 +279,9 @@ absl::Status SysfsCounterSource::CollectInto(CounterBuffer* out) {
 
 absl::Status SysfsCounterSource::CollectWith(absl::FunctionRef<CounterValue&()> next) {
   if (need_relist_ || ++rounds_since_list_ >= options_.relist_every_rounds) {
-    if (absl::Status s = Relist(); !s.ok()) {
+    // A periodic relist keeps the descriptors of unchanged files; one after a
+    // failed read or a vanished device (need_relist_) reopens everything.
+    if (absl::Status s = Relist(/*reuse_descriptors=*/!need_relist_); !s.ok()) {
       need_relist_ = true;
       return s;
     }

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "agent/host/counter_names.h"
@@ -29,9 +30,12 @@ struct SysfsCounterOptions {
 // and the other keeps its vendor name.
 //
 // Cost: the directories are listed and every counter file is opened once (at
-// the first Collect, then every `relist_every_rounds` rounds or at once after a
-// read error); each round then costs one pread(fd, 0) per counter plus one
-// fstat() per device. sysfs regenerates an attribute on every read from offset
+// the first Collect, and at once after a read error); every
+// `relist_every_rounds` rounds the directories are listed again, and a file
+// whose entry still lists the inode its descriptor was opened on keeps that
+// descriptor (new, replaced or re-created files are opened, vanished ones
+// closed). Each round then costs one pread(fd, 0) per counter plus one fstat()
+// per device. sysfs regenerates an attribute on every read from offset
 // 0, so the values are fresh; a removed sysfs node fails the pread (ENODEV).
 // Beyond `max_open_files` descriptors the remaining files are opened per read.
 // CollectInto (the sampler's path) allocates nothing in a steady round: each
@@ -56,11 +60,15 @@ class SysfsCounterSource : public CounterSource {
 
   // Files skipped since construction (each skip of each round counts).
   uint64_t skipped_files() const { return skipped_files_; }
+  // Counter files opened by listings since construction (a file kept open
+  // across a relist is not opened again; per-read files count at listing).
+  uint64_t files_opened() const { return files_opened_; }
 
  private:
   struct File {
     std::string path;
-    int fd = -1;  // -1: opened per read
+    int fd = -1;         // -1: opened per read
+    uint64_t inode = 0;  // of the file when it was opened
     CounterKey key;
     uint64_t multiplier = 1;
     uint8_t width_bits = 64;
@@ -73,14 +81,16 @@ class SysfsCounterSource : public CounterSource {
 
   // One round: every value goes into the element `next` returns.
   absl::Status CollectWith(absl::FunctionRef<CounterValue&()> next);
-  absl::Status Relist();
+  // Open files of the previous listing by path (pointers into it).
+  using OpenByPath = absl::flat_hash_map<std::string, File*>;
+  absl::Status Relist(bool reuse_descriptors);
   void CloseAll();
   static bool DeviceStillThere(const Device& d);
   // Opens (or not, past max_open_files) a listed file; false when it cannot be
   // read as a regular file (counted and logged).
   bool OpenFile(File* f);
   void ListCounterDir(const std::string& dir, const std::string& device, uint32_t port, bool hw,
-                      CounterVendor vendor, std::vector<std::string>* used,
+                      CounterVendor vendor, OpenByPath* reusable, std::vector<std::string>* used,
                       std::vector<File>* files);
 
   std::string root_;
@@ -89,6 +99,7 @@ class SysfsCounterSource : public CounterSource {
   int rounds_since_list_ = 0;
   bool need_relist_ = true;
   uint64_t skipped_files_ = 0;
+  uint64_t files_opened_ = 0;
   size_t open_files_ = 0;
 };
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -74,20 +75,31 @@ absl::StatusOr<uint64_t> ReadSysfsU64(const std::string& path) {
   return v;
 }
 
-absl::StatusOr<std::vector<std::string>> ListSysfsDir(const std::string& path) {
+absl::StatusOr<std::vector<SysfsDirEntry>> ListSysfsDirEntries(const std::string& path) {
   DIR* dir = opendir(path.c_str());
   if (dir == nullptr) return ErrnoStatus(errno, "cannot list", path);
-  std::vector<std::string> names;
+  std::vector<SysfsDirEntry> entries;
   while (struct dirent* e = readdir(dir)) {
     if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
-    names.emplace_back(e->d_name);
+    entries.push_back({e->d_name, static_cast<uint64_t>(e->d_ino)});
   }
   closedir(dir);
-  std::sort(names.begin(), names.end(), [](const std::string& a, const std::string& b) {
+  std::sort(entries.begin(), entries.end(), [](const SysfsDirEntry& x, const SysfsDirEntry& y) {
+    const std::string& a = x.name;
+    const std::string& b = y.name;
     const bool da = AllDigits(a), db = AllDigits(b);
     if (da && db && a.size() != b.size()) return a.size() < b.size();
     return a < b;
   });
+  return entries;
+}
+
+absl::StatusOr<std::vector<std::string>> ListSysfsDir(const std::string& path) {
+  absl::StatusOr<std::vector<SysfsDirEntry>> entries = ListSysfsDirEntries(path);
+  if (!entries.ok()) return entries.status();
+  std::vector<std::string> names;
+  names.reserve(entries->size());
+  for (SysfsDirEntry& e : *entries) names.push_back(std::move(e.name));
   return names;
 }
 

@@ -29,6 +29,15 @@ absl::StatusOr<uint64_t> ReadSysfsU64(const std::string& path);
 // digits sort numerically ("2" before "10"). kNotFound when it does not exist.
 absl::StatusOr<std::vector<std::string>> ListSysfsDir(const std::string& path);
 
+// A directory entry and the inode number the directory lists for it (d_ino).
+struct SysfsDirEntry {
+  std::string name;
+  uint64_t inode = 0;
+};
+
+// ListSysfsDir with each entry's inode number, in the same order.
+absl::StatusOr<std::vector<SysfsDirEntry>> ListSysfsDirEntries(const std::string& path);
+
 // Basename of a symlink's target ("" when `path` is not a symlink).
 std::string SymlinkBasename(const std::string& path);
 

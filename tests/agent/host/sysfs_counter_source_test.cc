@@ -275,6 +275,86 @@ TEST(SysfsCounterSourceTest, CollectIntoMatchesCollectAcrossRelists) {
   EXPECT_EQ(ByName(last, "rxe0").count("send_err"), 0u);
 }
 
+// A periodic relist lists the directories again but keeps the descriptor of
+// every file whose entry still names the inode it was opened on: only new and
+// replaced files are opened.
+TEST(SysfsCounterSourceTest, PeriodicRelistKeepsDescriptorsOfUnchangedFiles) {
+  FixtureTree tree("mlx5_ofed");
+  SysfsCounterOptions options;
+  options.relist_every_rounds = 2;
+  SysfsCounterSource source(tree.sys(), options);
+  std::vector<CounterValue> out;
+  ASSERT_TRUE(source.Collect(&out).ok());  // lists and opens everything
+  const size_t files = out.size();
+  const uint64_t opened = source.files_opened();
+  EXPECT_GE(opened, files);
+  out.clear();
+  ASSERT_TRUE(source.Collect(&out).ok());
+  out.clear();
+  ASSERT_TRUE(source.Collect(&out).ok());  // relisted: nothing changed, nothing opened
+  EXPECT_EQ(source.files_opened(), opened);
+  EXPECT_EQ(out.size(), files);
+
+  // rp_cnp_handled replaced by a new file (write elsewhere, rename over it: a
+  // new inode under the same name); a file added; a file removed.
+  const std::string hw = tree.sys() + "/class/infiniband/mlx5_0/ports/1/hw_counters/";
+  FixtureTree::WriteFile(tree.root() + "/replacement", "777\n");
+  std::filesystem::rename(tree.root() + "/replacement", hw + "rp_cnp_handled");
+  FixtureTree::WriteFile(hw + "a_new_counter", "5\n");
+  std::filesystem::remove(hw + "rx_write_requests");
+  out.clear();
+  ASSERT_TRUE(source.Collect(&out).ok());  // old listing
+  out.clear();
+  ASSERT_TRUE(source.Collect(&out).ok());  // relisted
+  EXPECT_EQ(source.files_opened(), opened + 2);
+  EXPECT_EQ(out.size(), files);
+  auto c = ByName(out, "mlx5_0");
+  EXPECT_EQ(c.at("cnp_handled").value, 777u);
+  EXPECT_EQ(c.at("a_new_counter").value, 5u);
+  EXPECT_EQ(c.count("rx_write_requests"), 0u);
+  EXPECT_EQ(source.skipped_files(), 0u);
+
+  // Values still follow the kept files.
+  FixtureTree::WriteFile(hw + "np_cnp_sent", "123\n");
+  out.clear();
+  ASSERT_TRUE(source.Collect(&out).ok());
+  EXPECT_EQ(ByName(out, "mlx5_0").at("cnp_sent").value, 123u);
+
+  // Same values as a fresh source that opened everything itself.
+  SysfsCounterSource fresh(tree.sys());
+  std::vector<CounterValue> want;
+  ASSERT_TRUE(fresh.Collect(&want).ok());
+  ASSERT_EQ(out.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(out[i].key, want[i].key);
+    EXPECT_EQ(out[i].value, want[i].value);
+  }
+}
+
+// A relist forced by a device that looks gone (its first file unlinked: the
+// descriptor the per-round check uses has no links left) reopens every file,
+// kept or not.
+TEST(SysfsCounterSourceTest, RelistAfterAVanishedDeviceReopensEverything) {
+  FixtureTree tree("rxe");
+  SysfsCounterSource source(tree.sys());
+  std::vector<CounterValue> out;
+  ASSERT_TRUE(source.Collect(&out).ok());
+  const size_t files = out.size();
+  const uint64_t opened = source.files_opened();
+  ASSERT_EQ(opened, files);
+  // ack_deferred is rxe0's first counter file; re-created under the same name.
+  const std::string hw = tree.sys() + "/class/infiniband/rxe0/ports/1/hw_counters/";
+  std::filesystem::remove(hw + "ack_deferred");
+  FixtureTree::WriteFile(hw + "ack_deferred", "8\n");
+  out.clear();
+  EXPECT_EQ(source.Collect(&out).code(), absl::StatusCode::kUnavailable);  // rxe0 looks gone
+  out.clear();
+  ASSERT_TRUE(source.Collect(&out).ok());  // relisted from scratch
+  EXPECT_EQ(out.size(), files);
+  EXPECT_EQ(source.files_opened(), opened + files);
+  EXPECT_EQ(ByName(out, "rxe0").at("ack_deferred").value, 8u);
+}
+
 TEST(SysfsCounterSourceTest, NoDevicesIsUnavailable) {
   const std::string root = ::testing::TempDir() + "/rocetune_nodev_sys";
   std::filesystem::create_directories(root + "/class/infiniband");
