@@ -28,6 +28,7 @@
 // counters/ only).
 //
 // Usage: agent_collect_bench [--rounds=N] [--scrapes=N] [--node_exporter=PATH]
+//        agent_collect_bench --profile_rounds=N  (only N rounds, for perf record)
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -265,6 +266,7 @@ std::string Scrape(int port) {
 int Main(int argc, char** argv) {
   int rounds = 1000;
   int scrapes = 300;
+  int profile_rounds = 0;
   std::string exporter = "/usr/bin/prometheus-node-exporter";
   for (int i = 1; i < argc; ++i) {
     absl::string_view a = argv[i];
@@ -272,10 +274,14 @@ int Main(int argc, char** argv) {
       if (!absl::SimpleAtoi(a, &rounds) || rounds < 1) return 2;
     } else if (absl::ConsumePrefix(&a, "--scrapes=")) {
       if (!absl::SimpleAtoi(a, &scrapes) || scrapes < 1) return 2;
+    } else if (absl::ConsumePrefix(&a, "--profile_rounds=")) {
+      if (!absl::SimpleAtoi(a, &profile_rounds) || profile_rounds < 1) return 2;
     } else if (absl::ConsumePrefix(&a, "--node_exporter=")) {
       exporter = std::string(a);
     } else {
-      std::fprintf(stderr, "usage: %s [--rounds=N] [--scrapes=N] [--node_exporter=PATH]\n",
+      std::fprintf(stderr,
+                   "usage: %s [--rounds=N] [--scrapes=N] [--node_exporter=PATH] "
+                   "[--profile_rounds=N]\n",
                    argv[0]);
       return 2;
     }
@@ -335,6 +341,13 @@ int Main(int argc, char** argv) {
     wire_bytes = wire.size();
     batch.samples.Swap(report->mutable_counters());
   };
+  if (profile_rounds > 0) {
+    // Only rounds, for a profiler (perf record): no node_exporter, no pieces.
+    for (int i = 0; i < profile_rounds; ++i) round();
+    std::error_code ec;
+    fs::remove_all(tmpl, ec);
+    return samples == 0 ? 1 : 0;
+  }
   // ---- node_exporter ----
   const int port = FreeLoopbackPort();
   const std::string listen = absl::StrCat("--web.listen-address=127.0.0.1:", port);
