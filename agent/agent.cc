@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "agent/report_wire.h"
 #include "daemon/logging.h"
 #include "grpcpp/grpcpp.h"
 
@@ -62,7 +63,9 @@ Agent::Agent(AgentOptions options, HostSeams seams) : options_(std::move(options
               static_cast<int>(absl::ToInt64Milliseconds(options_.reconnect_max)));
   channel_ =
       grpc::CreateCustomChannel(options_.controller, grpc::InsecureChannelCredentials(), args);
-  stub_ = v1::AgentService::NewStub(channel_);
+  connect_method_ = absl::StrCat("/", v1::AgentService::service_full_name(), "/Connect");
+  connect_ = std::make_unique<grpc::internal::RpcMethod>(
+      connect_method_.c_str(), grpc::internal::RpcMethod::BIDI_STREAMING, channel_);
 }
 
 Agent::~Agent() { Stop(); }
@@ -218,15 +221,21 @@ absl::StatusOr<v1::Hello> Agent::BuildHello() {
   return hello;
 }
 
-bool Agent::Write(grpc::ClientReaderWriter<v1::AgentMessage, v1::ControllerMessage>* stream,
-                  const v1::AgentMessage& msg) {
-  absl::MutexLock lock(&write_mu_);
-  return stream->Write(msg);
+bool Agent::Write(Stream* stream, const v1::AgentMessage& msg) {
+  std::string bytes;
+  if (!msg.SerializeToString(&bytes)) return false;
+  return WriteBytes(stream, bytes);
 }
 
-void Agent::HandleMessage(
-    const v1::ControllerMessage& msg,
-    grpc::ClientReaderWriter<v1::AgentMessage, v1::ControllerMessage>* stream) {
+bool Agent::WriteBytes(Stream* stream, absl::string_view bytes) {
+  // gRPC keeps the slice (refcounted) past Write: it gets its own copy.
+  grpc::Slice slice(bytes.data(), bytes.size());
+  grpc::ByteBuffer buffer(&slice, 1);
+  absl::MutexLock lock(&write_mu_);
+  return stream->Write(buffer);
+}
+
+void Agent::HandleMessage(const v1::ControllerMessage& msg, Stream* stream) {
   v1::AgentMessage reply;
   if (msg.has_desired_state()) {
     reply = ApplyDesiredState(msg.desired_state());
@@ -272,8 +281,9 @@ absl::Status Agent::RunStream() {
     absl::MutexLock lock(&mu_);
     active_context_ = nullptr;
   };
-  std::unique_ptr<grpc::ClientReaderWriter<v1::AgentMessage, v1::ControllerMessage>> stream =
-      stub_->Connect(&ctx);
+  std::unique_ptr<Stream> stream(
+      grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, v1::ControllerMessage>::Create(
+          channel_.get(), *connect_, &ctx));
   v1::AgentMessage first;
   *first.mutable_hello() = *hello;
   if (!Write(stream.get(), first)) {
@@ -299,10 +309,13 @@ absl::Status Agent::RunStream() {
   // each round lends them to the report (a swap, no copy) and takes them back
   // after the write.
   SampleBatch batch;
+  // Encodes each round's Report (as an AgentMessage) into a buffer kept
+  // across rounds.
+  ReportWireEncoder encoder;
   while (!stopping_.load() && !reader_done.HasBeenNotified()) {
     if (stopped_.WaitForNotificationWithTimeout(options_.sample_interval)) break;
-    v1::AgentMessage out;
-    v1::Report* report = out.mutable_report();
+    v1::Report report_message;
+    v1::Report* report = &report_message;
     absl::Status sampled = sampler_->SampleOnce(&batch);
     bool lent = false;
     if (sampled.ok()) {
@@ -341,7 +354,7 @@ absl::Status Agent::RunStream() {
       report->set_seq(++report_seq_);
     }
     if (options_.metrics != nullptr) options_.metrics->ObserveReport(*report);
-    const bool written = Write(stream.get(), out);
+    const bool written = WriteBytes(stream.get(), encoder.Encode(*report));
     // Take the sample messages back for the next round.
     if (lent) batch.samples.Swap(report->mutable_counters());
     if (!written) break;

@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
@@ -23,6 +24,8 @@
 #include "agent/probe/prober.h"
 #include "agent/sampler.h"
 #include "daemon/clock.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/impl/rpc_method.h"
 #include "rocetune/v1/agent.grpc.pb.h"
 
 namespace rocetune {
@@ -94,15 +97,19 @@ class Agent {
   // Loads the journal, records the baseline on first start, computes drift.
   absl::Status InitParameters();
   v1::AgentMessage ApplyDesiredState(const v1::DesiredState& ds);
-  void HandleMessage(const v1::ControllerMessage& msg,
-                     grpc::ClientReaderWriter<v1::AgentMessage, v1::ControllerMessage>* stream);
-  bool Write(grpc::ClientReaderWriter<v1::AgentMessage, v1::ControllerMessage>* stream,
-             const v1::AgentMessage& msg);
+  // The Connect stream writes encoded AgentMessages (grpc::ByteBuffer): the
+  // Report of each round is encoded by ReportWireEncoder into a kept buffer,
+  // the rare other messages by protobuf.
+  using Stream = grpc::ClientReaderWriter<grpc::ByteBuffer, v1::ControllerMessage>;
+  void HandleMessage(const v1::ControllerMessage& msg, Stream* stream);
+  bool Write(Stream* stream, const v1::AgentMessage& msg);
+  bool WriteBytes(Stream* stream, absl::string_view bytes);
 
   AgentOptions options_;
   HostSeams seams_;
   std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::AgentService::Stub> stub_;
+  std::string connect_method_;  // "/rocetune.v1.AgentService/Connect"
+  std::unique_ptr<grpc::internal::RpcMethod> connect_;
   std::unique_ptr<Sampler> sampler_;  // used only by the Run() thread
   std::unique_ptr<Applier> applier_;
   std::unique_ptr<LkgJournal> journal_;

@@ -9,9 +9,11 @@
 // port's netdev, then the delta step) and moving the samples into a v1::Report
 // (the swap into the report's counters and back after the write, as
 // agent.cc does), updating the agent's /metrics counters from the Report
-// (AgentMetrics::ObserveReport) and serializing the Report as gRPC's Write
-// would. NIC discovery is not part of a round: the agent runs it
-// only when it connects (Hello); it is reported on its own (discovery_cpu_us)
+// (AgentMetrics::ObserveReport) and encoding the Report for the stream as
+// Agent::WriteBytes does (ReportWireEncoder into a kept buffer, copied into
+// the grpc::Slice of the ByteBuffer the stream writes; the stream's own
+// Write, framing and socket send are not part of the figure). NIC discovery is not part of a round:
+// the agent runs it only when it connects (Hello); it is reported on its own (discovery_cpu_us)
 // and, for comparison with the old figure, added to a round
 // (agent_cpu_us_per_round_with_discovery).
 //
@@ -59,9 +61,12 @@
 #include "agent/host/ethtool_stats.h"
 #include "agent/host/sysfs_counter_source.h"
 #include "agent/host/sysfs_nic_discovery.h"
+#include "agent/report_wire.h"
 #include "agent/sampler.h"
 #include "daemon/clock.h"
 #include "daemon/logging.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/slice.h"
 #include "prometheus/registry.h"
 #include "rocetune/v1/agent.pb.h"
 
@@ -322,24 +327,30 @@ int Main(int argc, char** argv) {
   SampleBatch batch;
   size_t samples = 0;
   // The agent's own /metrics series are updated each round too, and the
-  // Report is serialized for the stream (gRPC serializes it in Write).
+  // Report is encoded for the stream.
   auto registry = std::make_shared<prometheus::Registry>();
   AgentMetrics metrics(registry, "bench-host");
-  std::string wire;
+  // The Report goes out as Agent::WriteBytes sends it: encoded by the
+  // stream's ReportWireEncoder, then copied into the grpc::Slice of the
+  // ByteBuffer handed to the stream's Write.
+  ReportWireEncoder encoder;
   size_t wire_bytes = 0;
+  auto send = [&](const v1::Report& report) {
+    const absl::string_view bytes = encoder.Encode(report);
+    grpc::Slice slice(bytes.data(), bytes.size());
+    grpc::ByteBuffer buffer(&slice, 1);
+    wire_bytes = buffer.Length();
+  };
   auto round = [&] {
-    v1::AgentMessage out;
-    v1::Report* report = out.mutable_report();
+    v1::Report report;
     if (!sampler->SampleOnce(&batch).ok()) return;
-    report->set_start_unix_nanos(absl::ToUnixNanos(batch.start));
-    report->set_end_unix_nanos(absl::ToUnixNanos(batch.end));
-    report->mutable_counters()->Swap(&batch.samples);
-    samples = static_cast<size_t>(report->counters_size());
-    metrics.ObserveReport(*report);
-    wire.clear();
-    out.AppendToString(&wire);
-    wire_bytes = wire.size();
-    batch.samples.Swap(report->mutable_counters());
+    report.set_start_unix_nanos(absl::ToUnixNanos(batch.start));
+    report.set_end_unix_nanos(absl::ToUnixNanos(batch.end));
+    report.mutable_counters()->Swap(&batch.samples);
+    samples = static_cast<size_t>(report.counters_size());
+    metrics.ObserveReport(report);
+    send(report);
+    batch.samples.Swap(report.mutable_counters());
   };
   if (profile_rounds > 0) {
     // Only rounds, for a profiler (perf record): no node_exporter, no pieces.
@@ -429,15 +440,12 @@ int Main(int argc, char** argv) {
     scratch.Clear();
     (void)ethtool_source->CollectInto(&scratch);
   });
-  // The /metrics update and the serialization of a full Report, on their own.
-  v1::AgentMessage full;
+  // The /metrics update and the encoding of a full Report, on their own.
+  v1::Report full;
   (void)sampler->SampleOnce(&batch);
-  full.mutable_report()->mutable_counters()->CopyFrom(batch.samples);
-  const double metrics_us = cpu_per([&] { metrics.ObserveReport(full.report()); });
-  const double serialize_us = cpu_per([&] {
-    wire.clear();
-    full.AppendToString(&wire);
-  });
+  full.mutable_counters()->CopyFrom(batch.samples);
+  const double metrics_us = cpu_per([&] { metrics.ObserveReport(full); });
+  const double serialize_us = cpu_per([&] { send(full); });
   // Equal work: node_exporter 1.5's infiniband collector reads ports/<p>/counters/
   // and a few attributes but no hw_counters/; the agent restricted to the same
   // files (discovery + counters/ only).

@@ -1,0 +1,38 @@
+#ifndef ROCETUNE_AGENT_REPORT_WIRE_H_
+#define ROCETUNE_AGENT_REPORT_WIRE_H_
+
+#include <cstddef>
+#include <string>
+
+#include "absl/strings/string_view.h"
+#include "rocetune/v1/agent.pb.h"
+
+namespace rocetune {
+
+// Encodes AgentMessage{report} into a buffer kept across rounds: the bytes are
+// exactly those of protobuf's SerializeToString of an AgentMessage holding
+// `report` (fields in number order, proto3 defaults omitted), so the
+// controller parses it as any other AgentMessage.
+//
+// Why not protobuf's serializer: the Report of an 8-port host carries ~440
+// CounterSamples, and protobuf walks them twice (ByteSizeLong, then
+// _InternalSerialize; gRPC's own serialization of a message above its inline
+// slice size even computes ByteSizeLong twice) and checks every string for
+// UTF-8 on the way. Here each sample's size is computed from its field sizes
+// just before it is written, in one pass. Counters and the scalar fields are
+// encoded here; latency windows and guard events (rare, small) go through
+// protobuf, element by element.
+//
+// Not thread-safe; one encoder per stream.
+class ReportWireEncoder {
+ public:
+  // The encoding of AgentMessage{report}, valid until the next call.
+  absl::string_view Encode(const v1::Report& report);
+
+ private:
+  std::string buf_;
+};
+
+}  // namespace rocetune
+
+#endif  // ROCETUNE_AGENT_REPORT_WIRE_H_

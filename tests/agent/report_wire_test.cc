@@ -1,0 +1,119 @@
+#include "agent/report_wire.h"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "rocetune/v1/agent.pb.h"
+
+namespace rocetune {
+namespace {
+
+// What protobuf's own serializer makes of AgentMessage{report}.
+std::string ProtobufBytes(const v1::Report& report) {
+  v1::AgentMessage msg;
+  *msg.mutable_report() = report;
+  std::string bytes;
+  EXPECT_TRUE(msg.SerializeToString(&bytes));
+  return bytes;
+}
+
+void ExpectSameAsProtobuf(ReportWireEncoder& encoder, const v1::Report& report) {
+  const std::string want = ProtobufBytes(report);
+  const std::string got(encoder.Encode(report));
+  EXPECT_EQ(got, want);
+  v1::AgentMessage parsed;
+  ASSERT_TRUE(parsed.ParseFromString(got));
+  ASSERT_TRUE(parsed.has_report());
+  EXPECT_EQ(parsed.report().SerializeAsString(), report.SerializeAsString());
+}
+
+v1::CounterSample* AddSample(v1::Report* r, const std::string& device, uint32_t port,
+                             int32_t priority, const std::string& name, uint64_t delta,
+                             double rate) {
+  v1::CounterSample* c = r->add_counters();
+  c->set_device(device);
+  c->set_port(port);
+  c->set_priority(priority);
+  c->set_name(name);
+  c->set_delta(delta);
+  c->set_rate_per_second(rate);
+  return c;
+}
+
+TEST(ReportWireEncoderTest, EmptyReport) {
+  ReportWireEncoder encoder;
+  ExpectSameAsProtobuf(encoder, v1::Report());
+}
+
+TEST(ReportWireEncoderTest, ScalarsAndCountersMatchProtobufByteForByte) {
+  ReportWireEncoder encoder;
+  v1::Report r;
+  r.set_seq(7);
+  r.set_start_unix_nanos(1764495000123456789);
+  r.set_end_unix_nanos(1764495001123456789);
+  AddSample(&r, "mlx5_0", 1, -1, "cnp_sent", 12345, 12345.0);
+  AddSample(&r, "mlx5_0", 1, 3, "rx_pfc_pause_frames", 0, 0.0);  // proto3 defaults
+  AddSample(&r, "", 0, 0, "", 0, 0.0);                           // all defaults
+  AddSample(&r, "mlx5_1", 65535, std::numeric_limits<int32_t>::min(), "x",
+            std::numeric_limits<uint64_t>::max(), -0.0);  // -0.0 is not default
+  AddSample(&r, "bnxt_re0", 2, 7, std::string(300, 'n'), uint64_t{1} << 63,
+            std::numeric_limits<double>::infinity());
+  AddSample(&r, "d", 1, -1, "nan", 1, std::nan(""));
+  ExpectSameAsProtobuf(encoder, r);
+}
+
+TEST(ReportWireEncoderTest, NegativeTimesAndLargeSeq) {
+  ReportWireEncoder encoder;
+  v1::Report r;
+  r.set_seq(std::numeric_limits<uint64_t>::max());
+  r.set_start_unix_nanos(-1);
+  r.set_end_unix_nanos(std::numeric_limits<int64_t>::min());
+  ExpectSameAsProtobuf(encoder, r);
+}
+
+TEST(ReportWireEncoderTest, LatencyWindowsAndGuardEvents) {
+  ReportWireEncoder encoder;
+  v1::Report r;
+  r.set_seq(1);
+  AddSample(&r, "mlx5_0", 1, -1, "cnp_sent", 5, 5.0);
+  v1::LatencyWindow* w = r.add_latency();
+  w->set_peer_class("intra_tor");
+  w->set_probes_sent(100);
+  w->set_probes_lost(2);
+  w->set_clock("monotonic");
+  w->mutable_network_rtt_seconds()->set_relative_accuracy(0.01);
+  w->mutable_network_rtt_seconds()->set_bucket_offset(-40);
+  for (uint64_t i = 0; i < 50; ++i) w->mutable_network_rtt_seconds()->add_counts(i * 300);
+  r.add_latency()->set_peer_class("inter_tor");
+  v1::GuardEvent* g = r.add_guard_events();
+  g->set_unix_nanos(1764495001123456789);
+  g->set_kind("pfc_pause_guard");
+  g->set_detail("pause time 40% over 5s");
+  g->set_restored_version("v12");
+  ExpectSameAsProtobuf(encoder, r);
+}
+
+// A Report above 2^14 bytes (a 3-byte length) and more, encoded round after
+// round into the same buffer, shrinking and growing.
+TEST(ReportWireEncoderTest, BufferReusedAcrossSizes) {
+  ReportWireEncoder encoder;
+  for (int n : {440, 3, 5000, 0, 1, 440}) {
+    SCOPED_TRACE(n);
+    v1::Report r;
+    r.set_seq(static_cast<uint64_t>(n) + 1);
+    r.set_start_unix_nanos(1000);
+    r.set_end_unix_nanos(2000);
+    for (int i = 0; i < n; ++i) {
+      AddSample(&r, absl::StrCat("mlx5_", i % 8), 1, i % 9 - 1, absl::StrCat("counter_", i),
+                static_cast<uint64_t>(i) * 1000003, static_cast<double>(i) * 0.5);
+    }
+    ExpectSameAsProtobuf(encoder, r);
+  }
+}
+
+}  // namespace
+}  // namespace rocetune
