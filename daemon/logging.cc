@@ -150,7 +150,10 @@ bool LogOnce(absl::string_view key, LogLevel level, absl::string_view msg,
   {
     LogState& s = State();
     absl::MutexLock lock(&s.mu);
-    if (!s.once.insert(std::string(key)).second) return false;
+    // Looked up first: a key seen before (the usual case: callers log a
+    // recurring condition every round) costs no string copy.
+    if (s.once.contains(key)) return false;
+    s.once.insert(std::string(key));
   }
   Log(level, msg, fields);
   return true;

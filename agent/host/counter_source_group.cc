@@ -10,7 +10,7 @@ namespace rocetune {
 
 CounterSourceGroup::CounterSourceGroup(std::string name,
                                        std::vector<std::unique_ptr<CounterSource>> members)
-    : name_(std::move(name)), members_(std::move(members)) {}
+    : name_(std::move(name)), members_(std::move(members)), warned_(members_.size(), false) {}
 
 absl::Status CounterSourceGroup::Collect(std::vector<CounterValue>* out) { return CollectAll(out); }
 
@@ -20,7 +20,8 @@ template <typename Out>
 absl::Status CounterSourceGroup::CollectAll(Out* out) {
   absl::Status first_error;
   bool any_ok = members_.empty();
-  for (const std::unique_ptr<CounterSource>& m : members_) {
+  for (size_t i = 0; i < members_.size(); ++i) {
+    CounterSource* m = members_[i].get();
     absl::Status s;
     if constexpr (std::is_same_v<Out, CounterBuffer>) {
       s = m->CollectInto(out);
@@ -32,6 +33,8 @@ absl::Status CounterSourceGroup::CollectAll(Out* out) {
       continue;
     }
     if (first_error.ok()) first_error = s;
+    if (warned_[i]) continue;
+    warned_[i] = true;
     LogOnce(absl::StrCat("counter_member_failed:", name_, ":", m->name()), LogLevel::kWarning,
             "counter source member failed", {{"source", m->name()}, {"error", s.ToString()}});
   }

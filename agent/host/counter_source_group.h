@@ -32,6 +32,9 @@ class CounterSourceGroup : public CounterSource {
 
   std::string name_;
   std::vector<std::unique_ptr<CounterSource>> members_;
+  // Per member: its failure was passed to LogOnce already (no log key or
+  // error text is built for a member that fails every round).
+  std::vector<bool> warned_;
 };
 
 }  // namespace rocetune

@@ -69,7 +69,7 @@ std::vector<EthtoolTarget> EthtoolTargetsFromInventory(const std::vector<v1::Nic
 }
 
 EthtoolCounterSource::EthtoolCounterSource(std::vector<EthtoolTarget> targets, EthtoolIoctl ioctl)
-    : targets_(std::move(targets)), ioctl_(std::move(ioctl)) {}
+    : targets_(std::move(targets)), warned_(targets_.size(), false), ioctl_(std::move(ioctl)) {}
 
 absl::StatusOr<uint32_t> EthtoolCounterSource::StatCount(const std::string& ifname) {
   // ethtool_sset_info plus its one u32 of data, on the stack (u64-aligned).
@@ -179,10 +179,13 @@ absl::Status EthtoolCounterSource::CollectInto(CounterBuffer* out) {
 absl::Status EthtoolCounterSource::CollectWith(absl::FunctionRef<CounterValue&()> next) {
   absl::Status first_error;
   size_t ok_targets = 0;
-  for (const EthtoolTarget& t : targets_) {
+  for (size_t ti = 0; ti < targets_.size(); ++ti) {
+    const EthtoolTarget& t = targets_[ti];
     absl::StatusOr<const StatNames*> names = ReadStats(t.ifname);
     if (!names.ok()) {
       if (first_error.ok()) first_error = names.status();
+      if (warned_[ti]) continue;
+      warned_[ti] = true;
       LogOnce(absl::StrCat("ethtool_unreadable:", t.ifname), LogLevel::kWarning,
               "cannot read ethtool statistics",
               {{"ifname", t.ifname}, {"device", t.device}, {"error", names.status().ToString()}});

@@ -83,6 +83,10 @@ class EthtoolCounterSource : public CounterSource {
   absl::Status CollectWith(absl::FunctionRef<CounterValue&()> next);
 
   std::vector<EthtoolTarget> targets_;
+  // Per target: its failure was passed to LogOnce already (a target that
+  // fails every round, e.g. a netdev that does not exist, builds no log key
+  // after the first).
+  std::vector<bool> warned_;
   EthtoolIoctl ioctl_;
   absl::flat_hash_map<std::string, StatNames> names_;
   std::vector<uint64_t> stats_buf_;  // ETHTOOL_GSTATS buffer, reused

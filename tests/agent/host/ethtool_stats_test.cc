@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/logging.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -249,6 +250,34 @@ TEST(EthtoolStatsTest, OneFailingTargetDoesNotFailTheRound) {
   std::vector<CounterValue> out;
   ASSERT_TRUE(source.Collect(&out).ok());
   EXPECT_EQ(out.size(), drv.names.size());
+}
+
+// A missing interface fails every round (the round goes on with the others)
+// but is logged once.
+TEST(EthtoolStatsTest, ATargetFailingEveryRoundIsLoggedOnce) {
+  FakeDriver drv;
+  drv.SetPfcPriorities({3});
+  EthtoolCounterSource source({{"mlx5_1", 1, "gone_every_round0"}, {"mlx5_0", 1, "ens1f0np0"}},
+                              drv.Ioctl());
+  std::string log;
+  SetLogSinkForTest(&log);
+  for (int round = 0; round < 4; ++round) {
+    CounterBuffer buf;
+    ASSERT_TRUE(source.CollectInto(&buf).ok());
+    EXPECT_EQ(buf.size(), drv.names.size());
+  }
+  SetLogSinkForTest(nullptr);
+  const std::string needle = "ifname=gone_every_round0";
+  ASSERT_NE(log.find(needle), std::string::npos);
+  EXPECT_EQ(log.find(needle), log.rfind(needle)) << log;
+  // Alone, it fails each round with its own error.
+  EthtoolCounterSource alone({{"mlx5_1", 1, "gone_every_round0"}}, drv.Ioctl());
+  for (int round = 0; round < 2; ++round) {
+    std::vector<CounterValue> out;
+    absl::Status s = alone.Collect(&out);
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+    EXPECT_THAT(s.message(), HasSubstr("gone_every_round0"));
+  }
 }
 
 TEST(EthtoolStatsTest, RealIoctlOnLoopbackIsCleanlyEmptyOrUnsupported) {
