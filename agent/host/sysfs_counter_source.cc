@@ -23,6 +23,10 @@ bool ParseCounter(const char* buf, ssize_t n, uint64_t* value) {
   if (n <= 0 || n >= 32) return false;  // 20 digits + newline is the longest valid text
   uint64_t v = 0;
   ssize_t i = 0;
+  // 19 decimal digits never overflow 64 bits: no check for those.
+  for (; i < n && i < 19 && buf[i] >= '0' && buf[i] <= '9'; ++i) {
+    v = v * 10 + static_cast<uint64_t>(buf[i] - '0');
+  }
   for (; i < n && buf[i] >= '0' && buf[i] <= '9'; ++i) {
     const uint64_t digit = static_cast<uint64_t>(buf[i] - '0');
     if (v > (UINT64_MAX - digit) / 10) return false;

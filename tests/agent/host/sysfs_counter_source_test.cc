@@ -129,6 +129,51 @@ TEST(SysfsCounterSourceTest, ValuesFollowTheFiles) {
   EXPECT_EQ(ByName(out, "mlx5_0").at("cnp_sent").value, 99999999999u);
 }
 
+// The text of a counter file: "%llu\n" up to 2^64 - 1; anything else skips it.
+TEST(SysfsCounterSourceTest, CounterTextIsParsedExactlyUpTo64Bits) {
+  FixtureTree tree("rxe");
+  const std::string file = tree.sys() + "/class/infiniband/rxe0/ports/1/hw_counters/send_err";
+  SysfsCounterSource source(tree.sys());
+  struct Case {
+    const char* text;
+    bool ok;
+    uint64_t value;
+  };
+  const Case cases[] = {
+      {"0\n", true, 0},
+      {"42", true, 42},
+      {"12 \n", true, 12},
+      {"1234567890123456789\n", true, 1234567890123456789u},    // 19 digits
+      {"9999999999999999999\n", true, 9999999999999999999u},    // 19 nines
+      {"18446744073709551615\n", true, 18446744073709551615u},  // 2^64 - 1
+      {"18446744073709551616\n", false, 0},                     // 2^64
+      {"99999999999999999999\n", false, 0},
+      {"000000000000000000000000017\n", true, 17},  // leading zeros, 27 digits
+      {"100000000000000000000\n", false, 0},        // 21 digits
+      {"", false, 0},
+      {"\n", false, 0},
+      {"-1\n", false, 0},
+      {"12x\n", false, 0},
+      {"0x10\n", false, 0},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.text);
+    FixtureTree::WriteFile(file, c.text);
+    std::vector<CounterValue> out;
+    const uint64_t skipped = source.skipped_files();
+    ASSERT_TRUE(source.Collect(&out).ok());
+    auto m = ByName(out, "rxe0");
+    if (c.ok) {
+      ASSERT_EQ(m.count("send_err"), 1u);
+      EXPECT_EQ(m.at("send_err").value, c.value);
+      EXPECT_EQ(source.skipped_files(), skipped);
+    } else {
+      EXPECT_EQ(m.count("send_err"), 0u);
+      EXPECT_EQ(source.skipped_files(), skipped + 1);
+    }
+  }
+}
+
 TEST(SysfsCounterSourceTest, MissingAndUnreadableFilesAreSkippedCountedAndLoggedOnce) {
   FixtureTree tree("mlx5_ofed");
   const std::string hw = tree.sys() + "/class/infiniband/mlx5_0/ports/1/hw_counters/";
