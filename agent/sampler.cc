@@ -86,7 +86,7 @@ void Sampler::IngestCurrent(absl::Duration mono, absl::Time wall, SampleBatch* b
   for (size_t i = 0; i < snapshot.size(); ++i) {
     const CounterValue& cv = snapshot[i];
     uint64_t old = 0;
-    if (aligned && last_[i].key == cv.key) {
+    if (aligned && ((cv.key_id != 0 && last_[i].key_id == cv.key_id) || last_[i].key == cv.key)) {
       old = last_[i].value;
     } else {
       aligned = false;

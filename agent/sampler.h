@@ -42,7 +42,8 @@ struct SampleBatch {
 // Cost: two snapshot buffers (this round's and the previous one) are swapped
 // each round and refilled in place through CounterSource::CollectInto. When a
 // snapshot lists the same keys in the same order as the previous one (the
-// steady state), old values are matched position by position; otherwise a
+// steady state), old values are matched position by position (by key id where
+// the source sets one, CounterValue::key_id, else by key); otherwise a
 // hash index over the previous snapshot's keys (by pointer, no copies) is built
 // for that round. With a reused SampleBatch a steady round allocates nothing.
 class Sampler {

@@ -38,7 +38,17 @@ struct CounterValue {
   // Hardware width of the counter: 32 or 64. A 32-bit counter that goes down
   // from near 2^32 wrapped; any other decrease is a reset (see the sampler).
   uint8_t width_bits = 64;
+  // 0, or an id from NewCounterKeyIds that stands for `key`: two values with
+  // the same nonzero id have equal keys, so comparing ids is enough (the
+  // sampler's alignment, CounterBuffer::AppendKeyed). Whoever sets an id sets
+  // the key along with it; code that changes `key` in place must reset it to
+  // 0 (CounterBuffer::Append does).
+  uint64_t key_id = 0;
 };
+
+// `n` fresh key ids (the first is returned; the others follow it), never 0 and
+// never handed out twice in this process. Thread-safe.
+uint64_t NewCounterKeyIds(size_t n);
 
 // Sets *dst to src, copying a string only when it differs: refilling a kept
 // element with the key it already holds (the steady state) is a compare.
@@ -59,12 +69,27 @@ class CounterBuffer {
   // Forgets the values; keeps the storage.
   void Clear() { size_ = 0; }
   // The next element. It still holds what that slot held before (a stale key
-  // and value): the caller sets every field.
+  // and value; its key_id is reset to 0): the caller sets every field.
   CounterValue& Append() {
     if (size_ == values_.size()) values_.emplace_back();
-    return values_[size_++];
+    CounterValue& v = values_[size_++];
+    v.key_id = 0;
+    return v;
   }
   void Append(CounterValue v) { Append() = std::move(v); }
+  // The next element with `key` and `key_id` (from NewCounterKeyIds) set:
+  // when the kept slot already holds that id (the steady state of a source
+  // refilling the buffer in the same order), the key is not even compared.
+  // The caller sets value and width_bits.
+  CounterValue& AppendKeyed(uint64_t key_id, const CounterKey& key) {
+    if (size_ == values_.size()) values_.emplace_back();
+    CounterValue& v = values_[size_++];
+    if (key_id == 0 || v.key_id != key_id) {
+      AssignCounterKey(key, &v.key);
+      v.key_id = key_id;
+    }
+    return v;
+  }
   void Reserve(size_t n) { values_.reserve(n); }
 
   size_t size() const { return size_; }

@@ -265,6 +265,14 @@ absl::Status SysfsCounterSource::Relist(bool reuse_descriptors) {
     }
     plan_.push_back(std::move(d));
   }
+  // Fresh key ids for this listing's files (a kept descriptor's key may have
+  // changed with the listing, e.g. the mapping of a second vendor name).
+  size_t total = 0;
+  for (const Device& d : plan_) total += d.files.size();
+  uint64_t id = NewCounterKeyIds(total);
+  for (Device& d : plan_) {
+    for (File& f : d.files) f.key_id = id++;
+  }
   rounds_since_list_ = 0;
   need_relist_ = false;
   return absl::OkStatus();
@@ -274,14 +282,21 @@ absl::Status SysfsCounterSource::Collect(std::vector<CounterValue>* out) {
   size_t total = 0;
   for (const Device& d : plan_) total += d.files.size();
   out->reserve(out->size() + total);
-  return CollectWith([out]() -> CounterValue& { return out->emplace_back(); });
+  return CollectWith([out](const File& f) -> CounterValue& {
+    CounterValue& v = out->emplace_back();
+    v.key = f.key;
+    v.key_id = f.key_id;
+    return v;
+  });
 }
 
 absl::Status SysfsCounterSource::CollectInto(CounterBuffer* out) {
-  return CollectWith([out]() -> CounterValue& { return out->Append(); });
+  return CollectWith(
+      [out](const File& f) -> CounterValue& { return out->AppendKeyed(f.key_id, f.key); });
 }
 
-absl::Status SysfsCounterSource::CollectWith(absl::FunctionRef<CounterValue&()> next) {
+template <typename Next>
+absl::Status SysfsCounterSource::CollectWith(Next next) {
   if (need_relist_ || ++rounds_since_list_ >= options_.relist_every_rounds) {
     // A periodic relist keeps the descriptors of unchanged files; one after a
     // failed read or a vanished device (need_relist_) reopens everything.
@@ -311,8 +326,7 @@ absl::Status SysfsCounterSource::CollectWith(absl::FunctionRef<CounterValue&()> 
                 {{"path", f.path}, {"error", std::strerror(err)}});
         continue;
       }
-      CounterValue& cv = next();
-      AssignCounterKey(f.key, &cv.key);  // a kept slot usually holds this key already
+      CounterValue& cv = next(f);
       cv.value = v * f.multiplier;
       cv.width_bits = f.width_bits;
       ++read_ok;

@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "agent/host/counter_names.h"
 #include "agent/host/counter_source.h"
@@ -39,7 +38,8 @@ struct SysfsCounterOptions {
 // 0, so the values are fresh; a removed sysfs node fails the pread (ENODEV).
 // Beyond `max_open_files` descriptors the remaining files are opened per read.
 // CollectInto (the sampler's path) allocates nothing in a steady round: each
-// value's key is copied into a kept buffer element of the same key.
+// value goes into a kept buffer element that already holds its key and key id
+// (CounterBuffer::AppendKeyed: the id is compared, not the key).
 //
 // Degraded modes: a listed entry that is not a readable regular file (a
 // directory, FIFO, dangling symlink) or whose read fails or is not a number is
@@ -70,6 +70,7 @@ class SysfsCounterSource : public CounterSource {
     int fd = -1;         // -1: opened per read
     uint64_t inode = 0;  // of the file when it was opened
     CounterKey key;
+    uint64_t key_id = 0;  // names `key` (CounterValue::key_id); new at each listing
     uint64_t multiplier = 1;
     uint8_t width_bits = 64;
   };
@@ -79,8 +80,11 @@ class SysfsCounterSource : public CounterSource {
     std::vector<File> files;
   };
 
-  // One round: every value goes into the element `next` returns.
-  absl::Status CollectWith(absl::FunctionRef<CounterValue&()> next);
+  // One round: every value goes into the element `next(file)` returns, which
+  // already holds the file's key and key id. A template (two instances, in
+  // the .cc) so that the per-counter call is inlined.
+  template <typename Next>
+  absl::Status CollectWith(Next next);
   // Open files of the previous listing by path (pointers into it).
   using OpenByPath = absl::flat_hash_map<std::string, File*>;
   absl::Status Relist(bool reuse_descriptors);

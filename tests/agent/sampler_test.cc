@@ -66,6 +66,55 @@ class InPlaceSource : public CounterSource {
   }
 };
 
+// A CounterSource that fills the buffer as the sysfs source does: through
+// CounterBuffer::AppendKeyed with key ids. A snapshot whose keys are those of
+// the previous one keeps their ids unless `new_ids_every_round` (a relist); any
+// other snapshot gets new ones. With `mixed`, every other value of odd rounds
+// goes through plain Append (no id), as a group of keyed and unkeyed members
+// would fill the slots.
+class KeyedSource : public CounterSource {
+ public:
+  std::vector<std::vector<CounterValue>> snapshots;
+  size_t next = 0;
+  bool new_ids_every_round = false;
+  bool mixed = false;
+  std::string name() const override { return "keyed"; }
+  absl::Status Collect(std::vector<CounterValue>* out) override {
+    const std::vector<CounterValue>& s = snapshots.at(next++);
+    out->insert(out->end(), s.begin(), s.end());
+    return absl::OkStatus();
+  }
+  absl::Status CollectInto(CounterBuffer* out) override {
+    const size_t round = next;
+    const std::vector<CounterValue>& s = snapshots.at(next++);
+    std::vector<CounterKey> keys;
+    for (const CounterValue& v : s) keys.push_back(v.key);
+    if (new_ids_every_round || keys != last_keys_) {
+      ids_.clear();
+      for (size_t i = 0; i < keys.size(); ++i) ids_.push_back(next_id_++);
+      last_keys_ = keys;
+    }
+    for (size_t i = 0; i < s.size(); ++i) {
+      CounterValue* slot;
+      if (mixed && round % 2 == 1 && i % 2 == 0) {
+        slot = &out->Append();
+        slot->key = s[i].key;
+      } else {
+        slot = &out->AppendKeyed(ids_[i], s[i].key);
+      }
+      EXPECT_EQ(slot->key, s[i].key);
+      slot->value = s[i].value;
+      slot->width_bits = s[i].width_bits;
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  std::vector<CounterKey> last_keys_;
+  std::vector<uint64_t> ids_;
+  uint64_t next_id_ = 1000;
+};
+
 // (name, priority) -> delta, failing on a duplicate sample.
 std::map<std::pair<std::string, int>, uint64_t> Deltas(const SampleBatch& b) {
   std::map<std::pair<std::string, int>, uint64_t> m;
@@ -242,6 +291,25 @@ TEST(SamplerTest, ReusedBuffersFollowKeySetChanges) {
     clock.Advance(absl::Seconds(1));
   }
   EXPECT_EQ(sampler->resets(), 0u);
+  // The same script through a source that sets key ids (matched by id where
+  // they agree, by key where not), with ids kept across steady rounds, renewed
+  // every round, and mixed with id-less slots.
+  for (int variant = 0; variant < 3; ++variant) {
+    SCOPED_TRACE(variant);
+    KeyedSource keyed;
+    keyed.snapshots = src.snapshots;
+    keyed.new_ids_every_round = variant == 1;
+    keyed.mixed = variant == 2;
+    auto by_id = MakeSampler(&keyed, &clock);
+    SampleBatch kept;
+    for (size_t round = 0; round < want.size(); ++round) {
+      SCOPED_TRACE(round);
+      ASSERT_TRUE(by_id->SampleOnce(&kept).ok());
+      EXPECT_EQ(Deltas(kept), want[round]);
+      clock.Advance(absl::Seconds(1));
+    }
+    EXPECT_EQ(by_id->resets(), 0u);
+  }
   // The same script through fresh batches and the default (copying)
   // CollectInto gives the same deltas.
   ScriptedSource copy;
@@ -312,6 +380,39 @@ TEST(CounterBufferTest, ClearKeepsElementsAndTheirStorage) {
   other.swap(buf);
   EXPECT_EQ(other.size(), 3u);
   EXPECT_TRUE(buf.empty());
+}
+
+// AppendKeyed leaves a kept slot's key alone when the slot holds the same id,
+// and sets key and id otherwise; Append clears the id.
+TEST(CounterBufferTest, AppendKeyedComparesIdsNotKeys) {
+  CounterBuffer buf;
+  CounterKey a;
+  a.device = "mlx5_0";
+  a.name = "a_long_counter_name_beyond_the_small_string_size";
+  CounterKey b = a;
+  b.name = "b";
+  CounterValue& first = buf.AppendKeyed(7, a);
+  EXPECT_EQ(first.key, a);
+  EXPECT_EQ(first.key_id, 7u);
+  const char* storage = first.key.name.data();
+  buf.Clear();
+  CounterValue& again = buf.AppendKeyed(7, a);
+  EXPECT_EQ(again.key.name.data(), storage);
+  EXPECT_EQ(again.key, a);
+  buf.Clear();
+  CounterValue& other = buf.AppendKeyed(8, b);  // another id: key assigned
+  EXPECT_EQ(other.key, b);
+  EXPECT_EQ(other.key_id, 8u);
+  buf.Clear();
+  CounterValue& plain = buf.Append();  // id cleared, key stale
+  EXPECT_EQ(plain.key_id, 0u);
+  EXPECT_EQ(plain.key, b);
+  buf.Clear();
+  CounterValue& no_id = buf.AppendKeyed(0, a);  // id 0: always assigned
+  EXPECT_EQ(no_id.key, a);
+  EXPECT_EQ(no_id.key_id, 0u);
+  buf.Clear();
+  EXPECT_EQ(buf.AppendKeyed(0, b).key, b);
 }
 
 TEST(SamplerTest, IntervalBounds) {
