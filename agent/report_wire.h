@@ -11,8 +11,10 @@ namespace rocetune {
 
 // Encodes AgentMessage{report} into a buffer kept across rounds: the bytes are
 // exactly those of protobuf's SerializeToString of an AgentMessage holding
-// `report` (fields in number order, proto3 defaults omitted), so the
-// controller parses it as any other AgentMessage.
+// `report` (fields in number order, proto3 defaults omitted; the agent's
+// Reports carry no unknown fields, which this encoder would drop), so the
+// controller parses it as any other AgentMessage. A field added to Report or
+// CounterSample must be added here (report_wire_test checks the field lists).
 //
 // Why not protobuf's serializer: the Report of an 8-port host carries ~440
 // CounterSamples, and protobuf walks them twice (ByteSizeLong, then
@@ -21,7 +23,8 @@ namespace rocetune {
 // UTF-8 on the way. Here each sample's size is computed from its field sizes
 // just before it is written, in one pass. Counters and the scalar fields are
 // encoded here; latency windows and guard events (rare, small) go through
-// protobuf, element by element.
+// protobuf, element by element. Counter strings are not checked for UTF-8
+// (protobuf's serializer only logs an invalid one and sends the same bytes).
 //
 // Not thread-safe; one encoder per stream.
 class ReportWireEncoder {

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/descriptor.h"
 #include "gtest/gtest.h"
 #include "rocetune/v1/agent.pb.h"
 
@@ -42,6 +43,28 @@ v1::CounterSample* AddSample(v1::Report* r, const std::string& device, uint32_t 
   c->set_delta(delta);
   c->set_rate_per_second(rate);
   return c;
+}
+
+// The encoder writes the fields it knows by number. A field added to these
+// messages must be added to it too: this test fails until it is.
+TEST(ReportWireEncoderTest, KnowsEveryFieldOfTheMessagesItEncodes) {
+  const google::protobuf::Descriptor* report = v1::Report::descriptor();
+  ASSERT_EQ(report->field_count(), 6) << "a new Report field: teach ReportWireEncoder";
+  EXPECT_EQ(report->FindFieldByName("seq")->number(), 1);
+  EXPECT_EQ(report->FindFieldByName("start_unix_nanos")->number(), 2);
+  EXPECT_EQ(report->FindFieldByName("end_unix_nanos")->number(), 3);
+  EXPECT_EQ(report->FindFieldByName("counters")->number(), 4);
+  EXPECT_EQ(report->FindFieldByName("latency")->number(), 5);
+  EXPECT_EQ(report->FindFieldByName("guard_events")->number(), 6);
+  const google::protobuf::Descriptor* sample = v1::CounterSample::descriptor();
+  ASSERT_EQ(sample->field_count(), 6) << "a new CounterSample field: teach ReportWireEncoder";
+  EXPECT_EQ(sample->FindFieldByName("device")->number(), 1);
+  EXPECT_EQ(sample->FindFieldByName("port")->number(), 2);
+  EXPECT_EQ(sample->FindFieldByName("priority")->number(), 3);
+  EXPECT_EQ(sample->FindFieldByName("name")->number(), 4);
+  EXPECT_EQ(sample->FindFieldByName("delta")->number(), 5);
+  EXPECT_EQ(sample->FindFieldByName("rate_per_second")->number(), 6);
+  EXPECT_EQ(v1::AgentMessage::descriptor()->FindFieldByName("report")->number(), 2);
 }
 
 TEST(ReportWireEncoderTest, EmptyReport) {
