@@ -13,8 +13,8 @@
 //  * flood phase: each stream keeps one write outstanding and sends the next
 //    Report as soon as the previous write completes; the sustained rate is the
 //    server's own reports-received counter (from /metrics) over the phase.
-//  * paced phase: the generator offers a fixed total rate R (default
-//    min(--paced_rate, 70% of the controller's flood rate)) spread over the
+//  * paced phase: the generator offers a fixed total rate R (--paced_rate,
+//    default 20,000/s, the target; 0 = 70% of the controller's flood rate) spread over the
 //    streams, after the flood backlog has drained; both servers record, per Report, ingestion time
 //    minus its send timestamp in a Prometheus histogram with identical buckets; p99 is interpolated
 //    from the bucket deltas over the phase. Both processes share the clock (same host), so this is
@@ -25,6 +25,15 @@
 //    (extra_kb_per_stream: controller minus sink). The same at the end of the
 //    paced phase (after the flood; glibc keeps the flood's transport buffers)
 //    is extra_kb_per_stream_loaded; the RSS right after the flood is printed too.
+//  * CPU: utime+stime of the server and of the generators over the flood and
+//    the paced phase, per Report received (ctl_/sink_/gen_[paced_]cpu_us_per_report):
+//    the efficiency figure that a busy machine disturbs least.
+// Generator streams post no read (--generator_reads to post one, as a real
+// agent does): the server cannot tell, and with 10k reads outstanding the
+// generator's gRPC spends a large share of its CPU in completion-queue tag
+// checks. Both servers run with the same transport settings (no keepalive pings).
+// --controller_args passes flags to the controller (e.g. --stream_threads=N);
+// --with_sink=false measures the controller alone.
 // Prints: BENCH controller_load_bench streams=N ... with ratios to the sink.
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -72,8 +81,13 @@
 ABSL_FLAG(bool, quick, false, "Smoke mode: 1k streams, short phases.");
 ABSL_FLAG(std::string, streams, "1000,5000,10000", "Stream counts to measure.");
 ABSL_FLAG(double, seconds, 6, "Length of each measured phase.");
-ABSL_FLAG(double, paced_rate, 20000, "Upper bound of the offered load (reports/s), paced phase.");
+ABSL_FLAG(double, paced_rate, 20000,
+          "Offered load of the paced phase (reports/s), the same for controller and sink; "
+          "0 = 70% of the controller's flood rate.");
 ABSL_FLAG(std::string, controller_bin, "", "rocetune-controller (default: next to this build).");
+ABSL_FLAG(std::string, controller_args, "",
+          "Extra flags for the controller, space-separated (e.g. --stream_threads=4).");
+ABSL_FLAG(bool, with_sink, true, "Also run the sink (false: the controller alone).");
 ABSL_FLAG(std::string, sink_bin, "", "grpc_sink (default: next to this program).");
 // Internal: generator mode.
 ABSL_FLAG(bool, generator, false, "Run as the load generator (internal).");
@@ -83,6 +97,12 @@ ABSL_FLAG(int, first, 0, "Generator: index of its first stream (internal).");
 ABSL_FLAG(int, generators, 1,
           "Generator processes sharing the streams. More than one did not help on 2 cores "
           "(10k streams: 15.3k reports/s with 1, 14.3k with 2, 10.5k with 4).");
+ABSL_FLAG(bool, generator_reads, false,
+          "Keep a read posted on every generator stream, as a real agent does. Off by "
+          "default: the server cannot tell, its few pushes fit in the HTTP/2 window, and "
+          "with reads posted the generator's own gRPC spends a large share of its CPU "
+          "scanning its completion queue (tag checks of Debian's build), CPU the server "
+          "under test then lacks.");
 ABSL_FLAG(int, streams_per_connection, 1,
           "Agent streams sharing one TCP connection (HTTP/2 multiplexing). 1 = one connection "
           "per stream, as real agents connect.");
@@ -164,7 +184,7 @@ class GenStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::B
     busy_.store(true);
     stub_.PrepareBidiStreamingCall(&ctx_, "/rocetune.v1.AgentService/Connect", grpc::StubOptions(),
                                    this);
-    StartRead(&in_);
+    if (absl::GetFlag(FLAGS_generator_reads)) StartRead(&in_);
     StartWrite(&hello_);
     StartCall();
   }
@@ -440,6 +460,19 @@ long RssKb(pid_t pid) {
   return -1;
 }
 
+// utime + stime of a process, in seconds.
+double CpuSeconds(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t paren = stat.rfind(')');
+  if (paren == std::string::npos) return 0;
+  std::vector<std::string> f = absl::StrSplit(stat.substr(paren + 2), ' ');
+  // After the command: state is field 3, utime 14 and stime 15 (1-based in proc(5)).
+  if (f.size() < 13) return 0;
+  double ticks = std::strtod(f[11].c_str(), nullptr) + std::strtod(f[12].c_str(), nullptr);
+  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
 bool ReadReady(const std::string& path, int* grpc_port, int* metrics_port) {
   for (int i = 0; i < 300; ++i) {
     std::ifstream in(path);
@@ -462,6 +495,10 @@ struct RunResult {
   double paced_rate = 0;
   double paced_p50 = NAN;
   double paced_p99 = NAN;
+  double server_cpu_us_per_report = 0;     // flood phase
+  double generator_cpu_us_per_report = 0;  // flood phase, all generators
+  double server_paced_cpu_us_per_report = 0;
+  double generator_paced_cpu_us_per_report = 0;
   long rss_idle_kb = 0;
   long rss_flood_kb = 0;         // after the flood phase
   long rss_loaded_kb = 0;        // at the end of the paced phase (Reports in flight included)
@@ -472,7 +509,7 @@ struct RunResult {
 
 void SleepS(double s) { std::this_thread::sleep_for(std::chrono::duration<double>(s)); }
 
-// `paced_rate` <= 0: choose min(--paced_rate, 90% of this run's flood rate).
+// `paced_rate` <= 0: choose 70% of this run's flood rate.
 RunResult RunOne(const std::string& self, const std::vector<std::string>& server_argv,
                  const std::string& ready, int n, double seconds, double warmup,
                  double* paced_rate) {
@@ -495,7 +532,9 @@ RunResult RunOne(const std::string& self, const std::vector<std::string>& server
     gens.push_back(Spawn(
         {self, "--generator", absl::StrCat("--port=", gport), absl::StrCat("--n=", count),
          absl::StrCat("--first=", first),
-         absl::StrCat("--streams_per_connection=", absl::GetFlag(FLAGS_streams_per_connection))},
+         absl::StrCat("--streams_per_connection=", absl::GetFlag(FLAGS_streams_per_connection)),
+         absl::StrCat("--generator_reads=",
+                      absl::GetFlag(FLAGS_generator_reads) ? "true" : "false")},
         true));
   }
   auto tell = [&](const std::string& cmd) {
@@ -554,27 +593,43 @@ RunResult RunOne(const std::string& self, const std::vector<std::string>& server
   r.rss_per_stream_kb = n > 0 ? static_cast<double>(r.rss_steady_kb - r.rss_idle_kb) / n : 0;
   // One measured phase: `cmd` to the generators, a warm-up, then the
   // server's metrics at the start and at the end of `seconds`.
+  double server_cpu = 0, gen_cpu = 0;  // over the last phase
+  auto gens_cpu = [&] {
+    double sum = 0;
+    for (const Child& g : gens) sum += CpuSeconds(g.pid);
+    return sum;
+  };
   auto phase = [&](const std::string& cmd) {
     tell(cmd);
     SleepS(warmup);
     std::pair<Scrape, Scrape> ends;
     ends.first = ScrapeMetrics(mport);
+    server_cpu = -CpuSeconds(server.pid);
+    gen_cpu = -gens_cpu();
     SleepS(seconds);
     ends.second = ScrapeMetrics(mport);
+    server_cpu += CpuSeconds(server.pid);
+    gen_cpu += gens_cpu();
     return ends;
   };
   auto [f0, f1] = phase("flood");
   r.rss_flood_kb = RssKb(server.pid);
   r.flood_rate = (f1.received - f0.received) / (f1.t - f0.t);
-  r.flood_p99 = Quantile(f0, f1, 0.99);
-  if (*paced_rate <= 0) {
-    *paced_rate = std::min(absl::GetFlag(FLAGS_paced_rate), 0.7 * r.flood_rate);
+  if (f1.received > f0.received) {
+    r.server_cpu_us_per_report = 1e6 * server_cpu / (f1.received - f0.received);
+    r.generator_cpu_us_per_report = 1e6 * gen_cpu / (f1.received - f0.received);
   }
+  r.flood_p99 = Quantile(f0, f1, 0.99);
+  if (*paced_rate <= 0) *paced_rate = 0.7 * r.flood_rate;
   r.paced_offered = *paced_rate;
   drain();  // the flood backlog, before pacing
   auto [p0, p1] = phase(absl::StrFormat("pace %.1f", *paced_rate / k));
   r.rss_loaded_kb = RssKb(server.pid);
   r.paced_rate = (p1.received - p0.received) / (p1.t - p0.t);
+  if (p1.received > p0.received) {
+    r.server_paced_cpu_us_per_report = 1e6 * server_cpu / (p1.received - p0.received);
+    r.generator_paced_cpu_us_per_report = 1e6 * gen_cpu / (p1.received - p0.received);
+  }
   r.paced_p50 = Quantile(p0, p1, 0.5);
   r.paced_p99 = Quantile(p0, p1, 0.99);
   r.rss_loaded_per_stream_kb = n > 0 ? static_cast<double>(r.rss_loaded_kb - r.rss_idle_kb) / n : 0;
@@ -628,22 +683,34 @@ int RunOrchestrator() {
   for (int n : counts) {
     std::string state = absl::StrCat(tmp, "/state_", n);
     std::string ready = absl::StrCat(tmp, "/ready_", n);
-    double paced = 0;
-    RunResult ctl = RunOne(
-        self,
-        {controller, "--insecure_loopback", "--listen=127.0.0.1:0", "--metrics_address=127.0.0.1:0",
-         "--state_dir=" + state, "--ready_file=" + ready, "--log_level=warning"},
-        ready, n, seconds, warmup, &paced);
-    RunResult snk = RunOne(
-        self,
-        {sink, "--listen=127.0.0.1:0", "--metrics_address=127.0.0.1:0", "--ready_file=" + ready},
-        ready, n, seconds, warmup, &paced);
-    if (!ctl.ok || !snk.ok) rc = 1;
+    double paced = absl::GetFlag(FLAGS_paced_rate);
+    std::vector<std::string> ctl_argv = {controller,
+                                         "--insecure_loopback",
+                                         "--listen=127.0.0.1:0",
+                                         "--metrics_address=127.0.0.1:0",
+                                         "--state_dir=" + state,
+                                         "--ready_file=" + ready,
+                                         "--log_level=warning"};
+    for (absl::string_view a :
+         absl::StrSplit(absl::GetFlag(FLAGS_controller_args), ' ', absl::SkipEmpty())) {
+      ctl_argv.emplace_back(a);
+    }
+    RunResult ctl = RunOne(self, ctl_argv, ready, n, seconds, warmup, &paced);
+    RunResult snk;
+    if (absl::GetFlag(FLAGS_with_sink))
+      snk = RunOne(
+          self,
+          {sink, "--listen=127.0.0.1:0", "--metrics_address=127.0.0.1:0", "--ready_file=" + ready},
+          ready, n, seconds, warmup, &paced);
+    if (!ctl.ok || (absl::GetFlag(FLAGS_with_sink) && !snk.ok)) rc = 1;
     std::printf(
         "BENCH controller_load_bench streams=%d connected=%d/%d ctl_reports_per_s=%.0f "
         "sink_reports_per_s=%.0f rate_vs_sink=%.2f ctl_flood_p99_ms=%.1f sink_flood_p99_ms=%.1f "
         "paced_offered_per_s=%.0f ctl_paced_per_s=%.0f sink_paced_per_s=%.0f "
         "ctl_p50_ms=%.2f ctl_p99_ms=%.2f sink_p99_ms=%.2f ctl_rss_mb=%.1f sink_rss_mb=%.1f "
+        "ctl_cpu_us_per_report=%.1f sink_cpu_us_per_report=%.1f gen_cpu_us_per_report=%.1f "
+        "ctl_paced_cpu_us_per_report=%.1f sink_paced_cpu_us_per_report=%.1f "
+        "gen_paced_cpu_us_per_report=%.1f "
         "ctl_flood_rss_mb=%.1f "
         "sink_flood_rss_mb=%.1f "
         "ctl_kb_per_stream=%.1f sink_kb_per_stream=%.1f extra_kb_per_stream=%.1f "
@@ -652,8 +719,11 @@ int RunOrchestrator() {
         snk.flood_rate > 0 ? ctl.flood_rate / snk.flood_rate : 0, ctl.flood_p99 * 1e3,
         snk.flood_p99 * 1e3, paced, ctl.paced_rate, snk.paced_rate, ctl.paced_p50 * 1e3,
         ctl.paced_p99 * 1e3, snk.paced_p99 * 1e3, ctl.rss_loaded_kb / 1024.0,
-        snk.rss_loaded_kb / 1024.0, ctl.rss_flood_kb / 1024.0, snk.rss_flood_kb / 1024.0,
-        ctl.rss_per_stream_kb, snk.rss_per_stream_kb, ctl.rss_per_stream_kb - snk.rss_per_stream_kb,
+        snk.rss_loaded_kb / 1024.0, ctl.server_cpu_us_per_report, snk.server_cpu_us_per_report,
+        ctl.generator_cpu_us_per_report, ctl.server_paced_cpu_us_per_report,
+        snk.server_paced_cpu_us_per_report, ctl.generator_paced_cpu_us_per_report,
+        ctl.rss_flood_kb / 1024.0, snk.rss_flood_kb / 1024.0, ctl.rss_per_stream_kb,
+        snk.rss_per_stream_kb, ctl.rss_per_stream_kb - snk.rss_per_stream_kb,
         ctl.rss_loaded_per_stream_kb - snk.rss_loaded_per_stream_kb);
     std::fflush(stdout);
   }

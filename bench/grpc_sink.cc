@@ -1,8 +1,10 @@
 // grpc_sink: the bare AgentService baseline for controller_load_bench. Built
-// from the same proto on the same callback API as the controller; it accepts
+// from the same proto, on gRPC's callback API (the controller serves agent streams
+// on the async API over several completion queues); it accepts
 // every Connect stream, reads messages and only counts Reports and their delay
 // (receipt time minus the report's end timestamp), exposed on /metrics with the
 // same histogram buckets as the controller's rocetune_controller_report_delay_seconds.
+#include <climits>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -94,6 +96,10 @@ int main(int argc, char** argv) {
   builder.AddListeningPort(absl::GetFlag(FLAGS_listen), grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(&service);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // The controller's transport settings, so that the two differ in their work
+  // only: no HTTP/2 keepalive pings (gRPC's server default, every 2 hours,
+  // re-arms a timer on every read).
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, INT_MAX);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
     std::fprintf(stderr, "grpc_sink: cannot listen on %s\n", absl::GetFlag(FLAGS_listen).c_str());

@@ -16,17 +16,48 @@ grpc::Status ToGrpc(const absl::Status& s) {
 
 }  // namespace
 
-AgentStream* AgentStream::Start(const AgentStreamDeps& deps, uint64_t stream_id) {
-  auto stream = std::make_shared<AgentStream>(deps, stream_id);
+std::shared_ptr<AgentStream> AgentStream::Create(const AgentStreamDeps& deps,
+                                                 std::atomic<uint64_t>* ids,
+                                                 grpc::ServerCompletionQueue* cq,
+                                                 DoneCallback done) {
+  auto stream = std::make_shared<AgentStream>(deps, ids, cq, std::move(done));
   stream->self_ = stream;
-  deps.metrics->StreamOpened();
-  stream->StartNextRead();
-  return stream.get();
+  return stream;
 }
 
-void AgentStream::StartNextRead() {
-  in_bytes_.Clear();
-  StartRead(&in_bytes_);
+void AgentStream::OnEvent(StreamOp::Kind kind, bool ok) {
+  switch (kind) {
+    case StreamOp::kAccept:
+      OnAccepted(ok);
+      return;
+    case StreamOp::kRead:
+      OnReadDone(ok);
+      return;
+    case StreamOp::kWrite:
+      OnWriteDone(ok);
+      return;
+    case StreamOp::kFinish:
+      OnFinishDone();
+      return;
+  }
+}
+
+void AgentStream::OnAccepted(bool ok) {
+  if (!ok) {
+    // The server is shutting down: this stream never started.
+    if (done_callback_) done_callback_();
+    std::shared_ptr<AgentStream> self = std::move(self_);  // may delete this on return
+    return;
+  }
+  stream_id_ = ids_->fetch_add(1);
+  deps_.metrics->StreamOpened();
+  absl::MutexLock lock(&mu_);
+  StartReadLocked();
+}
+
+void AgentStream::StartReadLocked() {
+  read_pending_ = true;
+  io_.Read(&in_bytes_, &read_op_);
 }
 
 absl::Status AgentStream::ParseInbound() {
@@ -49,17 +80,37 @@ absl::Status AgentStream::ParseInbound() {
   return absl::OkStatus();
 }
 
-void AgentStream::StartWriteOf(const v1::ControllerMessage& msg) {
-  bool own = false;
+void AgentStream::StartWriteLocked() {
   out_bytes_.Clear();  // the previous write is done
-  grpc::Status s =
-      grpc::SerializationTraits<v1::ControllerMessage>::Serialize(msg, &out_bytes_, &own);
+  bool own = false;
+  grpc::Status s = grpc::SerializationTraits<v1::ControllerMessage>::Serialize(queue_.front(),
+                                                                               &out_bytes_, &own);
   if (!s.ok()) {
     // Only a message over 2 GB fails to serialize; the stream cannot go on.
     LogError("cannot serialize a message to an agent",
              {{"host", host_id_}, {"error", s.error_message()}});
   }
-  StartWrite(&out_bytes_);
+  writing_ = true;
+  io_.Write(out_bytes_, &write_op_);
+}
+
+void AgentStream::FinishLocked() {
+  finished_ = true;
+  finish_pending_ = true;
+  io_.Finish(finish_status_, &finish_op_);
+}
+
+void AgentStream::CloseLocked(const absl::Status& status) {
+  if (closing_ || finished_) return;
+  closing_ = true;
+  finish_status_ = ToGrpc(status);
+  if (!writing_) FinishLocked();
+}
+
+bool AgentStream::TakeDoneLocked() {
+  if (done_ || !finished_ || finish_pending_ || read_pending_ || writing_) return false;
+  done_ = true;
+  return true;
 }
 
 void AgentStream::PushDesiredState(const std::string& version, const v1::ParameterSet& params) {
@@ -93,7 +144,6 @@ void AgentStream::PushProbePlan(const v1::ProbePlan& plan) {
 }
 
 void AgentStream::Enqueue(v1::ControllerMessage msg) {
-  const v1::ControllerMessage* to_write = nullptr;
   bool dropped = false;
   {
     absl::MutexLock lock(&mu_);
@@ -114,80 +164,75 @@ void AgentStream::Enqueue(v1::ControllerMessage msg) {
         queue_.push_back(std::move(msg));
       }
     }
-    if (!writing_ && !queue_.empty()) {
-      writing_ = true;
-      to_write = &queue_.front();
-    }
+    if (!writing_ && !queue_.empty()) StartWriteLocked();
   }
   if (dropped) deps_.metrics->OutboundDropped();
-  if (to_write != nullptr) StartWriteOf(*to_write);
 }
 
 void AgentStream::Close(const absl::Status& status) {
-  bool finish_now = false;
-  grpc::Status st;
-  {
-    absl::MutexLock lock(&mu_);
-    if (closing_ || finished_) return;
-    closing_ = true;
-    finish_status_ = ToGrpc(status);
-    if (!writing_) {
-      finished_ = true;
-      finish_now = true;
-      st = finish_status_;
-    }
-  }
-  if (finish_now) Finish(st);
+  absl::MutexLock lock(&mu_);
+  CloseLocked(status);
 }
 
 void AgentStream::OnWriteDone(bool ok) {
-  const v1::ControllerMessage* to_write = nullptr;
-  bool finish_now = false;
-  grpc::Status st;
+  bool done = false;
   {
     absl::MutexLock lock(&mu_);
     queue_.pop_front();
+    writing_ = false;
     if (!ok) {
-      // The stream is broken; OnReadDone(false) will follow and close it.
+      // The stream is broken; the outstanding read fails too and closes it.
       queue_.clear();
-      writing_ = false;
     } else if (!queue_.empty() && !closing_) {
-      to_write = &queue_.front();
-    } else {
-      writing_ = false;
+      StartWriteLocked();
     }
-    if (!writing_ && closing_ && !finished_) {
-      finished_ = true;
-      finish_now = true;
-      st = finish_status_;
-    }
+    if (!writing_ && closing_ && !finished_) FinishLocked();
+    done = TakeDoneLocked();
   }
-  if (to_write != nullptr) StartWriteOf(*to_write);
-  if (finish_now) Finish(st);
+  if (done) OnDone();
+}
+
+void AgentStream::OnFinishDone() {
+  bool done = false;
+  {
+    absl::MutexLock lock(&mu_);
+    finish_pending_ = false;
+    done = TakeDoneLocked();
+  }
+  if (done) OnDone();
 }
 
 void AgentStream::OnReadDone(bool ok) {
-  if (!ok) {
-    // Client half-closed or the call broke.
-    Close(absl::OkStatus());
-    return;
-  }
-  absl::Status s = ParseInbound();
-  if (s.ok()) s = HandleMessage();
-  // Handled (whatever it needed is copied out): an idle stream holds no message.
-  in_ = nullptr;
-  read_arena_.Reset();
-  if (!s.ok()) {
-    LogWarning("agent message refused",
-               {{"host", host_id_}, {"stream", absl::StrCat(stream_id_)}, {"error", s.ToString()}});
-    Close(s);
-    return;
-  }
+  bool handle = false;
   {
     absl::MutexLock lock(&mu_);
-    if (closing_ || finished_) return;
+    read_pending_ = false;
+    // !ok: the client half-closed or the call broke.
+    if (!ok) CloseLocked(absl::OkStatus());
+    handle = ok && !closing_ && !finished_;
   }
-  StartNextRead();
+  absl::Status s;
+  if (handle) {
+    s = ParseInbound();
+    if (s.ok()) s = HandleMessage();
+    // Handled (whatever it needed is copied out): an idle stream holds no message.
+    in_ = nullptr;
+    read_arena_.Reset();
+    if (!s.ok()) {
+      LogWarning(
+          "agent message refused",
+          {{"host", host_id_}, {"stream", absl::StrCat(stream_id_)}, {"error", s.ToString()}});
+    }
+  }
+  in_bytes_.Clear();
+  bool done = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!s.ok()) CloseLocked(s);
+    if (!closing_ && !finished_) StartReadLocked();
+    done = TakeDoneLocked();
+  }
+  if (done) OnDone();
 }
 
 absl::Status AgentStream::HandleMessage() {
@@ -290,6 +335,7 @@ absl::Status AgentStream::HandleReply(v1::ResourceKind kind, const std::string& 
 void AgentStream::OnDone() {
   if (!host_id_.empty()) deps_.fleet->Unregister(host_id_, stream_id_);
   deps_.metrics->StreamClosed();
+  if (done_callback_) done_callback_();
   std::shared_ptr<AgentStream> self = std::move(self_);  // may delete this on return
 }
 

@@ -1,8 +1,10 @@
 #ifndef ROCETUNE_CONTROLLER_AGENT_STREAM_H_
 #define ROCETUNE_CONTROLLER_AGENT_STREAM_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -26,55 +28,98 @@ struct AgentStreamDeps {
   size_t max_message_bytes = 1 << 20;
 };
 
-// One agent's Connect stream on the callback API. The first message must be
-// a Hello; then Reports go to telemetry and Ack/Nack replies are checked
+class AgentStream;
+
+// A completion-queue tag: which stream, which operation. Every operation a
+// stream starts carries one of its own four tags.
+struct StreamOp {
+  enum Kind : uint8_t { kAccept, kRead, kWrite, kFinish };
+  AgentStream* stream;
+  Kind kind;
+};
+
+// One agent's Connect stream on gRPC's async API, driven by the thread of the
+// completion queue it was accepted on (AgentService). The first message must
+// be a Hello; then Reports go to telemetry and Ack/Nack replies are checked
 // against the nonces this stream issued (xDS: a reply carrying an older nonce
 // is ignored; one carrying a nonce or version never sent is refused).
 // Refused input ends the stream with a status naming the problem.
 //
-// Lifetime: owned by a self-reference released in OnDone and by whoever holds
-// it as an AgentConnection.
-class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
-                          public AgentConnection,
-                          public std::enable_shared_from_this<AgentStream> {
+// Operations: at most one read, one write and one finish outstanding, each
+// started under mu_. The stream is done once Finish has completed and no read
+// or write is outstanding; it then unregisters and drops its self-reference.
+// Whoever holds it as an AgentConnection may keep it (calls are then ignored).
+class AgentStream final : public AgentConnection, public std::enable_shared_from_this<AgentStream> {
  public:
-  // Creates a stream and starts reading. The returned pointer stays valid
-  // until gRPC calls OnDone.
-  static AgentStream* Start(const AgentStreamDeps& deps, uint64_t stream_id);
+  // Called once when the stream is done (after OnDone's own work).
+  using DoneCallback = std::function<void()>;
+
+  // Creates a stream waiting to be accepted; `service` requests the call with
+  // accept_tag(). The stream holds itself until it is done, or until the
+  // accept fails.
+  // `ids` numbers the streams as they are accepted.
+  static std::shared_ptr<AgentStream> Create(const AgentStreamDeps& deps,
+                                             std::atomic<uint64_t>* ids,
+                                             grpc::ServerCompletionQueue* cq, DoneCallback done);
+
+  grpc::ServerContext* context() { return &ctx_; }
+  grpc::ServerAsyncReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* io() { return &io_; }
+  grpc::ServerCompletionQueue* cq() const { return cq_; }
+  void* accept_tag() { return &accept_op_; }
+
+  // Dispatches a completion of one of this stream's tags.
+  void OnEvent(StreamOp::Kind kind, bool ok);
 
   uint64_t stream_id() const override { return stream_id_; }
   void PushDesiredState(const std::string& version, const v1::ParameterSet& params) override;
   void PushProbePlan(const v1::ProbePlan& plan) override;
   void Close(const absl::Status& status) override;
 
-  void OnReadDone(bool ok) override;
-  void OnWriteDone(bool ok) override;
-  void OnDone() override;
-
-  AgentStream(const AgentStreamDeps& deps, uint64_t stream_id)
-      : deps_(deps), stream_id_(stream_id) {}
+  AgentStream(const AgentStreamDeps& deps, std::atomic<uint64_t>* ids,
+              grpc::ServerCompletionQueue* cq, DoneCallback done)
+      : deps_(deps), ids_(ids), cq_(cq), done_callback_(std::move(done)) {}
 
  private:
+  void OnAccepted(bool ok);
+  void OnReadDone(bool ok);
+  void OnWriteDone(bool ok);
+  void OnFinishDone();
+  // Unregisters, counts and drops the self-reference (may delete this).
+  void OnDone();
+
   // Handles in_; a non-OK status ends the stream.
   absl::Status HandleMessage();
   // Queues `msg` (replacing a queued message of the same kind) and starts a write.
   void Enqueue(v1::ControllerMessage msg);
   absl::Status HandleReply(v1::ResourceKind kind, const std::string& version,
                            const std::string& nonce);
-
-  const AgentStreamDeps deps_;
-  const uint64_t stream_id_;
-  std::shared_ptr<AgentStream> self_;
-
-  // Starts the next read of raw bytes.
-  void StartNextRead();
   // Parses in_bytes_ into a fresh message on the (reset) read arena; refuses
   // oversized and unparseable bytes (counted) with a status naming the problem.
   absl::Status ParseInbound();
-  // Serializes `msg` (the queue's front) and starts writing it.
-  void StartWriteOf(const v1::ControllerMessage& msg);
 
-  // Read side: touched only by OnReadDone (one read outstanding at a time).
+  void StartReadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Serializes queue_.front() and starts writing it.
+  void StartWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CloseLocked(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // True (once) when nothing is outstanding after Finish.
+  bool TakeDoneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const AgentStreamDeps deps_;
+  std::atomic<uint64_t>* const ids_;
+  uint64_t stream_id_ = 0;  // set when accepted, before anyone else sees the stream
+  grpc::ServerCompletionQueue* const cq_;
+  const DoneCallback done_callback_;
+  std::shared_ptr<AgentStream> self_;
+
+  grpc::ServerContext ctx_;
+  grpc::ServerAsyncReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer> io_{&ctx_};
+  StreamOp accept_op_{this, StreamOp::kAccept};
+  StreamOp read_op_{this, StreamOp::kRead};
+  StreamOp write_op_{this, StreamOp::kWrite};
+  StreamOp finish_op_{this, StreamOp::kFinish};
+
+  // Read side: touched only by the completion of the one outstanding read.
   // The method is registered raw: gRPC hands over the bytes and the stream
   // parses them itself, so garbage and oversized messages are counted and
   // refused with a reason rather than failing inside gRPC. Every inbound
@@ -85,16 +130,19 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   grpc::ByteBuffer in_bytes_;
   google::protobuf::Arena read_arena_;
   v1::AgentMessage* in_ = nullptr;
-  grpc::ByteBuffer out_bytes_;  // the write in flight (one at a time)
   std::string host_id_;
   std::shared_ptr<HostTelemetry> telemetry_;
 
   absl::Mutex mu_;
+  grpc::ByteBuffer out_bytes_ ABSL_GUARDED_BY(mu_);  // the write in flight
   // queue_.front() is being written while writing_.
   std::deque<v1::ControllerMessage> queue_ ABSL_GUARDED_BY(mu_);
+  bool read_pending_ ABSL_GUARDED_BY(mu_) = false;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool closing_ ABSL_GUARDED_BY(mu_) = false;   // Close requested
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;  // Finish called
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;         // Close requested
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;        // Finish started
+  bool finish_pending_ ABSL_GUARDED_BY(mu_) = false;  // Finish not yet completed
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status finish_status_ ABSL_GUARDED_BY(mu_);
   uint64_t nonces_issued_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t latest_nonce_ ABSL_GUARDED_BY(mu_) = 0;

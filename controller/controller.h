@@ -36,6 +36,9 @@ struct ControllerOptions {
   std::string group_label = "rack";  // label whose values are the metric groups
   // Joins and leaves within this delay share one probe replan (0: inline).
   absl::Duration probe_replan_delay = absl::Milliseconds(200);
+  // Completion queues (one thread each) that agent streams are spread over;
+  // 0 picks one per CPU.
+  int stream_threads = 0;
   // Period of the background sweep (liveness events, gauges, retention);
   // zero disables the thread (tests call Tick()).
   absl::Duration tick_interval = absl::Seconds(1);

@@ -37,6 +37,9 @@ ABSL_FLAG(int32_t, max_outbound_queue, 8,
           "Messages queued per agent stream before further ones are dropped (and counted).");
 ABSL_FLAG(std::string, group_label, "rack",
           "Host label whose values form the groups of the per-group /metrics series.");
+ABSL_FLAG(int32_t, stream_threads, 0,
+          "Threads, each with its own gRPC completion queue, that agent streams are spread "
+          "over (0 = one per CPU; at most 256).");
 ABSL_FLAG(absl::Duration, probe_replan_delay, absl::Milliseconds(200),
           "Hosts joining or leaving within this delay share one recomputation of the probe "
           "pinglists (a fleet reconnecting at once costs one pass, not one per host). 0: "
@@ -82,6 +85,7 @@ int main(int argc, char** argv) {
   opt.max_outbound_queue = queue < 1 ? 0 : static_cast<size_t>(queue);
   opt.group_label = absl::GetFlag(FLAGS_group_label);
   opt.probe_replan_delay = absl::GetFlag(FLAGS_probe_replan_delay);
+  opt.stream_threads = absl::GetFlag(FLAGS_stream_threads);
 
   auto controller = rocetune::controller::Controller::Start(opt);
   if (!controller.ok()) {

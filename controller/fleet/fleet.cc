@@ -440,6 +440,10 @@ FleetCounts Fleet::Counts() const {
 
 void Fleet::Sweep() {
   std::vector<v1::Event> events;
+  // Streams of hosts silent for --gone_after: closed, so that a connection
+  // whose agent died without a FIN (the controller sends no HTTP/2 keepalive
+  // pings) does not stay open.
+  std::vector<std::shared_ptr<AgentConnection>> silent;
   absl::Time now = clock_->Now();
   {
     absl::MutexLock lock(&mu_);
@@ -450,7 +454,13 @@ void Fleet::Sweep() {
           s == v1::HOST_CONNECTED ? "host_recovered" : absl::StrCat("host_", StateName(s));
       events.push_back(MakeEvent(kind, id, ""));
       h->last_swept = s;
+      if (s == v1::HOST_GONE && h->conn != nullptr) silent.push_back(h->conn);
     }
+  }
+  for (const auto& conn : silent) {
+    conn->Close(absl::UnavailableError(
+        absl::StrCat("no Report for ", absl::FormatDuration(options_.gone_after),
+                     " (--gone_after): the controller closes the stream; reconnect to resume")));
   }
   Publish(events);
 }

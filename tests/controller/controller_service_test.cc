@@ -189,6 +189,33 @@ TEST_F(ControllerServiceTest, DisconnectMakesHostGone) {
   EXPECT_TRUE(Eventually([&] { return Registered("h1", v1::HOST_GONE); }));
 }
 
+TEST_F(ControllerServiceTest, SilentAgentsStreamIsClosedWhenTheHostGoesGone) {
+  TestAgent silent(controller_->grpc_port());
+  TestAgent busy(controller_->grpc_port());
+  ASSERT_TRUE(silent.Hello("silent"));
+  ASSERT_TRUE(busy.Hello("busy"));
+  ASSERT_TRUE(Eventually([&] { return Registered("silent") && Registered("busy"); }));
+  clock_.Advance(absl::Seconds(100));
+  ASSERT_TRUE(busy.Send(MakeReport(1, 10e-6, 1)));
+  ASSERT_TRUE(Eventually([&] {
+    auto h = GetHost("busy");
+    return h.ok() && h->reports() == 1;
+  }));
+  clock_.Advance(absl::Seconds(21));  // 121 s since "silent" connected (--gone_after 120 s)
+  controller_->Tick();
+  grpc::Status end = silent.AwaitEnd();
+  EXPECT_EQ(end.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(end.error_message(), HasSubstr("--gone_after"));
+  EXPECT_TRUE(Registered("silent", v1::HOST_GONE));
+  EXPECT_TRUE(Registered("busy"));
+  EXPECT_FALSE(busy.Next(absl::Milliseconds(200)).has_value());  // still open, nothing sent
+  ASSERT_TRUE(busy.Send(MakeReport(2, 10e-6, 1)));
+  EXPECT_TRUE(Eventually([&] {
+    auto h = GetHost("busy");
+    return h.ok() && h->reports() == 2;
+  }));
+}
+
 TEST_F(ControllerServiceTest, HelloWithoutIdentityIsRefused) {
   TestAgent agent(controller_->grpc_port());
   ASSERT_TRUE(agent.Hello(""));
@@ -593,6 +620,49 @@ TEST(ControllerStartTest, RefusesPlaintextOffLoopbackAndWithoutFlag) {
   EXPECT_THAT(std::string(c.status().message()), HasSubstr("loopback"));
   opt.listen = "nonsense";
   EXPECT_EQ(Controller::Start(opt).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ControllerStartTest, StreamsSpreadOverSeveralQueuesAndStopEndsThem) {
+  ControllerOptions opt;
+  opt.listen = "127.0.0.1:0";
+  opt.metrics_address = "";
+  opt.insecure_loopback = true;
+  opt.tick_interval = absl::ZeroDuration();
+  opt.stream_threads = 3;
+  auto c = Controller::Start(opt);
+  ASSERT_TRUE(c.ok()) << c.status();
+  std::vector<std::unique_ptr<TestAgent>> agents;
+  for (int i = 0; i < 24; ++i) {
+    agents.push_back(std::make_unique<TestAgent>((*c)->grpc_port()));
+    ASSERT_TRUE(agents.back()->Hello(absl::StrCat("h", i)));
+    ASSERT_TRUE(agents.back()->Send(MakeReport(1, 10e-6, 1)));
+  }
+  ASSERT_TRUE(Eventually([&] { return (*c)->fleet().Counts().connected == 24; }));
+  ASSERT_TRUE(Eventually([&] {
+    for (int i = 0; i < 24; ++i) {
+      if ((*c)->telemetry().ForHost(absl::StrCat("h", i))->reports() != 1) return false;
+    }
+    return true;
+  }));
+  (*c)->Stop();  // with every stream open
+  for (auto& a : agents) {
+    grpc::Status end = a->AwaitEnd();
+    EXPECT_FALSE(end.ok());
+    EXPECT_NE(end.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << end.error_message();
+  }
+}
+
+TEST(ControllerStartTest, StreamThreadsOutOfRangeAreRefused) {
+  ControllerOptions opt;
+  opt.listen = "127.0.0.1:0";
+  opt.metrics_address = "";
+  opt.insecure_loopback = true;
+  for (int bad : {-1, 257}) {
+    opt.stream_threads = bad;
+    auto c = Controller::Start(opt);
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(std::string(c.status().message()), HasSubstr("--stream_threads"));
+  }
 }
 
 TEST(ControllerStartTest, LoopbackAddresses) {

@@ -134,6 +134,26 @@ TEST_F(FleetTest, SweepPublishesStateChangesOnce) {
   EXPECT_EQ(fleet_.Counts().gone, 1u);
 }
 
+TEST_F(FleetTest, SilentHostsStreamIsClosedWhenItGoesGone) {
+  auto silent = std::make_shared<FakeConnection>(1);
+  auto busy = std::make_shared<FakeConnection>(2);
+  ASSERT_TRUE(fleet_.Register(MakeHello("silent"), silent).ok());
+  ASSERT_TRUE(fleet_.Register(MakeHello("busy"), busy).ok());
+  clock_.Advance(absl::Seconds(31));  // stale: still open
+  fleet_.Sweep();
+  EXPECT_FALSE(silent->closed.has_value());
+  clock_.Advance(absl::Seconds(60));
+  v1::Report r;
+  r.set_end_unix_nanos(absl::ToUnixNanos(clock_.Now()));
+  ASSERT_TRUE(telemetry_.ForHost("busy")->AddReport(r, clock_.Now()).ok());
+  clock_.Advance(absl::Seconds(40));  // 131 s since "silent" connected; 40 s since busy reported
+  fleet_.Sweep();
+  ASSERT_TRUE(silent->closed.has_value());
+  EXPECT_EQ(silent->closed->code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(silent->closed->message(), HasSubstr("--gone_after"));
+  EXPECT_FALSE(busy->closed.has_value());
+}
+
 TEST_F(FleetTest, SelectorsAndGroups) {
   ASSERT_TRUE(fleet_.Register(MakeHello("a", "r1"), std::make_shared<FakeConnection>(1)).ok());
   ASSERT_TRUE(fleet_.Register(MakeHello("b", "r1"), std::make_shared<FakeConnection>(2)).ok());
