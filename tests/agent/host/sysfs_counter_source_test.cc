@@ -30,6 +30,16 @@ std::map<std::string, CounterValue> ByName(const std::vector<CounterValue>& valu
   return m;
 }
 
+// Expects the same counters, keys and values, in the same order.
+void ExpectSameCounters(const std::vector<CounterValue>& got,
+                        const std::vector<CounterValue>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(got[i].key, want[i].key) << i;
+    EXPECT_EQ(got[i].value, want[i].value) << i;
+  }
+}
+
 uint64_t FileValue(const std::string& path) { return std::stoull(FixtureTree::ReadFile(path)); }
 
 TEST(SysfsCounterSourceTest, Mlx5CountersAreMappedAndWordsBecomeBytes) {
@@ -229,11 +239,7 @@ TEST(SysfsCounterSourceTest, FilesBeyondTheDescriptorBudgetAreReadByPath) {
   std::vector<CounterValue> a, b;
   ASSERT_TRUE(cached.Collect(&a).ok());
   ASSERT_TRUE(budget.Collect(&b).ok());
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    EXPECT_EQ(a[i].key, b[i].key);
-    EXPECT_EQ(a[i].value, b[i].value);
-  }
+  ExpectSameCounters(b, a);
 }
 
 TEST(SysfsCounterSourceTest, VanishedDeviceIsUnavailable) {
@@ -369,11 +375,7 @@ TEST(SysfsCounterSourceTest, PeriodicRelistKeepsDescriptorsOfUnchangedFiles) {
   SysfsCounterSource fresh(tree.sys());
   std::vector<CounterValue> want;
   ASSERT_TRUE(fresh.Collect(&want).ok());
-  ASSERT_EQ(out.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i) {
-    EXPECT_EQ(out[i].key, want[i].key);
-    EXPECT_EQ(out[i].value, want[i].value);
-  }
+  ExpectSameCounters(out, want);
 }
 
 // A relist forced by a device that looks gone (its first file unlinked: the
