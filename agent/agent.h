@@ -68,6 +68,7 @@ struct AgentStats {
   uint64_t acks = 0;
   uint64_t nacks = 0;
   uint64_t guard_rollbacks = 0;
+  uint64_t local_rounds = 0;  // rounds sampled while not connected (not sent)
   std::string applied_version;
   std::string probe_plan_version;
 };
@@ -94,6 +95,14 @@ class Agent {
   Agent(AgentOptions options, HostSeams seams);
   // One connection lifetime; returns when the stream ends.
   absl::Status RunStream();
+  // One sampling round into `report` (counters lent from `batch` when *lent,
+  // to be swapped back; latency windows; seq): runs the local guard and
+  // updates /metrics, connected or not.
+  void Round(SampleBatch* batch, v1::Report* report, bool* lent);
+  // Rounds while no stream is up, for `d` (or until Stop): /metrics and the
+  // local guard do not depend on the controller. Guard events are kept for
+  // the next Report sent. Returns true when stopped.
+  bool LocalRoundsFor(absl::Duration d);
   // Loads the journal, records the baseline on first start, computes drift.
   absl::Status InitParameters();
   v1::AgentMessage ApplyDesiredState(const v1::DesiredState& ds);
@@ -123,6 +132,12 @@ class Agent {
   grpc::ClientContext* active_context_ ABSL_GUARDED_BY(mu_) = nullptr;
   AgentStats stats_ ABSL_GUARDED_BY(mu_);
   uint64_t report_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  // Used only by the Run() thread: the sample messages lent to each round's
+  // Report, and guard events of rounds that could not be sent.
+  SampleBatch batch_;
+  std::vector<v1::GuardEvent> unsent_guard_events_;
+  // When the next round is due while disconnected (kept across backoffs).
+  absl::Time next_local_round_ = absl::InfinitePast();
 };
 
 }  // namespace rocetune

@@ -8,7 +8,10 @@
 #include <memory>
 #include <string>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "grpcpp/grpcpp.h"
 #include "rocetune/v1/admin.grpc.pb.h"
@@ -130,6 +133,46 @@ TEST_F(AgentControllerTest, ControllerRegistersHostFromHello) {
   EXPECT_EQ(agent->Wait(absl::Seconds(10)), 0) << agent->Log();
   controller_->Signal(SIGTERM);
   EXPECT_EQ(controller_->Wait(absl::Seconds(10)), 0) << controller_->Log();
+}
+
+// Scrapes `port` and returns the value of the series named exactly `series`
+// (name plus labels), or -1.
+double MetricValue(int port, const std::string& series) {
+  const std::string body = HttpGet(port, "/metrics");
+  for (absl::string_view line : absl::StrSplit(body, '\n')) {
+    if (!absl::ConsumePrefix(&line, series) || !absl::ConsumePrefix(&line, " ")) continue;
+    double v = 0;
+    if (absl::SimpleAtod(line, &v)) return v;
+  }
+  return -1;
+}
+
+// The agent's /metrics and its local guard must not depend on the
+// controller: with the controller gone, sampling goes on.
+TEST_F(AgentControllerTest, AgentKeepsSamplingWhileTheControllerIsDown) {
+  auto agent = StartAgent("host-c", "mlx5_ofed");
+  ASSERT_TRUE(WaitForHost("host-c", absl::Seconds(20)).has_value()) << agent->Log();
+  const int metrics =
+      WaitForPortInReadyFile(dir_ + "/host-c.ready", "metrics_port", absl::Seconds(5));
+  ASSERT_GT(metrics, 0);
+  const std::string rounds = "rocetune_agent_sampling_duration_seconds_count{host=\"host-c\"}";
+  const std::string connected = "rocetune_agent_controller_connected{host=\"host-c\"}";
+  EXPECT_EQ(MetricValue(metrics, connected), 1) << HttpGet(metrics, "/metrics");
+  controller_->Signal(SIGTERM);
+  ASSERT_EQ(controller_->Wait(absl::Seconds(10)), 0) << controller_->Log();
+  absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (MetricValue(metrics, connected) != 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_EQ(MetricValue(metrics, connected), 0) << agent->Log();
+  const double before = MetricValue(metrics, rounds);
+  ASSERT_GT(before, 0) << HttpGet(metrics, "/metrics");
+  absl::SleepFor(absl::Seconds(2));  // --sample_interval=100ms: about 20 rounds
+  const double after = MetricValue(metrics, rounds);
+  EXPECT_GE(after - before, 10) << agent->Log();
+  EXPECT_NE(agent->Log().find("controller unreachable"), std::string::npos) << agent->Log();
+  agent->Signal(SIGTERM);
+  EXPECT_EQ(agent->Wait(absl::Seconds(10)), 0) << agent->Log();
 }
 
 TEST_F(AgentControllerTest, TwoAgentsWithDistinctIdentitiesRegister) {
