@@ -18,14 +18,22 @@ class MetricsExposer {
   static absl::StatusOr<std::unique_ptr<MetricsExposer>> Start(
       const std::string& address, std::shared_ptr<prometheus::Registry> registry);
 
+  // Stops serving; returns within milliseconds (see the .cc).
+  ~MetricsExposer();
+  MetricsExposer(const MetricsExposer&) = delete;
+  MetricsExposer& operator=(const MetricsExposer&) = delete;
+
   int port() const { return port_; }
   const std::string& address() const { return address_; }
 
  private:
   MetricsExposer() = default;
+  // Kept alive here: prometheus-cpp's exposer holds only a weak pointer.
+  std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<prometheus::Exposer> exposer_;
   int port_ = 0;
   std::string address_;
+  std::string host_;  // as given to Start, without brackets
 };
 
 }  // namespace rocetune
