@@ -113,6 +113,10 @@ class ControllerServiceTest : public ::testing::Test {
     return info;
   }
 
+  // The host's info, or an empty HostInfo while it is unknown (so that
+  // polling it before it registers fails the expectation, not the process).
+  v1::HostInfo HostOrEmpty(const std::string& id) { return GetHost(id).value_or(v1::HostInfo()); }
+
   std::vector<v1::HostInfo> ListHosts(std::map<std::string, std::string> selector = {}) {
     grpc::ClientContext ctx;
     v1::ListHostsRequest req;
@@ -269,7 +273,7 @@ TEST_F(ControllerServiceTest, OversizedMessageIsRefusedAndCounted) {
   grpc::Status s = agent.AwaitEnd();
   EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
   EXPECT_THAT(s.error_message(), HasSubstr("exceeds --max_message_bytes=65536"));
-  EXPECT_EQ(GetHost("h1")->reports(), 0u);
+  EXPECT_EQ(HostOrEmpty("h1").reports(), 0u);
   EXPECT_THAT(
       testing::HttpGet(controller_->metrics_port(), "/metrics"),
       HasSubstr("rocetune_controller_agent_messages_rejected_total{reason=\"oversized\"} 1"));
@@ -335,9 +339,9 @@ TEST_F(ControllerServiceTest, DuplicateIdentityNewerStreamWins) {
   EXPECT_THAT(s.error_message(), HasSubstr("superseded"));
   // The newer stream stays registered and working.
   ASSERT_TRUE(second.Send(MakeReport(1, 1e-5, 10)));
-  ASSERT_TRUE(Eventually([&] { return GetHost("h1")->reports() == 1; }));
-  EXPECT_EQ(GetHost("h1")->labels().at("gen"), "2");
-  EXPECT_EQ(GetHost("h1")->state(), v1::HOST_CONNECTED);
+  ASSERT_TRUE(Eventually([&] { return HostOrEmpty("h1").reports() == 1; }));
+  EXPECT_EQ(HostOrEmpty("h1").labels().at("gen"), "2");
+  EXPECT_EQ(HostOrEmpty("h1").state(), v1::HOST_CONNECTED);
 }
 
 TEST_F(ControllerServiceTest, DesiredStatePushedAckedAndRecorded) {
@@ -350,11 +354,11 @@ TEST_F(ControllerServiceTest, DesiredStatePushedAckedAndRecorded) {
   EXPECT_EQ(ds->version(), v1);
   EXPECT_FALSE(ds->nonce().empty());
   EXPECT_EQ(ds->parameters().devices(0).dcqcn().at("rpg_ai_rate"), 5);
-  EXPECT_EQ(GetHost("h1")->desired_version(), v1);
+  EXPECT_EQ(HostOrEmpty("h1").desired_version(), v1);
   EXPECT_EQ(controller_->fleet().Counts().drifted, 1u);
 
   ASSERT_TRUE(agent.Send(AckFor(*ds)));
-  ASSERT_TRUE(Eventually([&] { return GetHost("h1")->last_ack_version() == v1; }));
+  ASSERT_TRUE(Eventually([&] { return HostOrEmpty("h1").last_ack_version() == v1; }));
   auto info = GetHost("h1");
   EXPECT_EQ(info->current_version(), v1);
   EXPECT_EQ(info->current_parameters().devices(0).dcqcn().at("rpg_ai_rate"), 5);
@@ -397,7 +401,7 @@ TEST_F(ControllerServiceTest, ProbePlansFollowTheFleetAndAreAcked) {
   stale.mutable_ack()->set_nonce(first->nonce());
   ASSERT_TRUE(a.Send(stale));
   ASSERT_TRUE(a.Send(MakeReport(1, 10e-6, 1)));
-  ASSERT_TRUE(Eventually([&] { return GetHost("pa")->reports() >= 1; }));
+  ASSERT_TRUE(Eventually([&] { return HostOrEmpty("pa").reports() >= 1; }));
 
   // pb leaves: pa's plan is pushed again, without peers.
   b.Finish();
@@ -424,7 +428,7 @@ TEST_F(ControllerServiceTest, StaleNonceIsIgnoredCurrentNackIsStored) {
   ASSERT_TRUE(agent.Send(AckFor(*first)));
   // The NACK of the current push is stored with its error.
   ASSERT_TRUE(agent.Send(NackFor(*second, "rpg_ai_rate: write failed: EPERM", "")));
-  ASSERT_TRUE(Eventually([&] { return GetHost("h1")->last_nack_version() == vb; }));
+  ASSERT_TRUE(Eventually([&] { return HostOrEmpty("h1").last_nack_version() == vb; }));
   auto info = GetHost("h1");
   EXPECT_EQ(info->last_nack_error(), "rpg_ai_rate: write failed: EPERM");
   EXPECT_EQ(info->last_ack_version(), "");  // the stale ACK changed nothing
@@ -453,7 +457,7 @@ TEST_F(ControllerServiceTest, ReplyWithNonceNeverSentIsRefused) {
   grpc::Status s = agent.AwaitEnd();
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(s.error_message(), HasSubstr("never sent"));
-  EXPECT_EQ(GetHost("h1")->last_ack_version(), "");
+  EXPECT_EQ(HostOrEmpty("h1").last_ack_version(), "");
 }
 
 TEST_F(ControllerServiceTest, DesiredStateRepushedOnReconnect) {
@@ -474,7 +478,7 @@ TEST_F(ControllerServiceTest, DesiredStateRepushedOnReconnect) {
   EXPECT_EQ(ds->version(), v);
   EXPECT_EQ(ds->parameters().devices(0).dcqcn().at("rpg_ai_rate"), 9);
   ASSERT_TRUE(again.Send(AckFor(*ds)));
-  EXPECT_TRUE(Eventually([&] { return GetHost("h1")->current_version() == v; }));
+  EXPECT_TRUE(Eventually([&] { return HostOrEmpty("h1").current_version() == v; }));
 }
 
 TEST_F(ControllerServiceTest, RestartReloadsStoreAndRepushesDesiredState) {
@@ -487,7 +491,7 @@ TEST_F(ControllerServiceTest, RestartReloadsStoreAndRepushesDesiredState) {
     auto ds = NextDesired(agent);
     ASSERT_TRUE(ds.has_value());
     ASSERT_TRUE(agent.Send(NackFor(*ds, "boom", "")));
-    ASSERT_TRUE(Eventually([&] { return GetHost("h1")->last_nack_error() == "boom"; }));
+    ASSERT_TRUE(Eventually([&] { return HostOrEmpty("h1").last_nack_error() == "boom"; }));
   }
   controller_.reset();
   StartController();
@@ -514,9 +518,9 @@ TEST_F(ControllerServiceTest, LivenessStaleThenGoneThenRecovered) {
   ASSERT_TRUE(agent.Hello("h1"));
   ASSERT_TRUE(Eventually([&] { return Registered("h1"); }));
   clock_.Advance(absl::Seconds(31));
-  EXPECT_EQ(GetHost("h1")->state(), v1::HOST_STALE);
+  EXPECT_EQ(HostOrEmpty("h1").state(), v1::HOST_STALE);
   clock_.Advance(absl::Seconds(90));
-  EXPECT_EQ(GetHost("h1")->state(), v1::HOST_GONE);
+  EXPECT_EQ(HostOrEmpty("h1").state(), v1::HOST_GONE);
   ASSERT_TRUE(agent.Send(MakeReport(1, 1e-5, 1)));
   EXPECT_TRUE(Eventually([&] { return Registered("h1", v1::HOST_CONNECTED); }));
 }
@@ -536,8 +540,8 @@ TEST_F(ControllerServiceTest, TelemetryWindowsAndGroupMerge) {
     ASSERT_TRUE(c.Send(MakeReport(i, 1e-3, 5)));
   }
   ASSERT_TRUE(Eventually([&] {
-    return GetHost("a")->reports() == 2 && GetHost("b")->reports() == 2 &&
-           GetHost("c")->reports() == 2;
+    return HostOrEmpty("a").reports() == 2 && HostOrEmpty("b").reports() == 2 &&
+           HostOrEmpty("c").reports() == 2;
   }));
   TelemetryStore& t = controller_->telemetry();
   absl::Time now = clock_.Now();
@@ -567,7 +571,7 @@ TEST_F(ControllerServiceTest, TelemetryWindowsAndGroupMerge) {
   // A later window is separate; retention (10 min) drops old windows.
   clock_.Advance(absl::Seconds(10));
   ASSERT_TRUE(a.Send(MakeReport(3, 10e-6, 100)));
-  ASSERT_TRUE(Eventually([&] { return GetHost("a")->reports() == 3; }));
+  ASSERT_TRUE(Eventually([&] { return HostOrEmpty("a").reports() == 3; }));
   EXPECT_EQ(t.ForHost("a")->Windows().size(), 2u);
   clock_.Advance(absl::Minutes(11));
   controller_->Tick();
@@ -592,7 +596,7 @@ TEST_F(ControllerServiceTest, MetricsEndpointServesFleetSeries) {
   TestAgent agent(controller_->grpc_port());
   ASSERT_TRUE(agent.Hello("h1", {{"rack", "r1"}}));
   ASSERT_TRUE(agent.Send(MakeReport(1, 10e-6, 100)));
-  ASSERT_TRUE(Eventually([&] { return GetHost("h1")->reports() == 1; }));
+  ASSERT_TRUE(Eventually([&] { return HostOrEmpty("h1").reports() == 1; }));
   clock_.Advance(absl::Seconds(10));  // window complete -> group gauges
   controller_->Tick();
   std::string body = testing::HttpGet(controller_->metrics_port(), "/metrics");
