@@ -177,12 +177,16 @@ TEST(SimHostTest, SeamsAreSafeToUseWhileTheFabricSteps) {
   SimHost host(fabric.get(), 0);
   FabricEcnConfig ecn(fabric.get());
   std::atomic<bool> done{false};
+  std::atomic<bool> started{false};
   std::thread stepper([&] {
+    // Steps only once the seams are in use (a busy machine could otherwise
+    // run the whole fabric before the first read).
+    while (!started) std::this_thread::yield();
     fabric->RunToEnd();
     done = true;
   });
   int reads = 0;
-  while (!done) {
+  do {
     std::vector<CounterValue> v;
     ASSERT_TRUE(host.counters()->Collect(&v).ok());
     ASSERT_TRUE(host.cc()->Write("mlx5_0", "rpg_ai_rate", 5 + reads % 10).ok());
@@ -193,7 +197,8 @@ TEST(SimHostTest, SeamsAreSafeToUseWhileTheFabricSteps) {
     ASSERT_TRUE(ecn.Write(e).ok());
     host.prober()->TakeWindow();
     ++reads;
-  }
+    started = true;
+  } while (!done);
   stepper.join();
   EXPECT_GT(reads, 0);
   v1::EcnSettings bad;
