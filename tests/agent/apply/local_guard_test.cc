@@ -72,8 +72,8 @@ TEST_F(LocalGuardTest, PauseStormRestoresLastKnownGood) {
   clock_.Advance(absl::Seconds(10));
   EXPECT_FALSE(guard.Observe(Round({Sample("rx_pfc_pause_duration_us", 3, 150000)})).has_value());
   clock_.Advance(absl::Seconds(2));
-  std::optional<v1::GuardEvent> e =
-      guard.Observe(Round({Sample("cnp_handled", -1, 10), Sample("tx_pfc_pause_duration_us", 3, 450000)}));
+  std::optional<v1::GuardEvent> e = guard.Observe(
+      Round({Sample("cnp_handled", -1, 10), Sample("tx_pfc_pause_duration_us", 3, 450000)}));
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->kind(), "pfc_pause_guard");
   EXPECT_EQ(e->restored_version(), "baseline");
@@ -133,9 +133,10 @@ TEST_F(LocalGuardTest, DisabledThresholdsNeverTrip) {
   options_.max_cnp_rate_per_second = 0;
   LocalGuard guard(options_, &clock_, &applier_, &journal_);
   guard.Arm("v2", applied_);
-  EXPECT_FALSE(
-      guard.Observe(Round({Sample("rx_pfc_pause_duration_us", 3, 1e6), Sample("cnp_handled", -1, 1e9)}))
-          .has_value());
+  EXPECT_FALSE(guard
+                   .Observe(Round({Sample("rx_pfc_pause_duration_us", 3, 1e6),
+                                   Sample("cnp_handled", -1, 1e9)}))
+                   .has_value());
   EXPECT_TRUE(guard.armed());
 }
 
