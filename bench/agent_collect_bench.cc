@@ -63,6 +63,7 @@
 #include "agent/host/sysfs_nic_discovery.h"
 #include "agent/report_wire.h"
 #include "agent/sampler.h"
+#include "bench/proc_stats.h"
 #include "daemon/clock.h"
 #include "daemon/logging.h"
 #include "grpcpp/support/byte_buffer.h"
@@ -198,33 +199,6 @@ double ProcessCpuMicros() {
 }
 
 // utime+stime of a process, in microseconds (clock-tick resolution).
-double ChildCpuMicros(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const size_t close_paren = stat.rfind(')');
-  if (close_paren == std::string::npos) return -1;
-  std::vector<std::string> f = absl::StrSplit(stat.substr(close_paren + 2), ' ');
-  // After "pid (comm) ": state is field 3, utime field 14, stime field 15.
-  uint64_t utime = 0, stime = 0;
-  if (f.size() < 13 || !absl::SimpleAtoi(f[11], &utime) || !absl::SimpleAtoi(f[12], &stime)) {
-    return -1;
-  }
-  return static_cast<double>(utime + stime) * 1e6 / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
-
-double RssMb() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (absl::StartsWith(line, "VmRSS:")) {
-      std::vector<std::string> parts = absl::StrSplit(line, ' ', absl::SkipEmpty());
-      double kb = 0;
-      if (parts.size() >= 2 && absl::SimpleAtod(parts[1], &kb)) return kb / 1024.0;
-    }
-  }
-  return -1;
-}
-
 int FreeLoopbackPort() {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in a = {};
@@ -400,7 +374,7 @@ int Main(int argc, char** argv) {
     for (int i = c * rounds / kChunks; i < (c + 1) * rounds / kChunks; ++i) round();
     agent_cpu += ProcessCpuMicros() - a0;
     agent_wall += absl::ToDoubleMicroseconds(absl::Now() - w0);
-    const double c0 = ChildCpuMicros(pid);
+    const double c0 = 1e6 * bench::ProcessCpuSeconds(pid);
     for (int i = c * scrapes / kChunks; i < (c + 1) * scrapes / kChunks; ++i) {
       if (Scrape(port).empty()) {
         std::fprintf(stderr, "scrape %d failed\n", i);
@@ -410,12 +384,12 @@ int Main(int argc, char** argv) {
       }
       ++scraped;
     }
-    ne_cpu += ChildCpuMicros(pid) - c0;
+    ne_cpu += 1e6 * bench::ProcessCpuSeconds(pid) - c0;
   }
   const double agent_us = agent_cpu / rounds;
   const double agent_wall_us = agent_wall / rounds;
   const double ne_us = ne_cpu / scraped;
-  const double rss_mb = RssMb();
+  const double rss_mb = static_cast<double>(bench::ProcessRssKb(getpid())) / 1024.0;
 
   // Discovery runs once per connection (BuildHello), not per round.
   size_t discovered = 0;

@@ -70,6 +70,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "bench/proc_stats.h"
 #include "daemon/quantile_sketch.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
@@ -451,27 +452,8 @@ double Quantile(const Scrape& a, const Scrape& b, double q) {
   return NAN;
 }
 
-long RssKb(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::strtol(line.c_str() + 6, nullptr, 10);
-  }
-  return -1;
-}
-
-// utime + stime of a process, in seconds.
-double CpuSeconds(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  size_t paren = stat.rfind(')');
-  if (paren == std::string::npos) return 0;
-  std::vector<std::string> f = absl::StrSplit(stat.substr(paren + 2), ' ');
-  // After the command: state is field 3, utime 14 and stime 15 (1-based in proc(5)).
-  if (f.size() < 13) return 0;
-  double ticks = std::strtod(f[11].c_str(), nullptr) + std::strtod(f[12].c_str(), nullptr);
-  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
+using rocetune::bench::ProcessCpuSeconds;
+using rocetune::bench::ProcessRssKb;
 
 bool ReadReady(const std::string& path, int* grpc_port, int* metrics_port) {
   for (int i = 0; i < 300; ++i) {
@@ -523,7 +505,7 @@ RunResult RunOne(const std::string& self, const std::vector<std::string>& server
     return r;
   }
   SleepS(0.5);
-  r.rss_idle_kb = RssKb(server.pid);
+  r.rss_idle_kb = ProcessRssKb(server.pid);
   // The generators: streams split evenly; commands go to all, answers are summed.
   const int k = std::max(1, std::min(absl::GetFlag(FLAGS_generators), n));
   std::vector<Child> gens;
@@ -589,14 +571,14 @@ RunResult RunOne(const std::string& self, const std::vector<std::string>& server
   SleepS(warmup + 3);
   drain();
   SleepS(1);
-  r.rss_steady_kb = RssKb(server.pid);
+  r.rss_steady_kb = ProcessRssKb(server.pid);
   r.rss_per_stream_kb = n > 0 ? static_cast<double>(r.rss_steady_kb - r.rss_idle_kb) / n : 0;
   // One measured phase: `cmd` to the generators, a warm-up, then the
   // server's metrics at the start and at the end of `seconds`.
   double server_cpu = 0, gen_cpu = 0;  // over the last phase
   auto gens_cpu = [&] {
     double sum = 0;
-    for (const Child& g : gens) sum += CpuSeconds(g.pid);
+    for (const Child& g : gens) sum += ProcessCpuSeconds(g.pid);
     return sum;
   };
   auto phase = [&](const std::string& cmd) {
@@ -604,16 +586,16 @@ RunResult RunOne(const std::string& self, const std::vector<std::string>& server
     SleepS(warmup);
     std::pair<Scrape, Scrape> ends;
     ends.first = ScrapeMetrics(mport);
-    server_cpu = -CpuSeconds(server.pid);
+    server_cpu = -ProcessCpuSeconds(server.pid);
     gen_cpu = -gens_cpu();
     SleepS(seconds);
     ends.second = ScrapeMetrics(mport);
-    server_cpu += CpuSeconds(server.pid);
+    server_cpu += ProcessCpuSeconds(server.pid);
     gen_cpu += gens_cpu();
     return ends;
   };
   auto [f0, f1] = phase("flood");
-  r.rss_flood_kb = RssKb(server.pid);
+  r.rss_flood_kb = ProcessRssKb(server.pid);
   r.flood_rate = (f1.received - f0.received) / (f1.t - f0.t);
   if (f1.received > f0.received) {
     r.server_cpu_us_per_report = 1e6 * server_cpu / (f1.received - f0.received);
@@ -624,7 +606,7 @@ RunResult RunOne(const std::string& self, const std::vector<std::string>& server
   r.paced_offered = *paced_rate;
   drain();  // the flood backlog, before pacing
   auto [p0, p1] = phase(absl::StrFormat("pace %.1f", *paced_rate / k));
-  r.rss_loaded_kb = RssKb(server.pid);
+  r.rss_loaded_kb = ProcessRssKb(server.pid);
   r.paced_rate = (p1.received - p0.received) / (p1.t - p0.t);
   if (p1.received > p0.received) {
     r.server_paced_cpu_us_per_report = 1e6 * server_cpu / (p1.received - p0.received);
