@@ -327,9 +327,7 @@ absl::Status Agent::RunStream() {
     // Take the sample messages back for the next round.
     if (lent) batch_.samples.Swap(report.mutable_counters());
     if (!written) {
-      for (v1::GuardEvent& ev : *report.mutable_guard_events()) {
-        unsent_guard_events_.push_back(std::move(ev));
-      }
+      KeepUnsentGuardEvents(&report);
       break;
     }
     if (options_.metrics != nullptr) options_.metrics->RecordReportSent();
@@ -391,9 +389,20 @@ void Agent::Round(SampleBatch* batch, v1::Report* report, bool* lent) {
   if (options_.metrics != nullptr) options_.metrics->ObserveReport(*report);
 }
 
-bool Agent::LocalRoundsFor(absl::Duration d) {
+void Agent::KeepUnsentGuardEvents(v1::Report* report) {
   // At most this many guard events wait for a stream (the newest are kept).
   constexpr size_t kMaxUnsentGuardEvents = 64;
+  for (v1::GuardEvent& ev : *report->mutable_guard_events()) {
+    unsent_guard_events_.push_back(std::move(ev));
+  }
+  if (unsent_guard_events_.size() > kMaxUnsentGuardEvents) {
+    unsent_guard_events_.erase(
+        unsent_guard_events_.begin(),
+        unsent_guard_events_.end() - static_cast<std::ptrdiff_t>(kMaxUnsentGuardEvents));
+  }
+}
+
+bool Agent::LocalRoundsFor(absl::Duration d) {
   const absl::Time end = absl::Now() + d;
   while (true) {
     const absl::Time now = absl::Now();
@@ -410,14 +419,7 @@ bool Agent::LocalRoundsFor(absl::Duration d) {
     bool lent = false;
     Round(&batch_, &report, &lent);
     if (lent) batch_.samples.Swap(report.mutable_counters());
-    for (v1::GuardEvent& ev : *report.mutable_guard_events()) {
-      unsent_guard_events_.push_back(std::move(ev));
-    }
-    if (unsent_guard_events_.size() > kMaxUnsentGuardEvents) {
-      unsent_guard_events_.erase(
-          unsent_guard_events_.begin(),
-          unsent_guard_events_.end() - static_cast<std::ptrdiff_t>(kMaxUnsentGuardEvents));
-    }
+    KeepUnsentGuardEvents(&report);
     absl::MutexLock lock(&mu_);
     ++stats_.local_rounds;
   }

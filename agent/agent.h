@@ -103,6 +103,8 @@ class Agent {
   // local guard do not depend on the controller. Guard events are kept for
   // the next Report sent. Returns true when stopped.
   bool LocalRoundsFor(absl::Duration d);
+  // Moves `report`'s guard events to unsent_guard_events_ (bounded).
+  void KeepUnsentGuardEvents(v1::Report* report);
   // Loads the journal, records the baseline on first start, computes drift.
   absl::Status InitParameters();
   v1::AgentMessage ApplyDesiredState(const v1::DesiredState& ds);

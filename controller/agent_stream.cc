@@ -76,7 +76,6 @@ absl::Status AgentStream::ParseInbound() {
                      " bytes is not a valid rocetune.v1.AgentMessage (garbage on the "
                      "wire, or another protocol)"));
   }
-  in_bytes_.Clear();
   return absl::OkStatus();
 }
 
