@@ -41,7 +41,7 @@ void AgentService::RequestOne(grpc::ServerCompletionQueue* cq) {
     if (stopping_) return;
     ++live_;
   }
-  std::shared_ptr<AgentStream> stream = AgentStream::Create(deps_, &next_stream_id_, cq, [this]() {
+  std::shared_ptr<AgentStream> stream = AgentStream::Create(deps_, &next_stream_id_, [this]() {
     absl::MutexLock lock(&mu_);
     --live_;
   });

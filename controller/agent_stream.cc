@@ -17,10 +17,8 @@ grpc::Status ToGrpc(const absl::Status& s) {
 }  // namespace
 
 std::shared_ptr<AgentStream> AgentStream::Create(const AgentStreamDeps& deps,
-                                                 std::atomic<uint64_t>* ids,
-                                                 grpc::ServerCompletionQueue* cq,
-                                                 DoneCallback done) {
-  auto stream = std::make_shared<AgentStream>(deps, ids, cq, std::move(done));
+                                                 std::atomic<uint64_t>* ids, DoneCallback done) {
+  auto stream = std::make_shared<AgentStream>(deps, ids, std::move(done));
   stream->self_ = stream;
   return stream;
 }

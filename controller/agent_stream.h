@@ -59,12 +59,10 @@ class AgentStream final : public AgentConnection, public std::enable_shared_from
   // accept fails.
   // `ids` numbers the streams as they are accepted.
   static std::shared_ptr<AgentStream> Create(const AgentStreamDeps& deps,
-                                             std::atomic<uint64_t>* ids,
-                                             grpc::ServerCompletionQueue* cq, DoneCallback done);
+                                             std::atomic<uint64_t>* ids, DoneCallback done);
 
   grpc::ServerContext* context() { return &ctx_; }
   grpc::ServerAsyncReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* io() { return &io_; }
-  grpc::ServerCompletionQueue* cq() const { return cq_; }
   void* accept_tag() { return &accept_op_; }
 
   // Dispatches a completion of one of this stream's tags.
@@ -75,9 +73,8 @@ class AgentStream final : public AgentConnection, public std::enable_shared_from
   void PushProbePlan(const v1::ProbePlan& plan) override;
   void Close(const absl::Status& status) override;
 
-  AgentStream(const AgentStreamDeps& deps, std::atomic<uint64_t>* ids,
-              grpc::ServerCompletionQueue* cq, DoneCallback done)
-      : deps_(deps), ids_(ids), cq_(cq), done_callback_(std::move(done)) {}
+  AgentStream(const AgentStreamDeps& deps, std::atomic<uint64_t>* ids, DoneCallback done)
+      : deps_(deps), ids_(ids), done_callback_(std::move(done)) {}
 
  private:
   void OnAccepted(bool ok);
@@ -108,7 +105,6 @@ class AgentStream final : public AgentConnection, public std::enable_shared_from
   const AgentStreamDeps deps_;
   std::atomic<uint64_t>* const ids_;
   uint64_t stream_id_ = 0;  // set when accepted, before anyone else sees the stream
-  grpc::ServerCompletionQueue* const cq_;
   const DoneCallback done_callback_;
   std::shared_ptr<AgentStream> self_;
 
