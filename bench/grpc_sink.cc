@@ -98,8 +98,10 @@ int main(int argc, char** argv) {
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   // The controller's transport settings, so that the two differ in their work
   // only: no HTTP/2 keepalive pings (gRPC's server default, every 2 hours,
-  // re-arms a timer on every read).
+  // re-arms a timer on every read) and no BDP probing (a PING answered by the
+  // agent every few Reports).
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, INT_MAX);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
     std::fprintf(stderr, "grpc_sink: cannot listen on %s\n", absl::GetFlag(FLAGS_listen).c_str());

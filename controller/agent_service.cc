@@ -35,28 +35,31 @@ void AgentService::Start() {
   }
 }
 
+bool AgentService::Enter() {
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return false;
+  ++live_;
+  return true;
+}
+
+void AgentService::Leave() {
+  absl::MutexLock lock(&mu_);
+  --live_;
+}
+
 void AgentService::RequestOne(grpc::ServerCompletionQueue* cq) {
-  {
-    absl::MutexLock lock(&mu_);
-    if (stopping_) return;
-    ++live_;
-  }
-  std::shared_ptr<AgentStream> stream = AgentStream::Create(deps_, &next_stream_id_, [this]() {
-    absl::MutexLock lock(&mu_);
-    --live_;
-  });
+  if (!Enter()) return;
+  std::shared_ptr<AgentStream> stream = AgentStream::Create(
+      deps_, &next_stream_id_,
+      // A request taken: put the next one up first.
+      [this, cq]() { RequestOne(cq); }, [this]() { Leave(); });
   RequestConnect(stream->context(), stream->io(), cq, cq, stream->accept_tag());
 }
 
 void AgentService::Serve(grpc::ServerCompletionQueue* cq) {
   void* tag = nullptr;
   bool ok = false;
-  while (cq->Next(&tag, &ok)) {
-    auto* op = static_cast<StreamOp*>(tag);
-    // A request taken: put the next one up first.
-    if (op->kind == StreamOp::kAccept && ok) RequestOne(cq);
-    op->stream->OnEvent(op->kind, ok);
-  }
+  while (cq->Next(&tag, &ok)) static_cast<CqTag*>(tag)->OnComplete(ok);
 }
 
 void AgentService::Stop() {
@@ -70,8 +73,8 @@ void AgentService::Stop() {
     // while a stream may still start one.
     auto drained = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return live_ == 0; };
     if (!threads_.empty() && !mu_.AwaitWithTimeout(absl::Condition(&drained), absl::Seconds(10))) {
-      LogWarning("agent streams still open after 10 s at shutdown",
-                 {{"streams", absl::StrCat(live_)}});
+      LogWarning("agent streams or admin calls still open after 10 s at shutdown",
+                 {{"calls", absl::StrCat(live_)}});
     }
   }
   for (auto& cq : cqs_) cq->Shutdown();

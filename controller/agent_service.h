@@ -9,6 +9,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "controller/agent_stream.h"
+#include "controller/cq_tag.h"
 #include "grpcpp/grpcpp.h"
 #include "rocetune/v1/agent.grpc.pb.h"
 
@@ -22,10 +23,18 @@ namespace rocetune::controller {
 // callback API all streams share one queue, so at 10k streams that scan took
 // about a quarter of the controller's CPU.)
 //
+// The queues also carry the AdminService's calls (queue(0)), so that no
+// gRPC thread other than these polls the connections: a callback service
+// would make gRPC start threads of its own that take the connections' reads
+// and hand every completion over to these threads (a futex wake and a context
+// switch per Report at 10k agents). Every tag on the queues is a CqTag, and
+// every call object counts itself through CallTracker (this).
+//
 // Order: AddTo(builder) before BuildAndStart, Start() after it; after
 // grpc::Server::Shutdown has returned, Stop() (also run by the destructor).
 class AgentService final
-    : public v1::AgentService::WithRawMethod_Connect<v1::AgentService::Service> {
+    : public v1::AgentService::WithRawMethod_Connect<v1::AgentService::Service>,
+      public CallTracker {
  public:
   // `queues` completion queues and threads; at least 1.
   AgentService(const AgentStreamDeps& deps, int queues);
@@ -37,6 +46,11 @@ class AgentService final
   void AddTo(grpc::ServerBuilder* builder);
   // Requests the first calls on every queue and starts the threads.
   void Start();
+  // A queue for other services' calls (valid after AddTo; i < queue count).
+  grpc::ServerCompletionQueue* queue(size_t i) { return cqs_[i].get(); }
+  // CallTracker.
+  bool Enter() override;
+  void Leave() override;
   // Waits (bounded) for the streams to end, then shuts the queues down and
   // joins the threads. Idempotent.
   void Stop();
@@ -53,7 +67,8 @@ class AgentService final
   std::vector<std::thread> threads_;
 
   absl::Mutex mu_;
-  // Streams created and not yet done, including those waiting to be accepted.
+  // Calls (agent streams, admin calls) not yet ended, including those waiting
+  // to be accepted.
   int64_t live_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;

@@ -16,9 +16,12 @@ grpc::Status ToGrpc(const absl::Status& s) {
 
 }  // namespace
 
+void StreamOp::OnComplete(bool ok) { stream->OnEvent(kind, ok); }
+
 std::shared_ptr<AgentStream> AgentStream::Create(const AgentStreamDeps& deps,
-                                                 std::atomic<uint64_t>* ids, DoneCallback done) {
-  auto stream = std::make_shared<AgentStream>(deps, ids, std::move(done));
+                                                 std::atomic<uint64_t>* ids,
+                                                 AcceptedCallback accepted, DoneCallback done) {
+  auto stream = std::make_shared<AgentStream>(deps, ids, std::move(accepted), std::move(done));
   stream->self_ = stream;
   return stream;
 }
@@ -47,6 +50,7 @@ void AgentStream::OnAccepted(bool ok) {
     std::shared_ptr<AgentStream> self = std::move(self_);  // may delete this on return
     return;
   }
+  if (accepted_callback_) accepted_callback_();
   stream_id_ = ids_->fetch_add(1);
   deps_.metrics->StreamOpened();
   absl::MutexLock lock(&mu_);

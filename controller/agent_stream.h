@@ -10,6 +10,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "controller/controller_metrics.h"
+#include "controller/cq_tag.h"
 #include "controller/fleet/agent_connection.h"
 #include "controller/fleet/fleet.h"
 #include "daemon/clock.h"
@@ -32,10 +33,12 @@ class AgentStream;
 
 // A completion-queue tag: which stream, which operation. Every operation a
 // stream starts carries one of its own four tags.
-struct StreamOp {
+struct StreamOp final : CqTag {
   enum Kind : uint8_t { kAccept, kRead, kWrite, kFinish };
-  AgentStream* stream;
-  Kind kind;
+  StreamOp(AgentStream* s, Kind k) : stream(s), kind(k) {}
+  void OnComplete(bool ok) override;
+  AgentStream* const stream;
+  const Kind kind;
 };
 
 // One agent's Connect stream on gRPC's async API, driven by the thread of the
@@ -53,13 +56,17 @@ class AgentStream final : public AgentConnection, public std::enable_shared_from
  public:
   // Called once when the stream is done (after OnDone's own work).
   using DoneCallback = std::function<void()>;
+  // Called when the call has been accepted, before the stream's first read
+  // (the service requests the next call there).
+  using AcceptedCallback = std::function<void()>;
 
   // Creates a stream waiting to be accepted; `service` requests the call with
   // accept_tag(). The stream holds itself until it is done, or until the
   // accept fails.
   // `ids` numbers the streams as they are accepted.
   static std::shared_ptr<AgentStream> Create(const AgentStreamDeps& deps,
-                                             std::atomic<uint64_t>* ids, DoneCallback done);
+                                             std::atomic<uint64_t>* ids, AcceptedCallback accepted,
+                                             DoneCallback done);
 
   grpc::ServerContext* context() { return &ctx_; }
   grpc::ServerAsyncReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* io() { return &io_; }
@@ -73,8 +80,12 @@ class AgentStream final : public AgentConnection, public std::enable_shared_from
   void PushProbePlan(const v1::ProbePlan& plan) override;
   void Close(const absl::Status& status) override;
 
-  AgentStream(const AgentStreamDeps& deps, std::atomic<uint64_t>* ids, DoneCallback done)
-      : deps_(deps), ids_(ids), done_callback_(std::move(done)) {}
+  AgentStream(const AgentStreamDeps& deps, std::atomic<uint64_t>* ids, AcceptedCallback accepted,
+              DoneCallback done)
+      : deps_(deps),
+        ids_(ids),
+        accepted_callback_(std::move(accepted)),
+        done_callback_(std::move(done)) {}
 
  private:
   void OnAccepted(bool ok);
@@ -105,6 +116,7 @@ class AgentStream final : public AgentConnection, public std::enable_shared_from
   const AgentStreamDeps deps_;
   std::atomic<uint64_t>* const ids_;
   uint64_t stream_id_ = 0;  // set when accepted, before anyone else sees the stream
+  const AcceptedCallback accepted_callback_;
   const DoneCallback done_callback_;
   std::shared_ptr<AgentStream> self_;
 

@@ -1,79 +1,113 @@
 #include "controller/admin/watch_stream.h"
 
+#include "controller/admin/admin_service.h"
+
 namespace rocetune::controller {
 
-WatchStream* WatchStream::Start(EventBus* bus, ControllerMetrics* metrics, size_t max_queue) {
-  auto stream = std::make_shared<WatchStream>(bus, metrics, max_queue);
-  stream->self_ = stream;
-  bus->Subscribe(stream);
-  return stream.get();
+void WatchCall::Request(AdminService* service, grpc::ServerCompletionQueue* cq,
+                        CallTracker* calls) {
+  if (!calls->Enter()) return;
+  auto call = std::make_shared<WatchCall>(service, cq, calls);
+  call->self_ = call;
+  // Must precede the request. gRPC delivers this tag only for a call that
+  // started: a request that fails (shutdown) is handled in OnAccepted.
+  call->ctx_.AsyncNotifyWhenDone(&call->done_op_);
+  service->RequestWatch(&call->ctx_, &call->request_, &call->writer_, cq, cq, &call->accept_op_);
 }
 
-void WatchStream::OnEvent(const v1::Event& event) {
-  const v1::Event* to_write = nullptr;
-  {
-    absl::MutexLock lock(&mu_);
-    if (closing_ || finished_) return;
-    if (queue_.size() >= max_queue_) {
-      metrics_->WatchEventDropped();
-      return;
-    }
-    queue_.push_back(event);
-    if (!writing_) {
-      writing_ = true;
-      to_write = &queue_.front();
-    }
+WatchCall::WatchCall(AdminService* service, grpc::ServerCompletionQueue* cq, CallTracker* calls)
+    : service_(service),
+      bus_(service->deps().events),
+      metrics_(service->deps().metrics),
+      max_queue_(service->deps().max_watch_queue),
+      cq_(cq),
+      calls_(calls) {}
+
+void WatchCall::OnAccepted(bool ok) {
+  if (!ok) {
+    // Never started (the server is shutting down): no other tag will come.
+    calls_->Leave();
+    std::shared_ptr<WatchCall> self = std::move(self_);  // may delete this on return
+    return;
   }
-  if (to_write != nullptr) StartWrite(to_write);
-}
-
-void WatchStream::OnWriteDone(bool ok) {
-  const v1::Event* to_write = nullptr;
-  bool finish = false;
-  grpc::Status st;
+  Request(service_, cq_, calls_);  // the next Watch
   {
     absl::MutexLock lock(&mu_);
+    accepted_ = true;
+  }
+  bus_->Subscribe(shared_from_this());
+}
+
+void WatchCall::OnEvent(const v1::Event& event) {
+  absl::MutexLock lock(&mu_);
+  if (closing_) return;
+  if (queue_.size() >= max_queue_) {
+    metrics_->WatchEventDropped();
+    return;
+  }
+  queue_.push_back(event);
+  if (!writing_) StartWriteLocked();
+}
+
+void WatchCall::StartWriteLocked() {
+  writing_ = true;
+  writer_.Write(queue_.front(), &write_op_);
+}
+
+void WatchCall::OnWriteDone(bool ok) {
+  bool end = false;
+  {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
     queue_.pop_front();
-    if (!ok) {
-      queue_.clear();
+    if (!ok && !closing_) {
+      // The client is gone or the call was cancelled.
       closing_ = true;
-      status_ = grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed");
-    }
-    if (!queue_.empty() && !closing_) {
-      to_write = &queue_.front();
-    } else {
-      writing_ = false;
-      if (closing_ && !finished_) {
-        finished_ = true;
-        finish = true;
-        st = status_;
+      queue_.clear();
+      if (!call_done_) {
+        finish_pending_ = true;
+        writer_.Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed"), &finish_op_);
       }
     }
+    if (!closing_ && !queue_.empty()) StartWriteLocked();
+    end = TakeEndedLocked();
   }
-  if (to_write != nullptr) StartWrite(to_write);
-  if (finish) Finish(st);
+  if (end) End();
 }
 
-void WatchStream::End(const grpc::Status& status) {
-  bool finish = false;
+void WatchCall::OnFinishDone(bool) {
+  bool end = false;
   {
     absl::MutexLock lock(&mu_);
-    if (closing_ || finished_) return;
-    closing_ = true;
-    status_ = status;
-    if (!writing_) {
-      finished_ = true;
-      finish = true;
-    }
+    finish_pending_ = false;
+    end = TakeEndedLocked();
   }
-  if (finish) Finish(status);
+  if (end) End();
 }
 
-void WatchStream::OnCancel() { End(grpc::Status::CANCELLED); }
+void WatchCall::OnCallDone(bool) {
+  bool end = false;
+  {
+    absl::MutexLock lock(&mu_);
+    call_done_ = true;
+    closing_ = true;
+    // A write in flight completes (failed); the rest is dropped.
+    while (queue_.size() > (writing_ ? 1u : 0u)) queue_.pop_back();
+    end = TakeEndedLocked();
+  }
+  if (end) End();
+}
 
-void WatchStream::OnDone() {
+bool WatchCall::TakeEndedLocked() {
+  if (ended_ || !accepted_ || !call_done_ || writing_ || finish_pending_) return false;
+  ended_ = true;
+  return true;
+}
+
+void WatchCall::End() {
   bus_->Unsubscribe(this);
-  std::shared_ptr<WatchStream> self = std::move(self_);  // may delete this on return
+  calls_->Leave();
+  std::shared_ptr<WatchCall> self = std::move(self_);  // may delete this on return
 }
 
 }  // namespace rocetune::controller

@@ -1,6 +1,7 @@
 // Integration: the controller on a loopback port with real gRPC clients as agents.
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <string>
@@ -590,6 +591,51 @@ TEST_F(ControllerServiceTest, WatchStreamsFleetEvents) {
   EXPECT_EQ(e.subject(), "h1");
   ctx.TryCancel();
   reader->Finish();
+  // The cancelled watch ends on the server too (no event needed to notice).
+  EXPECT_TRUE(Eventually([&] { return controller_->events().subscribers() == 0; }));
+}
+
+TEST_F(ControllerServiceTest, SeveralWatchersEachGetEveryEventAndStopEndsThem) {
+  grpc::ClientContext c1, c2;
+  auto r1 = admin_->Watch(&c1, v1::WatchRequest());
+  auto r2 = admin_->Watch(&c2, v1::WatchRequest());
+  ASSERT_TRUE(Eventually([&] { return controller_->events().subscribers() == 2; }));
+  TestAgent agent(controller_->grpc_port());
+  ASSERT_TRUE(agent.Hello("h1"));
+  for (auto* r : {r1.get(), r2.get()}) {
+    v1::Event e;
+    ASSERT_TRUE(r->Read(&e));
+    EXPECT_EQ(e.kind(), "host_registered");
+  }
+  controller_->Stop();  // with both watches open
+  EXPECT_EQ(controller_->events().subscribers(), 0u);
+  EXPECT_FALSE(r1->Finish().ok());
+  EXPECT_FALSE(r2->Finish().ok());
+}
+
+TEST_F(ControllerServiceTest, MethodsOfLaterIssuesAnswerUnimplementedNamingThemselves) {
+  // Every admin method is served; none is left waiting for a handler.
+  grpc::ClientContext c1;
+  c1.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  v1::ListPoliciesResponse policies;
+  grpc::Status s = admin_->ListPolicies(&c1, v1::ListPoliciesRequest(), &policies);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("ListPolicies"));
+  grpc::ClientContext c2;
+  c2.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  v1::Change change;
+  s = admin_->Approve(&c2, v1::ChangeActionRequest(), &change);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("Approve"));
+  // Repeated calls keep being answered (each call puts up the next).
+  for (int i = 0; i < 3; ++i) {
+    grpc::ClientContext c;
+    c.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    v1::HostInfo info;
+    v1::GetHostRequest req;
+    req.set_host_id("nobody");
+    EXPECT_EQ(admin_->GetHost(&c, req, &info).error_code(), grpc::StatusCode::NOT_FOUND);
+  }
 }
 
 TEST_F(ControllerServiceTest, MetricsEndpointServesFleetSeries) {
@@ -654,6 +700,33 @@ TEST(ControllerStartTest, StreamsSpreadOverSeveralQueuesAndStopEndsThem) {
     EXPECT_FALSE(end.ok());
     EXPECT_NE(end.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << end.error_message();
   }
+}
+
+// Agent streams and admin calls are all served by the controller's own queue
+// threads: a callback-API service would make gRPC start "nexting_thread"s that
+// take over the connections' reads and hand each completion to another
+// thread (a futex wake and a context switch per Report at 10k agents).
+TEST(ControllerStartTest, NoGrpcCallbackThreadsPollTheConnections) {
+  ControllerOptions opt;
+  opt.listen = "127.0.0.1:0";
+  opt.metrics_address = "";
+  opt.insecure_loopback = true;
+  opt.tick_interval = absl::ZeroDuration();
+  auto c = Controller::Start(opt);
+  ASSERT_TRUE(c.ok()) << c.status();
+  TestAgent agent((*c)->grpc_port());
+  ASSERT_TRUE(agent.Hello("h1"));
+  ASSERT_TRUE(Eventually([&] { return (*c)->fleet().Counts().connected == 1; }));
+  int nexting = 0, tasks = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream in(task.path() / "comm");
+    std::string comm;
+    std::getline(in, comm);
+    ++tasks;
+    if (comm.find("nexting") != std::string::npos) ++nexting;
+  }
+  EXPECT_GT(tasks, 1);
+  EXPECT_EQ(nexting, 0);
 }
 
 TEST(ControllerStartTest, StreamThreadsOutOfRangeAreRefused) {
