@@ -5,14 +5,23 @@
 // Method. The orchestrator (this program) starts the server process, then a
 // load generator process (this program with --generator; --generators=K splits
 // the streams over K processes) that opens N Connect streams on loopback, one
-// channel (TCP connection) per stream like real agents (--streams_per_connection
-// to multiplex), with gRPC's callback client API and the generic stub: Reports
-// are serialized once and only their seq and timestamps are spliced in per send,
-// so the generator's own cost per Report stays small. Every stream sends a Hello, then Reports with
-// 64 counters and one latency sketch whose end_unix_nanos is the send time.
-//  * flood phase: each stream keeps one write outstanding and sends the next
-//    Report as soon as the previous write completes; the sustained rate is the
-//    server's own reports-received counter (from /metrics) over the phase.
+// TCP connection per stream like real agents. Reports are serialized once and
+// only their seq and timestamps are spliced in per send, so the generator's own
+// cost per Report stays small. Two generators (--generator_impl):
+//  * raw (default; bench/h2_agent_load): HTTP/2 and gRPC's message framing
+//    written by the generator itself over nonblocking sockets in one epoll loop,
+//    one send() per Report: the same bytes on the wire as a gRPC client, at a
+//    fraction of its CPU (on 2 cores the generator's CPU is the server's loss);
+//  * grpc: gRPC's callback client API with the generic stub, one channel per
+//    stream (--streams_per_connection to multiplex); the cross-check.
+// Every stream sends a Hello, then Reports with 64 counters and one latency
+// sketch whose end_unix_nanos is the send time.
+//  * flood phase: a closed loop per stream. raw: the next Report as soon as the
+//    server has read the previous one (credited it back with a stream
+//    WINDOW_UPDATE; --flood_inflight Reports may be uncredited); grpc: one write
+//    outstanding, the next as soon as the previous write completes (is in the
+//    kernel). The sustained rate is the server's own reports-received counter
+//    (from /metrics) over the phase.
 //  * paced phase: the generator offers a fixed total rate R (--paced_rate,
 //    default 20,000/s, the target; 0 = 70% of the controller's flood rate) spread over the
 //    streams, after the flood backlog has drained; both servers record, per Report, ingestion time
@@ -28,10 +37,11 @@
 //  * CPU: utime+stime of the server and of the generators over the flood and
 //    the paced phase, per Report received (ctl_/sink_/gen_[paced_]cpu_us_per_report):
 //    the efficiency figure that a busy machine disturbs least.
-// Generator streams post no read (--generator_reads to post one, as a real
-// agent does): the server cannot tell, and with 10k reads outstanding the
-// generator's gRPC spends a large share of its CPU in completion-queue tag
-// checks. Both servers run with the same transport settings (no keepalive pings).
+// gRPC generator streams post no read (--generator_reads to post one, as a
+// real agent does; the raw generator reads and answers everything): the server
+// cannot tell, and with 10k reads outstanding the generator's gRPC spends a
+// large share of its CPU in completion-queue tag checks. Both servers run with the same transport
+// settings (no keepalive pings).
 // --controller_args passes flags to the controller (e.g. --stream_threads=N);
 // --with_sink=false measures the controller alone.
 // Prints: BENCH controller_load_bench streams=N ... with ratios to the sink.
@@ -70,6 +80,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "bench/h2_agent_load.h"
 #include "bench/proc_stats.h"
 #include "daemon/quantile_sketch.h"
 #include "google/protobuf/io/coded_stream.h"
@@ -104,6 +115,15 @@ ABSL_FLAG(bool, generator_reads, false,
           "with reads posted the generator's own gRPC spends a large share of its CPU "
           "scanning its completion queue (tag checks of Debian's build), CPU the server "
           "under test then lacks.");
+ABSL_FLAG(std::string, generator_impl, "raw",
+          "Load generator: raw (bench/h2_agent_load: HTTP/2 and gRPC framing written over "
+          "nonblocking sockets, one epoll loop; a few µs of CPU per Report) or grpc (gRPC's "
+          "callback client API, 45-75 µs per Report; kept as a cross-check).");
+ABSL_FLAG(int, flood_inflight, 1,
+          "Raw generator, flood phase: Reports per stream sent but not yet credited back by "
+          "the server's stream WINDOW_UPDATE.");
+ABSL_FLAG(bool, h2_trace, false,
+          "Raw generator: log every frame its first connection receives to stderr (debugging).");
 ABSL_FLAG(int, streams_per_connection, 1,
           "Agent streams sharing one TCP connection (HTTP/2 multiplexing). 1 = one connection "
           "per stream, as real agents connect.");
@@ -164,20 +184,27 @@ AgentMessage MakeReportTemplate(int i) {
   return m;
 }
 
+// Stream i's Report minus seq and timestamps (set per send; protobuf messages
+// concatenate), and its Hello, serialized: the same bytes for both generators.
+std::string ReportBodyBytes(int i) { return MakeReportTemplate(i).report().SerializeAsString(); }
+
+std::string HelloBytes(int i) {
+  AgentMessage hello;
+  hello.mutable_hello()->set_host_id(absl::StrCat("bench-", i));
+  hello.mutable_hello()->set_hostname(absl::StrCat("bench-", i, ".example"));
+  (*hello.mutable_hello()->mutable_labels())["rack"] = absl::StrCat("r", i % 16);
+  return hello.SerializeAsString();
+}
+
 // One agent stream, speaking AgentService.Connect through the generic stub
 // with pre-serialized bytes: the generator's per-Report work is encoding seq and
 // two timestamps and a copy, so the server under test, not the generator, sets
 // the pace.
 class GenStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
-  GenStream(std::shared_ptr<grpc::Channel> channel, int i) : stub_(std::move(channel)) {
-    // Report minus seq and timestamps (set per send; protobuf messages concatenate).
-    report_body_ = MakeReportTemplate(i).report().SerializeAsString();
-    AgentMessage hello;
-    hello.mutable_hello()->set_host_id(absl::StrCat("bench-", i));
-    hello.mutable_hello()->set_hostname(absl::StrCat("bench-", i, ".example"));
-    (*hello.mutable_hello()->mutable_labels())["rack"] = absl::StrCat("r", i % 16);
-    const std::string bytes = hello.SerializeAsString();
+  GenStream(std::shared_ptr<grpc::Channel> channel, int i)
+      : stub_(std::move(channel)), report_body_(ReportBodyBytes(i)) {
+    const std::string bytes = HelloBytes(i);
     grpc::Slice slice(bytes);
     hello_ = grpc::ByteBuffer(&slice, 1);
   }
@@ -252,8 +279,38 @@ class GenStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::B
   uint64_t seq_ = 0;
 };
 
+// The raw generator (bench/h2_agent_load): one epoll loop, stdin as its
+// command input, the same Hello and Report bytes.
+int RunRawGenerator(int port, int n) {
+  if (absl::GetFlag(FLAGS_streams_per_connection) != 1) {
+    std::fprintf(stderr, "--generator_impl=raw opens one stream per connection\n");
+    return 1;
+  }
+  rocetune::bench::H2AgentLoadOptions options;
+  options.port = port;
+  options.streams = n;
+  options.first = absl::GetFlag(FLAGS_first);
+  options.hello = HelloBytes;
+  options.report_body = ReportBodyBytes;
+  options.flood_inflight = absl::GetFlag(FLAGS_flood_inflight);
+  options.trace = absl::GetFlag(FLAGS_h2_trace);
+  absl::StatusOr<rocetune::bench::H2AgentLoadStats> stats =
+      rocetune::bench::RunH2AgentLoad(options, STDIN_FILENO, stdout);
+  std::fflush(stdout);
+  if (!stats.ok()) {
+    std::fprintf(stderr, "generator: %s\n", std::string(stats.status().message()).c_str());
+    _exit(1);
+  }
+  _exit(0);  // closing 10k sockets one by one is not part of the measurement
+}
+
 int RunGenerator(int port, int n) {
   RaiseFdLimit();
+  if (absl::GetFlag(FLAGS_generator_impl) == "raw") return RunRawGenerator(port, n);
+  if (absl::GetFlag(FLAGS_generator_impl) != "grpc") {
+    std::fprintf(stderr, "--generator_impl: raw or grpc\n");
+    return 1;
+  }
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);  // as the servers do
   std::vector<std::unique_ptr<GenStream>> streams;
   streams.reserve(n);
@@ -515,6 +572,9 @@ RunResult RunOne(const std::string& self, const std::vector<std::string>& server
         {self, "--generator", absl::StrCat("--port=", gport), absl::StrCat("--n=", count),
          absl::StrCat("--first=", first),
          absl::StrCat("--streams_per_connection=", absl::GetFlag(FLAGS_streams_per_connection)),
+         "--generator_impl=" + absl::GetFlag(FLAGS_generator_impl),
+         absl::StrCat("--flood_inflight=", absl::GetFlag(FLAGS_flood_inflight)),
+         absl::StrCat("--h2_trace=", absl::GetFlag(FLAGS_h2_trace) ? "true" : "false"),
          absl::StrCat("--generator_reads=",
                       absl::GetFlag(FLAGS_generator_reads) ? "true" : "false")},
         true));
