@@ -119,9 +119,10 @@ ABSL_FLAG(std::string, generator_impl, "raw",
           "Load generator: raw (bench/h2_agent_load: HTTP/2 and gRPC framing written over "
           "nonblocking sockets, one epoll loop; a few µs of CPU per Report) or grpc (gRPC's "
           "callback client API, 45-75 µs per Report; kept as a cross-check).");
-ABSL_FLAG(int, flood_inflight, 1,
+ABSL_FLAG(int, flood_inflight, 2,
           "Raw generator, flood phase: Reports per stream sent but not yet credited back by "
-          "the server's stream WINDOW_UPDATE.");
+          "the server's stream WINDOW_UPDATE (1: strict ping-pong, every server read wakes "
+          "for one Report).");
 ABSL_FLAG(bool, h2_trace, false,
           "Raw generator: log every frame its first connection receives to stderr (debugging).");
 ABSL_FLAG(int, streams_per_connection, 1,

@@ -1,3 +1,23 @@
+// What the servers send, and what the generator does with it (seen with
+// tshark against grpc_sink and rocetune-controller, gRPC 1.51):
+//  * SETTINGS (INITIAL_WINDOW_SIZE, MAX_FRAME_SIZE, MAX_HEADER_LIST_SIZE and
+//    gRPC's 0xfe03), later ones too when the server's BDP probing resizes its
+//    window: acknowledged; the window size applies to the open stream as a
+//    delta, the frame size to our DATA frames.
+//  * WINDOW_UPDATE on the connection and on stream 1: send credit. gRPC's
+//    server returns stream window as its application reads each message, so
+//    under a closed loop every Report comes back as a stream WINDOW_UPDATE of
+//    its size (3145 for a 3145-byte DATA payload), sometimes split across two
+//    (4626 then 1664: part of the next message announced ahead). Flood relies
+//    on this: a Report counts as read once the stream credit covers its last
+//    byte; if a server credited only in larger batches, the flood would stall
+//    at `flood_inflight` (H2AgentLoadStats::awaiting_credit shows it).
+//    With many messages queued (no in-flight bound) it does credit in batches.
+//  * PING (BDP probes, when enabled): answered with a PING ACK, same payload.
+//  * HEADERS (response headers), DATA (the controller's pushes), CONTINUATION:
+//    skipped, DATA credited back once a quarter of our window is used.
+//  * trailers (HEADERS with END_STREAM), RST_STREAM, GOAWAY, EOF: the stream
+//    has failed and is not used again.
 #include "bench/h2_agent_load.h"
 
 #include <arpa/inet.h>

@@ -41,8 +41,11 @@ struct H2AgentLoadOptions {
   // messages concatenate), end_unix_nanos = the time of the send.
   std::function<std::string(int i)> report_body;
   // Flood: Reports a stream may have sent that the server has not yet credited
-  // back with a stream WINDOW_UPDATE.
-  int flood_inflight = 1;
+  // back with a stream WINDOW_UPDATE. 2: the server finds the next Report
+  // waiting when it has read one (with 1 every read wakes it for one Report;
+  // 10k streams against the controller: 25.5k Reports/s at 58.7 µs of server CPU
+  // each with 1, 41.7k/s at 36.4 µs with 2).
+  int flood_inflight = 2;
   // Connections being set up at once.
   int connect_batch = 200;
   absl::Duration connect_deadline = absl::Seconds(180);

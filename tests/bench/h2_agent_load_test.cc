@@ -263,7 +263,9 @@ TEST_F(H2AgentLoadTest, SinkFloodStaysWithinFlowControl) {
 
 TEST_F(H2AgentLoadTest, ControllerRegistersEveryHostAndReadsEveryReport) {
   StartController();
-  Generator gen(Options(50));
+  H2AgentLoadOptions options = Options(50);
+  options.flood_inflight = 1;  // strict ping-pong: stalls unless every Report is credited
+  Generator gen(options);
   ASSERT_EQ(gen.ReadLine(absl::Seconds(30)), "CONNECTED 50 0");
   EXPECT_EQ(WaitForMetric(metrics_port_, "rocetune_controller_hosts{state=\"connected\"}", 50,
                           absl::Seconds(10)),
