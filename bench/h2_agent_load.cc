@@ -243,7 +243,8 @@ class Generator {
   bool OnCommands();
   bool OnCommand(absl::string_view line);
   int Index(const Conn& c) const { return static_cast<int>(&c - conns_.data()); }
-  void Trace(const Conn& c, const char* what, uint8_t type, uint8_t flags, uint32_t stream,
+  // `flags`: a setting's identifier for "in-setting".
+  void Trace(const Conn& c, const char* what, uint8_t type, uint32_t flags, uint32_t stream,
              uint32_t length, uint64_t value) const {
     if (opt_.trace && Index(c) == 0) {
       std::fprintf(stderr, "h2trace %.6f %s type=%u flags=0x%x stream=%u len=%u value=%llu\n",

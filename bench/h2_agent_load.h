@@ -15,7 +15,7 @@
 //   pace <R>   R Reports/s in total, round-robin over the streams; a stream that
 //              cannot send now (failed, unsent bytes, no window) is skipped;
 //   idle       stop sending;
-//   sent       prints "SENT <Reports handed to the kernel>";
+//   sent       prints "SENT <Reports passed to send()>";
 //   quit       returns (EOF on `command_fd` too).
 #ifndef ROCETUNE_BENCH_H2_AGENT_LOAD_H_
 #define ROCETUNE_BENCH_H2_AGENT_LOAD_H_
@@ -55,9 +55,11 @@ struct H2AgentLoadOptions {
 
 // What the generator saw; also printed as one line to stderr at quit.
 struct H2AgentLoadStats {
-  int up = 0;         // streams that completed the handshake (Hello written, SETTINGS read)
-  int failed = 0;     // streams that failed, before or after being up
-  uint64_t sent = 0;  // Reports handed to the kernel (wholly or partly)
+  int up = 0;      // streams that completed the handshake (Hello written, SETTINGS read)
+  int failed = 0;  // streams that failed, before or after being up
+  // Reports passed to send() (what the kernel refused stays queued and goes out
+  // on EPOLLOUT: the server gets every one while the loop runs).
+  uint64_t sent = 0;
   uint64_t frames_in[10] = {};  // received, by HTTP/2 frame type (0 DATA .. 9 CONTINUATION)
   uint64_t frames_in_other = 0;
   uint64_t data_bytes_in = 0;
