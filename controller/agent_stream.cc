@@ -4,6 +4,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "controller/telemetry/report_decoder.h"
 #include "daemon/logging.h"
 #include "grpcpp/support/proto_buffer_reader.h"
 
@@ -13,6 +14,16 @@ namespace {
 grpc::Status ToGrpc(const absl::Status& s) {
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
 }
+
+// The Report fast path's state, one per completion-queue thread (a stream's
+// reads are handled on its queue's thread, one at a time): the decoder and the
+// message bytes it points into while the Report is handled.
+struct ReportFastPath {
+  ReportDecoder decoder;
+  std::vector<grpc::Slice> slices;
+  std::string flat;  // when the message arrived in more than one slice
+};
+thread_local ReportFastPath fast_path;
 
 }  // namespace
 
@@ -214,8 +225,17 @@ void AgentStream::OnReadDone(bool ok) {
   }
   absl::Status s;
   if (handle) {
-    s = ParseInbound();
-    if (s.ok()) s = HandleMessage();
+    // A registered host's Report: decoded in place (ReportDecoder). Anything
+    // it does not decode, protobuf parses, and refuses if it must.
+    if (!host_id_.empty() && in_bytes_.Length() <= deps_.max_message_bytes &&
+        DecodeReportInPlace()) {
+      s = HandleReport(fast_path.decoder.head(), fast_path.decoder.counters());
+      fast_path.slices.clear();
+    } else {
+      fast_path.slices.clear();
+      s = ParseInbound();
+      if (s.ok()) s = HandleMessage();
+    }
     // Handled (whatever it needed is copied out): an idle stream holds no message.
     in_ = nullptr;
     read_arena_.Reset();
@@ -234,6 +254,36 @@ void AgentStream::OnReadDone(bool ok) {
     done = TakeDoneLocked();
   }
   if (done) OnDone();
+}
+
+bool AgentStream::DecodeReportInPlace() {
+  std::vector<grpc::Slice>& slices = fast_path.slices;
+  slices.clear();
+  if (!in_bytes_.Dump(&slices).ok()) return false;
+  absl::string_view bytes;
+  if (slices.size() == 1) {
+    bytes = absl::string_view(reinterpret_cast<const char*>(slices[0].begin()), slices[0].size());
+  } else {
+    std::string& flat = fast_path.flat;
+    flat.clear();
+    for (const grpc::Slice& slice : slices) {
+      flat.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+    }
+    bytes = flat;
+  }
+  return fast_path.decoder.Decode(bytes);
+}
+
+absl::Status AgentStream::HandleReport(const v1::Report& head,
+                                       absl::Span<const CounterInput> counters) {
+  absl::Time now = deps_.clock->Now();
+  if (absl::Status s = telemetry_->AddReport(head, counters, now); !s.ok()) {
+    deps_.metrics->Rejected(Rejection::kBadReport);
+    return s;
+  }
+  deps_.metrics->ReportReceived(
+      absl::ToDoubleSeconds(now - absl::FromUnixNanos(head.end_unix_nanos())));
+  return absl::OkStatus();
 }
 
 absl::Status AgentStream::HandleMessage() {
@@ -259,14 +309,9 @@ absl::Status AgentStream::HandleMessage() {
         return absl::FailedPreconditionError(
             "Report before Hello: the first message on a stream must be a Hello");
       }
-      absl::Time now = deps_.clock->Now();
-      if (absl::Status s = telemetry_->AddReport(in_->report(), now); !s.ok()) {
-        deps_.metrics->Rejected(Rejection::kBadReport);
-        return s;
-      }
-      deps_.metrics->ReportReceived(
-          absl::ToDoubleSeconds(now - absl::FromUnixNanos(in_->report().end_unix_nanos())));
-      return absl::OkStatus();
+      thread_local std::vector<CounterInput> counters;
+      CountersOf(in_->report(), &counters);
+      return HandleReport(in_->report(), counters);
     }
     case v1::AgentMessage::kAck:
     case v1::AgentMessage::kNack: {

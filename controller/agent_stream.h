@@ -13,6 +13,7 @@
 #include "controller/cq_tag.h"
 #include "controller/fleet/agent_connection.h"
 #include "controller/fleet/fleet.h"
+#include "controller/telemetry/telemetry_store.h"
 #include "daemon/clock.h"
 #include "google/protobuf/arena.h"
 #include "grpcpp/grpcpp.h"
@@ -97,6 +98,11 @@ class AgentStream final : public AgentConnection, public std::enable_shared_from
 
   // Handles in_; a non-OK status ends the stream.
   absl::Status HandleMessage();
+  // Decodes in_bytes_ as a Report with ReportDecoder (this thread's fast-path
+  // state); false: parse it with protobuf instead.
+  bool DecodeReportInPlace();
+  // A Report of the registered host: telemetry, then counted.
+  absl::Status HandleReport(const v1::Report& head, absl::Span<const CounterInput> counters);
   // Queues `msg` (replacing a queued message of the same kind) and starts a write.
   void Enqueue(v1::ControllerMessage msg);
   absl::Status HandleReply(v1::ResourceKind kind, const std::string& version,

@@ -10,7 +10,7 @@
 
 namespace rocetune::controller {
 
-CounterKind ClassifyCounter(const std::string& name) {
+CounterKind ClassifyCounter(absl::string_view name) {
   if (name == "cnp_sent" || name == "np_cnp_sent" || name == "tx_cnp_pkts") {
     return CounterKind::kCnp;
   }
@@ -20,13 +20,13 @@ CounterKind ClassifyCounter(const std::string& name) {
   return CounterKind::kOther;
 }
 
-void CounterNames::Resolve(const v1::Report& report, std::vector<int32_t>* ids) {
-  ids->assign(report.counters_size(), -1);
+void CounterNames::Resolve(absl::Span<const CounterInput> counters, std::vector<int32_t>* ids) {
+  ids->assign(counters.size(), -1);
   bool missing = false;
   {
     absl::ReaderMutexLock lock(&mu_);
-    for (int i = 0; i < report.counters_size(); ++i) {
-      auto it = ids_.find(report.counters(i).name());
+    for (size_t i = 0; i < counters.size(); ++i) {
+      auto it = ids_.find(counters[i].name);
       if (it == ids_.end()) {
         missing = true;
       } else {
@@ -36,9 +36,9 @@ void CounterNames::Resolve(const v1::Report& report, std::vector<int32_t>* ids) 
   }
   if (!missing) return;
   absl::MutexLock lock(&mu_);
-  for (int i = 0; i < report.counters_size(); ++i) {
+  for (size_t i = 0; i < counters.size(); ++i) {
     if ((*ids)[i] >= 0) continue;
-    const std::string& name = report.counters(i).name();
+    const absl::string_view name = counters[i].name;
     auto it = ids_.find(name);
     if (it != ids_.end()) {
       (*ids)[i] = it->second;
@@ -49,9 +49,9 @@ void CounterNames::Resolve(const v1::Report& report, std::vector<int32_t>* ids) 
       continue;
     }
     int32_t id = static_cast<int32_t>(names_.size());
-    names_.push_back(name);
+    names_.emplace_back(name);
     kinds_.push_back(ClassifyCounter(name));
-    ids_.emplace(name, id);
+    ids_.emplace(std::string(name), id);
     (*ids)[i] = id;
   }
 }
@@ -80,7 +80,7 @@ struct DecodedLatency {
 };
 
 // `what` is built only on error: this runs for every counter of every report.
-absl::Status CheckName(const std::string& name, size_t max_len, const char* field, int index,
+absl::Status CheckName(absl::string_view name, size_t max_len, const char* field, int index,
                        const char* member) {
   if (!name.empty() && name.size() <= max_len) return absl::OkStatus();
   std::string what = absl::StrCat(field, "[", index, "].", member);
@@ -101,10 +101,26 @@ void WindowAggregate::AddCounter(int32_t id, uint64_t delta) {
   }
 }
 
+void CountersOf(const v1::Report& report, std::vector<CounterInput>* out) {
+  out->resize(report.counters_size());
+  for (int i = 0; i < report.counters_size(); ++i) {
+    const v1::CounterSample& c = report.counters(i);
+    (*out)[i] = CounterInput{c.name(), c.delta(), c.rate_per_second()};
+  }
+}
+
 absl::Status HostTelemetry::AddReport(const v1::Report& report, absl::Time received) {
+  thread_local std::vector<CounterInput> counters;
+  CountersOf(report, &counters);
+  return AddReport(report, counters, received);
+}
+
+absl::Status HostTelemetry::AddReport(const v1::Report& report,
+                                      absl::Span<const CounterInput> counters,
+                                      absl::Time received) {
   const TelemetryOptions& opt = store_->options();
-  if (report.counters_size() > opt.max_counters_per_report) {
-    return absl::InvalidArgumentError(absl::StrCat("report.counters has ", report.counters_size(),
+  if (counters.size() > static_cast<size_t>(opt.max_counters_per_report)) {
+    return absl::InvalidArgumentError(absl::StrCat("report.counters has ", counters.size(),
                                                    " entries (limit ", opt.max_counters_per_report,
                                                    ")"));
   }
@@ -118,15 +134,16 @@ absl::Status HostTelemetry::AddReport(const v1::Report& report, absl::Time recei
         absl::StrCat("report ", report.seq(), ": end_unix_nanos ", report.end_unix_nanos(),
                      " is before start_unix_nanos ", report.start_unix_nanos()));
   }
-  for (int i = 0; i < report.counters_size(); ++i) {
-    const v1::CounterSample& c = report.counters(i);
-    if (absl::Status s = CheckName(c.name(), opt.max_name_length, "report.counters", i, "name");
+  for (size_t i = 0; i < counters.size(); ++i) {
+    const CounterInput& c = counters[i];
+    if (absl::Status s =
+            CheckName(c.name, opt.max_name_length, "report.counters", static_cast<int>(i), "name");
         !s.ok()) {
       return s;
     }
-    if (!std::isfinite(c.rate_per_second()) || c.rate_per_second() < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("report.counters[", i, "] (", c.name(),
-                                                     "): rate_per_second ", c.rate_per_second(),
+    if (!std::isfinite(c.rate_per_second) || c.rate_per_second < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("report.counters[", i, "] (", c.name,
+                                                     "): rate_per_second ", c.rate_per_second,
                                                      " is not a finite non-negative number"));
     }
   }
@@ -162,7 +179,7 @@ absl::Status HostTelemetry::AddReport(const v1::Report& report, absl::Time recei
   }
 
   thread_local std::vector<int32_t> ids;
-  store_->names().Resolve(report, &ids);
+  store_->names().Resolve(counters, &ids);
   double interval = static_cast<double>(report.end_unix_nanos() - report.start_unix_nanos()) * 1e-9;
   int64_t index = store_->WindowIndex(received);
   {
@@ -189,9 +206,9 @@ absl::Status HostTelemetry::AddReport(const v1::Report& report, absl::Time recei
       agg.probes_sent += d.proto->probes_sent();
       agg.probes_lost += d.proto->probes_lost();
     }
-    for (int i = 0; i < report.counters_size(); ++i) {
+    for (size_t i = 0; i < counters.size(); ++i) {
       if (ids[i] < 0) continue;
-      w.AddCounter(ids[i], report.counters(i).delta());
+      w.AddCounter(ids[i], counters[i].delta);
     }
     w.covered_seconds += interval;
     ++w.reports;

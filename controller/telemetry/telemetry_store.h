@@ -10,8 +10,10 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "daemon/quantile_sketch.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "rocetune/v1/agent.pb.h"
@@ -33,15 +35,27 @@ struct TelemetryOptions {
 
 // Which fleet metric a canonical counter name feeds.
 enum class CounterKind : uint8_t { kOther = 0, kCnp = 1, kPfcPause = 2 };
-CounterKind ClassifyCounter(const std::string& name);
+CounterKind ClassifyCounter(absl::string_view name);
+
+// One counter of a Report as telemetry reads it: views into a CounterSample
+// or into the bytes of one (ReportDecoder). Device, port and priority are not
+// kept: windows sum deltas per counter name.
+struct CounterInput {
+  absl::string_view name;
+  uint64_t delta = 0;
+  double rate_per_second = 0;
+};
+
+// Fills `out` with views of report.counters() (valid while `report` is).
+void CountersOf(const v1::Report& report, std::vector<CounterInput>* out);
 
 // Process-wide counter-name table: reports carry names, windows store small ids.
 // Thread-safe.
 class CounterNames {
  public:
   explicit CounterNames(int max_names) : max_names_(max_names) {}
-  // Fills ids[i] for report.counters(i); -1 where the table is full.
-  void Resolve(const v1::Report& report, std::vector<int32_t>* ids);
+  // Fills ids[i] for counters[i]; -1 where the table is full.
+  void Resolve(absl::Span<const CounterInput> counters, std::vector<int32_t>* ids);
   CounterKind kind(int32_t id) const;
   std::string name(int32_t id) const;
   int size() const;
@@ -134,6 +148,10 @@ class HostTelemetry {
   // is valid, adds it to the window containing `received`. kInvalidArgument names
   // the offending field; nothing is stored then.
   absl::Status AddReport(const v1::Report& report, absl::Time received);
+  // The same with the counters given apart (ReportDecoder's fast path);
+  // head.counters() is not read.
+  absl::Status AddReport(const v1::Report& head, absl::Span<const CounterInput> counters,
+                         absl::Time received);
 
   // Drops windows that ended before `oldest`; adds the windows kept and the
   // memory they hold to the two counters when given.
