@@ -672,12 +672,18 @@ TEST(ControllerStartTest, RefusesPlaintextOffLoopbackAndWithoutFlag) {
   EXPECT_EQ(Controller::Start(opt).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-TEST(ControllerStartTest, StreamsSpreadOverSeveralQueuesAndStopEndsThem) {
+// A controller on a loopback port of its own, without /metrics or ticker.
+ControllerOptions LoopbackOptions() {
   ControllerOptions opt;
   opt.listen = "127.0.0.1:0";
   opt.metrics_address = "";
   opt.insecure_loopback = true;
   opt.tick_interval = absl::ZeroDuration();
+  return opt;
+}
+
+TEST(ControllerStartTest, StreamsSpreadOverSeveralQueuesAndStopEndsThem) {
+  ControllerOptions opt = LoopbackOptions();
   opt.stream_threads = 3;
   auto c = Controller::Start(opt);
   ASSERT_TRUE(c.ok()) << c.status();
@@ -707,12 +713,7 @@ TEST(ControllerStartTest, StreamsSpreadOverSeveralQueuesAndStopEndsThem) {
 // take over the connections' reads and hand each completion to another
 // thread (a futex wake and a context switch per Report at 10k agents).
 TEST(ControllerStartTest, NoGrpcCallbackThreadsPollTheConnections) {
-  ControllerOptions opt;
-  opt.listen = "127.0.0.1:0";
-  opt.metrics_address = "";
-  opt.insecure_loopback = true;
-  opt.tick_interval = absl::ZeroDuration();
-  auto c = Controller::Start(opt);
+  auto c = Controller::Start(LoopbackOptions());
   ASSERT_TRUE(c.ok()) << c.status();
   TestAgent agent((*c)->grpc_port());
   ASSERT_TRUE(agent.Hello("h1"));
