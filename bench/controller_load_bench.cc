@@ -41,7 +41,7 @@
 // real agent does; the raw generator reads and answers everything): the server
 // cannot tell, and with 10k reads outstanding the generator's gRPC spends a
 // large share of its CPU in completion-queue tag checks. Both servers run with the same transport
-// settings (no keepalive pings).
+// settings (no keepalive pings, no BDP probes).
 // --controller_args passes flags to the controller (e.g. --stream_threads=N);
 // --with_sink=false measures the controller alone.
 // Prints: BENCH controller_load_bench streams=N ... with ratios to the sink.
