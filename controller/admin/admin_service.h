@@ -41,7 +41,10 @@ class AdminService final : public v1::AdminService::AsyncService {
   // Requests the first call of every method on `cq`.
   void Start(grpc::ServerCompletionQueue* cq, CallTracker* calls);
 
-  // The unary handlers (also called directly by tests).
+  const AdminDeps& deps() const { return deps_; }
+
+ private:
+  // The unary handlers, run on the queue's thread by the calls Start puts up.
   grpc::Status ListHosts(const v1::ListHostsRequest& req, v1::ListHostsResponse* resp);
   grpc::Status GetHost(const v1::GetHostRequest& req, v1::HostInfo* resp);
   grpc::Status FleetSummary(const v1::FleetSummaryRequest& req, v1::FleetSummaryResponse* resp);
@@ -49,9 +52,6 @@ class AdminService final : public v1::AdminService::AsyncService {
   grpc::Status SetDesiredState(const v1::SetDesiredStateRequest& req,
                                v1::SetDesiredStateResponse* resp);
 
-  const AdminDeps& deps() const { return deps_; }
-
- private:
   const AdminDeps deps_;
 };
 
