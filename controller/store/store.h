@@ -48,21 +48,39 @@ class Store {
   absl::Status SaveHostWithAudit(const StoredHost& host, const v1::AuditEntry& audit);
   absl::StatusOr<std::vector<StoredHost>> LoadHosts();
 
-  // Appends an audit row; returns its id. `entry.id` is ignored.
+  // Appends an audit row to the hash chain; returns its id. `entry.id`,
+  // `prev_hash` and `hash` are ignored and computed here (controller/audit).
   absl::StatusOr<int64_t> AppendAudit(const v1::AuditEntry& entry);
   // Entries with id > after_id, oldest first, at most `limit` (0 = 100).
   absl::StatusOr<std::vector<v1::AuditEntry>> ListAudit(int64_t after_id, uint32_t limit);
+  // Filtered, paged listing (see v1::ListAuditRequest).
+  absl::StatusOr<v1::ListAuditResponse> QueryAudit(const v1::ListAuditRequest& request);
+  // Walks the whole chain: recomputes each row's hash and checks prev_hash
+  // links and id order. Finds a modified, deleted or reordered row.
+  absl::StatusOr<v1::VerifyAuditResponse> VerifyAudit();
+
+  // Everything one controller decision persists, written in ONE transaction
+  // (all or nothing): hosts' desired state, changes (whole, transitions and
+  // verdicts included), campaigns, a policy version, and audit rows appended
+  // to the chain in order.
+  struct Batch {
+    std::vector<StoredHost> hosts;
+    std::vector<v1::Change> changes;
+    std::vector<v1::Campaign> campaigns;
+    std::vector<v1::PolicyVersion> policy_versions;  // immutable: existing (name, hash) skipped
+    std::vector<v1::AuditEntry> audit;
+  };
+  absl::Status Commit(const Batch& batch);
 
   // Policy versions are immutable: saving an existing (name, version_hash) is a no-op.
   absl::Status SavePolicyVersion(const v1::PolicyVersion& version);
+  // Every version, oldest first (per name in sequence order).
   absl::StatusOr<std::vector<v1::PolicyVersion>> ListPolicyVersions();
-  // Upserts a change, appends `transition` (if its `to` is set) and an audit row,
-  // all in one transaction.
-  absl::Status SaveChange(const v1::Change& change, const v1::ChangeTransition* transition,
-                          const v1::AuditEntry* audit);
+  // Upserts a change (the whole message) and an audit row in one transaction.
+  absl::Status SaveChange(const v1::Change& change, const v1::AuditEntry* audit);
   absl::StatusOr<std::vector<v1::Change>> LoadChanges();
-  absl::Status AddApproval(const std::string& change_id, const std::string& approver,
-                           int64_t unix_nanos);
+  absl::Status SaveCampaign(const v1::Campaign& campaign, const v1::AuditEntry* audit);
+  absl::StatusOr<std::vector<v1::Campaign>> LoadCampaigns();
 
   // Called with the duration of every write transaction (for /metrics).
   void set_latency_observer(std::function<void(double seconds)> observer);

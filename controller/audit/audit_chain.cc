@@ -1,0 +1,1 @@
+#include "controller/audit/audit_chain.h"

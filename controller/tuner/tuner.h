@@ -1,0 +1,53 @@
+#ifndef ROCETUNE_CONTROLLER_TUNER_TUNER_H_
+#define ROCETUNE_CONTROLLER_TUNER_TUNER_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "rocetune/v1/policy.pb.h"
+
+namespace rocetune::controller {
+
+using KnobValues = std::map<std::string, int64_t>;
+
+// The measured result of one trial.
+struct TrialResult {
+  KnobValues knobs;
+  // Objective relative to the reference the trial was measured against (canary
+  // vs control in the fleet, or vs the incumbent in the simulator): lower is
+  // better, 1.0 = no change. Absent when the trial gave no verdict (HOLD).
+  std::optional<double> objective_ratio;
+  bool constraints_ok = true;  // false: a constraint or guard failed (counts as worse)
+};
+
+struct TunerDecision {
+  // The next candidate, or nullopt when the tuner is done.
+  std::optional<KnobValues> next;
+  KnobValues best;             // incumbent after the trials so far
+  double best_ratio = 1.0;     // product of accepted improvements, relative to the start
+  std::string reason;          // why this candidate / why done ("budget spent", "converged")
+};
+
+// Chooses the next candidate from the policy's knobs and the past trials. A
+// pure function of its inputs (state is rebuilt from the trials), so a
+// restarted controller continues where it stopped. Never proposes a value
+// outside a knob's [min, max] or off its step grid relative to the start.
+class Tuner {
+ public:
+  virtual ~Tuner() = default;
+  virtual TunerDecision Next(const KnobValues& start, const std::vector<TrialResult>& trials) = 0;
+};
+
+// The policy's tuner: COORDINATE_DESCENT (coordinate search with adaptive
+// steps) or FIXED. kInvalidArgument for a policy without knobs or an unknown
+// kind. `budget` 0 = the policy's tuner.trial_budget (default 20).
+absl::StatusOr<std::unique_ptr<Tuner>> MakeTuner(const v1::Policy& policy, uint32_t budget = 0);
+
+}  // namespace rocetune::controller
+
+#endif  // ROCETUNE_CONTROLLER_TUNER_TUNER_H_
