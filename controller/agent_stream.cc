@@ -283,6 +283,7 @@ absl::Status AgentStream::HandleReport(const v1::Report& head,
   }
   deps_.metrics->ReportReceived(
       absl::ToDoubleSeconds(now - absl::FromUnixNanos(head.end_unix_nanos())));
+  if (!head.guard_events().empty()) deps_.fleet->HandleGuardEvents(host_id_, head.guard_events());
   return absl::OkStatus();
 }
 

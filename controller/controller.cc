@@ -112,6 +112,13 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(const ControllerOp
   c->fleet_ =
       std::make_unique<Fleet>(clock, c->telemetry_.get(), c->store_.get(), &c->events_, fopt);
   if (absl::Status s = c->fleet_->LoadFromStore(); !s.ok()) return s;
+  RolloutOptions ropt;
+  ropt.tick = options.rollout_tick;
+  ropt.window = options.window;
+  ropt.retention = options.retention;
+  c->rollout_ = std::make_unique<RolloutManager>(c->fleet_.get(), c->telemetry_.get(),
+                                                 c->store_.get(), &c->events_, clock, ropt);
+  if (absl::Status s = c->rollout_->Load(); !s.ok()) return s;
 
   AgentStreamDeps adeps{c->fleet_.get(), c->metrics_.get(), clock, options.max_outbound_queue,
                         static_cast<size_t>(options.max_message_bytes)};
@@ -120,8 +127,9 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(const ControllerOp
     stream_threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   }
   c->agent_service_ = std::make_unique<AgentService>(adeps, stream_threads);
-  AdminDeps mdeps{c->fleet_.get(), c->telemetry_.get(), c->store_.get(),
-                  &c->events_,     c->metrics_.get(),   clock};
+  AdminDeps mdeps{c->fleet_.get(),  c->telemetry_.get(), c->store_.get(),
+                  &c->events_,      c->metrics_.get(),   clock,
+                  c->rollout_.get()};
   c->admin_service_ = std::make_unique<AdminService>(mdeps);
 
   grpc::ServerBuilder builder;
@@ -160,6 +168,7 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(const ControllerOp
     if (!exposer.ok()) return exposer.status();
     c->exposer_ = *std::move(exposer);
   }
+  c->rollout_->Start();
   c->Tick();
   if (options.tick_interval > absl::ZeroDuration()) {
     Controller* self = c.get();
@@ -202,8 +211,10 @@ void Controller::Stop() {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
     server_->Wait();
   }
-  // The streams' completion queues go down after the server.
+  // The streams' completion queues go down after the server; admin calls
+  // waiting on the rollout executor are answered first (it drains on Stop).
   if (agent_service_ != nullptr) agent_service_->Stop();
+  if (rollout_ != nullptr) rollout_->Stop();
   exposer_.reset();
 }
 

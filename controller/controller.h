@@ -13,6 +13,7 @@
 #include "controller/controller_metrics.h"
 #include "controller/fleet/event_bus.h"
 #include "controller/fleet/fleet.h"
+#include "controller/rollout/rollout_manager.h"
 #include "controller/store/store.h"
 #include "controller/telemetry/telemetry_store.h"
 #include "daemon/clock.h"
@@ -42,6 +43,9 @@ struct ControllerOptions {
   // Period of the background sweep (liveness events, gauges, retention);
   // zero disables the thread (tests call Tick()).
   absl::Duration tick_interval = absl::Seconds(1);
+  // Period at which active changes are driven (judge looks, stages, HOLD
+  // limits); zero disables the ticker (tests call rollout().Tick()).
+  absl::Duration rollout_tick = absl::Seconds(1);
 };
 
 // The controller: stores, registry, telemetry, gRPC services, /metrics.
@@ -64,6 +68,7 @@ class Controller {
   ControllerMetrics& metrics() { return *metrics_; }
   EventBus& events() { return events_; }
   Store* store() { return store_.get(); }
+  RolloutManager& rollout() { return *rollout_; }
 
   // One sweep: liveness events, fleet and group gauges, telemetry retention.
   void Tick();
@@ -80,6 +85,7 @@ class Controller {
   EventBus events_;
   std::unique_ptr<TelemetryStore> telemetry_;
   std::unique_ptr<Fleet> fleet_;
+  std::unique_ptr<RolloutManager> rollout_;
   std::unique_ptr<AgentService> agent_service_;
   std::unique_ptr<AdminService> admin_service_;
   std::unique_ptr<grpc::Server> server_;

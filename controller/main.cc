@@ -40,6 +40,9 @@ ABSL_FLAG(std::string, group_label, "rack",
 ABSL_FLAG(int32_t, stream_threads, 0,
           "Threads, each with its own gRPC completion queue, that agent streams are spread "
           "over (0 = one per CPU; at most 256).");
+ABSL_FLAG(absl::Duration, rollout_tick, absl::Seconds(1),
+          "How often active changes and tuning campaigns are driven: judge looks, stage moves, "
+          "HOLD limits, next trials.");
 ABSL_FLAG(absl::Duration, probe_replan_delay, absl::Milliseconds(200),
           "Hosts joining or leaving within this delay share one recomputation of the probe "
           "pinglists (a fleet reconnecting at once costs one pass, not one per host). 0: "
@@ -86,6 +89,7 @@ int main(int argc, char** argv) {
   opt.group_label = absl::GetFlag(FLAGS_group_label);
   opt.probe_replan_delay = absl::GetFlag(FLAGS_probe_replan_delay);
   opt.stream_threads = absl::GetFlag(FLAGS_stream_threads);
+  opt.rollout_tick = absl::GetFlag(FLAGS_rollout_tick);
 
   auto controller = rocetune::controller::Controller::Start(opt);
   if (!controller.ok()) {

@@ -40,6 +40,17 @@ class CollectingErrors : public google::protobuf::io::ErrorCollector {
 
 }  // namespace
 
+absl::Status ParseTextProto(const std::string& text, const std::string& name,
+                            google::protobuf::Message* msg) {
+  google::protobuf::TextFormat::Parser parser;
+  CollectingErrors errors;
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFromString(text, msg)) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": ", errors.first));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ReadTextProtoFile(const std::string& path, google::protobuf::Message* msg) {
   std::ifstream in(path);
   if (!in) {
@@ -47,13 +58,7 @@ absl::Status ReadTextProtoFile(const std::string& path, google::protobuf::Messag
   }
   std::stringstream buf;
   buf << in.rdbuf();
-  google::protobuf::TextFormat::Parser parser;
-  CollectingErrors errors;
-  parser.RecordErrorsTo(&errors);
-  if (!parser.ParseFromString(buf.str(), msg)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": ", errors.first));
-  }
-  return absl::OkStatus();
+  return ParseTextProto(buf.str(), path, msg);
 }
 
 absl::Status ApplyConfigToFlags(const google::protobuf::Message& config) {

@@ -27,6 +27,9 @@ absl::Status ApplyConfigToFlags(const google::protobuf::Message& config);
 
 // Reads a text-format protobuf file into `msg`. Errors name the file, line and column.
 absl::Status ReadTextProtoFile(const std::string& path, google::protobuf::Message* msg);
+// Parses text-format `text`; errors are "<name>: line:column: message".
+absl::Status ParseTextProto(const std::string& text, const std::string& name,
+                            google::protobuf::Message* msg);
 
 // Parses "k1=v1,k2=v2" into a map-like vector. kInvalidArgument on a malformed entry.
 absl::Status ParseLabels(absl::string_view text,

@@ -8,6 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "controller/admin/watch_stream.h"
+#include "controller/tuner/rehearsal.h"
+#include "daemon/init.h"
 
 namespace rocetune::controller {
 namespace {
@@ -20,9 +22,9 @@ std::map<std::string, std::string> ToMap(const google::protobuf::Map<std::string
   return std::map<std::string, std::string>(m.begin(), m.end());
 }
 
-// One unary call of `Method`: requested on the queue, answered by the
-// handler on the queue's thread, deleted once Finish has completed (or the
-// request failed: the server is shutting down).
+// One unary call of `Method`: requested on the queue, handled (on the
+// queue's thread, or later from another thread through `done`), deleted once
+// Finish has completed (or the request failed: the server is shutting down).
 template <typename Req, typename Resp>
 class UnaryCall final : public CqTag {
  public:
@@ -30,7 +32,9 @@ class UnaryCall final : public CqTag {
                                                              grpc::ServerAsyncResponseWriter<Resp>*,
                                                              grpc::CompletionQueue*,
                                                              grpc::ServerCompletionQueue*, void*);
-  using Handler = std::function<grpc::Status(const Req&, Resp*)>;
+  using Done = std::function<void(grpc::Status, Resp)>;
+  // Answers through `done`, exactly once, from any thread.
+  using Handler = std::function<void(const grpc::ServerContext&, const Req&, Done)>;
 
   struct Method {
     AdminService* service;
@@ -49,15 +53,16 @@ class UnaryCall final : public CqTag {
 
   void OnComplete(bool ok) override {
     if (ok && !finishing_) {
-      Request(m_);  // the next call of this method
-      Resp resp;
-      const grpc::Status status = m_->handle(req_, &resp);
       finishing_ = true;
-      if (status.ok()) {
-        writer_.Finish(resp, status, this);
-      } else {
-        writer_.FinishWithError(status, this);
-      }
+      Request(m_);  // the next call of this method
+      m_->handle(ctx_, req_, [this](grpc::Status status, Resp resp) {
+        resp_ = std::move(resp);
+        if (status.ok()) {
+          writer_.Finish(resp_, status, this);
+        } else {
+          writer_.FinishWithError(status, this);
+        }
+      });
       return;
     }
     m_->calls->Leave();
@@ -70,38 +75,122 @@ class UnaryCall final : public CqTag {
   const std::shared_ptr<const Method> m_;
   grpc::ServerContext ctx_;
   Req req_;
+  Resp resp_;
   grpc::ServerAsyncResponseWriter<Resp> writer_;
   bool finishing_ = false;
 };
 
 template <typename Req, typename Resp>
-void Serve(AdminService* service, typename UnaryCall<Req, Resp>::Requester request,
-           typename UnaryCall<Req, Resp>::Handler handle, grpc::ServerCompletionQueue* cq,
-           CallTracker* calls) {
+void ServeDeferred(AdminService* service, typename UnaryCall<Req, Resp>::Requester request,
+                   typename UnaryCall<Req, Resp>::Handler handle, grpc::ServerCompletionQueue* cq,
+                   CallTracker* calls) {
   using Call = UnaryCall<Req, Resp>;
   Call::Request(std::make_shared<const typename Call::Method>(
       typename Call::Method{service, request, std::move(handle), cq, calls}));
 }
 
-// A method of a later issue: answers UNIMPLEMENTED, naming itself.
+// A handler answered at once on the queue's thread.
 template <typename Req, typename Resp>
-void ServeUnimplemented(AdminService* service, typename UnaryCall<Req, Resp>::Requester request,
-                        const std::string& name, grpc::ServerCompletionQueue* cq,
-                        CallTracker* calls) {
-  Serve<Req, Resp>(
+void Serve(AdminService* service, typename UnaryCall<Req, Resp>::Requester request,
+           std::function<grpc::Status(const Req&, Resp*)> handle, grpc::ServerCompletionQueue* cq,
+           CallTracker* calls) {
+  ServeDeferred<Req, Resp>(
       service, request,
-      [name](const Req&, Resp*) {
-        return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                            absl::StrCat("rocetune.v1.AdminService/", name,
-                                         " is not implemented by this controller yet"));
+      [handle](const grpc::ServerContext&, const Req& req,
+               typename UnaryCall<Req, Resp>::Done done) {
+        Resp resp;
+        grpc::Status s = handle(req, &resp);
+        done(s, std::move(resp));
+      },
+      cq, calls);
+}
+
+// A rollout call: runs `op(req, who)` on the rollout manager's executor.
+template <typename Req, typename Resp>
+void ServeRollout(
+    AdminService* service, typename UnaryCall<Req, Resp>::Requester request,
+    std::function<absl::StatusOr<Resp>(RolloutManager*, const Req&, const Identity&)> op,
+    grpc::ServerCompletionQueue* cq, CallTracker* calls) {
+  ServeDeferred<Req, Resp>(
+      service, request,
+      [service, op](const grpc::ServerContext& ctx, const Req& req,
+                    typename UnaryCall<Req, Resp>::Done done) {
+        const Identity who = IdentityOf(ctx);
+        RolloutManager* m = service->deps().rollout;
+        service->OnExecutor<Resp>([m, op, &req, who] { return op(m, req, who); }, std::move(done));
       },
       cq, calls);
 }
 
 }  // namespace
 
+AdminService::~AdminService() { rehearsals_.Stop(); }
+
+template <typename Resp>
+void AdminService::OnExecutor(std::function<absl::StatusOr<Resp>()> op,
+                              std::function<void(grpc::Status, Resp)> done) {
+  if (deps_.rollout == nullptr) {
+    done(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                      "this controller runs without the rollout manager"),
+         Resp());
+    return;
+  }
+  auto task = [op, done] {
+    absl::StatusOr<Resp> r = op();
+    if (r.ok()) {
+      done(grpc::Status::OK, *std::move(r));
+    } else {
+      done(ToGrpc(r.status()), Resp());
+    }
+  };
+  if (!deps_.rollout->executor().Post(task)) {
+    done(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the controller is stopping"), Resp());
+  }
+}
+
+void AdminService::Rehearse(const v1::RehearseChangeRequest& req, const Identity& who,
+                            std::function<void(grpc::Status, v1::Rehearsal)> done) {
+  v1::Scenario scenario;
+  const std::string name = req.scenario_name().empty() ? "<scenario>" : req.scenario_name();
+  if (absl::Status s = ParseTextProto(req.scenario_text(), name, &scenario); !s.ok()) {
+    done(ToGrpc(s), v1::Rehearsal());
+    return;
+  }
+  RolloutManager* m = deps_.rollout;
+  const std::string id = req.id();
+  OnExecutor<std::pair<Knobs, Knobs>>(
+      [m, id] { return m->RehearsalKnobs(id); },
+      [this, m, id, scenario, name, who, done](grpc::Status st, std::pair<Knobs, Knobs> knobs) {
+        if (!st.ok()) {
+          done(st, v1::Rehearsal());
+          return;
+        }
+        const bool posted = rehearsals_.Post([this, m, id, scenario, name, who, done, knobs] {
+          absl::StatusOr<v1::Rehearsal> r =
+              controller::Rehearse(scenario, name, knobs.first, knobs.second, 0.05);
+          if (!r.ok()) {
+            done(ToGrpc(r.status()), v1::Rehearsal());
+            return;
+          }
+          r->set_actor(who.name);
+          r->set_unix_nanos(absl::ToUnixNanos(deps_.clock->Now()));
+          const v1::Rehearsal result = *r;
+          OnExecutor<v1::Rehearsal>(
+              [m, id, result]() -> absl::StatusOr<v1::Rehearsal> {
+                absl::StatusOr<v1::Change> c = m->RecordRehearsal(id, result);
+                if (!c.ok()) return c.status();
+                return result;
+              },
+              done);
+        });
+        if (!posted) done(grpc::Status(grpc::StatusCode::UNAVAILABLE, "stopping"), v1::Rehearsal());
+      });
+}
+
 void AdminService::Start(grpc::ServerCompletionQueue* cq, CallTracker* calls) {
   using AS = v1::AdminService::AsyncService;
+  using M = RolloutManager;
+  using Who = const Identity&;
   auto bind = [this](auto method) {
     return [this, method](const auto& req, auto* resp) { return (this->*method)(req, resp); };
   };
@@ -113,26 +202,108 @@ void AdminService::Start(grpc::ServerCompletionQueue* cq, CallTracker* calls) {
       this, &AS::RequestFleetSummary, bind(&AdminService::FleetSummary), cq, calls);
   Serve<v1::ListAuditRequest, v1::ListAuditResponse>(this, &AS::RequestListAudit,
                                                      bind(&AdminService::ListAudit), cq, calls);
-  Serve<v1::SetDesiredStateRequest, v1::SetDesiredStateResponse>(
-      this, &AS::RequestSetDesiredState, bind(&AdminService::SetDesiredState), cq, calls);
-  ServeUnimplemented<v1::ListPoliciesRequest, v1::ListPoliciesResponse>(
-      this, &AS::RequestListPolicies, "ListPolicies", cq, calls);
-  ServeUnimplemented<v1::ListChangesRequest, v1::ListChangesResponse>(this, &AS::RequestListChanges,
-                                                                      "ListChanges", cq, calls);
-  ServeUnimplemented<v1::GetChangeRequest, v1::Change>(this, &AS::RequestGetChange, "GetChange", cq,
-                                                       calls);
-  ServeUnimplemented<v1::ChangeActionRequest, v1::Change>(this, &AS::RequestApprove, "Approve", cq,
-                                                          calls);
-  ServeUnimplemented<v1::ChangeActionRequest, v1::Change>(this, &AS::RequestReject, "Reject", cq,
-                                                          calls);
-  ServeUnimplemented<v1::ChangeActionRequest, v1::Change>(this, &AS::RequestRollback, "Rollback",
-                                                          cq, calls);
+  Serve<v1::VerifyAuditRequest, v1::VerifyAuditResponse>(
+      this, &AS::RequestVerifyAudit, bind(&AdminService::VerifyAudit), cq, calls);
+
+  ServeRollout<v1::ApplyPolicyRequest, v1::ApplyPolicyResponse>(
+      this, &AS::RequestApplyPolicy,
+      [](M* m, const v1::ApplyPolicyRequest& r, Who w) { return m->ApplyPolicy(r, w); }, cq, calls);
+  ServeRollout<v1::ListPoliciesRequest, v1::ListPoliciesResponse>(
+      this, &AS::RequestListPolicies,
+      [](M* m, const v1::ListPoliciesRequest& r, Who) -> absl::StatusOr<v1::ListPoliciesResponse> {
+        return m->ListPolicies(r);
+      },
+      cq, calls);
+  ServeRollout<v1::GetPolicyRequest, v1::PolicyVersion>(
+      this, &AS::RequestGetPolicy,
+      [](M* m, const v1::GetPolicyRequest& r, Who) { return m->GetPolicy(r); }, cq, calls);
+  ServeRollout<v1::ProposeChangeRequest, v1::Change>(
+      this, &AS::RequestProposeChange,
+      [](M* m, const v1::ProposeChangeRequest& r, Who w) { return m->Propose(r, w); }, cq, calls);
+  ServeRollout<v1::ListChangesRequest, v1::ListChangesResponse>(
+      this, &AS::RequestListChanges,
+      [](M* m, const v1::ListChangesRequest& r, Who) { return m->ListChanges(r); }, cq, calls);
+  ServeRollout<v1::GetChangeRequest, v1::Change>(
+      this, &AS::RequestGetChange,
+      [](M* m, const v1::GetChangeRequest& r, Who) { return m->GetChange(r.id()); }, cq, calls);
+  ServeRollout<v1::ChangeActionRequest, v1::Change>(
+      this, &AS::RequestApprove,
+      [](M* m, const v1::ChangeActionRequest& r, Who w) { return m->Approve(r, w); }, cq, calls);
+  ServeRollout<v1::ChangeActionRequest, v1::Change>(
+      this, &AS::RequestReject,
+      [](M* m, const v1::ChangeActionRequest& r, Who w) { return m->Reject(r, w); }, cq, calls);
+  ServeRollout<v1::ChangeActionRequest, v1::Change>(
+      this, &AS::RequestRollback,
+      [](M* m, const v1::ChangeActionRequest& r, Who w) { return m->Rollback(r, w); }, cq, calls);
+  ServeRollout<v1::ChangeActionRequest, v1::Change>(
+      this, &AS::RequestAbort,
+      [](M* m, const v1::ChangeActionRequest& r, Who w) { return m->Abort(r, w); }, cq, calls);
+  ServeDeferred<v1::RehearseChangeRequest, v1::Rehearsal>(
+      this, &AS::RequestRehearseChange,
+      [this](const grpc::ServerContext& ctx, const v1::RehearseChangeRequest& r,
+             UnaryCall<v1::RehearseChangeRequest, v1::Rehearsal>::Done done) {
+        Rehearse(r, IdentityOf(ctx), std::move(done));
+      },
+      cq, calls);
+  ServeRollout<v1::StartCampaignRequest, v1::Campaign>(
+      this, &AS::RequestStartCampaign,
+      [](M* m, const v1::StartCampaignRequest& r, Who w) { return m->StartCampaign(r, w); }, cq,
+      calls);
+  ServeRollout<v1::ChangeActionRequest, v1::Campaign>(
+      this, &AS::RequestApproveCampaign,
+      [](M* m, const v1::ChangeActionRequest& r, Who w) { return m->ApproveCampaign(r, w); }, cq,
+      calls);
+  ServeRollout<v1::ChangeActionRequest, v1::Campaign>(
+      this, &AS::RequestStopCampaign,
+      [](M* m, const v1::ChangeActionRequest& r, Who w) { return m->StopCampaign(r, w); }, cq,
+      calls);
+  ServeRollout<v1::GetCampaignRequest, v1::Campaign>(
+      this, &AS::RequestGetCampaign,
+      [](M* m, const v1::GetCampaignRequest& r, Who) { return m->GetCampaign(r.id()); }, cq, calls);
+  ServeRollout<v1::ListCampaignsRequest, v1::ListCampaignsResponse>(
+      this, &AS::RequestListCampaigns,
+      [](M* m, const v1::ListCampaignsRequest&, Who) -> absl::StatusOr<v1::ListCampaignsResponse> {
+        return m->ListCampaigns();
+      },
+      cq, calls);
+  ServeRollout<v1::SetDesiredStateRequest, v1::SetDesiredStateResponse>(
+      this, &AS::RequestSetDesiredState,
+      [](M* m, const v1::SetDesiredStateRequest& r,
+         Who w) -> absl::StatusOr<v1::SetDesiredStateResponse> {
+        if (r.host_id().empty()) return absl::InvalidArgumentError("host_id is empty");
+        for (int i = 0; i < r.parameters().devices_size(); ++i) {
+          if (r.parameters().devices(i).device().empty()) {
+            return absl::InvalidArgumentError(
+                absl::StrCat("parameters.devices[", i, "].device is empty"));
+          }
+        }
+        absl::StatusOr<std::string> v = m->SetDesiredState(r, w);
+        if (!v.ok()) return v.status();
+        v1::SetDesiredStateResponse resp;
+        resp.set_version(*v);
+        return resp;
+      },
+      cq, calls);
   WatchCall::Request(this, cq, calls);
 }
 
 grpc::Status AdminService::ListHosts(const v1::ListHostsRequest& req, v1::ListHostsResponse* resp) {
-  for (v1::HostInfo& h : deps_.fleet->ListHosts(ToMap(req.selector()))) {
+  if (req.page_size() > 5000) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("page_size ", req.page_size(), " exceeds 5000"));
+  }
+  const size_t page = req.page_size() == 0 ? 500 : req.page_size();
+  uint32_t total = 0;
+  bool more = false;
+  std::vector<v1::HostInfo> hosts =
+      deps_.fleet->ListHostsPage(ToMap(req.selector()), req.page_token(), page, &total, &more);
+  for (v1::HostInfo& h : hosts) {
+    if (deps_.rollout != nullptr) h.set_active_change(deps_.rollout->ActiveChangeOf(h.host_id()));
     *resp->add_hosts() = std::move(h);
+  }
+  resp->set_total(total);
+  if (more && resp->hosts_size() > 0) {
+    resp->set_next_page_token(resp->hosts(resp->hosts_size() - 1).host_id());
   }
   return grpc::Status::OK;
 }
@@ -144,6 +315,8 @@ grpc::Status AdminService::GetHost(const v1::GetHostRequest& req, v1::HostInfo* 
   absl::StatusOr<v1::HostInfo> info = deps_.fleet->GetHost(req.host_id());
   if (!info.ok()) return ToGrpc(info.status());
   *resp = *std::move(info);
+  if (deps_.rollout != nullptr)
+    resp->set_active_change(deps_.rollout->ActiveChangeOf(req.host_id()));
   return grpc::Status::OK;
 }
 
@@ -191,31 +364,21 @@ grpc::Status AdminService::ListAudit(const v1::ListAuditRequest& req, v1::ListAu
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         "the controller runs without a store (--state_dir empty)");
   }
-  if (req.limit() > 10000) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        absl::StrCat("limit ", req.limit(), " exceeds 10000"));
-  }
-  auto entries = deps_.store->ListAudit(req.after_id(), req.limit());
-  if (!entries.ok()) return ToGrpc(entries.status());
-  for (v1::AuditEntry& e : *entries) *resp->add_entries() = std::move(e);
+  absl::StatusOr<v1::ListAuditResponse> r = deps_.store->QueryAudit(req);
+  if (!r.ok()) return ToGrpc(r.status());
+  *resp = *std::move(r);
   return grpc::Status::OK;
 }
 
-grpc::Status AdminService::SetDesiredState(const v1::SetDesiredStateRequest& req,
-                                           v1::SetDesiredStateResponse* resp) {
-  if (req.host_id().empty()) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "host_id is empty");
+grpc::Status AdminService::VerifyAudit(const v1::VerifyAuditRequest&,
+                                       v1::VerifyAuditResponse* resp) {
+  if (deps_.store == nullptr) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "the controller runs without a store (--state_dir empty)");
   }
-  for (int i = 0; i < req.parameters().devices_size(); ++i) {
-    if (req.parameters().devices(i).device().empty()) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          absl::StrCat("parameters.devices[", i, "].device is empty"));
-    }
-  }
-  absl::StatusOr<std::string> version =
-      deps_.fleet->SetDesiredState(req.host_id(), req.parameters(), "admin");
-  if (!version.ok()) return ToGrpc(version.status());
-  resp->set_version(*version);
+  absl::StatusOr<v1::VerifyAuditResponse> r = deps_.store->VerifyAudit();
+  if (!r.ok()) return ToGrpc(r.status());
+  *resp = *std::move(r);
   return grpc::Status::OK;
 }
 

@@ -1,12 +1,17 @@
 #ifndef ROCETUNE_CONTROLLER_ADMIN_ADMIN_SERVICE_H_
 #define ROCETUNE_CONTROLLER_ADMIN_ADMIN_SERVICE_H_
 
+#include <functional>
 #include <string>
 
+#include "absl/status/statusor.h"
+#include "controller/admin/identity.h"
 #include "controller/controller_metrics.h"
 #include "controller/cq_tag.h"
 #include "controller/fleet/event_bus.h"
 #include "controller/fleet/fleet.h"
+#include "controller/rollout/executor.h"
+#include "controller/rollout/rollout_manager.h"
 #include "controller/store/store.h"
 #include "controller/telemetry/telemetry_store.h"
 #include "daemon/clock.h"
@@ -22,14 +27,17 @@ struct AdminDeps {
   EventBus* events;
   ControllerMetrics* metrics;
   Clock* clock;
+  RolloutManager* rollout;  // policies, changes, campaigns
   size_t max_watch_queue = 256;
 };
 
 // AdminService on gRPC's async API, on one of the agent streams' completion
 // queues (see AgentService for why not the callback API). Every method is
-// requested, so that none waits unanswered: policy and change RPCs belong to
-// later issues and answer UNIMPLEMENTED. Handlers are short and run on the
-// queue's thread.
+// requested, so that none waits unanswered. Read-only fleet calls are short
+// and answered on the queue's thread; policy, change and campaign calls (and
+// manual pushes) run on the rollout manager's executor and answer from there,
+// so no SQLite write runs on a queue thread; rehearsals run the simulator on a
+// thread of their own.
 //
 // Order: RegisterService(this) before BuildAndStart; Start() after it, before
 // the queue's thread runs. The queue's owner shuts it down only after every
@@ -37,22 +45,33 @@ struct AdminDeps {
 class AdminService final : public v1::AdminService::AsyncService {
  public:
   explicit AdminService(const AdminDeps& deps) : deps_(deps) {}
+  ~AdminService() override;
 
   // Requests the first call of every method on `cq`.
   void Start(grpc::ServerCompletionQueue* cq, CallTracker* calls);
 
   const AdminDeps& deps() const { return deps_; }
 
+  // Runs `op` on the rollout executor and answers with its result from there
+  // (UNAVAILABLE when the controller is stopping).
+  template <typename Resp>
+  void OnExecutor(std::function<absl::StatusOr<Resp>()> op,
+                  std::function<void(grpc::Status, Resp)> done);
+  // Runs the change's rehearsal: knobs from the executor, the simulator on
+  // the rehearsal thread, the result recorded on the executor.
+  void Rehearse(const v1::RehearseChangeRequest& req, const Identity& who,
+                std::function<void(grpc::Status, v1::Rehearsal)> done);
+
  private:
-  // The unary handlers, run on the queue's thread by the calls Start puts up.
+  // The unary fleet handlers, run on the queue's thread.
   grpc::Status ListHosts(const v1::ListHostsRequest& req, v1::ListHostsResponse* resp);
   grpc::Status GetHost(const v1::GetHostRequest& req, v1::HostInfo* resp);
   grpc::Status FleetSummary(const v1::FleetSummaryRequest& req, v1::FleetSummaryResponse* resp);
   grpc::Status ListAudit(const v1::ListAuditRequest& req, v1::ListAuditResponse* resp);
-  grpc::Status SetDesiredState(const v1::SetDesiredStateRequest& req,
-                               v1::SetDesiredStateResponse* resp);
+  grpc::Status VerifyAudit(const v1::VerifyAuditRequest& req, v1::VerifyAuditResponse* resp);
 
   const AdminDeps deps_;
+  Executor rehearsals_;
 };
 
 }  // namespace rocetune::controller

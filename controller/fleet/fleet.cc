@@ -1,5 +1,6 @@
 #include "controller/fleet/fleet.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -135,15 +136,6 @@ v1::Event Fleet::MakeEvent(const std::string& kind, const std::string& subject,
   return e;
 }
 
-void Fleet::Persist(const StoredHost& host, const v1::AuditEntry* audit) {
-  if (store_ == nullptr) return;
-  absl::Status s =
-      audit != nullptr ? store_->SaveHostWithAudit(host, *audit) : store_->SaveHost(host);
-  if (!s.ok()) {
-    LogError("cannot persist host", {{"host", host.info.host_id()}, {"error", s.ToString()}});
-  }
-}
-
 void Fleet::Publish(const std::vector<v1::Event>& events) {
   if (events_ == nullptr) return;
   for (const v1::Event& e : events) events_->Publish(e);
@@ -183,11 +175,12 @@ absl::StatusOr<Registration> Fleet::Register(const v1::Hello& hello,
     reg.telemetry = h.telemetry;
     h.last_swept = v1::HOST_CONNECTED;
     if (h.stored.desired_seq != 0) {
-      push = true;
       desired_version = info.desired_version();
-      desired = h.stored.desired;
+      const auto& rejected = info.rejected_versions();
+      // A set that a NACK or the agent's guard rejected is never re-pushed.
+      push = std::find(rejected.begin(), rejected.end(), desired_version) == rejected.end();
+      if (push) desired = h.stored.desired;
     }
-    Persist(h.stored, nullptr);
     events.push_back(MakeEvent(
         is_new ? "host_registered" : "host_reconnected", hello.host_id(),
         absl::StrCat("hostname=", hello.hostname(), " current_version=", hello.current_version())));
@@ -197,6 +190,7 @@ absl::StatusOr<Registration> Fleet::Register(const v1::Hello& hello,
         absl::StrCat("superseded: a newer stream registered host ", hello.host_id())));
     events.push_back(MakeEvent("stream_superseded", hello.host_id(), ""));
   }
+  PersistHost(hello.host_id(), nullptr);
   if (push) conn->PushDesiredState(desired_version, desired);
   ProbePlanDirty();
   Publish(events);
@@ -253,102 +247,6 @@ void Fleet::RePlanProbes() {
   for (auto& [conn, plan] : pushes) conn->PushProbePlan(plan);
 }
 
-absl::StatusOr<std::string> Fleet::SetDesiredState(const std::string& host_id,
-                                                   const v1::ParameterSet& params,
-                                                   const std::string& actor) {
-  std::shared_ptr<AgentConnection> conn;
-  std::string version;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = hosts_.find(host_id);
-    if (it == hosts_.end()) {
-      return absl::NotFoundError(absl::StrCat("unknown host \"", host_id, "\""));
-    }
-    Host& h = *it->second;
-    if (h.stored.desired_seq != 0 &&
-        google::protobuf::util::MessageDifferencer::Equals(h.stored.desired, params)) {
-      return h.stored.info.desired_version();
-    }
-    StoredHost next = h.stored;
-    next.desired_seq = h.stored.desired_seq + 1;
-    next.desired = params;
-    version = absl::StrCat(next.desired_seq);
-    next.info.set_desired_version(version);
-    v1::AuditEntry audit;
-    audit.set_unix_nanos(absl::ToUnixNanos(clock_->Now()));
-    audit.set_actor(actor);
-    audit.set_action("set_desired_state");
-    audit.set_subject(host_id);
-    audit.set_detail(absl::StrCat("version=", version, " devices=", params.devices_size()));
-    if (store_ != nullptr) {
-      if (absl::Status s = store_->SaveHostWithAudit(next, audit); !s.ok()) {
-        return absl::UnavailableError(
-            absl::StrCat("cannot store desired state of ", host_id, ": ", s.message()));
-      }
-    }
-    h.stored = std::move(next);
-    conn = h.conn;
-  }
-  if (conn != nullptr) conn->PushDesiredState(version, params);
-  Publish({MakeEvent("desired_state", host_id, absl::StrCat("version=", version))});
-  return version;
-}
-
-std::string Fleet::DesiredVersion(const std::string& host_id) const {
-  absl::MutexLock lock(&mu_);
-  auto it = hosts_.find(host_id);
-  return it == hosts_.end() ? "" : it->second->stored.info.desired_version();
-}
-
-void Fleet::HandleAck(const std::string& host_id, const v1::Ack& ack) {
-  if (ack.kind() == v1::PROBE_PLAN) {
-    LogDebug("probe plan acked", {{"host", host_id}, {"version", ack.version()}});
-    return;
-  }
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = hosts_.find(host_id);
-    if (it == hosts_.end()) return;
-    v1::HostInfo& info = it->second->stored.info;
-    info.set_last_ack_version(ack.version());
-    info.set_current_version(ack.version());
-    *info.mutable_current_parameters() = ack.applied();
-    info.clear_drift();
-    Persist(it->second->stored, nullptr);
-  }
-  Publish({MakeEvent("ack", host_id, absl::StrCat("version=", ack.version()))});
-}
-
-void Fleet::HandleNack(const std::string& host_id, const v1::Nack& nack) {
-  if (nack.kind() == v1::PROBE_PLAN) {
-    LogWarning("probe plan refused",
-               {{"host", host_id}, {"version", nack.version()}, {"error", nack.error()}});
-    Publish({MakeEvent("probe_plan_nack", host_id, nack.error())});
-    return;
-  }
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = hosts_.find(host_id);
-    if (it == hosts_.end()) return;
-    v1::HostInfo& info = it->second->stored.info;
-    info.set_last_nack_version(nack.version());
-    info.set_last_nack_error(nack.error());
-    info.set_current_version(nack.kept_version());
-    v1::AuditEntry audit;
-    audit.set_unix_nanos(absl::ToUnixNanos(clock_->Now()));
-    audit.set_actor(host_id);
-    audit.set_action("nack");
-    audit.set_subject(host_id);
-    audit.set_detail(absl::StrCat("version=", nack.version(), " kept=", nack.kept_version(),
-                                  " error=", nack.error()));
-    Persist(it->second->stored, &audit);
-  }
-  LogWarning("desired state refused",
-             {{"host", host_id}, {"version", nack.version()}, {"error", nack.error()}});
-  Publish({MakeEvent("nack", host_id,
-                     absl::StrCat("version=", nack.version(), " error=", nack.error()))});
-}
-
 v1::HostState Fleet::StateOf(const Host& h, absl::Time now) const {
   if (h.conn == nullptr) return v1::HOST_GONE;
   absl::Time last = h.connected_at;
@@ -384,6 +282,35 @@ std::vector<v1::HostInfo> Fleet::ListHosts(
   out.reserve(sorted.size());
   for (auto& [id, info] : sorted) out.push_back(std::move(info));
   return out;
+}
+
+std::vector<v1::HostInfo> Fleet::ListHostsPage(const std::map<std::string, std::string>& selector,
+                                               const std::string& after_id, size_t page_size,
+                                               uint32_t* total, bool* more) const {
+  absl::Time now = clock_->Now();
+  std::vector<std::string> ids;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [id, h] : hosts_) {
+    if (Matches(h->stored.info.labels(), selector)) ids.push_back(id);
+  }
+  *total = static_cast<uint32_t>(ids.size());
+  std::sort(ids.begin(), ids.end());
+  auto it = std::upper_bound(ids.begin(), ids.end(), after_id);
+  std::vector<v1::HostInfo> out;
+  for (; it != ids.end() && out.size() < page_size; ++it) {
+    out.push_back(InfoOf(*hosts_.at(*it), now));
+  }
+  *more = it != ids.end();
+  return out;
+}
+
+absl::StatusOr<StoredHost> Fleet::GetStored(const std::string& host_id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = hosts_.find(host_id);
+  if (it == hosts_.end()) {
+    return absl::NotFoundError(absl::StrCat("unknown host \"", host_id, "\""));
+  }
+  return it->second->stored;
 }
 
 absl::StatusOr<v1::HostInfo> Fleet::GetHost(const std::string& host_id) const {

@@ -1,7 +1,9 @@
 #ifndef ROCETUNE_CONTROLLER_FLEET_FLEET_H_
 #define ROCETUNE_CONTROLLER_FLEET_FLEET_H_
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -48,6 +50,32 @@ struct FleetCounts {
   uint32_t drifted = 0;  // has a desired version that differs from the applied one
 };
 
+// Told about what agents answer. Called without any fleet lock held, on the
+// thread that handled the agent's message; implementations must not block.
+class FleetListener {
+ public:
+  virtual ~FleetListener() = default;
+  virtual void OnAck(const std::string& host_id, const std::string& version) = 0;
+  virtual void OnNack(const std::string& host_id, const std::string& version,
+                      const std::string& error) = 0;
+  // The agent's local guard restored last-known-good (or saw drift).
+  virtual void OnGuardEvent(const std::string& host_id, const v1::GuardEvent& event) = 0;
+};
+
+// Who sets a desired state and why (audited).
+struct DesiredStateActor {
+  std::string actor = "controller";
+  bool authenticated = false;
+  std::string reason;
+  std::string change_id;
+};
+
+// A desired state a caller wants to give one host.
+struct DesiredUpdate {
+  std::string host_id;
+  v1::ParameterSet params;
+};
+
 // What a stream gets back from a successful Hello.
 struct Registration {
   std::string host_id;
@@ -83,15 +111,38 @@ class Fleet {
   // and push nothing. kNotFound for an unknown host.
   absl::StatusOr<std::string> SetDesiredState(const std::string& host_id,
                                               const v1::ParameterSet& params,
-                                              const std::string& actor = "controller");
+                                              const DesiredStateActor& actor = {});
+  // Sets the desired state of several hosts as one decision: computes each
+  // host's next StoredHost (a new version unless the parameters equal the
+  // current desired state), calls `commit` with them (the caller persists them,
+  // with whatever else belongs to the decision, in ONE store transaction) and
+  // only if it succeeds installs and pushes them. Returns host -> version.
+  // Desired-state writers are serialised; the fleet-wide lock is not held
+  // while `commit` runs. kNotFound for an unknown host (nothing changes).
+  using CommitFn = std::function<absl::Status(const std::vector<StoredHost>& next)>;
+  absl::StatusOr<std::map<std::string, std::string>> UpdateDesiredStates(
+      const std::vector<DesiredUpdate>& updates, const CommitFn& commit);
+  // The stored state of one host (info, desired state), kNotFound if unknown.
+  absl::StatusOr<StoredHost> GetStored(const std::string& host_id) const;
+  void SetListener(FleetListener* listener) { listener_.store(listener); }
   // Desired version of `host_id`, "" if none.
   std::string DesiredVersion(const std::string& host_id) const;
 
   // An Ack / Nack whose nonce the stream verified as current.
   void HandleAck(const std::string& host_id, const v1::Ack& ack);
   void HandleNack(const std::string& host_id, const v1::Nack& nack);
+  // Guard events from a Report. A restore to last-known-good marks the host's
+  // desired version as rejected (never re-pushed) and records the restored
+  // version as the host's current one.
+  void HandleGuardEvents(const std::string& host_id,
+                         const google::protobuf::RepeatedPtrField<v1::GuardEvent>& events);
 
   std::vector<v1::HostInfo> ListHosts(const std::map<std::string, std::string>& selector) const;
+  // One page of hosts ordered by id, starting after `after_id`; `total` gets
+  // the number matching the selector, `more` whether hosts follow the page.
+  std::vector<v1::HostInfo> ListHostsPage(const std::map<std::string, std::string>& selector,
+                                          const std::string& after_id, size_t page_size,
+                                          uint32_t* total, bool* more) const;
   absl::StatusOr<v1::HostInfo> GetHost(const std::string& host_id) const;
   // Ids of hosts whose labels match every selector entry (empty = all).
   std::vector<std::string> Select(const std::map<std::string, std::string>& selector) const;
@@ -135,7 +186,12 @@ class Fleet {
   v1::HostInfo InfoOf(const Host& h, absl::Time now) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   v1::Event MakeEvent(const std::string& kind, const std::string& subject,
                       const std::string& detail) const;
-  void Persist(const StoredHost& host, const v1::AuditEntry* audit);
+  // Writes the host's stored state (and `audit`) outside mu_; writes are
+  // ordered by persist_mu_ so an older snapshot never overwrites a newer one.
+  void PersistHost(const std::string& host_id, const v1::AuditEntry* audit)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  v1::AuditEntry MakeAudit(const std::string& actor, const std::string& action,
+                           const std::string& host_id, const std::string& detail) const;
   void Publish(const std::vector<v1::Event>& events);
   absl::Status ValidateHello(const v1::Hello& hello) const;
 
@@ -145,6 +201,11 @@ class Fleet {
   EventBus* const events_;
   const FleetOptions options_;
 
+  std::atomic<FleetListener*> listener_{nullptr};
+  // Serialises desired-state writers (held across their store write).
+  absl::Mutex desired_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  // Orders host writes to the store (held across snapshot and write).
+  absl::Mutex persist_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   absl::Mutex replan_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   absl::Mutex plan_mu_;
   bool plan_dirty_ ABSL_GUARDED_BY(plan_mu_) = false;

@@ -71,6 +71,8 @@ bool DecodeCounter(const char* p, const char* end, CounterInput* out) {
       case 5:  // delta
         if (type != kVarint || !ReadVarint(p, end, &v)) return false;
         if (field == 5) out->delta = v;
+        // int32 on the wire: a negative value is sign-extended to 64 bits.
+        if (field == 3) out->priority = static_cast<int32_t>(static_cast<uint32_t>(v));
         break;
       case 6:  // rate_per_second
         if (type != kFixed64 || end - p < 8) return false;

@@ -20,13 +20,31 @@ CounterKind ClassifyCounter(absl::string_view name) {
   return CounterKind::kOther;
 }
 
+std::string PriorityCounterName(absl::string_view name, int32_t priority) {
+  return absl::StrCat(name, "@p", priority);
+}
+
+namespace {
+
+// The key of counters[i] in the name table: the name, or for a per-priority
+// counter "<name>@p<priority>" built in `buf` (no allocation once warm).
+absl::string_view CounterKey(const CounterInput& c, std::string* buf) {
+  if (c.priority < 0) return c.name;
+  buf->assign(c.name.data(), c.name.size());
+  absl::StrAppend(buf, "@p", c.priority);
+  return *buf;
+}
+
+}  // namespace
+
 void CounterNames::Resolve(absl::Span<const CounterInput> counters, std::vector<int32_t>* ids) {
   ids->assign(counters.size(), -1);
   bool missing = false;
+  thread_local std::string key_buf;
   {
     absl::ReaderMutexLock lock(&mu_);
     for (size_t i = 0; i < counters.size(); ++i) {
-      auto it = ids_.find(counters[i].name);
+      auto it = ids_.find(CounterKey(counters[i], &key_buf));
       if (it == ids_.end()) {
         missing = true;
       } else {
@@ -38,7 +56,7 @@ void CounterNames::Resolve(absl::Span<const CounterInput> counters, std::vector<
   absl::MutexLock lock(&mu_);
   for (size_t i = 0; i < counters.size(); ++i) {
     if ((*ids)[i] >= 0) continue;
-    const absl::string_view name = counters[i].name;
+    const absl::string_view name = CounterKey(counters[i], &key_buf);
     auto it = ids_.find(name);
     if (it != ids_.end()) {
       (*ids)[i] = it->second;
@@ -50,7 +68,7 @@ void CounterNames::Resolve(absl::Span<const CounterInput> counters, std::vector<
     }
     int32_t id = static_cast<int32_t>(names_.size());
     names_.emplace_back(name);
-    kinds_.push_back(ClassifyCounter(name));
+    kinds_.push_back(ClassifyCounter(counters[i].name));
     ids_.emplace(std::string(name), id);
     (*ids)[i] = id;
   }
@@ -105,7 +123,7 @@ void CountersOf(const v1::Report& report, std::vector<CounterInput>* out) {
   out->resize(report.counters_size());
   for (int i = 0; i < report.counters_size(); ++i) {
     const v1::CounterSample& c = report.counters(i);
-    (*out)[i] = CounterInput{c.name(), c.delta(), c.rate_per_second()};
+    (*out)[i] = CounterInput{c.name(), c.delta(), c.rate_per_second(), c.priority()};
   }
 }
 
@@ -354,6 +372,35 @@ bool HostTelemetry::AddTo(absl::Time from, absl::Time to, const std::string& pee
   return true;
 }
 
+PeriodAggregate HostTelemetry::Aggregate(absl::Time from, absl::Time to,
+                                         const std::string& peer_class) const {
+  PeriodAggregate out;
+  const int64_t first = store_->WindowIndex(from);
+  const int64_t last = store_->WindowIndex(to - absl::Nanoseconds(1));
+  absl::flat_hash_map<int32_t, uint64_t> deltas;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    for (const WindowAggregate& w : windows_) {
+      if (w.index < first || w.index > last) continue;
+      if (w.reports > 0) ++out.windows_present;
+      out.covered_seconds += w.covered_seconds;
+      w.ForEachCounter([&](int32_t id, uint64_t d) { deltas[id] += d; });
+      for (const auto& [cls, agg] : w.latency) {
+        if (!peer_class.empty() && cls != peer_class) continue;
+        if (agg.packed) {
+          out.rtt.Merge(agg.NetworkRtt()).IgnoreError();
+        } else {
+          out.rtt.Merge(agg.network_rtt).IgnoreError();
+        }
+        out.probes_sent += agg.probes_sent;
+        out.probes_lost += agg.probes_lost;
+      }
+    }
+  }
+  for (const auto& [id, d] : deltas) out.deltas[store_->names().name(id)] += d;
+  return out;
+}
+
 std::vector<WindowAggregate> HostTelemetry::Windows() const {
   absl::ReaderMutexLock lock(&mu_);
   return std::vector<WindowAggregate>(windows_.begin(), windows_.end());
@@ -367,6 +414,12 @@ std::shared_ptr<HostTelemetry> TelemetryStore::ForHost(const std::string& host_i
   auto& slot = hosts_[host_id];
   if (slot == nullptr) slot = std::make_shared<HostTelemetry>(this);
   return slot;
+}
+
+std::shared_ptr<HostTelemetry> TelemetryStore::Find(const std::string& host_id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = hosts_.find(host_id);
+  return it == hosts_.end() ? nullptr : it->second;
 }
 
 void TelemetryStore::Remove(const std::string& host_id) {

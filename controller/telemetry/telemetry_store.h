@@ -23,6 +23,9 @@ namespace rocetune::controller {
 struct TelemetryOptions {
   absl::Duration window = absl::Seconds(10);
   // Windows older than this are dropped.
+  // Must cover a rollout's baseline and its bake, each on its own: the
+  // rollout takes the baseline when a step starts (proposals whose policy
+  // needs more are refused).
   absl::Duration retention = absl::Minutes(10);
   // Distinct counter names accepted process-wide; beyond it new names are skipped.
   int max_counter_names = 4096;
@@ -38,13 +41,18 @@ enum class CounterKind : uint8_t { kOther = 0, kCnp = 1, kPfcPause = 2 };
 CounterKind ClassifyCounter(absl::string_view name);
 
 // One counter of a Report as telemetry reads it: views into a CounterSample
-// or into the bytes of one (ReportDecoder). Device, port and priority are not
-// kept: windows sum deltas per counter name.
+// or into the bytes of one (ReportDecoder). Device and port are not kept:
+// windows sum deltas per (counter name, priority), so per-priority PFC
+// counters stay apart.
 struct CounterInput {
   absl::string_view name;
   uint64_t delta = 0;
   double rate_per_second = 0;
+  int32_t priority = -1;  // -1: not a per-priority counter
 };
+
+// The telemetry key of a per-priority counter: "<name>@p<priority>".
+std::string PriorityCounterName(absl::string_view name, int32_t priority);
 
 // Fills `out` with views of report.counters() (valid while `report` is).
 void CountersOf(const v1::Report& report, std::vector<CounterInput>* out);
@@ -137,6 +145,17 @@ struct TelemetrySummary {
   absl::flat_hash_map<std::string, double> counter_rates;
 };
 
+// One host's windows over a period, merged (the judge's per-host input).
+struct PeriodAggregate {
+  QuantileSketch rtt;
+  uint64_t probes_sent = 0;
+  uint64_t probes_lost = 0;
+  int windows_present = 0;  // windows with at least one report
+  double covered_seconds = 0;
+  // Summed deltas by counter key (name, or "<name>@p<priority>").
+  absl::flat_hash_map<std::string, uint64_t> deltas;
+};
+
 class TelemetryStore;
 
 // The telemetry of one host. Thread-safe.
@@ -161,6 +180,9 @@ class HostTelemetry {
   // over the covered time). Returns whether any window matched.
   bool AddTo(absl::Time from, absl::Time to, const std::string& peer_class,
              TelemetrySummary* out) const;
+
+  // Merges the windows overlapping [from, to); `peer_class` empty = all.
+  PeriodAggregate Aggregate(absl::Time from, absl::Time to, const std::string& peer_class) const;
 
   // Copy of the windows, oldest first.
   std::vector<WindowAggregate> Windows() const;
@@ -194,6 +216,8 @@ class TelemetryStore {
 
   // The telemetry of `host_id`, created on first use.
   std::shared_ptr<HostTelemetry> ForHost(const std::string& host_id);
+  // The telemetry of `host_id`, or null when it never reported.
+  std::shared_ptr<HostTelemetry> Find(const std::string& host_id) const;
   // Forgets a host's telemetry.
   void Remove(const std::string& host_id);
 

@@ -55,6 +55,7 @@ void ExpectSameAsProtobuf(const ReportDecoder& d, const std::string& bytes) {
     const v1::CounterSample& c = m.report().counters(i);
     EXPECT_EQ(d.counters()[i].name, c.name()) << i;
     EXPECT_EQ(d.counters()[i].delta, c.delta()) << i;
+    EXPECT_EQ(d.counters()[i].priority, c.priority()) << i;
     // Bit for bit (-0.0 and NaN included).
     EXPECT_EQ(std::signbit(d.counters()[i].rate_per_second), std::signbit(c.rate_per_second()));
     EXPECT_TRUE(d.counters()[i].rate_per_second == c.rate_per_second() ||

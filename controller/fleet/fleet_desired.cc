@@ -1,0 +1,231 @@
+// Fleet: desired state, the agents' Acks, Nacks and guard events, and host
+// persistence. The registry half is in fleet.cc.
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "controller/audit/audit_values.h"
+#include "controller/fleet/fleet.h"
+#include "daemon/logging.h"
+#include "google/protobuf/util/message_differencer.h"
+
+namespace rocetune::controller {
+namespace {
+
+bool Contains(const google::protobuf::RepeatedPtrField<std::string>& list, const std::string& s) {
+  return std::find(list.begin(), list.end(), s) != list.end();
+}
+
+// Keeps the newest `kMaxRejected` rejected versions.
+constexpr int kMaxRejected = 16;
+void AddRejected(v1::HostInfo* info, const std::string& version) {
+  if (version.empty() || Contains(info->rejected_versions(), version)) return;
+  info->add_rejected_versions(version);
+  while (info->rejected_versions_size() > kMaxRejected) {
+    info->mutable_rejected_versions()->erase(info->mutable_rejected_versions()->begin());
+  }
+}
+
+}  // namespace
+
+v1::AuditEntry Fleet::MakeAudit(const std::string& actor, const std::string& action,
+                                const std::string& host_id, const std::string& detail) const {
+  v1::AuditEntry audit;
+  audit.set_unix_nanos(absl::ToUnixNanos(clock_->Now()));
+  audit.set_actor(actor);
+  audit.set_action(action);
+  audit.set_subject(host_id);
+  audit.set_detail(detail);
+  audit.add_host_ids(host_id);
+  return audit;
+}
+
+void Fleet::PersistHost(const std::string& host_id, const v1::AuditEntry* audit) {
+  if (store_ == nullptr) return;
+  absl::MutexLock order(&persist_mu_);
+  StoredHost snapshot;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = hosts_.find(host_id);
+    if (it == hosts_.end()) return;
+    snapshot = it->second->stored;
+  }
+  absl::Status s =
+      audit != nullptr ? store_->SaveHostWithAudit(snapshot, *audit) : store_->SaveHost(snapshot);
+  if (!s.ok()) {
+    LogError("cannot persist host", {{"host", host_id}, {"error", s.ToString()}});
+  }
+}
+
+absl::StatusOr<std::string> Fleet::SetDesiredState(const std::string& host_id,
+                                                   const v1::ParameterSet& params,
+                                                   const DesiredStateActor& actor) {
+  auto versions = UpdateDesiredStates(
+      {DesiredUpdate{host_id, params}}, [&](const std::vector<StoredHost>& next) -> absl::Status {
+        if (store_ == nullptr || next.empty()) return absl::OkStatus();
+        Store::Batch batch;
+        batch.hosts = next;
+        for (const StoredHost& h : next) {
+          v1::AuditEntry audit = MakeAudit(actor.actor, "set_desired_state", h.info.host_id(),
+                                           absl::StrCat("version=", h.info.desired_version(),
+                                                        " devices=", h.desired.devices_size()));
+          audit.set_reason(actor.reason);
+          audit.set_authenticated(actor.authenticated);
+          audit.set_change_id(actor.change_id);
+          absl::StatusOr<StoredHost> before = GetStored(h.info.host_id());
+          const v1::ParameterSet old = before.ok() && before->desired_seq != 0 ? before->desired
+                                       : before.ok() ? before->info.current_parameters()
+                                                     : v1::ParameterSet();
+          for (v1::ValueChange& v : DiffParameterSets(h.info.host_id(), old, h.desired)) {
+            *audit.add_values() = std::move(v);
+          }
+          batch.audit.push_back(std::move(audit));
+        }
+        absl::Status s = store_->Commit(batch);
+        if (!s.ok()) {
+          return absl::UnavailableError(
+              absl::StrCat("cannot store desired state of ", host_id, ": ", s.message()));
+        }
+        return absl::OkStatus();
+      });
+  if (!versions.ok()) return versions.status();
+  return versions->at(host_id);
+}
+
+absl::StatusOr<std::map<std::string, std::string>> Fleet::UpdateDesiredStates(
+    const std::vector<DesiredUpdate>& updates, const CommitFn& commit) {
+  absl::MutexLock writers(&desired_mu_);
+  std::map<std::string, std::string> versions;
+  std::vector<StoredHost> next;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const DesiredUpdate& u : updates) {
+      auto it = hosts_.find(u.host_id);
+      if (it == hosts_.end()) {
+        return absl::NotFoundError(absl::StrCat("unknown host \"", u.host_id, "\""));
+      }
+      const Host& h = *it->second;
+      if (h.stored.desired_seq != 0 &&
+          google::protobuf::util::MessageDifferencer::Equals(h.stored.desired, u.params)) {
+        versions[u.host_id] = h.stored.info.desired_version();
+        continue;
+      }
+      StoredHost n = h.stored;
+      n.desired_seq = h.stored.desired_seq + 1;
+      n.desired = u.params;
+      n.info.set_desired_version(absl::StrCat(n.desired_seq));
+      versions[u.host_id] = n.info.desired_version();
+      next.push_back(std::move(n));
+    }
+  }
+  // Persisted before it takes effect; the fleet-wide lock is free meanwhile.
+  if (absl::Status s = commit(next); !s.ok()) return s;
+  std::vector<std::pair<std::shared_ptr<AgentConnection>, const StoredHost*>> pushes;
+  std::vector<v1::Event> events;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const StoredHost& n : next) {
+      auto it = hosts_.find(n.info.host_id());
+      if (it == hosts_.end()) continue;
+      Host& h = *it->second;
+      // Only the desired state is this writer's; the rest of the info may
+      // have moved on (acks, reconnects) since the snapshot.
+      h.stored.desired_seq = n.desired_seq;
+      h.stored.desired = n.desired;
+      h.stored.info.set_desired_version(n.info.desired_version());
+      if (h.conn != nullptr) pushes.emplace_back(h.conn, &n);
+      events.push_back(MakeEvent("desired_state", n.info.host_id(),
+                                 absl::StrCat("version=", n.info.desired_version())));
+    }
+  }
+  for (auto& [conn, n] : pushes) conn->PushDesiredState(n->info.desired_version(), n->desired);
+  Publish(events);
+  return versions;
+}
+
+std::string Fleet::DesiredVersion(const std::string& host_id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = hosts_.find(host_id);
+  return it == hosts_.end() ? "" : it->second->stored.info.desired_version();
+}
+
+void Fleet::HandleAck(const std::string& host_id, const v1::Ack& ack) {
+  if (ack.kind() == v1::PROBE_PLAN) {
+    LogDebug("probe plan acked", {{"host", host_id}, {"version", ack.version()}});
+    return;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = hosts_.find(host_id);
+    if (it == hosts_.end()) return;
+    v1::HostInfo& info = it->second->stored.info;
+    info.set_last_ack_version(ack.version());
+    info.set_current_version(ack.version());
+    *info.mutable_current_parameters() = ack.applied();
+    info.clear_drift();
+  }
+  PersistHost(host_id, nullptr);
+  if (FleetListener* l = listener_.load()) l->OnAck(host_id, ack.version());
+  Publish({MakeEvent("ack", host_id, absl::StrCat("version=", ack.version()))});
+}
+
+void Fleet::HandleNack(const std::string& host_id, const v1::Nack& nack) {
+  if (nack.kind() == v1::PROBE_PLAN) {
+    LogWarning("probe plan refused",
+               {{"host", host_id}, {"version", nack.version()}, {"error", nack.error()}});
+    Publish({MakeEvent("probe_plan_nack", host_id, nack.error())});
+    return;
+  }
+  v1::AuditEntry audit =
+      MakeAudit(host_id, "nack", host_id,
+                absl::StrCat("version=", nack.version(), " kept=", nack.kept_version(),
+                             " error=", nack.error()));
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = hosts_.find(host_id);
+    if (it == hosts_.end()) return;
+    v1::HostInfo& info = it->second->stored.info;
+    info.set_last_nack_version(nack.version());
+    info.set_last_nack_error(nack.error());
+    info.set_current_version(nack.kept_version());
+    AddRejected(&info, nack.version());
+  }
+  PersistHost(host_id, &audit);
+  LogWarning("desired state refused",
+             {{"host", host_id}, {"version", nack.version()}, {"error", nack.error()}});
+  if (FleetListener* l = listener_.load()) l->OnNack(host_id, nack.version(), nack.error());
+  Publish({MakeEvent("nack", host_id,
+                     absl::StrCat("version=", nack.version(), " error=", nack.error()))});
+}
+
+void Fleet::HandleGuardEvents(const std::string& host_id,
+                              const google::protobuf::RepeatedPtrField<v1::GuardEvent>& events) {
+  for (const v1::GuardEvent& e : events) {
+    const std::string text =
+        absl::StrCat(e.kind(), ": ", e.detail(),
+                     e.restored_version().empty() && e.kind() != "drift"
+                         ? ""
+                         : absl::StrCat(" (restored ", e.restored_version(), ")"));
+    v1::AuditEntry audit = MakeAudit(host_id, "guard_event", host_id, text);
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = hosts_.find(host_id);
+      if (it == hosts_.end()) return;
+      v1::HostInfo& info = it->second->stored.info;
+      info.set_last_guard_event(text);
+      if (e.kind() != "drift") {
+        // The guard restored last-known-good: the set it had applied (the
+        // version it last acked) is rejected and never re-pushed.
+        const std::string restored = e.restored_version() == "baseline" ? "" : e.restored_version();
+        if (info.current_version() != restored) AddRejected(&info, info.current_version());
+        info.set_current_version(restored);
+      }
+    }
+    PersistHost(host_id, &audit);
+    LogWarning("agent guard event", {{"host", host_id}, {"event", text}});
+    if (FleetListener* l = listener_.load()) l->OnGuardEvent(host_id, e);
+    Publish({MakeEvent("guard_event", host_id, text)});
+  }
+}
+
+}  // namespace rocetune::controller

@@ -1,0 +1,51 @@
+#ifndef ROCETUNE_CONTROLLER_ROLLOUT_CHANGE_PLANNER_H_
+#define ROCETUNE_CONTROLLER_ROLLOUT_CHANGE_PLANNER_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "controller/store/store.h"
+#include "rocetune/v1/admin.pb.h"
+#include "rocetune/v1/policy.pb.h"
+
+namespace rocetune::controller {
+
+// The knob values of a change or trial (canonical parameter name -> value).
+using Knobs = std::map<std::string, int64_t>;
+
+// Checks `knobs` against the policy: each names a knob of the policy, within
+// its [min, max]; at least one. kInvalidArgument naming the knob otherwise.
+absl::Status CheckKnobs(const v1::Policy& policy, const Knobs& knobs);
+
+// The host's parameters before a change: its desired state when it has one,
+// else what it reported in force (Hello / last Ack).
+v1::ParameterSet PreviousParameters(const StoredHost& host);
+
+// `previous` with the knob values applied to every device that has DCQCN
+// parameters (or, for a host that reported none, to every device of its
+// inventory whose parameter layout is not "none"). kFailedPrecondition when the
+// host has no device the knobs can apply to; kInvalidArgument when the result
+// breaks a parameter's hard range.
+absl::StatusOr<v1::ParameterSet> ApplyKnobs(const StoredHost& host,
+                                            const v1::ParameterSet& previous, const Knobs& knobs);
+
+// Splits `hosts` (the policy's selection, sorted or not) into canary, control
+// and stages, deterministically for a seed:
+// - racks come from the policy's rollout.rack_label (hosts without it form the
+//   rack "");
+// - the canary is max(min_canary_hosts, ceil(canary_fraction * N)) hosts,
+//   taken one per rack in turn, each from a rack that also keeps a control
+//   host; every canary host gets a control host of its own rack;
+// - stage n holds the unchanged hosts up to the cumulative fraction
+//   stages[n-1] of N, control hosts last so they stay unchanged longest.
+// kFailedPrecondition when no rack has two hosts.
+absl::StatusOr<std::vector<v1::HostTarget>> PlanHosts(const v1::Policy& policy,
+                                                      const std::vector<StoredHost>& hosts,
+                                                      const std::string& seed);
+
+}  // namespace rocetune::controller
+
+#endif  // ROCETUNE_CONTROLLER_ROLLOUT_CHANGE_PLANNER_H_

@@ -1,0 +1,1374 @@
+#include "controller/rollout/rollout_manager.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "controller/audit/audit_values.h"
+#include "controller/policy/policy_loader.h"
+#include "controller/rollout/judge_inputs.h"
+#include "controller/tuner/tuner.h"
+#include "daemon/logging.h"
+
+namespace rocetune::controller {
+namespace {
+
+bool IsActiveState(v1::ChangeState s) {
+  return s == v1::PROPOSED || s == v1::APPROVED || s == v1::CANARY || s == v1::STAGE;
+}
+
+bool InFlight(v1::ChangeState s) { return s == v1::CANARY || s == v1::STAGE; }
+
+int64_t IdNumber(const std::string& id) {
+  int64_t n = 0;
+  const size_t dash = id.find('-');
+  if (dash == std::string::npos || !absl::SimpleAtoi(id.substr(dash + 1), &n)) return 0;
+  return n;
+}
+
+std::string StateName(v1::ChangeState s) { return v1::ChangeState_Name(s); }
+
+absl::Duration Secs(uint32_t s) { return absl::Seconds(static_cast<int64_t>(s)); }
+
+uint32_t LooksOf(const v1::Policy& p) { return std::max<uint32_t>(1, p.rollout().looks()); }
+
+// Number of stages after the canary (the plan's stages, ending at 1.0).
+uint32_t StageCount(const v1::Policy& p) {
+  const auto& st = p.rollout().stages();
+  if (st.empty() || st[st.size() - 1] < 1.0) return static_cast<uint32_t>(st.size() + 1);
+  return static_cast<uint32_t>(st.size());
+}
+
+const v1::MetricEvidence* FindMetric(const v1::Verdict& v, const std::string& name) {
+  for (const v1::MetricEvidence& m : v.metrics()) {
+    if (m.metric() == name) return &m;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+RolloutManager::RolloutManager(Fleet* fleet, TelemetryStore* telemetry, Store* store,
+                               EventBus* events, Clock* clock, RolloutOptions options)
+    : fleet_(fleet),
+      telemetry_(telemetry),
+      store_(store),
+      events_(events),
+      clock_(clock),
+      options_(options) {}
+
+RolloutManager::~RolloutManager() { Stop(); }
+
+void RolloutManager::Start() {
+  fleet_->SetListener(this);
+  if (options_.tick <= absl::ZeroDuration()) return;
+  ticker_ = std::thread([this] {
+    while (!stop_.WaitForNotificationWithTimeout(options_.tick)) {
+      executor_.Post([this] { Tick(); });
+    }
+  });
+}
+
+void RolloutManager::Stop() {
+  if (!stop_.HasBeenNotified()) stop_.Notify();
+  if (ticker_.joinable()) ticker_.join();
+  executor_.Stop();
+  fleet_->SetListener(nullptr);
+}
+
+absl::Status RolloutManager::Load() {
+  absl::Status result;
+  executor_.RunSync([&] {
+    if (store_ == nullptr) return;
+    absl::StatusOr<std::vector<v1::PolicyVersion>> versions = store_->ListPolicyVersions();
+    if (!versions.ok()) {
+      result = versions.status();
+      return;
+    }
+    for (v1::PolicyVersion& v : *versions) {
+      bool created = false;
+      policies_.Add(std::move(v), &created);
+    }
+    absl::StatusOr<std::vector<v1::Change>> changes = store_->LoadChanges();
+    if (!changes.ok()) {
+      result = changes.status();
+      return;
+    }
+    for (v1::Change& c : *changes) {
+      change_seq_ = std::max(change_seq_, IdNumber(c.id()));
+      IndexHosts(c);
+      changes_[c.id()] = std::move(c);
+    }
+    absl::StatusOr<std::vector<v1::Campaign>> campaigns = store_->LoadCampaigns();
+    if (!campaigns.ok()) {
+      result = campaigns.status();
+      return;
+    }
+    for (v1::Campaign& t : *campaigns) {
+      campaign_seq_ = std::max(campaign_seq_, IdNumber(t.id()));
+      campaigns_[t.id()] = std::move(t);
+    }
+    for (auto& [id, c] : changes_) {
+      if (!InFlight(c.state())) continue;
+      const std::string reason =
+          "the controller restarted during the bake: the baseline measured before the change "
+          "was lost with the previous process, so the change is rolled back";
+      if (!c.campaign_id().empty()) {
+        TrialFinished(&c);
+        continue;
+      }
+      if (absl::Status s = Restore(&c, v1::ROLLED_BACK, "controller", false, reason); !s.ok()) {
+        LogError("cannot roll back a change after restart",
+                 {{"change", id}, {"error", s.ToString()}});
+      }
+    }
+  });
+  return result;
+}
+
+// ---------------------------------------------------------------- helpers
+
+v1::Change* RolloutManager::Find(const std::string& id) {
+  auto it = changes_.find(id);
+  return it == changes_.end() ? nullptr : &it->second;
+}
+
+const v1::Change* RolloutManager::Find(const std::string& id) const {
+  auto it = changes_.find(id);
+  return it == changes_.end() ? nullptr : &it->second;
+}
+
+v1::Campaign* RolloutManager::FindCampaign(const std::string& id) {
+  auto it = campaigns_.find(id);
+  return it == campaigns_.end() ? nullptr : &it->second;
+}
+
+bool RolloutManager::Active(const v1::Change& c) const { return IsActiveState(c.state()); }
+
+std::string RolloutManager::NextChangeId() const { return absl::StrCat("c-", change_seq_ + 1); }
+std::string RolloutManager::NextCampaignId() const { return absl::StrCat("t-", campaign_seq_ + 1); }
+
+std::string RolloutManager::ActiveChangeOf(const std::string& host_id) const {
+  absl::MutexLock lock(&index_mu_);
+  auto it = active_by_host_.find(host_id);
+  return it == active_by_host_.end() ? "" : it->second;
+}
+
+void RolloutManager::IndexHosts(const v1::Change& c) {
+  absl::MutexLock lock(&index_mu_);
+  const bool active = IsActiveState(c.state());
+  for (const v1::HostTarget& h : c.hosts()) {
+    auto it = active_by_host_.find(h.host_id());
+    if (active) {
+      active_by_host_[h.host_id()] = c.id();
+    } else if (it != active_by_host_.end() && it->second == c.id()) {
+      active_by_host_.erase(it);
+    }
+  }
+}
+
+v1::ChangeTransition RolloutManager::Transition(const v1::Change& c, v1::ChangeState to,
+                                                const std::string& actor,
+                                                const std::string& reason) const {
+  v1::ChangeTransition t;
+  t.set_from(c.state());
+  t.set_to(to);
+  t.set_unix_nanos(absl::ToUnixNanos(clock_->Now()));
+  t.set_actor(actor);
+  t.set_reason(reason);
+  t.set_stage(c.stage());
+  return t;
+}
+
+v1::AuditEntry RolloutManager::MakeAudit(const std::string& action, const v1::Change& c,
+                                         const Identity& who, const std::string& reason,
+                                         const std::string& detail) const {
+  v1::AuditEntry a;
+  a.set_unix_nanos(absl::ToUnixNanos(clock_->Now()));
+  a.set_actor(who.name);
+  a.set_authenticated(who.authenticated);
+  a.set_action(action);
+  a.set_subject(c.id());
+  a.set_change_id(c.id());
+  a.set_reason(reason);
+  a.set_detail(detail);
+  return a;
+}
+
+void RolloutManager::Publish(const v1::Change& c, const std::string& detail, double progress) {
+  if (events_ == nullptr) return;
+  v1::Event e;
+  e.set_unix_nanos(absl::ToUnixNanos(clock_->Now()));
+  e.set_kind("change");
+  e.set_subject(c.id());
+  e.set_change_id(c.id());
+  e.set_state(c.state());
+  e.set_progress(progress);
+  e.set_detail(detail);
+  events_->Publish(e);
+}
+
+void RolloutManager::PublishCampaign(const v1::Campaign& t, const std::string& detail) {
+  if (events_ == nullptr) return;
+  v1::Event e;
+  e.set_unix_nanos(absl::ToUnixNanos(clock_->Now()));
+  e.set_kind("campaign");
+  e.set_subject(t.id());
+  e.set_detail(detail);
+  events_->Publish(e);
+}
+
+absl::Status RolloutManager::Commit(v1::Change* change,
+                                    std::optional<v1::ChangeTransition> transition,
+                                    std::vector<v1::AuditEntry> audit,
+                                    const std::vector<DesiredUpdate>& updates) {
+  v1::Change next = *change;
+  if (transition.has_value()) {
+    next.set_state(transition->to());
+    *next.add_transitions() = *transition;
+  }
+  auto persist = [&](const std::vector<StoredHost>& hosts) -> absl::Status {
+    std::map<std::string, std::string> versions;
+    for (const DesiredUpdate& u : updates) versions[u.host_id] = fleet_->DesiredVersion(u.host_id);
+    std::vector<v1::ValueChange> values;
+    for (const StoredHost& h : hosts) {
+      versions[h.info.host_id()] = h.info.desired_version();
+      absl::StatusOr<StoredHost> before = fleet_->GetStored(h.info.host_id());
+      if (before.ok()) {
+        for (v1::ValueChange& v :
+             DiffParameterSets(h.info.host_id(), PreviousParameters(*before), h.desired)) {
+          values.push_back(std::move(v));
+        }
+      }
+    }
+    for (v1::HostTarget& t : *next.mutable_hosts()) {
+      auto it = versions.find(t.host_id());
+      if (it != versions.end()) t.set_pushed_version(it->second);
+    }
+    if (!audit.empty()) {
+      for (const DesiredUpdate& u : updates) audit.front().add_host_ids(u.host_id);
+      for (v1::ValueChange& v : values) *audit.front().add_values() = std::move(v);
+    }
+    if (store_ == nullptr) return absl::OkStatus();
+    Store::Batch batch;
+    batch.hosts = hosts;
+    batch.changes.push_back(next);
+    batch.audit = audit;
+    return store_->Commit(batch);
+  };
+  absl::Status status;
+  if (updates.empty()) {
+    status = persist({});
+  } else {
+    status = fleet_->UpdateDesiredStates(updates, persist).status();
+  }
+  if (!status.ok()) return status;
+  *change = std::move(next);
+  if (!change->id().empty()) IndexHosts(*change);
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------- policies
+
+absl::StatusOr<v1::ApplyPolicyResponse> RolloutManager::ApplyPolicy(
+    const v1::ApplyPolicyRequest& req, const Identity& who) {
+  const std::string file = req.file_name().empty() ? "<policy>" : req.file_name();
+  absl::StatusOr<PolicyFile> parsed = PolicyFile::Parse(req.text(), file);
+  if (!parsed.ok()) return parsed.status();
+  PolicyContext context;
+  std::map<std::string, std::string> selector(parsed->policy().selector().match_labels().begin(),
+                                              parsed->policy().selector().match_labels().end());
+  for (const v1::HostInfo& h : fleet_->ListHosts(selector)) {
+    for (const v1::NicDevice& d : h.devices()) {
+      for (const v1::NicPort& p : d.ports()) {
+        if (p.speed_mbps() == 0) continue;
+        if (!context.min_link_speed_mbps.has_value() ||
+            p.speed_mbps() < *context.min_link_speed_mbps) {
+          context.min_link_speed_mbps = p.speed_mbps();
+        }
+      }
+    }
+  }
+  if (absl::Status s = ErrorsToStatus(parsed->Validate(context)); !s.ok()) return s;
+  const v1::Policy full = WithDefaults(parsed->policy());
+  const absl::Duration window = options_.window;
+  if (Secs(full.rollout().baseline_seconds()) + window > options_.retention ||
+      Secs(full.rollout().bake_seconds()) + window > options_.retention) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(file, ": rollout.baseline_seconds (", full.rollout().baseline_seconds(),
+                     ") and rollout.bake_seconds (", full.rollout().bake_seconds(),
+                     ") must each fit in the controller's --retention (",
+                     absl::FormatDuration(options_.retention), ") less one --window"));
+  }
+  v1::ApplyPolicyResponse resp;
+  const std::string hash = PolicyHash(parsed->policy());
+  if (const v1::PolicyVersion* existing = policies_.FindHash(parsed->policy().name(), hash)) {
+    *resp.mutable_version() = *existing;
+    resp.set_created(false);
+    return resp;
+  }
+  v1::PolicyVersion v;
+  v.set_name(parsed->policy().name());
+  v.set_version_hash(hash);
+  v.set_created_unix_nanos(absl::ToUnixNanos(clock_->Now()));
+  *v.mutable_policy() = parsed->policy();
+  v.set_created_by(who.name);
+  v.set_sequence(policies_.NextSequence(v.name()));
+  v.set_source_text(req.text());
+  resp.set_created(true);
+  if (req.dry_run()) {
+    *resp.mutable_version() = v;
+    return resp;
+  }
+  if (store_ != nullptr) {
+    Store::Batch batch;
+    batch.policy_versions.push_back(v);
+    v1::AuditEntry a;
+    a.set_unix_nanos(v.created_unix_nanos());
+    a.set_actor(who.name);
+    a.set_authenticated(who.authenticated);
+    a.set_action("policy_apply");
+    a.set_subject(absl::StrCat(v.name(), "@", v.sequence()));
+    a.set_reason(req.reason());
+    a.set_detail(absl::StrCat("version ", v.sequence(), " hash ", hash, " from ", file));
+    batch.audit.push_back(std::move(a));
+    if (absl::Status s = store_->Commit(batch); !s.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot store policy ", v.name(), ": ", s.message()));
+    }
+  }
+  bool created = false;
+  *resp.mutable_version() = policies_.Add(v, &created);
+  return resp;
+}
+
+v1::ListPoliciesResponse RolloutManager::ListPolicies(const v1::ListPoliciesRequest& req) const {
+  v1::ListPoliciesResponse resp;
+  std::vector<v1::PolicyVersion> list =
+      req.name().empty() ? policies_.Latest() : policies_.History(req.name());
+  for (v1::PolicyVersion& v : list) {
+    v.clear_source_text();
+    *resp.add_policies() = std::move(v);
+  }
+  return resp;
+}
+
+absl::StatusOr<v1::PolicyVersion> RolloutManager::GetPolicy(const v1::GetPolicyRequest& req) const {
+  return policies_.Get(req.name(), req.version());
+}
+
+// ---------------------------------------------------------------- changes
+
+absl::StatusOr<v1::Change> RolloutManager::BuildChange(const v1::PolicyVersion& pv,
+                                                       const Knobs& knobs, const Identity& who,
+                                                       const std::string& reason,
+                                                       const std::string& seed) {
+  const v1::Policy policy = WithDefaults(pv.policy());
+  if (absl::Status s = CheckKnobs(policy, knobs); !s.ok()) return s;
+  std::map<std::string, std::string> selector(policy.selector().match_labels().begin(),
+                                              policy.selector().match_labels().end());
+  std::vector<StoredHost> selected;
+  for (const v1::HostInfo& info : fleet_->ListHosts(selector)) {
+    if (info.state() != v1::HOST_CONNECTED) continue;
+    absl::StatusOr<StoredHost> h = fleet_->GetStored(info.host_id());
+    if (h.ok()) selected.push_back(*std::move(h));
+  }
+  if (selected.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("policy ", pv.name(), " selects no connected host (selector ",
+                     absl::StrJoin(selector, ",", absl::PairFormatter("=")), ")"));
+  }
+  for (const StoredHost& h : selected) {
+    const std::string holder = ActiveChangeOf(h.info.host_id());
+    if (!holder.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "host ", h.info.host_id(), " takes part in active change ", holder, " (",
+          StateName(changes_.at(holder).state()), "): a host joins at most one active change"));
+    }
+  }
+  absl::StatusOr<std::vector<v1::HostTarget>> plan = PlanHosts(policy, selected, seed);
+  if (!plan.ok()) return plan.status();
+  v1::Change c;
+  c.set_policy_name(pv.name());
+  c.set_policy_version(pv.version_hash());
+  c.set_state(v1::PROPOSED);
+  c.set_proposer(who.name);
+  c.set_proposer_authenticated(who.authenticated);
+  c.set_reason(reason);
+  c.set_created_unix_nanos(absl::ToUnixNanos(clock_->Now()));
+  c.set_approvals_required(
+      static_cast<int32_t>(std::max<uint32_t>(1, policy.approval().approvers())));
+  for (const auto& [k, v] : knobs) (*c.mutable_knobs())[k] = v;
+  std::map<std::string, const StoredHost*> by_id;
+  for (const StoredHost& h : selected) by_id[h.info.host_id()] = &h;
+  for (v1::HostTarget& t : *plan) {
+    const StoredHost& h = *by_id.at(t.host_id());
+    const v1::ParameterSet previous = PreviousParameters(h);
+    absl::StatusOr<v1::ParameterSet> target = ApplyKnobs(h, previous, knobs);
+    if (!target.ok()) return target.status();
+    *t.mutable_previous() = previous;
+    t.set_previous_version(h.info.desired_version());
+    *t.mutable_target() = *std::move(target);
+    *c.add_hosts() = std::move(t);
+  }
+  return c;
+}
+
+absl::StatusOr<v1::Change> RolloutManager::Propose(const v1::ProposeChangeRequest& req,
+                                                   const Identity& who) {
+  absl::StatusOr<v1::PolicyVersion> pv = policies_.Get(req.policy_name(), req.policy_version());
+  if (!pv.ok()) return pv.status();
+  Knobs knobs(req.knobs().begin(), req.knobs().end());
+  const std::string id = NextChangeId();
+  absl::StatusOr<v1::Change> c = BuildChange(*pv, knobs, who, req.reason(), id);
+  if (!c.ok()) return c.status();
+  c->set_id(id);
+  if (req.dry_run()) return c;
+  v1::ChangeTransition t = Transition(*c, v1::PROPOSED, who.name, req.reason());
+  t.set_from(v1::CHANGE_STATE_UNSPECIFIED);
+  *c->add_transitions() = t;
+  std::vector<v1::AuditEntry> audit{
+      MakeAudit("change_propose", *c, who, req.reason(),
+                absl::StrCat("policy ", pv->name(), "@", pv->sequence(), " knobs ",
+                             absl::StrJoin(knobs, ",", absl::PairFormatter("=")), "; ",
+                             c->hosts_size(), " hosts"))};
+  for (const v1::HostTarget& h : c->hosts()) audit.front().add_host_ids(h.host_id());
+  if (absl::Status s = Commit(&*c, std::nullopt, audit, {}); !s.ok()) return s;
+  ++change_seq_;
+  changes_[id] = *c;
+  Publish(*c, absl::StrCat("proposed by ", who.name));
+  return c;
+}
+
+absl::StatusOr<v1::Change> RolloutManager::Approve(const v1::ChangeActionRequest& req,
+                                                   const Identity& who) {
+  v1::Change* c = Find(req.id());
+  if (c == nullptr) return absl::NotFoundError(absl::StrCat("no change ", req.id()));
+  if (c->state() != v1::PROPOSED) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("change ", c->id(), " is ", StateName(c->state()), ", not PROPOSED"));
+  }
+  if (who.name == c->proposer()) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        who.name, " proposed change ", c->id(), " and cannot approve it: approvals must come from ",
+        "someone other than the proposer"));
+  }
+  for (const v1::Approval& a : c->approvals()) {
+    if (a.approver() == who.name) {
+      return absl::AlreadyExistsError(
+          absl::StrCat(who.name, " already approved change ", c->id(),
+                       ": approvals are counted per distinct identity"));
+    }
+  }
+  absl::StatusOr<v1::PolicyVersion> pv = policies_.Get(c->policy_name(), c->policy_version());
+  if (pv.ok() && pv->policy().approval().require_rehearsal()) {
+    if (!c->has_rehearsal()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "policy ", c->policy_name(), " requires a rehearsal before approval: run rocetunectl ",
+          "change rehearse ", c->id(), " --scenario=FILE"));
+    }
+    if (c->rehearsal().regression()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the rehearsal of change ", c->id(), " on ", c->rehearsal().scenario(),
+          " predicts a regression; the policy requires a rehearsal that predicts none"));
+    }
+  }
+  v1::Change next = *c;
+  v1::Approval* a = next.add_approvals();
+  a->set_approver(who.name);
+  a->set_unix_nanos(absl::ToUnixNanos(clock_->Now()));
+  a->set_authenticated(who.authenticated);
+  a->set_reason(req.reason());
+  const bool enough = next.approvals_size() >= next.approvals_required();
+  if (req.dry_run()) {
+    if (enough) next.set_state(v1::APPROVED);
+    return next;
+  }
+  std::optional<v1::ChangeTransition> t;
+  if (enough) t = Transition(next, v1::APPROVED, who.name, req.reason());
+  std::vector<v1::AuditEntry> audit{
+      MakeAudit("change_approve", next, who, req.reason(),
+                absl::StrCat("approval ", next.approvals_size(), " of ", next.approvals_required(),
+                             who.authenticated ? "" : " (unauthenticated identity)"))};
+  if (absl::Status s = Commit(&next, t, audit, {}); !s.ok()) return s;
+  *c = next;
+  Publish(*c, absl::StrCat("approved by ", who.name));
+  return *c;
+}
+
+absl::StatusOr<v1::Change> RolloutManager::Reject(const v1::ChangeActionRequest& req,
+                                                  const Identity& who) {
+  v1::Change* c = Find(req.id());
+  if (c == nullptr) return absl::NotFoundError(absl::StrCat("no change ", req.id()));
+  if (c->state() != v1::PROPOSED) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("change ", c->id(), " is ", StateName(c->state()),
+                     "; only a PROPOSED change can be rejected (use rollback or abort)"));
+  }
+  v1::Change next = *c;
+  if (req.dry_run()) {
+    next.set_state(v1::REJECTED);
+    return next;
+  }
+  if (absl::Status s = Commit(&next, Transition(next, v1::REJECTED, who.name, req.reason()),
+                              {MakeAudit("change_reject", next, who, req.reason(), "")}, {});
+      !s.ok()) {
+    return s;
+  }
+  *c = next;
+  Publish(*c, absl::StrCat("rejected by ", who.name));
+  return *c;
+}
+
+absl::StatusOr<v1::Change> RolloutManager::Rollback(const v1::ChangeActionRequest& req,
+                                                    const Identity& who) {
+  v1::Change* c = Find(req.id());
+  if (c == nullptr) return absl::NotFoundError(absl::StrCat("no change ", req.id()));
+  if (!InFlight(c->state()) && c->state() != v1::DONE) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("change ", c->id(), " is ", StateName(c->state()),
+                     ": only a change in CANARY, STAGE or DONE has hosts to roll back"));
+  }
+  if (c->state() == v1::DONE) {
+    for (const v1::HostTarget& h : c->hosts()) {
+      if (h.pushed_version().empty()) continue;
+      if (fleet_->DesiredVersion(h.host_id()) != h.pushed_version()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "host ", h.host_id(), " moved on since change ", c->id(), " (desired version ",
+            fleet_->DesiredVersion(h.host_id()), ", the change set ", h.pushed_version(),
+            "): roll back the later change first"));
+      }
+    }
+  }
+  if (req.dry_run()) {
+    v1::Change next = *c;
+    next.set_state(v1::ROLLED_BACK);
+    return next;
+  }
+  const std::string reason =
+      req.reason().empty() ? absl::StrCat("rollback requested by ", who.name) : req.reason();
+  if (absl::Status s = Restore(c, v1::ROLLED_BACK, who.name, who.authenticated, reason); !s.ok()) {
+    return s;
+  }
+  return *c;
+}
+
+absl::StatusOr<v1::Change> RolloutManager::Abort(const v1::ChangeActionRequest& req,
+                                                 const Identity& who) {
+  v1::Change* c = Find(req.id());
+  if (c == nullptr) return absl::NotFoundError(absl::StrCat("no change ", req.id()));
+  if (!Active(*c)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("change ", c->id(), " is ", StateName(c->state()), " and no longer active"));
+  }
+  if (req.dry_run()) {
+    v1::Change next = *c;
+    next.set_state(v1::ABORTED);
+    return next;
+  }
+  const std::string reason =
+      req.reason().empty() ? absl::StrCat("aborted by ", who.name) : req.reason();
+  if (absl::Status s = Restore(c, v1::ABORTED, who.name, who.authenticated, reason); !s.ok()) {
+    return s;
+  }
+  return *c;
+}
+
+absl::StatusOr<v1::Change> RolloutManager::GetChange(const std::string& id) const {
+  const v1::Change* c = Find(id);
+  if (c == nullptr) return absl::NotFoundError(absl::StrCat("no change ", id));
+  return *c;
+}
+
+absl::StatusOr<v1::ListChangesResponse> RolloutManager::ListChanges(
+    const v1::ListChangesRequest& req) const {
+  const uint32_t page = req.page_size() == 0 ? 100 : std::min<uint32_t>(req.page_size(), 1000);
+  int64_t before = INT64_MAX;
+  if (!req.page_token().empty() && !absl::SimpleAtoi(req.page_token(), &before)) {
+    return absl::InvalidArgumentError(absl::StrCat("bad page_token \"", req.page_token(), "\""));
+  }
+  std::vector<const v1::Change*> all;
+  for (const auto& [id, c] : changes_) {
+    if (IdNumber(id) >= before) continue;
+    if (!req.campaign_id().empty() && c.campaign_id() != req.campaign_id()) continue;
+    if (!req.states().empty() &&
+        std::find(req.states().begin(), req.states().end(), c.state()) == req.states().end()) {
+      continue;
+    }
+    all.push_back(&c);
+  }
+  std::sort(all.begin(), all.end(), [](const v1::Change* a, const v1::Change* b) {
+    return IdNumber(a->id()) > IdNumber(b->id());
+  });
+  v1::ListChangesResponse resp;
+  for (size_t i = 0; i < all.size() && i < page; ++i) {
+    v1::Change* out = resp.add_changes();
+    *out = *all[i];
+    // Lists stay small: per-host targets and evidence are in GetChange.
+    out->clear_verdicts();
+    if (all[i]->verdicts_size() > 0)
+      *out->add_verdicts() = all[i]->verdicts(all[i]->verdicts_size() - 1);
+    for (v1::Verdict& v : *out->mutable_verdicts()) {
+      for (v1::GroupEvidence& g : *v.mutable_groups()) g.clear_rtt();
+    }
+    for (v1::HostTarget& h : *out->mutable_hosts()) {
+      h.clear_target();
+      h.clear_previous();
+    }
+  }
+  if (all.size() > page) resp.set_next_page_token(absl::StrCat(IdNumber(all[page - 1]->id())));
+  return resp;
+}
+
+absl::StatusOr<std::pair<Knobs, Knobs>> RolloutManager::RehearsalKnobs(
+    const std::string& id) const {
+  const v1::Change* c = Find(id);
+  if (c == nullptr) return absl::NotFoundError(absl::StrCat("no change ", id));
+  absl::StatusOr<v1::PolicyVersion> pv = policies_.Get(c->policy_name(), c->policy_version());
+  if (!pv.ok()) return pv.status();
+  std::vector<std::string> hosts;
+  for (const v1::HostTarget& h : c->hosts()) {
+    if (h.role() == v1::HostTarget::CANARY) hosts.push_back(h.host_id());
+  }
+  return std::make_pair(CurrentKnobValues(pv->policy(), hosts),
+                        Knobs(c->knobs().begin(), c->knobs().end()));
+}
+
+absl::StatusOr<v1::Change> RolloutManager::RecordRehearsal(const std::string& id,
+                                                           const v1::Rehearsal& r) {
+  v1::Change* c = Find(id);
+  if (c == nullptr) return absl::NotFoundError(absl::StrCat("no change ", id));
+  if (c->state() != v1::PROPOSED) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("change ", id, " is ", StateName(c->state()), "; rehearse before approval"));
+  }
+  v1::Change next = *c;
+  *next.mutable_rehearsal() = r;
+  Identity who{r.actor(), false};
+  if (absl::Status s =
+          Commit(&next, std::nullopt,
+                 {MakeAudit("change_rehearse", next, who, "",
+                            absl::StrFormat("scenario %s: p99 %.3g s -> %.3g s%s", r.scenario(),
+                                            r.current().probe_p99_seconds(),
+                                            r.proposed().probe_p99_seconds(),
+                                            r.regression() ? " (regression)" : ""))},
+                 {});
+      !s.ok()) {
+    return s;
+  }
+  *c = next;
+  return *c;
+}
+
+absl::StatusOr<std::string> RolloutManager::SetDesiredState(const v1::SetDesiredStateRequest& req,
+                                                            const Identity& who) {
+  const std::string holder = ActiveChangeOf(req.host_id());
+  if (!holder.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("host ", req.host_id(), " takes part in active change ", holder, " (",
+                     StateName(changes_.at(holder).state()),
+                     "); roll it back or wait for it to finish before pushing by hand"));
+  }
+  absl::StatusOr<StoredHost> host = fleet_->GetStored(req.host_id());
+  if (!host.ok()) return host.status();
+  for (int i = 0; i < req.parameters().devices_size(); ++i) {
+    const std::string& dev = req.parameters().devices(i).device();
+    bool known = false;
+    for (const v1::NicDevice& d : host->info.devices()) known = known || d.name() == dev;
+    if (!known) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "parameters.devices[", i, "]: host ", req.host_id(), " has no RDMA device \"", dev,
+          "\" (it reported ",
+          absl::StrJoin(
+              host->info.devices(), ", ",
+              [](std::string* out, const v1::NicDevice& d) { absl::StrAppend(out, d.name()); }),
+          ")"));
+    }
+  }
+  DesiredStateActor actor{who.name, who.authenticated, req.reason(), ""};
+  return fleet_->SetDesiredState(req.host_id(), req.parameters(), actor);
+}
+
+// ---------------------------------------------------------------- rollout
+
+void RolloutManager::TakeBaseline(const v1::Change& c, uint32_t stage, absl::Time step_start) {
+  absl::StatusOr<v1::PolicyVersion> pv = policies_.Get(c.policy_name(), c.policy_version());
+  const v1::Policy policy = WithDefaults(pv.ok() ? pv->policy() : v1::Policy());
+  const int64_t index = telemetry_->WindowIndex(step_start);
+  const absl::Time boundary = telemetry_->WindowStart(index);
+  const absl::Duration baseline = Secs(policy.rollout().baseline_seconds());
+  const int expected =
+      std::max<int>(1, static_cast<int>(std::ceil(absl::FDivDuration(baseline, options_.window))));
+  Step step;
+  step.after_start = telemetry_->WindowStart(index + 1);
+  for (const v1::HostTarget& h : c.hosts()) {
+    const bool treated =
+        h.role() == v1::HostTarget::CANARY || (h.stage() != 0 && h.stage() <= stage);
+    const bool control = h.role() == v1::HostTarget::CONTROL && h.stage() > stage;
+    if (!treated && !control) continue;
+    std::shared_ptr<HostTelemetry> t = telemetry_->Find(h.host_id());
+    PeriodAggregate agg;
+    if (t != nullptr)
+      agg = t->Aggregate(boundary - baseline, boundary, policy.objective().peer_class());
+    step.baseline[h.host_id()] = ToHostPeriod(agg, expected);
+  }
+  steps_[c.id()] = std::move(step);
+}
+
+absl::Status RolloutManager::StartStep(v1::Change* c, uint32_t stage) {
+  std::vector<DesiredUpdate> updates;
+  for (const v1::HostTarget& h : c->hosts()) {
+    const bool now_changed = stage == 0 ? h.role() == v1::HostTarget::CANARY : h.stage() == stage;
+    if (now_changed) updates.push_back(DesiredUpdate{h.host_id(), h.target()});
+  }
+  const absl::Time now = clock_->Now();
+  TakeBaseline(*c, stage, now);
+  v1::Change next = *c;
+  const v1::ChangeState to = stage == 0 ? v1::CANARY : v1::STAGE;
+  v1::ChangeTransition t =
+      Transition(next, to, "controller",
+                 stage == 0 ? absl::StrCat("canary on ", updates.size(), " hosts")
+                            : absl::StrCat("stage ", stage, " on ", updates.size(), " more hosts"));
+  t.set_stage(stage);
+  next.set_stage(stage);
+  next.set_step_started_unix_nanos(absl::ToUnixNanos(now));
+  next.set_hold_since_unix_nanos(0);
+  Identity controller{"controller", false};
+  std::vector<v1::AuditEntry> audit{MakeAudit(
+      stage == 0 ? "change_canary" : "change_stage", next, controller, t.reason(),
+      absl::StrCat("knobs ", absl::StrJoin(next.knobs(), ",", absl::PairFormatter("="))))};
+  if (absl::Status s = Commit(&next, t, audit, updates); !s.ok()) {
+    steps_.erase(c->id());
+    return s;
+  }
+  *c = next;
+  Publish(*c, t.reason(), 0);
+  return absl::OkStatus();
+}
+
+absl::Status RolloutManager::Restore(v1::Change* c, v1::ChangeState end, const std::string& actor,
+                                     bool authenticated, const std::string& reason) {
+  std::vector<DesiredUpdate> updates;
+  for (const v1::HostTarget& h : c->hosts()) {
+    if (h.pushed_version().empty()) continue;
+    updates.push_back(DesiredUpdate{h.host_id(), h.previous()});
+  }
+  v1::Change next = *c;
+  const char* action = end == v1::ROLLED_BACK ? "change_rolled_back"
+                       : end == v1::ABORTED   ? "change_aborted"
+                                              : "trial_restored";
+  std::vector<v1::AuditEntry> audit{
+      MakeAudit(action, next, Identity{actor, authenticated}, reason,
+                absl::StrCat(updates.size(), " hosts returned to their previous desired state"))};
+  if (absl::Status s = Commit(&next, Transition(next, end, actor, reason), audit, updates);
+      !s.ok()) {
+    LogError("cannot restore the hosts of a change",
+             {{"change", c->id()}, {"error", s.ToString()}});
+    return s;
+  }
+  *c = next;
+  steps_.erase(c->id());
+  LogInfo("change ended", {{"change", c->id()}, {"state", StateName(end)}, {"reason", reason}});
+  Publish(*c, reason, 1);
+  return absl::OkStatus();
+}
+
+void RolloutManager::AddVerdict(v1::Change* c, v1::Verdict v) {
+  for (v1::Verdict& old : *c->mutable_verdicts()) {
+    for (v1::GroupEvidence& g : *old.mutable_groups()) g.clear_rtt();
+  }
+  *c->add_verdicts() = std::move(v);
+  while (c->verdicts_size() > options_.max_verdicts) {
+    c->mutable_verdicts()->erase(c->mutable_verdicts()->begin());
+  }
+}
+
+v1::Verdict RolloutManager::Evaluate(v1::Change* c, uint32_t look, uint32_t looks) {
+  absl::StatusOr<v1::PolicyVersion> pv = policies_.Get(c->policy_name(), c->policy_version());
+  const v1::Policy policy = WithDefaults(pv.ok() ? pv->policy() : v1::Policy());
+  const Step& step = steps_.at(c->id());
+  const absl::Time now = clock_->Now();
+  const int expected = static_cast<int>(telemetry_->WindowIndex(now - absl::Nanoseconds(1)) -
+                                        telemetry_->WindowIndex(step.after_start) + 1);
+  std::vector<HostInput> inputs;
+  for (const v1::HostTarget& h : c->hosts()) {
+    auto b = step.baseline.find(h.host_id());
+    if (b == step.baseline.end()) continue;
+    HostInput in;
+    in.host_id = h.host_id();
+    in.rack = h.rack();
+    in.canary = h.role() == v1::HostTarget::CANARY ||
+                (h.stage() != 0 && h.stage() <= c->stage() && c->state() == v1::STAGE);
+    in.before = b->second;
+    std::shared_ptr<HostTelemetry> t = telemetry_->Find(h.host_id());
+    PeriodAggregate agg;
+    if (t != nullptr) agg = t->Aggregate(step.after_start, now, policy.objective().peer_class());
+    in.after = ToHostPeriod(agg, std::max(1, expected));
+    inputs.push_back(std::move(in));
+  }
+  JudgeConfig cfg;
+  cfg.guard = policy.guard();
+  cfg.constraints.assign(policy.constraints().begin(), policy.constraints().end());
+  cfg.look = look;
+  cfg.looks = looks;
+  cfg.stage = c->state() == v1::STAGE ? c->stage() : 0;
+  cfg.now_unix_nanos = absl::ToUnixNanos(now);
+  return Judge(inputs, cfg);
+}
+
+void RolloutManager::Fail(v1::Change* c, const std::string& rule, const std::string& why) {
+  LogWarning("change failed", {{"change", c->id()}, {"rule", rule}, {"why", why}});
+  if (!c->campaign_id().empty()) {
+    // The trial's verdict is recorded, its canary restored.
+    TrialFinished(c);
+    return;
+  }
+  Restore(c, v1::ROLLED_BACK, "judge", false, absl::StrCat("FAIL (", rule, "): ", why))
+      .IgnoreError();
+}
+
+void RolloutManager::Drive(v1::Change* c) {
+  if (c->state() == v1::APPROVED) {
+    if (absl::Status s = StartStep(c, 0); !s.ok()) {
+      LogError("cannot start the canary", {{"change", c->id()}, {"error", s.ToString()}});
+    }
+    return;
+  }
+  if (!InFlight(c->state())) return;
+  auto it = steps_.find(c->id());
+  if (it == steps_.end()) return;
+  absl::StatusOr<v1::PolicyVersion> pv = policies_.Get(c->policy_name(), c->policy_version());
+  const v1::Policy policy = WithDefaults(pv.ok() ? pv->policy() : v1::Policy());
+  const absl::Time now = clock_->Now();
+  const absl::Duration bake = Secs(policy.rollout().bake_seconds());
+  const uint32_t looks = LooksOf(policy);
+  const absl::Time after_start = it->second.after_start;
+  if (now < after_start) return;
+  const double progress = std::min(1.0, absl::FDivDuration(now - after_start, bake));
+  // Is anything left unchanged to compare with?
+  bool has_control = false;
+  for (const v1::HostTarget& h : c->hosts()) {
+    const uint32_t stage = c->state() == v1::CANARY ? 0 : c->stage();
+    if (h.role() == v1::HostTarget::CONTROL && h.stage() > stage) has_control = true;
+  }
+  const absl::Duration interval = bake / looks;
+  const int64_t due =
+      static_cast<int64_t>(std::floor(absl::FDivDuration(now - after_start, interval)));
+  Step& step = it->second;
+  if (due <= step.last_look) {
+    Publish(*c, "baking", progress);
+    return;
+  }
+  step.last_look = due;
+  if (!has_control) {
+    // The last stage leaves no control: only the hard guards (events) judge it.
+    if (due >= looks) {
+      v1::Verdict v;
+      v.set_outcome(v1::Verdict::PASS);
+      v.set_unix_nanos(absl::ToUnixNanos(now));
+      v.set_stage(c->stage());
+      v.set_look(looks);
+      v.set_looks(looks);
+      v.set_rule("no_control_left");
+      v.set_summary("every selected host runs the change; no guard fired during the bake");
+      AddVerdict(c, std::move(v));
+    } else {
+      Publish(*c, "baking", progress);
+      return;
+    }
+  } else {
+    const uint32_t look = static_cast<uint32_t>(std::min<int64_t>(due, looks));
+    AddVerdict(c, Evaluate(c, look, looks));
+  }
+  const v1::Verdict& v = c->verdicts(c->verdicts_size() - 1);
+  switch (v.outcome()) {
+    case v1::Verdict::FAIL:
+      Fail(c, v.rule(), v.summary());
+      return;
+    case v1::Verdict::PASS:
+      if (due < looks) break;  // PASS counts at the final look only
+      if (c->canary_only()) {
+        TrialFinished(c);
+        return;
+      } else {
+        const uint32_t next_stage = c->state() == v1::CANARY ? 1 : c->stage() + 1;
+        if (next_stage > StageCount(policy)) {
+          v1::Change next = *c;
+          if (absl::Status s = Commit(&next, Transition(next, v1::DONE, "controller", v.summary()),
+                                      {MakeAudit("change_done", next, Identity{"controller", false},
+                                                 v.summary(), v.rule())},
+                                      {});
+              s.ok()) {
+            *c = next;
+            steps_.erase(c->id());
+            Publish(*c, "done", 1);
+          }
+          return;
+        }
+        if (absl::Status s = StartStep(c, next_stage); !s.ok()) {
+          LogError("cannot start the next stage", {{"change", c->id()}, {"error", s.ToString()}});
+        }
+        return;
+      }
+    default:
+      break;
+  }
+  // HOLD (or an interim PASS): persist the verdict; a HOLD past the limit aborts.
+  v1::Change next = *c;
+  if (v.outcome() == v1::Verdict::HOLD && due >= looks) {
+    if (next.hold_since_unix_nanos() == 0) next.set_hold_since_unix_nanos(absl::ToUnixNanos(now));
+    const absl::Duration held = now - absl::FromUnixNanos(next.hold_since_unix_nanos());
+    if (held > Secs(policy.guard().max_hold_seconds())) {
+      *c = next;
+      const std::string why = absl::StrCat("HOLD for ", absl::FormatDuration(held), " (limit ",
+                                           policy.guard().max_hold_seconds(), " s): ", v.summary());
+      if (!c->campaign_id().empty()) {
+        TrialFinished(c);
+      } else {
+        Restore(c, v1::ABORTED, "judge", false, why).IgnoreError();
+      }
+      return;
+    }
+  }
+  if (absl::Status s = Commit(&next, std::nullopt, {}, {}); s.ok()) *c = next;
+  Publish(*c, absl::StrCat("verdict ", v1::Verdict::Outcome_Name(v.outcome()), ": ", v.rule()),
+          progress);
+}
+
+void RolloutManager::Tick() {
+  std::vector<std::string> ids;
+  for (const auto& [id, c] : changes_) {
+    if (c.state() == v1::APPROVED || InFlight(c.state())) ids.push_back(id);
+  }
+  for (const std::string& id : ids) Drive(&changes_.at(id));
+  std::vector<std::string> campaigns;
+  for (const auto& [id, t] : campaigns_) {
+    if (t.state() == v1::Campaign::RUNNING) campaigns.push_back(id);
+  }
+  for (const std::string& id : campaigns) DriveCampaign(&campaigns_.at(id));
+}
+
+void RolloutManager::OnAck(const std::string& host_id, const std::string& version) {
+  executor_.Post([this, host_id, version] {
+    const std::string id = ActiveChangeOf(host_id);
+    if (id.empty()) return;
+    for (v1::HostTarget& h : *changes_.at(id).mutable_hosts()) {
+      if (h.host_id() == host_id && h.pushed_version() == version) h.set_acked_version(version);
+    }
+  });
+}
+
+void RolloutManager::OnNack(const std::string& host_id, const std::string& version,
+                            const std::string& error) {
+  executor_.Post([this, host_id, version, error] {
+    const std::string id = ActiveChangeOf(host_id);
+    if (id.empty()) return;
+    v1::Change& c = changes_.at(id);
+    if (!InFlight(c.state())) return;
+    for (v1::HostTarget& h : *c.mutable_hosts()) {
+      if (h.host_id() == host_id && h.pushed_version() == version) {
+        h.set_rejected(absl::StrCat("NACK: ", error));
+        v1::Verdict v;
+        v.set_outcome(v1::Verdict::FAIL);
+        v.set_unix_nanos(absl::ToUnixNanos(clock_->Now()));
+        v.set_stage(c.stage());
+        v.set_rule("nack");
+        v.set_summary(absl::StrCat("host ", host_id, " refused version ", version, ": ", error));
+        AddVerdict(&c, v);
+        Fail(&c, "nack", v.summary());
+        return;
+      }
+    }
+  });
+}
+
+void RolloutManager::OnGuardEvent(const std::string& host_id, const v1::GuardEvent& event) {
+  if (event.kind() == "drift") return;
+  executor_.Post([this, host_id, event] {
+    const std::string id = ActiveChangeOf(host_id);
+    if (id.empty()) return;
+    v1::Change& c = changes_.at(id);
+    if (!InFlight(c.state())) return;
+    for (v1::HostTarget& h : *c.mutable_hosts()) {
+      if (h.host_id() != host_id || h.pushed_version().empty()) continue;
+      h.set_rejected(absl::StrCat("local guard: ", event.kind(), ": ", event.detail()));
+      v1::Verdict v;
+      v.set_outcome(v1::Verdict::FAIL);
+      v.set_unix_nanos(absl::ToUnixNanos(clock_->Now()));
+      v.set_stage(c.stage());
+      v.set_rule("local_guard");
+      v.set_summary(
+          absl::StrCat("the local guard on ", host_id, " restored version ",
+                       event.restored_version().empty() ? "(baseline)" : event.restored_version(),
+                       ": ", event.kind(), ": ", event.detail()));
+      AddVerdict(&c, v);
+      Fail(&c, "local_guard", v.summary());
+      return;
+    }
+  });
+}
+
+// ---------------------------------------------------------------- campaigns
+
+Knobs RolloutManager::CurrentKnobValues(const v1::Policy& policy,
+                                        const std::vector<std::string>& hosts) const {
+  Knobs out;
+  for (const v1::Knob& k : policy.knobs()) {
+    std::optional<int64_t> value;
+    for (const std::string& id : hosts) {
+      absl::StatusOr<StoredHost> h = fleet_->GetStored(id);
+      if (!h.ok()) continue;
+      const v1::ParameterSet previous = PreviousParameters(*h);
+      for (const v1::DeviceParameters& d : previous.devices()) {
+        auto it = d.dcqcn().find(k.parameter());
+        if (it != d.dcqcn().end()) {
+          value = it->second;
+          break;
+        }
+      }
+      if (value.has_value()) break;
+    }
+    if (!value.has_value()) value = k.has_start() ? k.start() : k.min();
+    out[k.parameter()] = std::clamp(*value, k.min(), k.max());
+  }
+  return out;
+}
+
+absl::Status RolloutManager::SaveCampaign(const v1::Campaign& t,
+                                          std::vector<v1::AuditEntry> audit) {
+  if (store_ == nullptr) return absl::OkStatus();
+  Store::Batch batch;
+  batch.campaigns.push_back(t);
+  batch.audit = std::move(audit);
+  return store_->Commit(batch);
+}
+
+absl::StatusOr<v1::Campaign> RolloutManager::StartCampaign(const v1::StartCampaignRequest& req,
+                                                           const Identity& who) {
+  absl::StatusOr<v1::PolicyVersion> pv = policies_.Get(req.policy_name(), req.policy_version());
+  if (!pv.ok()) return pv.status();
+  const v1::Policy policy = WithDefaults(pv->policy());
+  const uint32_t budget =
+      req.trial_budget() != 0 ? req.trial_budget() : policy.tuner().trial_budget();
+  if (budget == 0 || budget > 200) {
+    return absl::InvalidArgumentError(absl::StrCat("trial budget ", budget, " outside [1, 200]"));
+  }
+  absl::StatusOr<std::unique_ptr<Tuner>> tuner = MakeTuner(policy, budget);
+  if (!tuner.ok()) return tuner.status();
+  for (const auto& [id, t] : campaigns_) {
+    if ((t.state() == v1::Campaign::PROPOSED || t.state() == v1::Campaign::RUNNING) &&
+        t.policy_name() == req.policy_name()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("campaign ", id, " on policy ", t.policy_name(), " is still ",
+                       v1::Campaign::State_Name(t.state()), "; stop it first"));
+    }
+  }
+  std::map<std::string, std::string> selector(policy.selector().match_labels().begin(),
+                                              policy.selector().match_labels().end());
+  std::vector<std::string> hosts = fleet_->Select(selector);
+  std::sort(hosts.begin(), hosts.end());
+  if (hosts.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat("policy ", pv->name(), " selects no host"));
+  }
+  v1::Campaign t;
+  t.set_id(NextCampaignId());
+  t.set_policy_name(pv->name());
+  t.set_policy_version(pv->version_hash());
+  t.set_state(v1::Campaign::PROPOSED);
+  t.set_trial_budget(budget);
+  t.set_proposer(who.name);
+  t.set_reason(req.reason());
+  t.set_created_unix_nanos(absl::ToUnixNanos(clock_->Now()));
+  t.set_approvals_required(
+      static_cast<int32_t>(std::max<uint32_t>(1, policy.approval().approvers())));
+  t.set_best_objective_ratio(1.0);
+  for (const auto& [k, v] : CurrentKnobValues(policy, hosts)) {
+    (*t.mutable_start())[k] = v;
+    (*t.mutable_best())[k] = v;
+  }
+  if (req.dry_run()) return t;
+  v1::AuditEntry a;
+  a.set_unix_nanos(t.created_unix_nanos());
+  a.set_actor(who.name);
+  a.set_authenticated(who.authenticated);
+  a.set_action("campaign_start");
+  a.set_subject(t.id());
+  a.set_reason(req.reason());
+  a.set_detail(absl::StrCat(
+      "policy ", pv->name(), "@", pv->sequence(), " budget ", budget, " trials; bounds ",
+      absl::StrJoin(policy.knobs(), ", ", [](std::string* out, const v1::Knob& k) {
+        absl::StrAppend(out, k.parameter(), " [", k.min(), ", ", k.max(), "]");
+      })));
+  if (absl::Status s = SaveCampaign(t, {a}); !s.ok()) return s;
+  ++campaign_seq_;
+  campaigns_[t.id()] = t;
+  PublishCampaign(t, absl::StrCat("proposed by ", who.name));
+  return t;
+}
+
+absl::StatusOr<v1::Campaign> RolloutManager::ApproveCampaign(const v1::ChangeActionRequest& req,
+                                                             const Identity& who) {
+  v1::Campaign* t = FindCampaign(req.id());
+  if (t == nullptr) return absl::NotFoundError(absl::StrCat("no campaign ", req.id()));
+  if (t->state() != v1::Campaign::PROPOSED) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "campaign ", t->id(), " is ", v1::Campaign::State_Name(t->state()), ", not PROPOSED"));
+  }
+  if (who.name == t->proposer()) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(who.name, " proposed campaign ", t->id(), " and cannot approve it"));
+  }
+  for (const v1::Approval& a : t->approvals()) {
+    if (a.approver() == who.name) {
+      return absl::AlreadyExistsError(
+          absl::StrCat(who.name, " already approved campaign ", t->id()));
+    }
+  }
+  v1::Campaign next = *t;
+  v1::Approval* a = next.add_approvals();
+  a->set_approver(who.name);
+  a->set_unix_nanos(absl::ToUnixNanos(clock_->Now()));
+  a->set_authenticated(who.authenticated);
+  a->set_reason(req.reason());
+  if (next.approvals_size() >= next.approvals_required()) next.set_state(v1::Campaign::RUNNING);
+  if (req.dry_run()) return next;
+  v1::AuditEntry e;
+  e.set_unix_nanos(absl::ToUnixNanos(clock_->Now()));
+  e.set_actor(who.name);
+  e.set_authenticated(who.authenticated);
+  e.set_action("campaign_approve");
+  e.set_subject(next.id());
+  e.set_reason(req.reason());
+  e.set_detail(absl::StrCat("approval ", next.approvals_size(), " of ", next.approvals_required(),
+                            next.state() == v1::Campaign::RUNNING ? "; trials start" : ""));
+  if (absl::Status s = SaveCampaign(next, {e}); !s.ok()) return s;
+  *t = next;
+  PublishCampaign(*t, absl::StrCat("approved by ", who.name));
+  return *t;
+}
+
+absl::StatusOr<v1::Campaign> RolloutManager::StopCampaign(const v1::ChangeActionRequest& req,
+                                                          const Identity& who) {
+  v1::Campaign* t = FindCampaign(req.id());
+  if (t == nullptr) return absl::NotFoundError(absl::StrCat("no campaign ", req.id()));
+  if (t->state() != v1::Campaign::PROPOSED && t->state() != v1::Campaign::RUNNING) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "campaign ", t->id(), " is ", v1::Campaign::State_Name(t->state()), " already"));
+  }
+  if (req.dry_run()) {
+    v1::Campaign next = *t;
+    next.set_state(v1::Campaign::STOPPED);
+    return next;
+  }
+  for (auto& [id, c] : changes_) {
+    if (c.campaign_id() == t->id() && Active(c)) {
+      Restore(&c, v1::ABORTED, who.name, who.authenticated,
+              absl::StrCat("campaign ", t->id(), " stopped"))
+          .IgnoreError();
+    }
+  }
+  v1::Campaign next = *t;
+  next.set_state(v1::Campaign::STOPPED);
+  next.set_note(req.reason());
+  for (v1::Trial& tr : *next.mutable_trials()) {
+    if (tr.outcome() == "running") tr.set_outcome("aborted");
+  }
+  v1::AuditEntry e;
+  e.set_unix_nanos(absl::ToUnixNanos(clock_->Now()));
+  e.set_actor(who.name);
+  e.set_authenticated(who.authenticated);
+  e.set_action("campaign_stop");
+  e.set_subject(next.id());
+  e.set_reason(req.reason());
+  if (absl::Status s = SaveCampaign(next, {e}); !s.ok()) return s;
+  *t = next;
+  PublishCampaign(*t, "stopped");
+  return *t;
+}
+
+absl::StatusOr<v1::Campaign> RolloutManager::GetCampaign(const std::string& id) const {
+  auto it = campaigns_.find(id);
+  if (it == campaigns_.end()) return absl::NotFoundError(absl::StrCat("no campaign ", id));
+  return it->second;
+}
+
+v1::ListCampaignsResponse RolloutManager::ListCampaigns() const {
+  v1::ListCampaignsResponse resp;
+  for (auto it = campaigns_.rbegin(); it != campaigns_.rend(); ++it)
+    *resp.add_campaigns() = it->second;
+  return resp;
+}
+
+void RolloutManager::TrialFinished(v1::Change* c) {
+  v1::Campaign* t = FindCampaign(c->campaign_id());
+  std::string outcome = "hold";
+  std::optional<double> ratio;
+  std::string note;
+  const v1::Verdict* v = c->verdicts_size() > 0 ? &c->verdicts(c->verdicts_size() - 1) : nullptr;
+  if (v != nullptr) {
+    note = v->summary();
+    if (const v1::MetricEvidence* m = FindMetric(*v, "ln_p99_did");
+        m != nullptr && std::isfinite(m->ratio()) && m->ratio() > 0) {
+      ratio = m->ratio();
+    }
+    if (v->outcome() == v1::Verdict::FAIL) outcome = "fail";
+    if (v->outcome() == v1::Verdict::PASS) outcome = "measured";
+  }
+  if (!InFlight(c->state())) {
+    outcome = "aborted";
+    note = "the controller restarted during the trial";
+  }
+  const std::string reason = absl::StrCat("trial ", c->trial(), " of campaign ", c->campaign_id(),
+                                          " ended (", outcome, "); canary hosts restored");
+  if (InFlight(c->state()) || c->state() == v1::APPROVED) {
+    Restore(c, outcome == "fail" ? v1::ROLLED_BACK : v1::DONE, "controller", false, reason)
+        .IgnoreError();
+  } else {
+    Restore(c, v1::ROLLED_BACK, "controller", false, reason).IgnoreError();
+  }
+  if (t == nullptr) return;
+  v1::Campaign next = *t;
+  for (v1::Trial& tr : *next.mutable_trials()) {
+    if (tr.change_id() != c->id()) continue;
+    tr.set_note(note);
+    if (ratio.has_value()) tr.set_objective_ratio(*ratio);
+    if (outcome == "measured") {
+      const double min_improvement = 0.02;
+      tr.set_outcome(ratio.has_value() &&
+                             *ratio < next.best_objective_ratio() * (1 - min_improvement)
+                         ? "improved"
+                         : "not_improved");
+    } else {
+      tr.set_outcome(outcome);
+    }
+    if (v != nullptr) {
+      for (const v1::MetricEvidence& m : v->metrics()) {
+        if (m.metric() != "ln_p99_did" && std::isfinite(m.ratio())) {
+          (*tr.mutable_constraints())[m.metric()] = m.ratio();
+        }
+      }
+    }
+  }
+  if (SaveCampaign(next, {}).ok()) *t = next;
+}
+
+void RolloutManager::DriveCampaign(v1::Campaign* t) {
+  for (const auto& [id, c] : changes_) {
+    if (c.campaign_id() == t->id() && Active(c) && c.canary_only()) return;  // a trial runs
+  }
+  absl::StatusOr<v1::PolicyVersion> pv = policies_.Get(t->policy_name(), t->policy_version());
+  if (!pv.ok()) return;
+  const v1::Policy policy = WithDefaults(pv->policy());
+  absl::StatusOr<std::unique_ptr<Tuner>> tuner = MakeTuner(policy, t->trial_budget());
+  if (!tuner.ok()) return;
+  const Knobs start(t->start().begin(), t->start().end());
+  // Trials measured canary (candidate) against control (the start values);
+  // the tuner wants each relative to the incumbent of its time.
+  std::vector<TrialResult> results;
+  for (const v1::Trial& tr : t->trials()) {
+    if (tr.outcome() == "running") continue;
+    const double incumbent = (*tuner)->Next(start, results).best_ratio;
+    TrialResult r;
+    r.knobs = Knobs(tr.knobs().begin(), tr.knobs().end());
+    if (tr.outcome() == "improved" || tr.outcome() == "not_improved") {
+      r.objective_ratio = tr.objective_ratio() / (incumbent > 0 ? incumbent : 1.0);
+    } else if (tr.outcome() == "fail") {
+      r.constraints_ok = false;
+      if (tr.objective_ratio() > 0) r.objective_ratio = tr.objective_ratio() / incumbent;
+    }
+    results.push_back(std::move(r));
+  }
+  TunerDecision d = (*tuner)->Next(start, results);
+  v1::Campaign next = *t;
+  next.clear_best();
+  for (const auto& [k, v] : d.best) (*next.mutable_best())[k] = v;
+  next.set_best_objective_ratio(d.best_ratio);
+  if (!d.next.has_value()) {
+    next.set_state(v1::Campaign::FINISHED);
+    next.set_note(d.reason);
+    std::vector<v1::AuditEntry> audit;
+    v1::AuditEntry e;
+    e.set_unix_nanos(absl::ToUnixNanos(clock_->Now()));
+    e.set_actor("tuner");
+    e.set_action("campaign_finished");
+    e.set_subject(next.id());
+    e.set_reason(d.reason);
+    e.set_detail(absl::StrFormat("%d trials; best p99 ratio %.3f: %s", next.trials_size(),
+                                 d.best_ratio,
+                                 absl::StrJoin(d.best, ",", absl::PairFormatter("="))));
+    audit.push_back(e);
+    if (d.best != start) {
+      // Promoting the winner beyond the canary needs approval again.
+      v1::ProposeChangeRequest req;
+      req.set_policy_name(next.policy_name());
+      req.set_policy_version(next.policy_version());
+      for (const auto& [k, v] : d.best) (*req.mutable_knobs())[k] = v;
+      req.set_reason(absl::StrFormat("promote the best of campaign %s (p99 ratio %.3f vs start)",
+                                     next.id(), d.best_ratio));
+      absl::StatusOr<v1::Change> c = Propose(req, Identity{t->proposer(), false});
+      if (c.ok()) {
+        next.set_promotion_change_id(c->id());
+        changes_[c->id()].set_campaign_id(next.id());
+      } else {
+        next.set_note(absl::StrCat(d.reason, "; promotion not proposed: ", c.status().message()));
+      }
+    }
+    if (SaveCampaign(next, audit).ok()) *t = next;
+    if (!next.promotion_change_id().empty()) {
+      // Persist the promotion's campaign link.
+      v1::Change* c = Find(next.promotion_change_id());
+      if (c != nullptr) Commit(c, std::nullopt, {}, {}).IgnoreError();
+    }
+    PublishCampaign(*t, absl::StrCat("finished: ", d.reason));
+    return;
+  }
+  const uint32_t index = static_cast<uint32_t>(t->trials_size() + 1);
+  const std::string id = NextChangeId();
+  Identity proposer{t->proposer(), false};
+  absl::StatusOr<v1::Change> c =
+      BuildChange(*pv, *d.next, proposer,
+                  absl::StrCat("trial ", index, " of campaign ", t->id(), ": ", d.reason), t->id());
+  if (!c.ok()) {
+    next.set_state(v1::Campaign::STOPPED);
+    next.set_note(absl::StrCat("trial ", index, " could not be built: ", c.status().message()));
+    if (SaveCampaign(next, {}).ok()) *t = next;
+    PublishCampaign(*t, next.note());
+    return;
+  }
+  c->set_id(id);
+  c->set_campaign_id(t->id());
+  c->set_trial(index);
+  c->set_canary_only(true);
+  *c->mutable_approvals() = t->approvals();
+  v1::ChangeTransition proposed = Transition(*c, v1::PROPOSED, "tuner", c->reason());
+  proposed.set_from(v1::CHANGE_STATE_UNSPECIFIED);
+  *c->add_transitions() = proposed;
+  v1::Trial* tr = next.add_trials();
+  tr->set_index(index);
+  for (const auto& [k, v] : *d.next) (*tr->mutable_knobs())[k] = v;
+  tr->set_change_id(id);
+  tr->set_outcome("running");
+  tr->set_unix_nanos(absl::ToUnixNanos(clock_->Now()));
+  if (absl::Status s = Commit(
+          &*c,
+          Transition(*c, v1::APPROVED, "tuner",
+                     absl::StrCat("inside campaign ", t->id(), " approved by its approvers")),
+          {MakeAudit("trial_start", *c, Identity{"tuner", false}, c->reason(),
+                     absl::StrJoin(*d.next, ",", absl::PairFormatter("=")))},
+          {});
+      !s.ok()) {
+    return;
+  }
+  ++change_seq_;
+  changes_[id] = *c;
+  if (SaveCampaign(next, {}).ok()) *t = next;
+  PublishCampaign(*t, absl::StrCat("trial ", index, " (", id,
+                                   "): ", absl::StrJoin(*d.next, ",", absl::PairFormatter("="))));
+}
+
+}  // namespace rocetune::controller

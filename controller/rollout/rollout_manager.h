@@ -1,0 +1,184 @@
+#ifndef ROCETUNE_CONTROLLER_ROLLOUT_ROLLOUT_MANAGER_H_
+#define ROCETUNE_CONTROLLER_ROLLOUT_ROLLOUT_MANAGER_H_
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "controller/admin/identity.h"
+#include "controller/fleet/event_bus.h"
+#include "controller/fleet/fleet.h"
+#include "controller/judge/judge.h"
+#include "controller/policy/policy_registry.h"
+#include "controller/rollout/change_planner.h"
+#include "controller/rollout/executor.h"
+#include "controller/store/store.h"
+#include "controller/telemetry/telemetry_store.h"
+#include "daemon/clock.h"
+#include "rocetune/v1/admin.pb.h"
+
+namespace rocetune::controller {
+
+struct RolloutOptions {
+  // How often active changes are driven (judge looks, stage moves, HOLD limits).
+  absl::Duration tick = absl::Seconds(1);
+  // The telemetry store's window and retention: baselines and bakes must fit.
+  absl::Duration window = absl::Seconds(10);
+  absl::Duration retention = absl::Minutes(10);
+  // Verdicts kept per change (older ones lose their sketches first, then go).
+  int max_verdicts = 40;
+};
+
+// Policies, changes and tuning campaigns: the tuning loop's state machine.
+//
+// Everything runs on one executor thread: admin calls are posted to it, the
+// fleet's Ack / Nack / guard notifications are posted to it, and a ticker
+// posts Tick. So the state here needs no lock, and SQLite writes never run on
+// a gRPC queue thread or under the fleet-wide lock. Each transition is
+// persisted (change, hosts' desired state and audit rows in one store
+// transaction) before it takes effect.
+class RolloutManager : public FleetListener {
+ public:
+  // `store` may be null (nothing persisted; tests).
+  RolloutManager(Fleet* fleet, TelemetryStore* telemetry, Store* store, EventBus* events,
+                 Clock* clock, RolloutOptions options);
+  ~RolloutManager() override;
+
+  // Loads policies, changes and campaigns. A change found mid-bake lost its
+  // baseline with the previous process: it is rolled back (audited). Call
+  // before Start.
+  absl::Status Load();
+  // Starts the ticker. Stop() ends it and drains the executor.
+  void Start();
+  void Stop();
+
+  Executor& executor() { return executor_; }
+
+  // ---- Admin operations. REQUIRES: on the executor thread. ----
+  absl::StatusOr<v1::ApplyPolicyResponse> ApplyPolicy(const v1::ApplyPolicyRequest& req,
+                                                      const Identity& who);
+  v1::ListPoliciesResponse ListPolicies(const v1::ListPoliciesRequest& req) const;
+  absl::StatusOr<v1::PolicyVersion> GetPolicy(const v1::GetPolicyRequest& req) const;
+
+  absl::StatusOr<v1::Change> Propose(const v1::ProposeChangeRequest& req, const Identity& who);
+  absl::StatusOr<v1::Change> Approve(const v1::ChangeActionRequest& req, const Identity& who);
+  absl::StatusOr<v1::Change> Reject(const v1::ChangeActionRequest& req, const Identity& who);
+  absl::StatusOr<v1::Change> Rollback(const v1::ChangeActionRequest& req, const Identity& who);
+  absl::StatusOr<v1::Change> Abort(const v1::ChangeActionRequest& req, const Identity& who);
+  absl::StatusOr<v1::Change> GetChange(const std::string& id) const;
+  absl::StatusOr<v1::ListChangesResponse> ListChanges(const v1::ListChangesRequest& req) const;
+  // Stores a rehearsal result on a PROPOSED change.
+  absl::StatusOr<v1::Change> RecordRehearsal(const std::string& id, const v1::Rehearsal& r);
+  // The knob values a rehearsal compares: the change's, and the policy
+  // knobs' current values on its canary hosts.
+  absl::StatusOr<std::pair<Knobs, Knobs>> RehearsalKnobs(const std::string& id) const;
+
+  absl::StatusOr<v1::Campaign> StartCampaign(const v1::StartCampaignRequest& req,
+                                             const Identity& who);
+  absl::StatusOr<v1::Campaign> ApproveCampaign(const v1::ChangeActionRequest& req,
+                                               const Identity& who);
+  absl::StatusOr<v1::Campaign> StopCampaign(const v1::ChangeActionRequest& req,
+                                            const Identity& who);
+  absl::StatusOr<v1::Campaign> GetCampaign(const std::string& id) const;
+  v1::ListCampaignsResponse ListCampaigns() const;
+
+  // A manual push (rocetunectl push): refused for a host that takes part in
+  // an active change.
+  absl::StatusOr<std::string> SetDesiredState(const v1::SetDesiredStateRequest& req,
+                                              const Identity& who);
+  // The active change holding `host_id`, "" if none. Thread-safe (any thread).
+  std::string ActiveChangeOf(const std::string& host_id) const;
+
+  // Drives every active change and campaign once.
+  void Tick();
+
+  // FleetListener: posted to the executor.
+  void OnAck(const std::string& host_id, const std::string& version) override;
+  void OnNack(const std::string& host_id, const std::string& version,
+              const std::string& error) override;
+  void OnGuardEvent(const std::string& host_id, const v1::GuardEvent& event) override;
+
+ private:
+  struct Step {
+    // Per measured host: the baseline taken when the step started.
+    std::map<std::string, HostPeriod> baseline;
+    absl::Time after_start;  // first window boundary after the push
+    int64_t last_look = 0;   // looks evaluated so far in this step
+  };
+
+  v1::Change* Find(const std::string& id);
+  const v1::Change* Find(const std::string& id) const;
+  v1::Campaign* FindCampaign(const std::string& id);
+  bool Active(const v1::Change& c) const;
+  std::string NextChangeId() const;
+  std::string NextCampaignId() const;
+
+  // Builds a change for `knobs` under `policy` (not stored).
+  absl::StatusOr<v1::Change> BuildChange(const v1::PolicyVersion& policy, const Knobs& knobs,
+                                         const Identity& who, const std::string& reason,
+                                         const std::string& seed);
+  // Persists `change` (with `transition` appended when set) plus `audit`, and
+  // the hosts' desired states in `updates`, in one transaction; then installs
+  // the desired states. On failure nothing changes (in memory either).
+  absl::Status Commit(v1::Change* change, std::optional<v1::ChangeTransition> transition,
+                      std::vector<v1::AuditEntry> audit, const std::vector<DesiredUpdate>& updates);
+  v1::ChangeTransition Transition(const v1::Change& c, v1::ChangeState to, const std::string& actor,
+                                  const std::string& reason) const;
+  v1::AuditEntry MakeAudit(const std::string& action, const v1::Change& c, const Identity& who,
+                           const std::string& reason, const std::string& detail) const;
+
+  // APPROVED -> CANARY; STAGE(n) -> STAGE(n+1): pushes the step's hosts.
+  absl::Status StartStep(v1::Change* c, uint32_t stage);
+  // Returns every touched host to its previous desired state and ends the
+  // change in `end` (ROLLED_BACK or ABORTED; DONE for a finished trial).
+  absl::Status Restore(v1::Change* c, v1::ChangeState end, const std::string& actor,
+                       bool authenticated, const std::string& reason);
+  void Drive(v1::Change* c);
+  v1::Verdict Evaluate(v1::Change* c, uint32_t look, uint32_t looks);
+  void TakeBaseline(const v1::Change& c, uint32_t stage, absl::Time step_start);
+  void Fail(v1::Change* c, const std::string& rule, const std::string& why);
+  void AddVerdict(v1::Change* c, v1::Verdict v);
+  void Publish(const v1::Change& c, const std::string& detail, double progress = 0);
+  void PublishCampaign(const v1::Campaign& t, const std::string& detail);
+
+  // Campaigns.
+  void DriveCampaign(v1::Campaign* t);
+  void TrialFinished(v1::Change* c);
+  absl::Status SaveCampaign(const v1::Campaign& t, std::vector<v1::AuditEntry> audit);
+  Knobs CurrentKnobValues(const v1::Policy& policy, const std::vector<std::string>& hosts) const;
+
+  Fleet* const fleet_;
+  TelemetryStore* const telemetry_;
+  Store* const store_;
+  EventBus* const events_;
+  Clock* const clock_;
+  const RolloutOptions options_;
+
+  PolicyRegistry policies_;
+  std::map<std::string, v1::Change> changes_;  // by id
+  std::map<std::string, v1::Campaign> campaigns_;
+  std::map<std::string, Step> steps_;  // by change id; lost on restart
+  int64_t change_seq_ = 0;
+  int64_t campaign_seq_ = 0;
+
+  // Keeps the host -> active change index in step with `c`.
+  void IndexHosts(const v1::Change& c);
+  mutable absl::Mutex index_mu_;
+  std::map<std::string, std::string> active_by_host_ ABSL_GUARDED_BY(index_mu_);
+
+  Executor executor_;
+  absl::Notification stop_;
+  std::thread ticker_;
+};
+
+}  // namespace rocetune::controller
+
+#endif  // ROCETUNE_CONTROLLER_ROLLOUT_ROLLOUT_MANAGER_H_
