@@ -79,6 +79,12 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(const ControllerOp
   if (options.max_outbound_queue < 1) {
     return absl::InvalidArgumentError("--max_outbound_queue must be at least 1");
   }
+  if (!(options.probe_rate > 0 && options.probe_rate <= 1e6)) {
+    return absl::InvalidArgumentError("--probe_rate must be in (0, 1e6] probes per second per peer");
+  }
+  if (options.probe_peers < 1 || options.probe_peers > 1024) {
+    return absl::InvalidArgumentError("--probe_peers must be 1 to 1024");
+  }
   if (options.stream_threads < 0 || options.stream_threads > 256) {
     return absl::InvalidArgumentError("--stream_threads must be 0 (automatic) to 256");
   }
@@ -109,6 +115,8 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(const ControllerOp
   fopt.stale_after = options.stale_after;
   fopt.gone_after = options.gone_after;
   fopt.probe_replan_delay = options.probe_replan_delay;
+  fopt.probes.probes_per_second = options.probe_rate;
+  fopt.probes.max_peers = options.probe_peers;
   c->fleet_ =
       std::make_unique<Fleet>(clock, c->telemetry_.get(), c->store_.get(), &c->events_, fopt);
   if (absl::Status s = c->fleet_->LoadFromStore(); !s.ok()) return s;

@@ -37,6 +37,10 @@ struct ControllerOptions {
   std::string group_label = "rack";  // label whose values are the metric groups
   // Joins and leaves within this delay share one probe replan (0: inline).
   absl::Duration probe_replan_delay = absl::Milliseconds(200);
+  // Latency probes the controller plans for every agent: probes per second
+  // to each peer, and peers per host.
+  double probe_rate = 10;
+  int probe_peers = 16;
   // Completion queues (one thread each) that agent streams are spread over;
   // 0 picks one per CPU.
   int stream_threads = 0;

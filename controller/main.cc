@@ -40,6 +40,9 @@ ABSL_FLAG(std::string, group_label, "rack",
 ABSL_FLAG(int32_t, stream_threads, 0,
           "Threads, each with its own gRPC completion queue, that agent streams are spread "
           "over (0 = one per CPU; at most 256).");
+ABSL_FLAG(double, probe_rate, 10,
+          "Latency probes per second each agent sends to each of its peers (the probe plan).");
+ABSL_FLAG(int32_t, probe_peers, 16, "Peers in each agent's probe plan (half in its own ToR).");
 ABSL_FLAG(absl::Duration, rollout_tick, absl::Seconds(1),
           "How often active changes and tuning campaigns are driven: judge looks, stage moves, "
           "HOLD limits, next trials.");
@@ -90,6 +93,8 @@ int main(int argc, char** argv) {
   opt.probe_replan_delay = absl::GetFlag(FLAGS_probe_replan_delay);
   opt.stream_threads = absl::GetFlag(FLAGS_stream_threads);
   opt.rollout_tick = absl::GetFlag(FLAGS_rollout_tick);
+  opt.probe_rate = absl::GetFlag(FLAGS_probe_rate);
+  opt.probe_peers = absl::GetFlag(FLAGS_probe_peers);
 
   auto controller = rocetune::controller::Controller::Start(opt);
   if (!controller.ok()) {

@@ -124,6 +124,8 @@ int RunAgents(Fabric* fabric) {
     opt.probe_endpoint.set_udp_address("sim/" + host->host_id());
     opt.labels.emplace_back("tor", absl::StrCat(fabric->HostTor(h)));
     opt.sample_interval = absl::GetFlag(FLAGS_sample_interval);
+    // --guard_window, --guard_max_pfc_pause_ratio, --guard_max_cnp_rate.
+    opt.guard = LocalGuardOptionsFromFlags();
     opt.state_dir = absl::StrCat(state_base, "/", opt.host_id);
     if (mkdir(opt.state_dir.c_str(), 0700) != 0 && errno != EEXIST) {
       std::fprintf(stderr, "cannot create %s: %s\n", opt.state_dir.c_str(), std::strerror(errno));

@@ -1,5 +1,6 @@
 #include "controller/admin/admin_service.h"
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <memory>
@@ -354,6 +355,21 @@ grpc::Status AdminService::FleetSummary(const v1::FleetSummaryRequest& req,
   resp->set_cnp_rate_per_second(s.cnp_rate_per_second);
   resp->set_pfc_pause_rate_per_second(s.pfc_pause_rate_per_second);
   s.network_rtt.ToProto(resp->mutable_merged_rtt());
+  resp->set_probes(s.network_rtt.count());
+  if (s.hosts > 0) {
+    auto rate = [&s](const std::string& key) {
+      auto it = s.counter_rates.find(key);
+      return it == s.counter_rates.end() ? 0.0 : it->second;
+    };
+    resp->set_tx_gbps_per_host(rate("tx_bytes") * 8 / 1e9 / s.hosts);
+    double worst = 0;
+    for (int p = 0; p < 8; ++p) {
+      const double us_per_s = rate(PriorityCounterName("rx_pfc_pause_duration_us", p)) +
+                              rate(PriorityCounterName("tx_pfc_pause_duration_us", p));
+      worst = std::max(worst, us_per_s / 1e6 / s.hosts);
+    }
+    resp->set_pfc_pause_ratio(worst);
+  }
   resp->set_reports_received(deps_.metrics->reports_received());
   resp->set_reports_dropped(deps_.metrics->reports_dropped());
   return grpc::Status::OK;

@@ -818,7 +818,27 @@ v1::Verdict RolloutManager::Evaluate(v1::Change* c, uint32_t look, uint32_t look
   cfg.looks = looks;
   cfg.stage = c->state() == v1::STAGE ? c->stage() : 0;
   cfg.now_unix_nanos = absl::ToUnixNanos(now);
-  return Judge(inputs, cfg);
+  v1::Verdict v = Judge(inputs, cfg);
+  // The canary's own before/after change in p99, beside the judge's DiD: a
+  // tuning trial's objective. Canary and control share the fabric, so a
+  // change on canary senders also moves the queues control hosts cross; the
+  // DiD subtracts that part, which a fleet-wide promotion would get.
+  double sum = 0;
+  int n = 0;
+  for (const HostInput& in : inputs) {
+    if (!in.canary || in.before.rtt.count() < 100 || in.after.rtt.count() < 100) continue;
+    sum += std::log(in.after.rtt.Quantile(0.99)) - std::log(in.before.rtt.Quantile(0.99));
+    ++n;
+  }
+  if (n > 0) {
+    v1::MetricEvidence* m = v.add_metrics();
+    m->set_metric("ln_p99_canary_before_after");
+    m->set_outcome("info");
+    m->set_mean(sum / n);
+    m->set_ratio(std::exp(sum / n));
+    m->set_note(absl::StrCat("mean over ", n, " canary hosts of ln p99 after - ln p99 before"));
+  }
+  return v;
 }
 
 void RolloutManager::Fail(v1::Change* c, const std::string& rule, const std::string& why) {
@@ -1212,9 +1232,14 @@ void RolloutManager::TrialFinished(v1::Change* c) {
   const v1::Verdict* v = c->verdicts_size() > 0 ? &c->verdicts(c->verdicts_size() - 1) : nullptr;
   if (v != nullptr) {
     note = v->summary();
-    if (const v1::MetricEvidence* m = FindMetric(*v, "ln_p99_did");
-        m != nullptr && std::isfinite(m->ratio()) && m->ratio() > 0) {
-      ratio = m->ratio();
+    // The trial's objective: the canary's own before/after p99 ratio (see
+    // Evaluate), else the judge's DiD ratio.
+    for (const char* metric : {"ln_p99_canary_before_after", "ln_p99_did"}) {
+      const v1::MetricEvidence* m = FindMetric(*v, metric);
+      if (m != nullptr && std::isfinite(m->ratio()) && m->ratio() > 0) {
+        ratio = m->ratio();
+        break;
+      }
     }
     if (v->outcome() == v1::Verdict::FAIL) outcome = "fail";
     if (v->outcome() == v1::Verdict::PASS) outcome = "measured";
@@ -1248,7 +1273,8 @@ void RolloutManager::TrialFinished(v1::Change* c) {
     }
     if (v != nullptr) {
       for (const v1::MetricEvidence& m : v->metrics()) {
-        if (m.metric() != "ln_p99_did" && std::isfinite(m.ratio())) {
+        if (m.metric() != "ln_p99_did" && m.metric() != "ln_p99_canary_before_after" &&
+            std::isfinite(m.ratio())) {
           (*tr.mutable_constraints())[m.metric()] = m.ratio();
         }
       }
@@ -1264,6 +1290,20 @@ void RolloutManager::DriveCampaign(v1::Campaign* t) {
   absl::StatusOr<v1::PolicyVersion> pv = policies_.Get(t->policy_name(), t->policy_version());
   if (!pv.ok()) return;
   const v1::Policy policy = WithDefaults(pv->policy());
+  // The next trial's baseline must not contain the previous trial: wait a
+  // baseline (and a window) after the canary hosts were restored.
+  int64_t last_end = 0;
+  for (const v1::Trial& tr : t->trials()) {
+    const v1::Change* c = Find(tr.change_id());
+    if (c != nullptr && c->transitions_size() > 0) {
+      last_end = std::max(last_end, c->transitions(c->transitions_size() - 1).unix_nanos());
+    }
+  }
+  if (last_end != 0 &&
+      clock_->Now() < absl::FromUnixNanos(last_end) + Secs(policy.rollout().baseline_seconds()) +
+                          options_.window) {
+    return;
+  }
   absl::StatusOr<std::unique_ptr<Tuner>> tuner = MakeTuner(policy, t->trial_budget());
   if (!tuner.ok()) return;
   const Knobs start(t->start().begin(), t->start().end());

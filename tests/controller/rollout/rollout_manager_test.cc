@@ -1,0 +1,592 @@
+// The rollout manager's state machine, in process and deterministic: a fake
+// clock, a real Fleet, TelemetryStore, Store (SQLite in a temp dir), policy
+// loader and judge; agents are fake connections that apply and ACK (or NACK)
+// every push, and the test feeds each host's telemetry window by window from
+// an RTT model whose tail grows with a parameter the change sets.
+#include "controller/rollout/rollout_manager.h"
+
+#include <cmath>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "controller/rollout/change_planner.h"
+#include "daemon/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/controller/controller_test_util.h"
+
+namespace rocetune::controller {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int kRacks = 8;
+constexpr int kHostsPerRack = 4;
+constexpr char kDevice[] = "mlx5_0";
+
+// What a fake agent holds and answers.
+class FakeAgent : public AgentConnection {
+ public:
+  FakeAgent(Fleet* fleet, std::string host, uint64_t stream)
+      : fleet_(fleet), host_(std::move(host)), stream_(stream) {}
+  uint64_t stream_id() const override { return stream_; }
+  void PushDesiredState(const std::string& version, const v1::ParameterSet& params) override {
+    absl::MutexLock lock(&mu_);
+    pushed_.push_back(version);
+    if (nack_next_) {
+      nack_next_ = false;
+      v1::Nack n;
+      n.set_kind(v1::DESIRED_STATE);
+      n.set_version(version);
+      n.set_kept_version(applied_version_);
+      n.set_error("mlx5_0: rpg_time_reset: write failed: Permission denied");
+      mu_.Unlock();
+      fleet_->HandleNack(host_, n);
+      mu_.Lock();
+      return;
+    }
+    applied_ = params;
+    applied_version_ = version;
+    v1::Ack a;
+    a.set_kind(v1::DESIRED_STATE);
+    a.set_version(version);
+    *a.mutable_applied() = params;
+    mu_.Unlock();
+    fleet_->HandleAck(host_, a);
+    mu_.Lock();
+  }
+  void Close(const absl::Status&) override {}
+
+  int64_t Param(const std::string& name, int64_t dflt) {
+    absl::MutexLock lock(&mu_);
+    for (const auto& d : applied_.devices()) {
+      auto it = d.dcqcn().find(name);
+      if (it != d.dcqcn().end()) return it->second;
+    }
+    return dflt;
+  }
+  std::vector<std::string> pushed() {
+    absl::MutexLock lock(&mu_);
+    return pushed_;
+  }
+  void NackNext() {
+    absl::MutexLock lock(&mu_);
+    nack_next_ = true;
+  }
+
+ private:
+  Fleet* fleet_;
+  std::string host_;
+  uint64_t stream_;
+  absl::Mutex mu_;
+  v1::ParameterSet applied_;
+  std::string applied_version_;
+  std::vector<std::string> pushed_;
+  bool nack_next_ = false;
+};
+
+std::string PolicyText(int approvers = 1, uint32_t max_hold = 12) {
+  return absl::StrCat(R"pb(
+    name: "test-policy"
+    selector { match_labels { key: "role" value: "trainer" } }
+    objective { metric: PROBE_RTT_P99 }
+    knobs { parameter: "rpg_time_reset" min: 2 max: 600 step: 2 log_scale: true }
+    tuner { kind: COORDINATE_DESCENT trial_budget: 8 min_improvement: 0.03 }
+    rollout {
+      canary_fraction: 0.25 min_canary_hosts: 8 bake_seconds: 6 stages: [ 0.5, 1.0 ]
+      rack_label: "rack" baseline_seconds: 4 looks: 3
+    }
+    guard { max_p99_regression: 0.05 confidence: 0.995 min_samples: 1500 min_rack_pairs: 6
+            max_hold_seconds: )pb",
+                      max_hold, R"pb( }
+    approval { approvers: )pb",
+                      approvers, " }\n");
+}
+
+class RolloutTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::MakeTempDir();
+    Open();
+    for (int r = 0; r < kRacks; ++r) {
+      for (int i = 0; i < kHostsPerRack; ++i) {
+        const std::string id = absl::StrFormat("h%02d", r * kHostsPerRack + i);
+        hosts_.push_back(id);
+        rack_of_[id] = r;
+      }
+    }
+    Connect();
+  }
+  void TearDown() override { Close(); }
+
+  void Open() {
+    auto store = Store::Open(dir_);
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = *std::move(store);
+    TelemetryOptions topt;
+    topt.window = absl::Seconds(1);
+    topt.retention = absl::Minutes(2);
+    telemetry_ = std::make_unique<TelemetryStore>(topt);
+    FleetOptions fopt;
+    fopt.plan_probes = false;
+    fleet_ = std::make_unique<Fleet>(&clock_, telemetry_.get(), store_.get(), nullptr, fopt);
+    ASSERT_TRUE(fleet_->LoadFromStore().ok());
+    RolloutOptions ropt;
+    ropt.tick = absl::ZeroDuration();
+    ropt.window = absl::Seconds(1);
+    ropt.retention = absl::Minutes(2);
+    manager_ = std::make_unique<RolloutManager>(fleet_.get(), telemetry_.get(), store_.get(),
+                                                nullptr, &clock_, ropt);
+    ASSERT_TRUE(manager_->Load().ok());
+    manager_->Start();
+  }
+  void Close() {
+    if (manager_ != nullptr) manager_->Stop();
+    manager_.reset();
+    agents_.clear();
+    fleet_.reset();
+    telemetry_.reset();
+    store_.reset();
+  }
+  void Connect() {
+    for (const std::string& id : hosts_) {
+      v1::Hello h;
+      h.set_host_id(id);
+      (*h.mutable_labels())["rack"] = absl::StrCat("r", rack_of_[id]);
+      (*h.mutable_labels())["role"] = "trainer";
+      v1::NicDevice* d = h.add_devices();
+      d->set_name(kDevice);
+      d->set_cc_param_layout("ofed_sysfs");
+      d->add_ports()->set_speed_mbps(100000);
+      v1::DeviceParameters* p = h.mutable_current_parameters()->add_devices();
+      p->set_device(kDevice);
+      (*p->mutable_dcqcn())["rpg_time_reset"] = 300;
+      (*p->mutable_dcqcn())["rpg_ai_rate"] = 5;
+      auto agent = std::make_shared<FakeAgent>(fleet_.get(), id, ++stream_);
+      agents_[id] = agent;
+      auto reg = fleet_->Register(h, agent);
+      ASSERT_TRUE(reg.ok()) << reg.status();
+      telem_[id] = reg->telemetry;
+    }
+  }
+
+  // Feeds `seconds` windows of telemetry, ticking the manager after each.
+  void Run(int seconds) {
+    for (int s = 0; s < seconds; ++s) {
+      const absl::Time start = clock_.Now();
+      for (const std::string& id : hosts_) {
+        const double factor = factor_(agents_[id]->Param("rpg_time_reset", 300));
+        v1::Report r;
+        r.set_seq(++seq_);
+        r.set_start_unix_nanos(absl::ToUnixNanos(start));
+        r.set_end_unix_nanos(absl::ToUnixNanos(start + absl::Seconds(1)));
+        QuantileSketch sk;
+        std::lognormal_distribution<double> body(std::log(10e-6), 0.25);
+        std::lognormal_distribution<double> tail(std::log(30e-6), 0.5);
+        std::uniform_real_distribution<double> u(0, 1);
+        const double host_offset = std::exp(0.08 * ((std::hash<std::string>()(id) % 100) / 50.0 - 1));
+        for (int i = 0; i < kProbesPerWindow; ++i) {
+          const double v = u(rng_) < 0.03 ? tail(rng_) * factor : body(rng_);
+          sk.Insert(v * host_offset);
+        }
+        v1::LatencyWindow* w = r.add_latency();
+        w->set_peer_class("intra_rack");
+        sk.ToProto(w->mutable_network_rtt_seconds());
+        w->set_probes_sent(kProbesPerWindow);
+        auto add = [&](const char* name, int prio, uint64_t delta) {
+          v1::CounterSample* c = r.add_counters();
+          c->set_device(kDevice);
+          c->set_port(1);
+          c->set_priority(prio);
+          c->set_name(name);
+          c->set_delta(delta);
+          c->set_rate_per_second(static_cast<double>(delta));
+        };
+        add("tx_bytes", -1, 10'000'000'000ull);
+        add("cnp_handled", -1, 1000);
+        add("rx_pfc_pause_duration_us", 3, pause_us_(id));
+        ASSERT_TRUE(telem_[id]->AddReport(r, start + absl::Milliseconds(500)).ok());
+      }
+      clock_.Advance(absl::Seconds(1));
+      Tick();
+    }
+  }
+  void Tick() {
+    manager_->executor().RunSync([this] { manager_->Tick(); });
+  }
+  template <typename T>
+  T OnExec(const std::function<T()>& f) {
+    T out;
+    manager_->executor().RunSync([&] { out = f(); });
+    return out;
+  }
+  absl::StatusOr<v1::Change> Propose(int64_t value, const Identity& who = {"alice", false}) {
+    return OnExec<absl::StatusOr<v1::Change>>([&] {
+      v1::ProposeChangeRequest req;
+      req.set_policy_name("test-policy");
+      (*req.mutable_knobs())["rpg_time_reset"] = value;
+      req.set_reason("test");
+      return manager_->Propose(req, who);
+    });
+  }
+  absl::StatusOr<v1::Change> Act(const std::string& what, const std::string& id,
+                                 const Identity& who) {
+    return OnExec<absl::StatusOr<v1::Change>>([&] {
+      v1::ChangeActionRequest req;
+      req.set_id(id);
+      req.set_reason(absl::StrCat(what, " in test"));
+      if (what == "approve") return manager_->Approve(req, who);
+      if (what == "reject") return manager_->Reject(req, who);
+      if (what == "rollback") return manager_->Rollback(req, who);
+      return manager_->Abort(req, who);
+    });
+  }
+  v1::Change Get(const std::string& id) {
+    auto c = OnExec<absl::StatusOr<v1::Change>>([&] { return manager_->GetChange(id); });
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? *c : v1::Change();
+  }
+  void ApplyPolicy(const std::string& text) {
+    auto r = OnExec<absl::StatusOr<v1::ApplyPolicyResponse>>([&] {
+      v1::ApplyPolicyRequest req;
+      req.set_text(text);
+      req.set_file_name("test.textproto");
+      return manager_->ApplyPolicy(req, Identity{"alice", false});
+    });
+    ASSERT_TRUE(r.ok()) << r.status();
+  }
+  int64_t DesiredValue(const std::string& host) {
+    auto h = fleet_->GetStored(host);
+    if (!h.ok() || h->desired_seq == 0) return -1;
+    return h->desired.devices(0).dcqcn().at("rpg_time_reset");
+  }
+
+  static constexpr int kProbesPerWindow = 1000;
+  FakeClock clock_{absl::FromUnixSeconds(1'700'000'000)};
+  std::string dir_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<TelemetryStore> telemetry_;
+  std::unique_ptr<Fleet> fleet_;
+  std::unique_ptr<RolloutManager> manager_;
+  std::vector<std::string> hosts_;
+  std::map<std::string, int> rack_of_;
+  std::map<std::string, std::shared_ptr<FakeAgent>> agents_;
+  std::map<std::string, std::shared_ptr<HostTelemetry>> telem_;
+  uint64_t stream_ = 0;
+  uint64_t seq_ = 0;
+  std::mt19937_64 rng_{42};
+  std::function<double(int64_t)> factor_ = [](int64_t) { return 1.0; };
+  std::function<uint64_t(const std::string&)> pause_us_ = [](const std::string&) { return 0; };
+};
+
+TEST(ChangePlannerTest, CanaryAndControlShareRacksAndStagesEndWithControl) {
+  v1::Policy policy;
+  policy.mutable_rollout()->set_canary_fraction(0.25);
+  policy.mutable_rollout()->set_min_canary_hosts(4);
+  policy.mutable_rollout()->add_stages(0.5);
+  policy.mutable_rollout()->add_stages(1.0);
+  std::vector<StoredHost> hosts;
+  for (int i = 0; i < 32; ++i) {
+    StoredHost h;
+    h.info.set_host_id(absl::StrCat("h", i));
+    (*h.info.mutable_labels())["rack"] = absl::StrCat("r", i / 4);
+    hosts.push_back(h);
+  }
+  auto plan = PlanHosts(policy, hosts, "c-1");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  std::map<std::string, int> canary_by_rack, control_by_rack;
+  int canaries = 0, stage1 = 0, stage2 = 0;
+  for (const v1::HostTarget& t : *plan) {
+    if (t.role() == v1::HostTarget::CANARY) {
+      ++canaries;
+      ++canary_by_rack[t.rack()];
+      EXPECT_EQ(t.stage(), 0u);
+    }
+    if (t.role() == v1::HostTarget::CONTROL) {
+      ++control_by_rack[t.rack()];
+      EXPECT_EQ(t.stage(), 2u) << "control hosts change in the last stage";
+    }
+    if (t.stage() == 1) ++stage1;
+    if (t.stage() == 2) ++stage2;
+  }
+  EXPECT_EQ(canaries, 8);
+  EXPECT_EQ(canary_by_rack.size(), 8u) << "one canary per rack";
+  EXPECT_EQ(canary_by_rack, control_by_rack);
+  EXPECT_EQ(8 + stage1, 16) << "stage 1 reaches half of the hosts";
+  EXPECT_EQ(8 + stage1 + stage2, 32);
+  // Deterministic for a seed, different for another.
+  auto again = PlanHosts(policy, hosts, "c-1");
+  ASSERT_TRUE(again.ok());
+  for (size_t i = 0; i < plan->size(); ++i) EXPECT_EQ((*plan)[i].role(), (*again)[i].role());
+  auto other = PlanHosts(policy, hosts, "c-2");
+  ASSERT_TRUE(other.ok());
+  bool differs = false;
+  for (size_t i = 0; i < plan->size(); ++i) differs |= (*plan)[i].role() != (*other)[i].role();
+  EXPECT_TRUE(differs);
+}
+
+TEST(ChangePlannerTest, RefusesWithoutARackOfTwo) {
+  v1::Policy policy;
+  policy.mutable_rollout()->set_canary_fraction(0.5);
+  std::vector<StoredHost> hosts(3);
+  for (int i = 0; i < 3; ++i) {
+    hosts[i].info.set_host_id(absl::StrCat("h", i));
+    (*hosts[i].info.mutable_labels())["rack"] = absl::StrCat("r", i);
+  }
+  auto plan = PlanHosts(policy, hosts, "s");
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(plan.status().message(), HasSubstr("control host in its own rack"));
+}
+
+TEST(ChangePlannerTest, KnobsOutsideThePolicyAreRefused) {
+  v1::Policy policy;
+  policy.set_name("p");
+  v1::Knob* k = policy.add_knobs();
+  k->set_parameter("rpg_time_reset");
+  k->set_min(2);
+  k->set_max(600);
+  EXPECT_TRUE(CheckKnobs(policy, {{"rpg_time_reset", 10}}).ok());
+  EXPECT_THAT(CheckKnobs(policy, {{"rpg_time_reset", 601}}).message(), HasSubstr("[2, 600]"));
+  EXPECT_THAT(CheckKnobs(policy, {{"rpg_ai_rate", 10}}).message(), HasSubstr("not a knob"));
+  EXPECT_FALSE(CheckKnobs(policy, {}).ok());
+}
+
+TEST_F(RolloutTest, ApprovedChangeCanariesThenStagesToDone) {
+  ApplyPolicy(PolicyText());
+  Run(6);  // baseline
+  auto c = Propose(100);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->state(), v1::PROPOSED);
+  EXPECT_EQ(c->hosts_size(), 32);
+  auto self = Act("approve", c->id(), {"alice", false});
+  EXPECT_EQ(self.status().code(), absl::StatusCode::kPermissionDenied);
+  auto ok = Act("approve", c->id(), {"bob", false});
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->state(), v1::APPROVED);
+  Tick();
+  v1::Change now = Get(c->id());
+  ASSERT_EQ(now.state(), v1::CANARY);
+  int pushed = 0;
+  for (const auto& h : now.hosts()) {
+    if (h.role() == v1::HostTarget::CANARY) {
+      EXPECT_EQ(DesiredValue(h.host_id()), 100);
+      ++pushed;
+    } else {
+      EXPECT_NE(DesiredValue(h.host_id()), 100) << h.host_id() << " changed before its stage";
+    }
+  }
+  EXPECT_EQ(pushed, 8);
+  // A conflicting proposal names the change that holds the hosts.
+  auto conflict = Propose(200, {"carol", false});
+  EXPECT_EQ(conflict.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(conflict.status().message(), HasSubstr(c->id()));
+  Run(30);
+  now = Get(c->id());
+  EXPECT_EQ(now.state(), v1::DONE) << now.DebugString().substr(0, 3000);
+  for (const std::string& h : hosts_) EXPECT_EQ(DesiredValue(h), 100) << h;
+  bool passed = false;
+  for (const auto& v : now.verdicts()) passed |= v.outcome() == v1::Verdict::PASS;
+  EXPECT_TRUE(passed);
+  auto chain = store_->VerifyAudit();
+  ASSERT_TRUE(chain.ok());
+  EXPECT_TRUE(chain->ok()) << chain->problem();
+}
+
+TEST_F(RolloutTest, RegressionOnTheCanaryRollsBackEveryTouchedHost) {
+  ApplyPolicy(PolicyText());
+  factor_ = [](int64_t v) { return v == 2 ? 1.6 : 1.0; };  // tail +60%
+  Run(6);
+  auto c = Propose(2);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(Act("approve", c->id(), {"bob", false}).ok());
+  Tick();
+  const absl::Time canary_start = clock_.Now();
+  for (int i = 0; i < 12 && Get(c->id()).state() == v1::CANARY; ++i) Run(1);
+  v1::Change now = Get(c->id());
+  ASSERT_EQ(now.state(), v1::ROLLED_BACK);
+  // Within two judge windows (a look is bake / looks = 2 s) plus the partial
+  // window the canary started in.
+  EXPECT_LE(clock_.Now() - canary_start, absl::Seconds(5));
+  for (const std::string& h : hosts_) EXPECT_NE(DesiredValue(h), 2) << h;
+  for (const auto& h : now.hosts()) {
+    if (h.role() == v1::HostTarget::CANARY) EXPECT_EQ(agents_[h.host_id()]->Param("rpg_time_reset", 0), 300);
+  }
+  const v1::Verdict& v = now.verdicts(now.verdicts_size() - 1);
+  EXPECT_EQ(v.outcome(), v1::Verdict::FAIL);
+  auto audit = store_->QueryAudit([&] {
+    v1::ListAuditRequest r;
+    r.set_change_id(c->id());
+    r.set_newest_first(true);
+    return r;
+  }());
+  ASSERT_TRUE(audit.ok());
+  ASSERT_GT(audit->entries_size(), 0);
+  EXPECT_EQ(audit->entries(0).action(), "change_rolled_back");
+  EXPECT_THAT(audit->entries(0).reason(), HasSubstr("FAIL"));
+}
+
+TEST_F(RolloutTest, GuardEventOnACanaryHostRollsBackAndTheSetIsNeverRepushed) {
+  ApplyPolicy(PolicyText());
+  Run(6);
+  auto c = Propose(50);
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(Act("approve", c->id(), {"bob", false}).ok());
+  Tick();
+  std::string canary;
+  std::string canary_version;
+  for (const auto& h : Get(c->id()).hosts()) {
+    if (h.role() == v1::HostTarget::CANARY) {
+      canary = h.host_id();
+      canary_version = h.pushed_version();
+      break;
+    }
+  }
+  ASSERT_FALSE(canary.empty());
+  google::protobuf::RepeatedPtrField<v1::GuardEvent> events;
+  v1::GuardEvent* e = events.Add();
+  e->set_kind("pfc_pause_guard");
+  e->set_detail("mlx5_0 port 1 prio 3 paused 45% of 1 s");
+  e->set_restored_version("baseline");
+  fleet_->HandleGuardEvents(canary, events);
+  manager_->executor().RunSync([] {});
+  EXPECT_EQ(Get(c->id()).state(), v1::ROLLED_BACK);
+  auto info = fleet_->GetHost(canary);
+  ASSERT_TRUE(info.ok());
+  EXPECT_THAT(info->rejected_versions(), ::testing::Contains(canary_version));
+  // Reconnect: what is pushed is the rollback's version, never the rejected one.
+  v1::Hello h;
+  h.set_host_id(canary);
+  (*h.mutable_labels())["rack"] = absl::StrCat("r", rack_of_[canary]);
+  (*h.mutable_labels())["role"] = "trainer";
+  auto again = std::make_shared<FakeAgent>(fleet_.get(), canary, ++stream_);
+  ASSERT_TRUE(fleet_->Register(h, again).ok());
+  for (const std::string& v : again->pushed()) EXPECT_NE(v, canary_version);
+}
+
+TEST_F(RolloutTest, NackOnACanaryHostRollsBack) {
+  ApplyPolicy(PolicyText());
+  Run(6);
+  auto c = Propose(40);
+  ASSERT_TRUE(c.ok());
+  for (const auto& h : c->hosts()) {
+    if (h.role() == v1::HostTarget::CANARY) {
+      agents_[h.host_id()]->NackNext();
+      break;
+    }
+  }
+  ASSERT_TRUE(Act("approve", c->id(), {"bob", false}).ok());
+  Tick();
+  manager_->executor().RunSync([] {});
+  v1::Change now = Get(c->id());
+  EXPECT_EQ(now.state(), v1::ROLLED_BACK);
+  EXPECT_EQ(now.verdicts(now.verdicts_size() - 1).rule(), "nack");
+  for (const std::string& h : hosts_) EXPECT_NE(DesiredValue(h), 40);
+}
+
+TEST_F(RolloutTest, ThinDataHoldsAndAHoldPastTheLimitAborts) {
+  ApplyPolicy(PolicyText(1, 4));
+  auto c = Propose(100);
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(Act("approve", c->id(), {"bob", false}).ok());
+  Tick();
+  ASSERT_EQ(Get(c->id()).state(), v1::CANARY);
+  // No telemetry at all: HOLD, never PASS; then the limit aborts.
+  for (int i = 0; i < 20; ++i) {
+    clock_.Advance(absl::Seconds(1));
+    Tick();
+  }
+  v1::Change now = Get(c->id());
+  EXPECT_EQ(now.state(), v1::ABORTED);
+  for (const auto& v : now.verdicts()) EXPECT_NE(v.outcome(), v1::Verdict::PASS);
+  for (const std::string& h : hosts_) EXPECT_NE(DesiredValue(h), 100);
+}
+
+TEST_F(RolloutTest, RestartDuringTheCanaryRollsBackConsistently) {
+  ApplyPolicy(PolicyText());
+  Run(6);
+  auto c = Propose(100);
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(Act("approve", c->id(), {"bob", false}).ok());
+  Tick();
+  ASSERT_EQ(Get(c->id()).state(), v1::CANARY);
+  Close();
+  Open();
+  Connect();
+  v1::Change now = Get(c->id());
+  EXPECT_EQ(now.state(), v1::ROLLED_BACK);
+  EXPECT_THAT(now.transitions(now.transitions_size() - 1).reason(), HasSubstr("restarted"));
+  for (const std::string& h : hosts_) EXPECT_NE(DesiredValue(h), 100);
+}
+
+TEST_F(RolloutTest, ApprovalsCountDistinctIdentities) {
+  ApplyPolicy(PolicyText(2));
+  auto c = Propose(100);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->approvals_required(), 2);
+  ASSERT_TRUE(Act("approve", c->id(), {"bob", false}).ok());
+  EXPECT_EQ(Act("approve", c->id(), {"bob", false}).status().code(),
+            absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(Get(c->id()).state(), v1::PROPOSED);
+  auto second = Act("approve", c->id(), {"carol", true});
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->state(), v1::APPROVED);
+  EXPECT_TRUE(second->approvals(1).authenticated());
+  EXPECT_FALSE(second->approvals(0).authenticated());
+}
+
+TEST_F(RolloutTest, CampaignTrialsRunCanaryOnlyAndPromotionNeedsApproval) {
+  ApplyPolicy(PolicyText());
+  // The tail shrinks as rpg_time_reset falls from 300 towards 20.
+  factor_ = [](int64_t v) { return 0.5 + 0.5 * std::min(1.0, std::max(0.0, (v - 20) / 280.0)); };
+  Run(6);
+  auto t = OnExec<absl::StatusOr<v1::Campaign>>([&] {
+    v1::StartCampaignRequest req;
+    req.set_policy_name("test-policy");
+    req.set_reason("tune");
+    return manager_->StartCampaign(req, Identity{"alice", false});
+  });
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->start().at("rpg_time_reset"), 300);
+  auto self = OnExec<absl::StatusOr<v1::Campaign>>([&] {
+    v1::ChangeActionRequest r;
+    r.set_id(t->id());
+    return manager_->ApproveCampaign(r, Identity{"alice", false});
+  });
+  EXPECT_EQ(self.status().code(), absl::StatusCode::kPermissionDenied);
+  auto ok = OnExec<absl::StatusOr<v1::Campaign>>([&] {
+    v1::ChangeActionRequest r;
+    r.set_id(t->id());
+    return manager_->ApproveCampaign(r, Identity{"bob", false});
+  });
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok->state(), v1::Campaign::RUNNING);
+  v1::Campaign now;
+  for (int i = 0; i < 400; ++i) {
+    Run(1);
+    now = *OnExec<absl::StatusOr<v1::Campaign>>([&] { return manager_->GetCampaign(t->id()); });
+    if (now.state() != v1::Campaign::RUNNING) break;
+    // Only canary hosts ever run a trial's values.
+    for (const std::string& h : hosts_) {
+      const std::string holder = manager_->ActiveChangeOf(h);
+      if (holder.empty()) EXPECT_EQ(DesiredValue(h) == -1 || DesiredValue(h) == 300, true) << h;
+    }
+  }
+  ASSERT_EQ(now.state(), v1::Campaign::FINISHED) << now.DebugString();
+  EXPECT_LE(now.trials_size(), 8);
+  EXPECT_LT(now.best().at("rpg_time_reset"), 300);
+  ASSERT_FALSE(now.promotion_change_id().empty());
+  v1::Change promo = Get(now.promotion_change_id());
+  EXPECT_EQ(promo.state(), v1::PROPOSED);
+  EXPECT_FALSE(promo.canary_only());
+  EXPECT_EQ(Act("approve", promo.id(), {"alice", false}).status().code(),
+            absl::StatusCode::kPermissionDenied);
+}
+
+}  // namespace
+}  // namespace rocetune::controller

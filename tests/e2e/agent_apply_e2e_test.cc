@@ -1,0 +1,129 @@
+// End to end on the real agent's apply path: rocetune-agent on a copy of an
+// mlx5 OFED fixture tree, rocetune-controller, and rocetunectl push --wait.
+// push -> write -> read back -> Ack; a bad set is NACKed whole and the host
+// keeps its version; the local guard restores last-known-good and the
+// controller records the rejected version and never re-pushes it.
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/e2e_env.h"
+
+namespace rocetune::e2e {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kHost[] = "e2e-mlx5";
+constexpr char kRp[] = "/sys/class/net/ens1f0np0/ecn/roce_rp/";
+constexpr char kCounters[] =
+    "/sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0/infiniband/mlx5_0/ports/1/hw_counters/";
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return std::string(absl::StripAsciiWhitespace(s.str()));
+}
+
+TEST(AgentApplyE2E, PushAckNackAndGuardRestore) {
+  EnvOptions opt;
+  Env env(opt);
+  ASSERT_TRUE(env.StartController()) << env.ControllerLog();
+  const std::string tree = absl::StrCat(env.dir(), "/host");
+  std::filesystem::copy(absl::StrCat(ROCETUNE_SOURCE_DIR, "/tests/fixtures/hosts/mlx5_ofed"), tree,
+                        std::filesystem::copy_options::recursive);
+  testing::Subprocess agent(
+      testing::BuiltBinary("agent/rocetune-agent"),
+      {absl::StrCat("--host_id=", kHost), absl::StrCat("--controller=127.0.0.1:", env.port()),
+       "--insecure_loopback", "--metrics_address=127.0.0.1:0", "--probe_udp_listen=127.0.0.1:0",
+       absl::StrCat("--sysfs_root=", tree, "/sys"), absl::StrCat("--debugfs_root=", tree, "/debug"),
+       absl::StrCat("--state_dir=", env.dir(), "/agent"), "--counter_source=sysfs",
+       "--sample_interval=200ms", "--guard_window=60s", "--guard_max_cnp_rate=100000",
+       "--labels=rack=r1,role=trainer"},
+      absl::StrCat(env.dir(), "/agent.log"));
+  ASSERT_TRUE(agent.Start());
+  ASSERT_TRUE(env.WaitFor(
+      [&] {
+        for (const auto& h : env.Hosts()) {
+          if (h.host_id() == kHost && h.state() == v1::HOST_CONNECTED) return true;
+        }
+        return false;
+      },
+      absl::Seconds(30)))
+      << agent.Log();
+  auto host = [&] {
+    for (const auto& h : env.Hosts()) {
+      if (h.host_id() == kHost) return h;
+    }
+    return v1::HostInfo();
+  };
+  const std::string rp = tree + kRp;
+  std::string out;
+  // 1. push -> write -> read back -> Ack.
+  ASSERT_EQ(env.Ctl({"push", kHost, "mlx5_0", "rpg_ai_rate=20", "--wait", "--reason=e2e"},
+                    "alice", &out),
+            0)
+      << out << agent.Log();
+  EXPECT_EQ(ReadFile(rp + "rpg_ai_rate"), "20");
+  const std::string v1 = host().current_version();
+  EXPECT_FALSE(v1.empty());
+  EXPECT_EQ(host().desired_version(), v1);
+  // 2. An out-of-range value: the whole set is refused, the host keeps v1.
+  ASSERT_EQ(env.Ctl({"push", kHost, "mlx5_0", "rpg_ai_rate=30", "dce_tcp_g=2000", "--wait"},
+                    "alice", &out),
+            1)
+      << out;
+  EXPECT_THAT(out, HasSubstr("dce_tcp_g"));
+  EXPECT_EQ(ReadFile(rp + "rpg_ai_rate"), "20") << "nothing half-applied";
+  EXPECT_EQ(host().current_version(), v1);
+  EXPECT_FALSE(host().last_nack_error().empty());
+  // 3. A good set, then a CNP storm: the guard restores last-known-good (v1).
+  ASSERT_EQ(env.Ctl({"push", kHost, "mlx5_0", "rpg_ai_rate=40", "--wait"}, "alice", &out), 0)
+      << out;
+  EXPECT_EQ(ReadFile(rp + "rpg_ai_rate"), "40");
+  const std::string v3 = host().current_version();
+  const std::string cnp = tree + kCounters + "rp_cnp_handled";
+  uint64_t before = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(ReadFile(cnp), &before));
+  for (int i = 1; i <= 10; ++i) {
+    std::ofstream(cnp) << before + static_cast<uint64_t>(i) * 10'000'000ull << "\n";
+    absl::SleepFor(absl::Milliseconds(250));
+    if (ReadFile(rp + "rpg_ai_rate") == "20") break;
+  }
+  EXPECT_EQ(ReadFile(rp + "rpg_ai_rate"), "20") << agent.Log();
+  ASSERT_TRUE(env.WaitFor([&] { return !host().last_guard_event().empty(); }, absl::Seconds(10)));
+  v1::HostInfo h = host();
+  EXPECT_THAT(h.last_guard_event(), HasSubstr("cnp"));
+  EXPECT_THAT(h.rejected_versions(), ::testing::Contains(v3));
+  EXPECT_EQ(h.current_version(), v1);
+  // Reconnect: the rejected set is not pushed again.
+  agent.Signal(SIGTERM);
+  agent.Wait(absl::Seconds(10));
+  testing::Subprocess again(
+      testing::BuiltBinary("agent/rocetune-agent"),
+      {absl::StrCat("--host_id=", kHost), absl::StrCat("--controller=127.0.0.1:", env.port()),
+       "--insecure_loopback", "--metrics_address=127.0.0.1:0", "--probe_udp_listen=127.0.0.1:0",
+       absl::StrCat("--sysfs_root=", tree, "/sys"), absl::StrCat("--debugfs_root=", tree, "/debug"),
+       absl::StrCat("--state_dir=", env.dir(), "/agent"), "--counter_source=sysfs",
+       "--sample_interval=200ms", "--labels=rack=r1,role=trainer"},
+      absl::StrCat(env.dir(), "/agent2.log"));
+  ASSERT_TRUE(again.Start());
+  absl::SleepFor(absl::Seconds(3));
+  EXPECT_EQ(ReadFile(rp + "rpg_ai_rate"), "20") << again.Log();
+  EXPECT_THAT(again.Log(), ::testing::Not(HasSubstr(absl::StrCat("\"version\":\"", v3))));
+  again.Signal(SIGTERM);
+  again.Wait(absl::Seconds(10));
+}
+
+}  // namespace
+}  // namespace rocetune::e2e

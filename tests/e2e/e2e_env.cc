@@ -1,0 +1,233 @@
+#include "tests/e2e/e2e_env.h"
+
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace rocetune::e2e {
+namespace {
+
+// A free loopback TCP port (bound and released; the controller binds it next).
+int PickPort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+    socklen_t len = sizeof a;
+    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    port = ntohs(a.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
+grpc::ClientContext* WithActor(grpc::ClientContext* ctx) {
+  ctx->AddMetadata("rocetune-actor", "e2e-test");
+  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  return ctx;
+}
+
+}  // namespace
+
+Env::Env(EnvOptions options) : options_(std::move(options)) {
+  dir_ = testing::MakeTempDir("e2e");
+}
+
+Env::~Env() {
+  if (fabric_ != nullptr) {
+    fabric_->Signal(SIGTERM);
+    if (!fabric_->Wait(absl::Seconds(10)).has_value()) fabric_->Signal(SIGKILL);
+  }
+  if (controller_ != nullptr) {
+    controller_->Signal(SIGTERM);
+    if (!controller_->Wait(absl::Seconds(10)).has_value()) controller_->Signal(SIGKILL);
+  }
+}
+
+bool Env::StartController() {
+  if (port_ == 0) port_ = PickPort();
+  ++controller_starts_;
+  const std::string ready = absl::StrCat(dir_, "/controller", controller_starts_, ".ready");
+  std::vector<std::string> args = {
+      absl::StrCat("--listen=127.0.0.1:", port_),
+      "--metrics_address=127.0.0.1:0",
+      "--insecure_loopback",
+      absl::StrCat("--state_dir=", dir_, "/controller"),
+      absl::StrCat("--ready_file=", ready),
+      "--window=1s",
+      "--retention=3m",
+      "--rollout_tick=200ms",
+      "--stale_after=10s",
+      "--gone_after=30s",
+      absl::StrCat("--probe_rate=", options_.probe_rate),
+      absl::StrCat("--probe_peers=", options_.probe_peers),
+      "--probe_replan_delay=500ms",
+  };
+  args.insert(args.end(), options_.controller_flags.begin(), options_.controller_flags.end());
+  controller_ = std::make_unique<testing::Subprocess>(
+      testing::BuiltBinary("controller/rocetune-controller"), args,
+      absl::StrCat(dir_, "/controller", controller_starts_, ".log"));
+  if (!controller_->Start()) return false;
+  if (testing::WaitForPortInReadyFile(ready, "grpc_port", absl::Seconds(20)) != port_) return false;
+  channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_),
+                                 grpc::InsecureChannelCredentials());
+  admin_ = v1::AdminService::NewStub(channel_);
+  return true;
+}
+
+void Env::KillController() {
+  if (controller_ == nullptr) return;
+  controller_->Signal(SIGKILL);
+  controller_->Wait(absl::Seconds(10));
+}
+
+bool Env::Start() {
+  if (!StartController()) return false;
+  std::vector<std::string> args = {
+      absl::StrCat("--scenario=", ROCETUNE_SOURCE_DIR, "/", options_.scenario),
+      "--agents",
+      absl::StrCat("--controller=127.0.0.1:", port_),
+      absl::StrCat("--pace=", options_.pace),
+      "--duration=100000s",
+      "--sample_interval=250ms",
+      "--labels=role=trainer",
+      absl::StrCat("--state_dir=", dir_, "/agents"),
+      "--output=none",
+  };
+  for (const std::string& s : options_.sets) args.push_back(absl::StrCat("--set=", s));
+  args.insert(args.end(), options_.fabricsim_flags.begin(), options_.fabricsim_flags.end());
+  mkdir(absl::StrCat(dir_, "/agents").c_str(), 0700);
+  fabric_ = std::make_unique<testing::Subprocess>(testing::BuiltBinary("sim/rocetune-fabricsim"),
+                                                  args, absl::StrCat(dir_, "/fabricsim.log"));
+  if (!fabric_->Start()) return false;
+  return WaitFor(
+      [&] {
+        int connected = 0;
+        for (const v1::HostInfo& h : Hosts()) connected += h.state() == v1::HOST_CONNECTED;
+        return connected >= options_.expect_hosts;
+      },
+      absl::Seconds(60));
+}
+
+int Env::Ctl(const std::vector<std::string>& args, const std::string& actor, std::string* out) {
+  std::vector<std::string> full = {absl::StrCat("--controller=127.0.0.1:", port_),
+                                   "--insecure_loopback", absl::StrCat("--actor=", actor)};
+  full.insert(full.end(), args.begin(), args.end());
+  std::string output;
+  int rc = testing::RunCommand(testing::BuiltBinary("cli/rocetunectl"), full, &output,
+                               absl::Seconds(60));
+  if (out != nullptr) *out = output;
+  return rc;
+}
+
+std::string Env::WriteFile(const std::string& name, const std::string& text) {
+  const std::string path = absl::StrCat(dir_, "/", name);
+  std::ofstream(path) << text;
+  return path;
+}
+
+absl::StatusOr<v1::Change> Env::GetChange(const std::string& id) {
+  grpc::ClientContext ctx;
+  v1::GetChangeRequest req;
+  req.set_id(id);
+  v1::Change c;
+  grpc::Status s = admin_->GetChange(WithActor(&ctx), req, &c);
+  if (!s.ok()) return absl::UnavailableError(s.error_message());
+  return c;
+}
+
+absl::StatusOr<v1::Campaign> Env::GetCampaign(const std::string& id) {
+  grpc::ClientContext ctx;
+  v1::GetCampaignRequest req;
+  req.set_id(id);
+  v1::Campaign c;
+  grpc::Status s = admin_->GetCampaign(WithActor(&ctx), req, &c);
+  if (!s.ok()) return absl::UnavailableError(s.error_message());
+  return c;
+}
+
+std::vector<v1::HostInfo> Env::Hosts() {
+  std::vector<v1::HostInfo> out;
+  std::string token;
+  do {
+    grpc::ClientContext ctx;
+    v1::ListHostsRequest req;
+    req.set_page_token(token);
+    v1::ListHostsResponse resp;
+    if (!admin_->ListHosts(WithActor(&ctx), req, &resp).ok()) return out;
+    for (const v1::HostInfo& h : resp.hosts()) out.push_back(h);
+    token = resp.next_page_token();
+  } while (!token.empty());
+  return out;
+}
+
+absl::StatusOr<v1::FleetSummaryResponse> Env::Summary(absl::Duration over) {
+  // FleetSummary covers the previous and current windows: average several.
+  v1::FleetSummaryResponse best;
+  grpc::ClientContext ctx;
+  v1::FleetSummaryRequest req;
+  (void)over;
+  grpc::Status s = admin_->FleetSummary(WithActor(&ctx), req, &best);
+  if (!s.ok()) return absl::UnavailableError(s.error_message());
+  return best;
+}
+
+bool Env::WaitFor(const std::function<bool()>& cond, absl::Duration timeout,
+                  absl::Duration poll) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    if (cond()) return true;
+    absl::SleepFor(poll);
+  }
+  return cond();
+}
+
+std::string Env::ControllerLog() const { return controller_ ? controller_->Log() : ""; }
+std::string Env::FabricLog() const { return fabric_ ? fabric_->Log() : ""; }
+
+std::string TestPolicy(const std::string& name, int bake_seconds, int approvers,
+                       uint32_t trial_budget) {
+  return absl::StrCat(R"(# A policy for the end-to-end tests: short bakes on 1 s windows.
+name: ")", name, R"("
+description: "incast plus background on the simulated fabric"
+selector { match_labels { key: "role" value: "trainer" } }
+objective { metric: PROBE_RTT_P99 }
+constraints { metric: "throughput_gbps" max_ratio: 0 }
+knobs { parameter: "rpg_time_reset" min: 2 max: 1000 step: 2 log_scale: true }
+knobs { parameter: "rpg_min_dec_fac" min: 1 max: 100 step: 1 }
+knobs { parameter: "min_time_between_cnps" min: 0 max: 100 step: 1 }
+knobs { parameter: "dce_tcp_g" min: 16 max: 1023 step: 16 log_scale: true }
+knobs { parameter: "rate_reduce_monitor_period" min: 1 max: 100 step: 1 log_scale: true }
+tuner { kind: COORDINATE_DESCENT trial_budget: )", trial_budget, R"( min_improvement: 0.03 }
+rollout {
+  canary_fraction: 0.25
+  min_canary_hosts: 8
+  bake_seconds: )", bake_seconds, R"(
+  baseline_seconds: 4
+  looks: 3
+  stages: [0.5, 1.0]
+  rack_label: "tor"
+}
+guard {
+  max_p99_regression: 0.05
+  confidence: 0.995
+  min_samples: 500
+  min_rack_pairs: 6
+  max_hold_seconds: )", 3 * bake_seconds, R"(
+}
+approval { approvers: )", approvers, R"( }
+)");
+}
+
+}  // namespace rocetune::e2e

@@ -1,0 +1,78 @@
+#ifndef ROCETUNE_TESTS_E2E_E2E_ENV_H_
+#define ROCETUNE_TESTS_E2E_E2E_ENV_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+#include "rocetune/v1/admin.grpc.pb.h"
+#include "tests/integration/subprocess.h"
+
+namespace rocetune::e2e {
+
+// The real binaries of an end-to-end test: rocetune-controller and
+// rocetune-fabricsim --agents (a simulated fabric whose in-process agents
+// report to it), driven with rocetunectl. Everything listens on loopback
+// ports picked here and is stopped by PID.
+struct EnvOptions {
+  std::string scenario = "sim/scenarios/incast_background_32_hosts.textproto";
+  std::vector<std::string> sets = {"topology.hosts_per_tor=4"};  // 8 ToRs of 4
+  double pace = 0.05;                 // simulated seconds per wall second
+  double probe_rate = 400;            // per peer per simulated second
+  int probe_peers = 8;
+  std::vector<std::string> fabricsim_flags;   // e.g. guard thresholds
+  std::vector<std::string> controller_flags;
+  int expect_hosts = 32;
+};
+
+class Env {
+ public:
+  explicit Env(EnvOptions options);
+  ~Env();
+
+  // Starts the controller, then the fabric; waits for every host.
+  bool Start();
+  // The controller alone (kill -9 and restart on the same port and state).
+  bool StartController();
+  void KillController();  // SIGKILL
+  // Runs rocetunectl as `actor`; returns its exit code, output in `out`.
+  int Ctl(const std::vector<std::string>& args, const std::string& actor = "alice",
+          std::string* out = nullptr);
+  // Writes `text` to a file in the test's directory; returns its path.
+  std::string WriteFile(const std::string& name, const std::string& text);
+
+  v1::AdminService::Stub& admin() { return *admin_; }
+  // Admin calls from the test itself (state checks).
+  absl::StatusOr<v1::Change> GetChange(const std::string& id);
+  absl::StatusOr<v1::Campaign> GetCampaign(const std::string& id);
+  std::vector<v1::HostInfo> Hosts();
+  absl::StatusOr<v1::FleetSummaryResponse> Summary(absl::Duration over);
+  bool WaitFor(const std::function<bool()>& cond, absl::Duration timeout,
+               absl::Duration poll = absl::Milliseconds(200));
+
+  const std::string& dir() const { return dir_; }
+  int port() const { return port_; }
+  std::string ControllerLog() const;
+  std::string FabricLog() const;
+
+ private:
+  EnvOptions options_;
+  std::string dir_;
+  int port_ = 0;
+  std::unique_ptr<testing::Subprocess> controller_;
+  std::unique_ptr<testing::Subprocess> fabric_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::AdminService::Stub> admin_;
+  int controller_starts_ = 0;
+};
+
+// A policy for the tests: the knobs the simulator responds to, short bakes.
+std::string TestPolicy(const std::string& name, int bake_seconds, int approvers = 1,
+                       uint32_t trial_budget = 20);
+
+}  // namespace rocetune::e2e
+
+#endif  // ROCETUNE_TESTS_E2E_E2E_ENV_H_
