@@ -215,19 +215,21 @@ void CheckRollout(const v1::Policy& policy, const Report& report) {
     report("rollout.bake_seconds", "bake_seconds_zero",
            "rollout.bake_seconds is 0; each step needs a judged bake time");
   }
+  // Each stage must exceed the highest valid share before it: the canary's,
+  // then the stages'. An out-of-range stage is reported once and not compared.
+  double floor = canary_ok ? r.canary_fraction() : 0;
+  std::string floor_name = "rollout.canary_fraction";
   for (int i = 0; i < r.stages_size(); ++i) {
     const double v = r.stages(i);
     const std::string p = absl::StrCat("rollout.stages[", i, "]");
     if (!(v > 0 && v <= 1)) {
       report(p, "stage_out_of_range", absl::StrCat(p, " = ", v, " must be in (0, 1]"));
-    } else if (i > 0 && !(v > r.stages(i - 1))) {
-      report(
-          p, "stages_not_increasing",
-          absl::StrCat(p, " = ", v, " is not above the stage before it (", r.stages(i - 1), ")"));
-    } else if (i == 0 && canary_ok && !(v > r.canary_fraction())) {
+    } else if (!(v > floor)) {
       report(p, "stages_not_increasing",
-             absl::StrCat(p, " = ", v, " is not above rollout.canary_fraction (",
-                          r.canary_fraction(), ")"));
+             absl::StrCat(p, " = ", v, " is not above ", floor_name, " (", floor, ")"));
+    } else {
+      floor = v;
+      floor_name = p;
     }
   }
   if (r.stages().empty() || r.stages(r.stages_size() - 1) != 1.0) {

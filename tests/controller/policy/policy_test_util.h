@@ -30,20 +30,15 @@ inline std::pair<int, int> Pos(absl::string_view text, absl::string_view snippet
 }
 
 // A policy that passes validation; tests edit it to break one rule at a time.
-inline constexpr char kValidPolicy[] =
-    R"pb(# a minimal valid policy
-         name: "base"
-         objective { metric: PROBE_RTT_P99 }
-         knobs { parameter: "rpg_ai_rate" min: 1 max: 100 step: 5 }
-         knobs { parameter: "rpg_time_reset" min: 50 max: 1000 step: 25 }
-         tuner { kind: COORDINATE_DESCENT }
-         rollout {
-           canary_fraction: 0.25
-           bake_seconds: 300
-           stages: [ 0.5, 1.0 ]
-         }
-         guard { max_p99_regression: 0.05 }
-)pb";
+inline constexpr char kValidPolicy[] = R"policy(# a minimal valid policy
+name: "base"
+objective { metric: PROBE_RTT_P99 }
+knobs { parameter: "rpg_ai_rate" min: 1 max: 100 step: 5 }
+knobs { parameter: "rpg_time_reset" min: 50 max: 1000 step: 25 }
+tuner { kind: COORDINATE_DESCENT }
+rollout { canary_fraction: 0.25 bake_seconds: 300 stages: [0.5, 1.0] }
+guard { max_p99_regression: 0.05 }
+)policy";
 
 }  // namespace rocetune::controller::testing
 
