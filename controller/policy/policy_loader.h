@@ -15,8 +15,8 @@ namespace rocetune::controller {
 // One problem found in a policy file: where and which rule it breaks.
 struct PolicyError {
   std::string file;
-  int line = 0;    // 1-based; 0 when not tied to a line
-  int column = 0;  // 1-based
+  int line = 0;         // 1-based; 0 when not tied to a line
+  int column = 0;       // 1-based
   std::string rule;     // short rule id, e.g. "unknown_knob", "bounds_outside_range"
   std::string message;  // human text naming the field and value
   // "file:line:column: message [rule]"
@@ -58,6 +58,9 @@ class PolicyFile {
     int column;
   };
   std::vector<Location> locations_;
+  // Map entries whose key the file gives more than once (the last one wins in
+  // the parsed map); Validate reports them. `path` is e.g. "tuner.fixed[rpg_ai_rate]".
+  std::vector<Location> duplicate_keys_;
   v1::Policy policy_;
   std::string file_;
   std::string text_;
@@ -71,7 +74,7 @@ absl::Status ErrorsToStatus(const std::vector<PolicyError>& errors);
 
 // The content hash of a policy: hex SHA-256 over a deterministic serialisation
 // (fields in number order, map entries sorted by key), independent of comments,
-// whitespace and field order in the file.
+// whitespace and field order in the file. Empty only if libcrypto fails.
 std::string PolicyHash(const v1::Policy& policy);
 
 // Field-by-field differences between two policies, one line each, e.g.
@@ -79,7 +82,8 @@ std::string PolicyHash(const v1::Policy& policy);
 std::vector<std::string> DiffPolicies(const v1::Policy& a, const v1::Policy& b);
 
 // The policy with every default filled in (what the controller acts on):
-// rollout.rack_label "rack", looks 3, baseline = bake, guard.min_rack_pairs 6,
+// rollout.rack_label "rack", looks 3, baseline = bake, min_canary_hosts 1,
+// guard.min_rack_pairs 6,
 // guard.confidence 0.995, guard.max_hold_seconds 3 * bake,
 // guard.pass_max_ucb_regression 0.2, tuner.trial_budget 20,
 // tuner.min_improvement 0.02, approval.approvers 1 (unset means 1).

@@ -1,0 +1,307 @@
+// PolicyFile::Validate: the semantic rules. Each error names a rule id that
+// docs/policies.md lists.
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "controller/policy/knob_spec.h"
+#include "controller/policy/policy_loader.h"
+
+namespace rocetune::controller {
+namespace {
+
+constexpr uint32_t kMaxApprovers = 10;
+constexpr uint32_t kMaxTrialBudget = 200;
+constexpr size_t kMaxNameLength = 63;
+
+constexpr const char* kConstraintMetrics[] = {"throughput_gbps", "pfc_pause_ratio",
+                                              "cnp_per_second", "retransmits_per_second"};
+
+// Adds an error at the location of a field path.
+using Report = std::function<void(const std::string& path, const char* rule, std::string message)>;
+
+bool ValidName(const std::string& name) {
+  if (name.empty() || name.size() > kMaxNameLength) return false;
+  auto lower_or_digit = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  if (!lower_or_digit(name[0])) return false;
+  return std::all_of(name.begin() + 1, name.end(),
+                     [&](char c) { return lower_or_digit(c) || c == '_' || c == '.' || c == '-'; });
+}
+
+std::string Range(const KnobSpec& spec) {
+  return absl::StrCat("[", spec.min, ", ", spec.max, "] ", spec.unit);
+}
+
+void CheckName(const v1::Policy& policy, const Report& report) {
+  if (policy.name().empty()) {
+    report("name", "name_missing", "the policy has no name");
+  } else if (!ValidName(policy.name())) {
+    report("name", "name_invalid",
+           absl::StrCat("name \"", policy.name(),
+                        "\" must be 1 to 63 characters of a-z, 0-9, '_', '.' or '-', starting "
+                        "with a letter or digit"));
+  }
+}
+
+void CheckObjective(const v1::Policy& policy, const Report& report) {
+  const auto metric = policy.objective().metric();
+  if (metric == v1::Objective::METRIC_UNSPECIFIED) {
+    report("objective.metric", "objective_metric_unspecified",
+           "objective.metric is not set (PROBE_RTT_P99, PROBE_RTT_P999 or STEP_TIME_P99)");
+  } else if (!v1::Objective::Metric_IsValid(metric)) {
+    report("objective.metric", "objective_metric_unknown",
+           absl::StrCat("objective.metric ", metric, " is not a known metric"));
+  }
+}
+
+void CheckConstraints(const v1::Policy& policy, const Report& report) {
+  for (int i = 0; i < policy.constraints_size(); ++i) {
+    const v1::Constraint& c = policy.constraints(i);
+    const std::string p = absl::StrCat("constraints[", i, "]");
+    if (std::find(std::begin(kConstraintMetrics), std::end(kConstraintMetrics), c.metric()) ==
+        std::end(kConstraintMetrics)) {
+      report(p + ".metric", "constraint_metric_unknown",
+             absl::StrCat(p, ".metric \"", c.metric(), "\" is not one of ",
+                          absl::StrJoin(kConstraintMetrics, ", ")));
+    }
+    if (c.has_min() && c.has_max() && !(c.min() <= c.max())) {
+      report(p + ".min", "constraint_min_gt_max",
+             absl::StrCat(p, " (", c.metric(), "): min ", c.min(), " is above max ", c.max()));
+    }
+    if (!(c.max_ratio() >= 0)) {
+      report(p + ".max_ratio", "constraint_max_ratio_negative",
+             absl::StrCat(p, ".max_ratio ", c.max_ratio(), " must be 0 (judge default) or more"));
+    }
+  }
+}
+
+void CheckBound(const std::string& p, const char* which, int64_t value, const KnobSpec& spec,
+                const PolicyContext& context, const Report& report) {
+  if (value < spec.min || value > spec.max) {
+    report(absl::StrCat(p, ".", which), "bounds_outside_range",
+           absl::StrCat(p, " (", spec.name, ").", which, " ", value,
+                        " is outside the parameter's hard range ", Range(spec)));
+  }
+  if (spec.is_rate() && context.min_link_speed_mbps.has_value() && value >= 0 &&
+      static_cast<uint64_t>(value) > *context.min_link_speed_mbps) {
+    report(absl::StrCat(p, ".", which), "rate_above_link_speed",
+           absl::StrCat(p, " (", spec.name, ").", which, " ", value,
+                        " Mbps is above the slowest selected link (", *context.min_link_speed_mbps,
+                        " Mbps)"));
+  }
+}
+
+void CheckKnobs(const v1::Policy& policy, const PolicyContext& context,
+                const std::function<std::pair<int, int>(const std::string&)>& find,
+                const Report& report) {
+  if (policy.knobs_size() == 0) {
+    report("knobs", "no_knobs", "the policy declares no knobs; it has nothing to tune");
+  }
+  std::map<std::string, int> first_index;
+  for (int i = 0; i < policy.knobs_size(); ++i) {
+    const v1::Knob& k = policy.knobs(i);
+    const std::string p = absl::StrCat("knobs[", i, "]");
+    const std::optional<KnobSpec> spec = FindKnobSpec(k.parameter());
+    if (k.parameter().empty()) {
+      report(p + ".parameter", "unknown_knob", absl::StrCat(p, " names no parameter"));
+    } else if (!spec.has_value()) {
+      report(p + ".parameter", "unknown_knob",
+             absl::StrCat(p, ".parameter \"", k.parameter(),
+                          "\" is not a tunable parameter (DCQCN names as in cc_params, "
+                          "pfc.delay, pfc.prevention_timeout_ms, rp_enable_mask, np_enable_mask)"));
+    } else if (auto [it, inserted] = first_index.emplace(k.parameter(), i); !inserted) {
+      const auto [line, column] = find(absl::StrCat("knobs[", it->second, "]"));
+      report(p + ".parameter", "duplicate_knob",
+             absl::StrCat(p, ".parameter \"", k.parameter(), "\" is already a knob (knobs[",
+                          it->second, "] at line ", line, ":", column, ")"));
+    }
+    if (spec.has_value()) {
+      CheckBound(p, "min", k.min(), *spec, context, report);
+      CheckBound(p, "max", k.max(), *spec, context, report);
+    }
+    const std::string what = absl::StrCat(p, " (", k.parameter(), ")");
+    if (k.min() > k.max()) {
+      report(p + ".min", "knob_min_gt_max",
+             absl::StrCat(what, ": min ", k.min(), " is above max ", k.max()));
+    }
+    if (k.step() <= 0) {
+      report(p + ".step", "step_not_positive",
+             absl::StrCat(what, ".step ", k.step(), " must be 1 or more"));
+    } else if (!k.log_scale() && k.max() > k.min() &&
+               static_cast<uint64_t>(k.step()) >
+                   static_cast<uint64_t>(k.max()) - static_cast<uint64_t>(k.min())) {
+      report(p + ".step", "step_exceeds_range",
+             absl::StrCat(what, ".step ", k.step(), " is larger than the range max - min = ",
+                          static_cast<uint64_t>(k.max()) - static_cast<uint64_t>(k.min())));
+    }
+    if (k.max_step() < 0) {
+      report(p + ".max_step", "max_step_negative",
+             absl::StrCat(what, ".max_step ", k.max_step(), " must be 0 (unbounded) or more"));
+    } else if (k.max_step() > 0 && k.step() > 0 && k.max_step() < k.step()) {
+      report(p + ".max_step", "max_step_below_step",
+             absl::StrCat(what, ".max_step ", k.max_step(), " is below step ", k.step(),
+                          ": no change could be proposed"));
+    }
+    if (k.has_start() && k.min() <= k.max() && (k.start() < k.min() || k.start() > k.max())) {
+      report(p + ".start", "start_outside_bounds",
+             absl::StrCat(what, ".start ", k.start(), " is outside the knob's bounds [", k.min(),
+                          ", ", k.max(), "]"));
+    }
+    if (k.log_scale() && k.min() <= 0) {
+      report(p + ".min", "log_scale_min_not_positive",
+             absl::StrCat(what, " is log_scale, so min must be 1 or more (is ", k.min(), ")"));
+    }
+  }
+}
+
+void CheckTuner(const v1::Policy& policy, const Report& report) {
+  const v1::Tuner& t = policy.tuner();
+  if (t.kind() == v1::Tuner::KIND_UNSPECIFIED) {
+    report("tuner.kind", "tuner_kind_unspecified",
+           "tuner.kind is not set (COORDINATE_DESCENT or FIXED)");
+  } else if (!v1::Tuner::Kind_IsValid(t.kind())) {
+    report("tuner.kind", "tuner_kind_unknown",
+           absl::StrCat("tuner.kind ", t.kind(), " is not a known tuner"));
+  }
+  if (t.trial_budget() > kMaxTrialBudget) {
+    report("tuner.trial_budget", "trial_budget_too_large",
+           absl::StrCat("tuner.trial_budget ", t.trial_budget(), " is above ", kMaxTrialBudget));
+  }
+  if (!(t.min_improvement() >= 0 && t.min_improvement() < 1)) {
+    report("tuner.min_improvement", "min_improvement_out_of_range",
+           absl::StrCat("tuner.min_improvement ", t.min_improvement(),
+                        " must be in [0, 1) (0 = default 0.02)"));
+  }
+  if (t.kind() == v1::Tuner::FIXED && t.fixed().empty()) {
+    report("tuner.kind", "fixed_empty", "tuner.kind is FIXED but tuner.fixed names no values");
+  }
+  // Sorted, so errors come out in a stable order.
+  const std::map<std::string, int64_t> fixed(t.fixed().begin(), t.fixed().end());
+  for (const auto& [name, value] : fixed) {
+    const std::string p = absl::StrCat("tuner.fixed[", name, "]");
+    const v1::Knob* knob = nullptr;
+    for (const v1::Knob& k : policy.knobs()) {
+      if (k.parameter() == name) {
+        knob = &k;
+        break;
+      }
+    }
+    if (knob == nullptr) {
+      report(p, "fixed_unknown_knob",
+             absl::StrCat("tuner.fixed names \"", name, "\", which is not a knob of this policy"));
+    } else if (value < knob->min() || value > knob->max()) {
+      report(p + ".value", "fixed_outside_bounds",
+             absl::StrCat("tuner.fixed[", name, "] = ", value, " is outside the knob's bounds [",
+                          knob->min(), ", ", knob->max(), "]"));
+    }
+  }
+}
+
+void CheckRollout(const v1::Policy& policy, const Report& report) {
+  const v1::RolloutPlan& r = policy.rollout();
+  const bool canary_ok = r.canary_fraction() > 0 && r.canary_fraction() < 1;
+  if (!canary_ok) {
+    report("rollout.canary_fraction", "canary_fraction_out_of_range",
+           absl::StrCat("rollout.canary_fraction ", r.canary_fraction(),
+                        " must be above 0 and below 1"));
+  }
+  if (r.bake_seconds() == 0) {
+    report("rollout.bake_seconds", "bake_seconds_zero",
+           "rollout.bake_seconds is 0; each step needs a judged bake time");
+  }
+  // Each stage must exceed the highest valid share before it: the canary's,
+  // then the stages'. An out-of-range stage is reported once and not compared.
+  double floor = canary_ok ? r.canary_fraction() : 0;
+  std::string floor_name = "rollout.canary_fraction";
+  for (int i = 0; i < r.stages_size(); ++i) {
+    const double v = r.stages(i);
+    const std::string p = absl::StrCat("rollout.stages[", i, "]");
+    if (!(v > 0 && v <= 1)) {
+      report(p, "stage_out_of_range", absl::StrCat(p, " = ", v, " must be in (0, 1]"));
+    } else if (!(v > floor)) {
+      report(p, "stages_not_increasing",
+             absl::StrCat(p, " = ", v, " is not above ", floor_name, " (", floor, ")"));
+    } else {
+      floor = v;
+      floor_name = p;
+    }
+  }
+  if (r.stages().empty() || r.stages(r.stages_size() - 1) != 1.0) {
+    report("rollout.stages", "stages_not_ending_at_one",
+           r.stages().empty()
+               ? std::string("rollout.stages is empty; it must end at 1.0 (the whole selection)")
+               : absl::StrCat("rollout.stages ends at ", r.stages(r.stages_size() - 1),
+                              "; it must end at 1.0 (the whole selection)"));
+  }
+}
+
+void CheckGuard(const v1::Policy& policy, const Report& report) {
+  const v1::Guard& g = policy.guard();
+  if (!(g.max_p99_regression() >= 0 && g.max_p99_regression() < 1)) {
+    report("guard.max_p99_regression", "guard_regression_out_of_range",
+           absl::StrCat("guard.max_p99_regression ", g.max_p99_regression(), " must be in [0, 1)"));
+  }
+  if (g.confidence() != 0 && !(g.confidence() > 0.5 && g.confidence() < 1)) {
+    report("guard.confidence", "guard_confidence_out_of_range",
+           absl::StrCat("guard.confidence ", g.confidence(),
+                        " must be above 0.5 and below 1 (0 = default 0.995)"));
+  }
+  if (!(g.max_pfc_pause_ratio() >= 0 && g.max_pfc_pause_ratio() <= 1)) {
+    report(
+        "guard.max_pfc_pause_ratio", "guard_pause_ratio_out_of_range",
+        absl::StrCat("guard.max_pfc_pause_ratio ", g.max_pfc_pause_ratio(), " must be in [0, 1]"));
+  }
+  if (!(g.max_retransmits_per_second() >= 0)) {
+    report("guard.max_retransmits_per_second", "guard_value_negative",
+           absl::StrCat("guard.max_retransmits_per_second ", g.max_retransmits_per_second(),
+                        " must be 0 or more"));
+  }
+  if (!(g.pass_max_ucb_regression() >= 0)) {
+    report("guard.pass_max_ucb_regression", "guard_value_negative",
+           absl::StrCat("guard.pass_max_ucb_regression ", g.pass_max_ucb_regression(),
+                        " must be 0 or more"));
+  }
+}
+
+void CheckApproval(const v1::Policy& policy, const Report& report) {
+  if (policy.approval().approvers() > kMaxApprovers) {
+    report("approval.approvers", "approvers_too_many",
+           absl::StrCat("approval.approvers ", policy.approval().approvers(), " is above ",
+                        kMaxApprovers));
+  }
+}
+
+}  // namespace
+
+std::vector<PolicyError> PolicyFile::Validate(const PolicyContext& context) const {
+  std::vector<PolicyError> errors;
+  auto find = [this](const std::string& path) { return Find(path); };
+  Report report = [&](const std::string& path, const char* rule, std::string message) {
+    const auto [line, column] = Find(path);
+    errors.push_back({file_, line, column, rule, std::move(message)});
+  };
+  CheckName(policy_, report);
+  CheckObjective(policy_, report);
+  CheckConstraints(policy_, report);
+  CheckKnobs(policy_, context, find, report);
+  CheckTuner(policy_, report);
+  CheckRollout(policy_, report);
+  CheckGuard(policy_, report);
+  CheckApproval(policy_, report);
+  for (const Location& dup : duplicate_keys_) {
+    errors.push_back({file_, dup.line, dup.column, "duplicate_key",
+                      absl::StrCat(dup.path, " is given more than once")});
+  }
+  std::stable_sort(errors.begin(), errors.end(), [](const PolicyError& a, const PolicyError& b) {
+    return std::pair(a.line, a.column) < std::pair(b.line, b.column);
+  });
+  return errors;
+}
+
+}  // namespace rocetune::controller
