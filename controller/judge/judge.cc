@@ -28,6 +28,9 @@ constexpr double kDefaultPassMaxUcbRegression = 0.2;
 // Host admission.
 constexpr double kMinWindowShare = 0.8;  // windows present / expected, both periods
 constexpr double kMaxProbeLoss = 0.05;   // lost / sent; a host above is dropped
+// The canary group losing this much more of its probes than control (absolute
+// share, after the change) never PASSes.
+constexpr double kMaxExcessCanaryLoss = 0.01;
 constexpr uint64_t kP999SampleFactor = 10;
 
 // Alpha budget: shares of 1 - confidence per metric family (Bonferroni). The
@@ -521,8 +524,8 @@ v1::Verdict Judge(const std::vector<HostInput>& hosts, const JudgeConfig& config
     }
   }
 
-  // Probe loss: a canary losing probes (> 5% on a host, or >= 5% over the group
-  // and more than control) never PASSes; lost probes would flatter its p99.
+  // Probe loss: a canary losing probes (> 5% on a host, or 1 point more than
+  // control over the group) never PASSes; lost probes would flatter its p99.
   {
     uint64_t sent[2] = {0, 0}, lost[2] = {0, 0};
     std::string lossy_host;
@@ -544,7 +547,7 @@ v1::Verdict Judge(const std::vector<HostInput>& hosts, const JudgeConfig& config
                        absl::StrFormat("HOLD: canary host %s lost %.1f%% of its probes since the "
                                        "change; a canary losing probes never passes.",
                                        lossy_host, lossy_rate * 100)});
-    } else if (rate[1] >= kMaxProbeLoss && rate[1] > rate[0]) {
+    } else if (rate[1] > rate[0] + kMaxExcessCanaryLoss) {
       holds.push_back(
           {v1::Verdict::HOLD, "probe_loss",
            absl::StrFormat("HOLD: the canary lost %.1f%% of its probes since the change (control "

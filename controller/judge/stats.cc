@@ -48,12 +48,13 @@ double BetaContinuedFraction(double a, double b, double x) {
 
 double LogGamma(double x) {
   if (!(x > 0)) return kInf;
-  // Shift up to x >= 10, then Stirling's series.
-  double shift = 0;
-  while (x < 10) {
-    shift += std::log(x);
+  // Shift up to x >= 15, then Stirling's series (error below 1e-16 there).
+  double product = 1;
+  while (x < 15) {
+    product *= x;
     x += 1;
   }
+  double shift = std::log(product);
   double inv = 1 / x;
   double inv2 = inv * inv;
   double series = inv * (1.0 / 12 - inv2 * (1.0 / 360 - inv2 * (1.0 / 1260 - inv2 * (1.0 / 1680))));
@@ -104,6 +105,7 @@ double NormalQuantile(double p) {
   if (!(p > 0)) return -kInf;
   if (!(p < 1)) return kInf;
   if (p < 0.5) return -NormalQuantile(1 - p);
+  if (p == 0.5) return 0;
   double tail = 1 - p;
   double lo = 0;
   double hi = 40;
@@ -131,31 +133,76 @@ double BinomialCdf(int64_t k, uint64_t n, double p) {
 RankInterval QuantileRankInterval(uint64_t n, double q, double confidence) {
   RankInterval out{0, n + 1};
   if (n == 0) return out;
-  double half = (1 - confidence) / 2;
-  // lower: the largest l in [0, n] with F(l - 1) <= half (F(-1) = 0).
-  uint64_t lo = 0;
-  uint64_t hi = n;
-  while (lo < hi) {
-    uint64_t mid = lo + (hi - lo + 1) / 2;
-    if (BinomialCdf(static_cast<int64_t>(mid) - 1, n, q) <= half) {
-      lo = mid;
-    } else {
-      hi = mid - 1;
+  const double half = (1 - confidence) / 2;
+  // l is the largest rank in [0, n] with F(l - 1) <= half (F(-1) = 0); u the
+  // smallest in [1, n + 1] with F(u - 1) >= 1 - half (F(n) = 1). F is
+  // monotone, so both are found by walking from a normal-approximation start
+  // (a few steps when n q (1 - q) is large) after bracketing by doubling.
+  // below(r) = F(r - 1) = P(fewer than r samples fall at or below xi_q).
+  auto below = [n, q](uint64_t rank) { return BinomialCdf(static_cast<int64_t>(rank) - 1, n, q); };
+  const double mean = static_cast<double>(n) * q;
+  const double sd = std::sqrt(mean * (1 - q));
+  const double z = NormalQuantile(1 - half);
+  auto clamp_rank = [](double r, uint64_t lo, uint64_t hi) {
+    if (!(r > static_cast<double>(lo))) return lo;
+    if (r >= static_cast<double>(hi)) return hi;
+    return static_cast<uint64_t>(r);
+  };
+  // Lower: a bracket with lower_ok(good) and !lower_ok(bad), bad = good + 1 at the end.
+  auto lower_ok = [&](uint64_t l) { return l == 0 || below(l) <= half; };
+  uint64_t start = clamp_rank(std::floor(mean - z * sd), 0, n);
+  uint64_t good, bad;
+  if (lower_ok(start)) {
+    good = start;
+    uint64_t step = 1;
+    bad = std::min(n + 1, good + step);
+    while (bad <= n && lower_ok(bad)) {
+      good = bad;
+      step *= 2;
+      bad = std::min(n + 1, good + step);
+    }
+  } else {
+    bad = start;
+    uint64_t step = 1;
+    good = bad > step ? bad - step : 0;
+    while (!lower_ok(good)) {
+      bad = good;
+      step *= 2;
+      good = bad > step ? bad - step : 0;
     }
   }
-  out.lower = lo;
-  // upper: the smallest u in [1, n + 1] with F(u - 1) >= 1 - half (F(n) = 1).
-  lo = 1;
-  hi = n + 1;
-  while (lo < hi) {
-    uint64_t mid = lo + (hi - lo) / 2;
-    if (BinomialCdf(static_cast<int64_t>(mid) - 1, n, q) >= 1 - half) {
-      hi = mid;
-    } else {
-      lo = mid + 1;
+  while (bad - good > 1) {
+    uint64_t mid = good + (bad - good) / 2;
+    (lower_ok(mid) ? good : bad) = mid;
+  }
+  out.lower = good;
+  // Upper: a bracket with upper_ok(good) and !upper_ok(bad) (bad = 0: none).
+  auto upper_ok = [&](uint64_t u) { return u == n + 1 || below(u) >= 1 - half; };
+  start = clamp_rank(std::ceil(mean + z * sd), 1, n + 1);
+  if (upper_ok(start)) {
+    good = start;
+    uint64_t step = 1;
+    bad = good > step ? good - step : 0;
+    while (bad >= 1 && upper_ok(bad)) {
+      good = bad;
+      step *= 2;
+      bad = good > step ? good - step : 0;
+    }
+  } else {
+    bad = start;
+    uint64_t step = 1;
+    good = std::min(n + 1, bad + step);
+    while (!upper_ok(good)) {
+      bad = good;
+      step *= 2;
+      good = std::min(n + 1, bad + step);
     }
   }
-  out.upper = lo;
+  while (good - bad > 1) {
+    uint64_t mid = bad + (good - bad) / 2;
+    (upper_ok(mid) ? good : bad) = mid;
+  }
+  out.upper = good;
   return out;
 }
 

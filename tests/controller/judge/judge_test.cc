@@ -1,0 +1,3 @@
+#include "controller/judge/judge.h"
+
+#include <gtest/gtest.h>
