@@ -149,7 +149,9 @@ std::vector<std::vector<HostInput>> SimulateLooks(const SimConfig& c, uint64_t s
       double ar = c.ar_sd * normal(rng);
       for (int w = 0; w < windows; ++w) {
         if (w > 0) ar = c.ar_phi * ar + std::sqrt(1 - c.ar_phi * c.ar_phi) * c.ar_sd * normal(rng);
-        shift[w] = static_cast<int>(std::lround((rack + host + fleet[w] + ar) / log_gamma));
+        double incident = w >= c.windows_before ? c.fleet_after_log_shift : 0;
+        shift[w] =
+            static_cast<int>(std::lround((rack + host + fleet[w] + ar + incident) / log_gamma));
       }
       // One HostPeriod per segment, then cumulated per look.
       std::vector<HostPeriod> parts;

@@ -43,6 +43,7 @@ struct SimConfig {
   double fleet_window_sd = 0.05;
   double ar_sd = 0.05;
   double ar_phi = 0.6;
+  double fleet_after_log_shift = 0;   // every host after the change (a fleet incident)
 
   // The change, applied to canary hosts after it.
   double canary_tail_scale = 1;  // tail component x this
