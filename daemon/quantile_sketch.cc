@@ -117,6 +117,30 @@ double QuantileSketch::Quantile(double q) const {
   return max_;
 }
 
+QuantileSketch::RankBucket QuantileSketch::BucketOfRank(uint64_t rank) const {
+  RankBucket out;
+  if (count_ == 0 || rank < 1 || rank > count_) return out;
+  if (rank <= zero_count_) {
+    out.lower = std::max(0.0, min_);
+    out.upper = std::min(kMinIndexable, max_);
+    return out;
+  }
+  uint64_t seen = zero_count_;
+  for (size_t k = 0; k < counts_.size(); ++k) {
+    seen += counts_[k];
+    if (seen >= rank) {
+      int index = offset_ + static_cast<int>(k);
+      out.may_hold_folded = k == 0 && counts_.size() >= static_cast<size_t>(kMaxBuckets);
+      double lower = out.may_hold_folded ? min_ : std::pow(gamma_, index - 1);
+      out.lower = std::clamp(lower, min_, max_);
+      out.upper = std::clamp(std::pow(gamma_, index), min_, max_);
+      return out;
+    }
+  }
+  out.lower = out.upper = max_;  // unreachable when the counts add up
+  return out;
+}
+
 size_t QuantileSketch::MemoryBytes() const {
   return sizeof(*this) + counts_.capacity() * sizeof(uint64_t);
 }

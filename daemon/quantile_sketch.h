@@ -38,6 +38,19 @@ class QuantileSketch {
   // REQUIRES: 0 <= q <= 1. Returns 0 for an empty sketch.
   double Quantile(double q) const;
 
+  // Where the rank-th smallest inserted value lies (1-based rank). Every value
+  // counted in the bucket holding that rank is within [lower, upper]: the bucket
+  // (gamma^(k-1), gamma^k] (or [0, kMinIndexable] for zeros) clamped to
+  // [min(), max()]. may_hold_folded: the bucket is the lowest one of a full bucket
+  // array, so it may hold values folded from below; lower is then min().
+  // An empty sketch or a rank outside [1, count()] gives all zeros.
+  struct RankBucket {
+    double lower = 0;
+    double upper = 0;
+    bool may_hold_folded = false;
+  };
+  RankBucket BucketOfRank(uint64_t rank) const;
+
   uint64_t count() const { return count_; }
   double min() const { return count_ == 0 ? 0 : min_; }
   double max() const { return count_ == 0 ? 0 : max_; }

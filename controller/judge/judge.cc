@@ -1,0 +1,778 @@
+#include "controller/judge/judge.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "controller/judge/stats.h"
+
+namespace rocetune::controller {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Defaults for Guard fields left at 0.
+constexpr double kDefaultConfidence = 0.995;
+constexpr uint64_t kDefaultMinSamples = 2000;
+constexpr uint32_t kDefaultMinRackPairs = 6;
+constexpr double kDefaultPassMaxUcbRegression = 0.2;
+
+// Host admission.
+constexpr double kMinWindowShare = 0.8;  // windows present / expected, both periods
+constexpr double kMaxProbeLoss = 0.05;   // lost / sent; a host above is dropped
+// The canary group losing this much more of its probes than control (absolute
+// share, after the change) never PASSes.
+constexpr double kMaxExcessCanaryLoss = 0.01;
+constexpr uint64_t kP999SampleFactor = 10;
+
+// Alpha budget: shares of 1 - confidence per metric family (Bonferroni). The
+// guard share is split evenly over the policy's constraints. Within a metric,
+// kInterimShare of its alpha is split evenly over the interim looks and the
+// rest is spent at the final look (Haybittle-Peto style).
+constexpr double kP99Share = 0.6;
+constexpr double kP999Share = 0.2;
+constexpr double kConstraintShare = 0.2;
+constexpr double kInterimShare = 1.0 / 3;
+
+constexpr double kPassUcbLevel = 0.95;  // one-sided level of the PASS width rule
+constexpr double kGroupCiConfidence = 0.95;
+// Stability: HOLD (never PASS) when the control group's own mean before/after
+// shift of ln p99 exceeds this (a fleet incident; DiD assumes parallel trends).
+const double kMaxControlShift = std::log(1.5);
+
+// Guard-metric floors.
+constexpr double kMinEventsPerHost = 10;      // counts: canary events per host to FAIL
+constexpr double kPauseRatioLogFloor = 1e-6;  // floor before taking ln
+constexpr double kMinPauseRatioToFail = 1e-4;
+constexpr double kThroughputLogFloorGbps = 1e-3;
+
+enum class GuardKind { kThroughput, kPauseRatio, kCnp, kRetransmits };
+
+struct GuardSpec {
+  const char* name;
+  GuardKind kind;
+  bool higher_is_worse;
+  double default_max_ratio;  // canary may be this much worse than control
+};
+
+constexpr GuardSpec kGuardSpecs[] = {
+    {"throughput_gbps", GuardKind::kThroughput, false, 1 / 0.9},
+    {"pfc_pause_ratio", GuardKind::kPauseRatio, true, 1.5},
+    {"cnp_per_second", GuardKind::kCnp, true, 1.5},
+    {"retransmits_per_second", GuardKind::kRetransmits, true, 1.5},
+};
+
+const GuardSpec* FindGuardSpec(const std::string& metric) {
+  for (const GuardSpec& s : kGuardSpecs) {
+    if (metric == s.name) return &s;
+  }
+  return nullptr;
+}
+
+struct Settings {
+  double tolerance = 0;
+  double alpha_total = 0;
+  uint64_t min_samples = 0;
+  uint32_t min_rack_pairs = 0;
+  double pass_max_ucb_regression = 0;
+  uint32_t look = 0;
+  uint32_t looks = 0;
+  bool planned = false;  // 1 <= look <= looks
+  bool final_look = false;
+};
+
+Settings Resolve(const JudgeConfig& config) {
+  const v1::Guard& g = config.guard;
+  Settings s;
+  s.tolerance = g.max_p99_regression() > 0 ? g.max_p99_regression() : 0;
+  double confidence =
+      g.confidence() > 0 && g.confidence() < 1 ? g.confidence() : kDefaultConfidence;
+  s.alpha_total = 1 - confidence;
+  s.min_samples = g.min_samples() > 0 ? g.min_samples() : kDefaultMinSamples;
+  s.min_rack_pairs =
+      std::max<uint32_t>(2, g.min_rack_pairs() > 0 ? g.min_rack_pairs() : kDefaultMinRackPairs);
+  s.pass_max_ucb_regression =
+      g.pass_max_ucb_regression() > 0 ? g.pass_max_ucb_regression() : kDefaultPassMaxUcbRegression;
+  s.look = config.look;
+  s.looks = std::max<uint32_t>(1, config.looks);
+  s.planned = s.look >= 1 && s.look <= s.looks;
+  s.final_look = s.look == s.looks;
+  return s;
+}
+
+// The alpha a metric with total alpha `metric_alpha` spends at this look.
+double AlphaAtLook(double metric_alpha, const Settings& s) {
+  if (!s.planned) return 0;
+  if (s.looks == 1) return metric_alpha;
+  if (s.final_look) return metric_alpha * (1 - kInterimShare);
+  return metric_alpha * kInterimShare / (s.looks - 1);
+}
+
+double LossRate(const HostPeriod& p) {
+  return p.probes_sent == 0
+             ? 0
+             : static_cast<double>(p.probes_lost) / static_cast<double>(p.probes_sent);
+}
+
+double WorstPauseRatio(const HostPeriod& p) {
+  if (!(p.covered_seconds > 0)) return kNaN;
+  uint64_t worst = *std::max_element(std::begin(p.pause_us), std::end(p.pause_us));
+  return static_cast<double>(worst) / (p.covered_seconds * 1e6);
+}
+
+// The natural value of a guard metric over a period (NaN without exposure).
+double GuardValue(GuardKind kind, const HostPeriod& p) {
+  if (!(p.covered_seconds > 0)) return kNaN;
+  switch (kind) {
+    case GuardKind::kThroughput:
+      return static_cast<double>(p.tx_bytes) * 8 / 1e9 / p.covered_seconds;
+    case GuardKind::kPauseRatio:
+      return WorstPauseRatio(p);
+    case GuardKind::kCnp:
+      return static_cast<double>(p.cnp) / p.covered_seconds;
+    case GuardKind::kRetransmits:
+      return static_cast<double>(p.retransmits) / p.covered_seconds;
+  }
+  return kNaN;
+}
+
+// The log value the DiD works on: counts get +0.5 (so zero counts have a
+// finite log), proportions and throughput a floor.
+double GuardLogValue(GuardKind kind, const HostPeriod& p) {
+  if (!(p.covered_seconds > 0)) return kNaN;
+  switch (kind) {
+    case GuardKind::kThroughput:
+      return std::log(std::max(GuardValue(kind, p), kThroughputLogFloorGbps));
+    case GuardKind::kPauseRatio:
+      return std::log(std::max(GuardValue(kind, p), kPauseRatioLogFloor));
+    case GuardKind::kCnp:
+      return std::log((static_cast<double>(p.cnp) + 0.5) / p.covered_seconds);
+    case GuardKind::kRetransmits:
+      return std::log((static_cast<double>(p.retransmits) + 0.5) / p.covered_seconds);
+  }
+  return kNaN;
+}
+
+double EventCount(GuardKind kind, const HostPeriod& p) {
+  switch (kind) {
+    case GuardKind::kCnp:
+      return static_cast<double>(p.cnp);
+    case GuardKind::kRetransmits:
+      return static_cast<double>(p.retransmits);
+    default:
+      return kNaN;
+  }
+}
+
+// ln of the q-quantile of a host's period sketch, or NaN with a reason when the
+// sketch cannot give it (empty, zero, or the rank sits in a folded bucket).
+double LnQuantile(const QuantileSketch& s, double q, std::string* why) {
+  if (s.empty()) {
+    *why = "empty sketch";
+    return kNaN;
+  }
+  uint64_t rank0 = static_cast<uint64_t>(q * static_cast<double>(s.count() - 1));
+  if (s.BucketOfRank(rank0 + 1).may_hold_folded) {
+    *why = absl::StrFormat("sketch collapse reaches the %g quantile", q);
+    return kNaN;
+  }
+  double v = s.Quantile(q);
+  if (!(v > 0)) {
+    *why = absl::StrFormat("the %g quantile is zero", q);
+    return kNaN;
+  }
+  return std::log(v);
+}
+
+struct HostRow {
+  const HostInput* in = nullptr;
+  double ln_p99[2] = {kNaN, kNaN};   // before, after
+  double ln_p999[2] = {kNaN, kNaN};  // NaN when too few samples
+};
+
+struct Rack {
+  std::vector<const HostRow*> canary;
+  std::vector<const HostRow*> control;
+};
+
+// Per-rack difference-in-differences of a per-(host, period) value: mean over
+// the rack's canary hosts of (after - before) minus the same over its control
+// hosts. Hosts where `value` is NaN in either period are left out; racks with
+// no usable host on a side give no pair. Also returns the per-rack control
+// shifts when `control_shift` is set.
+template <typename F>
+std::vector<double> RackDiffs(const std::map<std::string, Rack>& racks, F value,
+                              std::vector<double>* control_shift = nullptr) {
+  std::vector<double> out;
+  for (const auto& [name, rack] : racks) {
+    auto side = [&](const std::vector<const HostRow*>& hosts) -> std::optional<double> {
+      double sum = 0;
+      int n = 0;
+      for (const HostRow* h : hosts) {
+        double b = value(*h, 0);
+        double a = value(*h, 1);
+        if (std::isnan(a) || std::isnan(b)) continue;
+        sum += a - b;
+        ++n;
+      }
+      if (n == 0) return std::nullopt;
+      return sum / n;
+    };
+    std::optional<double> c = side(rack.canary);
+    std::optional<double> k = side(rack.control);
+    if (!c || !k) continue;
+    out.push_back(*c - *k);
+    if (control_shift != nullptr) control_shift->push_back(*k);
+  }
+  return out;
+}
+
+// A one-sided paired t test of per-rack differences d (natural orientation:
+// canary relative to control, log scale). sign = +1 when higher is worse, -1
+// when lower is worse; the test rejects when the oriented mean exceeds
+// threshold_log (ln of the tolerated ratio) at level alpha.
+struct DidResult {
+  int r = 0;
+  double mean = 0;  // natural orientation
+  double sd = 0;
+  double t = 0;  // oriented
+  double p = 1;
+  double alpha = 0;
+  bool reject = false;
+  double fail_bound = kNaN;   // natural log scale, the one-sided (1 - alpha) bound tested
+  double width_bound = kNaN;  // natural log scale, the one-sided 95% bound on the other side
+};
+
+DidResult TestDid(const std::vector<double>& d, double sign, double threshold_log, double alpha) {
+  DidResult res;
+  res.r = static_cast<int>(d.size());
+  res.alpha = alpha;
+  if (res.r < 2) return res;
+  double sum = 0;
+  for (double x : d) sum += x;
+  res.mean = sum / res.r;
+  double ss = 0;
+  for (double x : d) ss += (x - res.mean) * (x - res.mean);
+  res.sd = std::sqrt(ss / (res.r - 1));
+  double df = res.r - 1;
+  double se = res.sd / std::sqrt(static_cast<double>(res.r));
+  double excess = sign * res.mean - threshold_log;
+  if (se > 0) {
+    res.t = excess / se;
+    res.p = stats::StudentTUpperTail(res.t, df);
+  } else if (excess > 0) {
+    res.t = std::numeric_limits<double>::infinity();
+    res.p = 0;
+  } else {
+    res.t = excess == 0 ? 0 : -std::numeric_limits<double>::infinity();
+    res.p = excess == 0 ? 0.5 : 1;
+  }
+  res.reject = alpha > 0 && res.p < alpha;
+  if (alpha > 0) {
+    res.fail_bound = sign * (sign * res.mean - stats::StudentTQuantile(1 - alpha, df) * se);
+  }
+  res.width_bound = sign * (sign * res.mean + stats::StudentTQuantile(kPassUcbLevel, df) * se);
+  return res;
+}
+
+// Exact one-sided sign-flip p value of mean(d) > threshold_log (2^R patterns).
+double SignFlipP(const std::vector<double>& d, double threshold_log) {
+  size_t r = d.size();
+  std::vector<double> e(r);
+  double observed = 0;
+  for (size_t i = 0; i < r; ++i) {
+    e[i] = d[i] - threshold_log;
+    observed += e[i];
+  }
+  uint64_t patterns = uint64_t{1} << r;
+  uint64_t at_least = 0;
+  for (uint64_t m = 0; m < patterns; ++m) {
+    double s = 0;
+    for (size_t i = 0; i < r; ++i) s += (m >> i & 1) ? -e[i] : e[i];
+    if (s >= observed - 1e-12) ++at_least;
+  }
+  return static_cast<double>(at_least) / static_cast<double>(patterns);
+}
+
+void FillEvidence(const DidResult& res, double sign, v1::MetricEvidence* ev) {
+  ev->set_rack_pairs(static_cast<uint32_t>(res.r));
+  ev->set_alpha(res.alpha);
+  if (res.r < 2) return;
+  ev->set_mean(res.mean);
+  ev->set_sd(res.sd);
+  ev->set_t(res.t);
+  ev->set_p_value(res.p);
+  ev->set_ratio(std::exp(res.mean));
+  // ratio_lower / ratio_upper: the one-sided (1 - alpha) bound the FAIL test
+  // uses on the bad side, the one-sided 95% bound on the good side.
+  double bad = std::isnan(res.fail_bound) ? 0 : std::exp(res.fail_bound);
+  double good = std::exp(res.width_bound);
+  if (sign > 0) {
+    ev->set_ratio_lower(bad);
+    ev->set_ratio_upper(good);
+  } else {
+    ev->set_ratio_lower(good);
+    ev->set_ratio_upper(std::isnan(res.fail_bound) ? 0 : bad);
+  }
+}
+
+std::string Percent(double ratio) { return absl::StrFormat("%+.1f%%", (ratio - 1) * 100); }
+
+// Group evidence over the hosts in `hosts` for one period (0 before, 1 after).
+v1::GroupEvidence MakeGroup(const std::string& name, const std::vector<const HostRow*>& hosts,
+                            int period) {
+  v1::GroupEvidence g;
+  g.set_group(name);
+  g.set_hosts(static_cast<uint32_t>(hosts.size()));
+  if (hosts.empty()) return g;
+  auto pick = [period](const HostRow* h) -> const HostPeriod& {
+    return period == 0 ? h->in->before : h->in->after;
+  };
+  QuantileSketch merged(pick(hosts.front()).rtt.relative_accuracy());
+  double gbps = 0, cnp = 0, pause = 0, retx = 0;
+  int with_exposure = 0;
+  for (const HostRow* h : hosts) {
+    const HostPeriod& p = pick(h);
+    // Hosts were admitted with matching accuracies, so Merge cannot fail.
+    (void)merged.Merge(p.rtt);
+    if (p.covered_seconds > 0) {
+      gbps += GuardValue(GuardKind::kThroughput, p);
+      cnp += GuardValue(GuardKind::kCnp, p);
+      pause += GuardValue(GuardKind::kPauseRatio, p);
+      retx += GuardValue(GuardKind::kRetransmits, p);
+      ++with_exposure;
+    }
+  }
+  g.set_samples(merged.count());
+  if (!merged.empty()) {
+    g.set_p99_seconds(merged.Quantile(0.99));
+    g.set_p999_seconds(merged.Quantile(0.999));
+    stats::RankInterval ri = stats::QuantileRankInterval(merged.count(), 0.99, kGroupCiConfidence);
+    // 0 = no such bound (too few samples).
+    if (ri.lower >= 1 && ri.upper <= merged.count()) {
+      g.set_p99_lower_seconds(merged.BucketOfRank(ri.lower).lower);
+      g.set_p99_upper_seconds(merged.BucketOfRank(ri.upper).upper);
+    }
+  }
+  merged.ToProto(g.mutable_rtt());
+  if (with_exposure > 0) {
+    g.set_throughput_gbps(gbps / with_exposure);
+    g.set_cnp_per_second(cnp / with_exposure);
+    g.set_pfc_pause_ratio(pause / with_exposure);
+    g.set_retransmits_per_second(retx / with_exposure);
+  }
+  return g;
+}
+
+struct Decision {
+  v1::Verdict::Outcome outcome = v1::Verdict::HOLD;
+  std::string rule;
+  std::string summary;
+};
+
+}  // namespace
+
+v1::Verdict Judge(const std::vector<HostInput>& hosts, const JudgeConfig& config) {
+  const Settings s = Resolve(config);
+  v1::Verdict v;
+  v.set_unix_nanos(config.now_unix_nanos);
+  v.set_stage(config.stage);
+  v.set_look(config.look);
+  v.set_looks(config.looks);
+
+  // Deterministic order independent of the input's: by host id.
+  std::vector<const HostInput*> order;
+  order.reserve(hosts.size());
+  for (const HostInput& h : hosts) order.push_back(&h);
+  std::stable_sort(order.begin(), order.end(),
+                   [](const HostInput* a, const HostInput* b) { return a->host_id < b->host_id; });
+
+  // --- Admission: which hosts take part, and why the others do not.
+  std::vector<HostRow> rows;
+  rows.reserve(order.size());
+  double accuracy = kNaN;
+  auto drop = [&v](const HostInput& h, const std::string& why) {
+    v.add_dropped_hosts(absl::StrCat(h.host_id.empty() ? "(no id)" : h.host_id, ": ", why));
+  };
+  for (size_t i = 0; i < order.size(); ++i) {
+    const HostInput& h = *order[i];
+    if (h.host_id.empty()) {
+      drop(h, "no host id");
+      continue;
+    }
+    if ((i > 0 && order[i - 1]->host_id == h.host_id) ||
+        (i + 1 < order.size() && order[i + 1]->host_id == h.host_id)) {
+      drop(h, "host id given more than once");
+      continue;
+    }
+    if (h.rack.empty()) {
+      drop(h, "no rack to pair by");
+      continue;
+    }
+    std::string why;
+    const HostPeriod* periods[2] = {&h.before, &h.after};
+    const char* names[2] = {"before", "after"};
+    for (int p = 0; p < 2 && why.empty(); ++p) {
+      const HostPeriod& hp = *periods[p];
+      if (hp.windows_expected <= 0 || hp.windows_present <= 0) {
+        why = p == 0 ? "no baseline windows" : "no windows since the change";
+      } else if (hp.windows_present < kMinWindowShare * hp.windows_expected) {
+        why = absl::StrFormat("%d of %d windows present %s (< %.0f%%)", hp.windows_present,
+                              hp.windows_expected, names[p], kMinWindowShare * 100);
+      } else if (LossRate(hp) > kMaxProbeLoss) {
+        why = absl::StrFormat("%.1f%% of probes lost %s (> %.0f%%)", LossRate(hp) * 100, names[p],
+                              kMaxProbeLoss * 100);
+      } else if (hp.rtt.count() < s.min_samples) {
+        why = absl::StrFormat("%d probe RTTs %s (< %d)", hp.rtt.count(), names[p], s.min_samples);
+      }
+    }
+    if (why.empty()) {
+      double a = h.before.rtt.relative_accuracy();
+      if (std::isnan(accuracy)) accuracy = a;
+      if (a != accuracy || h.after.rtt.relative_accuracy() != accuracy) {
+        why = absl::StrFormat("sketch relative accuracy differs from %g", accuracy);
+      }
+    }
+    HostRow row;
+    row.in = &h;
+    for (int p = 0; p < 2 && why.empty(); ++p) {
+      std::string q_why;
+      row.ln_p99[p] = LnQuantile(periods[p]->rtt, 0.99, &q_why);
+      if (std::isnan(row.ln_p99[p])) why = absl::StrCat(q_why, " ", names[p]);
+    }
+    if (!why.empty()) {
+      drop(h, why);
+      continue;
+    }
+    if (h.before.rtt.count() >= kP999SampleFactor * s.min_samples &&
+        h.after.rtt.count() >= kP999SampleFactor * s.min_samples) {
+      std::string ignored;
+      for (int p = 0; p < 2; ++p) row.ln_p999[p] = LnQuantile(periods[p]->rtt, 0.999, &ignored);
+    }
+    rows.push_back(row);
+  }
+
+  // --- Racks: pair canary and control hosts by rack.
+  std::map<std::string, Rack> racks;
+  for (const HostRow& r : rows) {
+    Rack& rack = racks[r.in->rack];
+    (r.in->canary ? rack.canary : rack.control).push_back(&r);
+  }
+  std::vector<const HostRow*> used[2];  // control, canary
+  for (auto it = racks.begin(); it != racks.end();) {
+    Rack& rack = it->second;
+    if (rack.canary.empty() || rack.control.empty()) {
+      for (const HostRow* h : rack.canary.empty() ? rack.control : rack.canary) {
+        drop(*h->in, absl::StrCat("rack ", it->first, " has no ",
+                                  rack.canary.empty() ? "canary" : "control", " host"));
+      }
+      it = racks.erase(it);
+      continue;
+    }
+    for (const HostRow* h : rack.control) used[0].push_back(h);
+    for (const HostRow* h : rack.canary) used[1].push_back(h);
+    ++it;
+  }
+  *v.add_groups() = MakeGroup("canary", used[1], 1);
+  *v.add_groups() = MakeGroup("control", used[0], 1);
+  *v.add_groups() = MakeGroup("canary_baseline", used[1], 0);
+  *v.add_groups() = MakeGroup("control_baseline", used[0], 0);
+
+  std::vector<Decision> fails;  // in priority order
+  std::vector<Decision> holds;
+
+  // --- Hard guards: every canary host that reported, admitted or not.
+  if (config.guard_event) {
+    fails.push_back(
+        {v1::Verdict::FAIL, "local_guard",
+         absl::StrCat("FAIL: an agent's local guard fired on a canary host",
+                      config.guard_event_detail.empty() ? "" : " (", config.guard_event_detail,
+                      config.guard_event_detail.empty() ? "" : ")", ".")});
+  }
+  const double max_pause = config.guard.max_pfc_pause_ratio();
+  const double max_retx = config.guard.max_retransmits_per_second();
+  for (const HostInput* h : order) {
+    if (!h->canary) continue;
+    double pause = WorstPauseRatio(h->after);
+    if (max_pause > 0 && pause > max_pause) {
+      fails.push_back(
+          {v1::Verdict::FAIL, "guard:pfc_pause_ratio",
+           absl::StrFormat("FAIL: canary host %s paused %.4g of the time since the change, above "
+                           "the hard limit %.4g.",
+                           h->host_id, pause, max_pause)});
+      break;
+    }
+  }
+  for (const HostInput* h : order) {
+    if (!h->canary) continue;
+    double retx = GuardValue(GuardKind::kRetransmits, h->after);
+    if (max_retx > 0 && retx > max_retx) {
+      fails.push_back(
+          {v1::Verdict::FAIL, "guard:retransmits_per_second",
+           absl::StrFormat("FAIL: canary host %s retransmitted %.4g/s since the change, above the "
+                           "hard limit %.4g/s.",
+                           h->host_id, retx, max_retx)});
+      break;
+    }
+  }
+
+  // Probe loss: a canary losing probes (> 5% on a host, or 1 point more than
+  // control over the group) never PASSes; lost probes would flatter its p99.
+  {
+    uint64_t sent[2] = {0, 0}, lost[2] = {0, 0};
+    std::string lossy_host;
+    double lossy_rate = 0;
+    for (const HostInput* h : order) {
+      sent[h->canary] += h->after.probes_sent;
+      lost[h->canary] += h->after.probes_lost;
+      if (h->canary && lossy_host.empty() && LossRate(h->after) > kMaxProbeLoss) {
+        lossy_host = h->host_id;
+        lossy_rate = LossRate(h->after);
+      }
+    }
+    double rate[2];
+    for (int g = 0; g < 2; ++g) {
+      rate[g] = sent[g] == 0 ? 0 : static_cast<double>(lost[g]) / static_cast<double>(sent[g]);
+    }
+    if (!lossy_host.empty()) {
+      holds.push_back({v1::Verdict::HOLD, "probe_loss",
+                       absl::StrFormat("HOLD: canary host %s lost %.1f%% of its probes since the "
+                                       "change; a canary losing probes never passes.",
+                                       lossy_host, lossy_rate * 100)});
+    } else if (rate[1] > rate[0] + kMaxExcessCanaryLoss) {
+      holds.push_back(
+          {v1::Verdict::HOLD, "probe_loss",
+           absl::StrFormat("HOLD: the canary lost %.1f%% of its probes since the change (control "
+                           "%.1f%%); a canary losing probes never passes.",
+                           rate[1] * 100, rate[0] * 100)});
+    }
+  }
+
+  // --- Latency tests.
+  std::vector<double> control_shift;
+  std::vector<double> d99 = RackDiffs(
+      racks, [](const HostRow& h, int p) { return h.ln_p99[p]; }, &control_shift);
+  std::vector<double> d999 = RackDiffs(racks, [](const HostRow& h, int p) { return h.ln_p999[p]; });
+  const double tol_log = std::log1p(s.tolerance);
+  const double alpha99 = AlphaAtLook(kP99Share * s.alpha_total, s);
+  const double alpha999 = AlphaAtLook(kP999Share * s.alpha_total, s);
+
+  v1::MetricEvidence* ev99 = v.add_metrics();
+  ev99->set_metric("ln_p99_did");
+  const bool p99_enough = d99.size() >= s.min_rack_pairs;
+  DidResult r99 = TestDid(d99, 1, tol_log, p99_enough ? alpha99 : 0);
+  FillEvidence(r99, 1, ev99);
+  ev99->set_alpha(r99.alpha);
+  bool p99_width_ok = false;
+  if (!p99_enough) {
+    ev99->set_outcome("hold");
+    ev99->set_note(absl::StrFormat("%d rack pairs < %d needed", d99.size(), s.min_rack_pairs));
+    holds.push_back(
+        {v1::Verdict::HOLD, "min_rack_pairs",
+         absl::StrFormat(
+             "HOLD: only %d usable rack pairs (%d needed) to compare canary and control "
+             "p99.",
+             d99.size(), s.min_rack_pairs)});
+  } else {
+    p99_width_ok = std::exp(r99.width_bound) < 1 + s.pass_max_ucb_regression;
+    std::string note = absl::StrFormat(
+        "ratio_lower: one-sided %.4g bound (FAIL when above %.4g); ratio_upper: one-sided 95%% "
+        "bound (PASS needs below %.4g)",
+        1 - r99.alpha, 1 + s.tolerance, 1 + s.pass_max_ucb_regression);
+    if (d99.size() <= 16) {
+      absl::StrAppendFormat(&note, "; sign-flip p %.4g", SignFlipP(d99, tol_log));
+    }
+    ev99->set_note(note);
+    if (r99.reject) {
+      ev99->set_outcome("fail");
+      fails.push_back(
+          {v1::Verdict::FAIL, "p99_did_t_test",
+           absl::StrFormat("FAIL: canary p99 RTT changed %s relative to control over %d rack pairs "
+                           "(lower bound %s above the %s tolerance; p %.3g < alpha %.3g).",
+                           Percent(std::exp(r99.mean)), r99.r, Percent(std::exp(r99.fail_bound)),
+                           Percent(1 + s.tolerance), r99.p, r99.alpha)});
+    } else if (s.final_look && p99_width_ok) {
+      ev99->set_outcome("pass");
+    } else {
+      ev99->set_outcome("hold");
+    }
+  }
+
+  v1::MetricEvidence* ev999 = v.add_metrics();
+  ev999->set_metric("ln_p999_did");
+  if (d999.size() < s.min_rack_pairs) {
+    DidResult none = TestDid({}, 1, tol_log, 0);
+    FillEvidence(none, 1, ev999);
+    ev999->set_rack_pairs(static_cast<uint32_t>(d999.size()));
+    ev999->set_outcome("not_evaluated");
+    ev999->set_note(
+        absl::StrFormat("%d rack pairs with >= %d probes per host and period (%d needed)",
+                        d999.size(), kP999SampleFactor * s.min_samples, s.min_rack_pairs));
+  } else {
+    DidResult r999 = TestDid(d999, 1, tol_log, alpha999);
+    FillEvidence(r999, 1, ev999);
+    ev999->set_note(absl::StrFormat(
+        "ratio_lower: one-sided %.4g bound; ratio_upper: one-sided 95%%", 1 - r999.alpha));
+    if (r999.reject) {
+      ev999->set_outcome("fail");
+      fails.push_back(
+          {v1::Verdict::FAIL, "p999_did_t_test",
+           absl::StrFormat("FAIL: canary p999 RTT changed %s relative to control over %d rack "
+                           "pairs (lower bound %s above the %s tolerance; p %.3g < alpha %.3g).",
+                           Percent(std::exp(r999.mean)), r999.r, Percent(std::exp(r999.fail_bound)),
+                           Percent(1 + s.tolerance), r999.p, r999.alpha)});
+    } else {
+      ev999->set_outcome(s.final_look ? "pass" : "hold");
+    }
+  }
+
+  // --- Constraints: paired DiD on log rates, plus absolute bounds.
+  int known_constraints = 0;
+  for (const v1::Constraint& c : config.constraints) {
+    if (FindGuardSpec(c.metric()) != nullptr) ++known_constraints;
+  }
+  const double alpha_constraint =
+      known_constraints == 0 ? 0
+                             : AlphaAtLook(kConstraintShare * s.alpha_total / known_constraints, s);
+  for (const v1::Constraint& c : config.constraints) {
+    v1::MetricEvidence* ev = v.add_metrics();
+    ev->set_metric(absl::StrCat("ln_", c.metric(), "_did"));
+    const GuardSpec* spec = FindGuardSpec(c.metric());
+    if (spec == nullptr) {
+      ev->set_outcome("not_evaluated");
+      ev->set_note(absl::StrCat("unknown metric \"", c.metric(), "\""));
+      continue;
+    }
+    const GuardKind kind = spec->kind;
+    const double sign = spec->higher_is_worse ? 1 : -1;
+    const double max_ratio = c.max_ratio() > 0 ? c.max_ratio() : spec->default_max_ratio;
+    // max_ratio < 1 for a lower-is-worse metric reads as the floor itself.
+    const double worse_ratio =
+        spec->higher_is_worse ? max_ratio : (max_ratio < 1 ? 1 / max_ratio : max_ratio);
+    std::vector<double> d = RackDiffs(racks, [kind](const HostRow& h, int p) {
+      return GuardLogValue(kind, p == 0 ? h.in->before : h.in->after);
+    });
+    const bool enough = d.size() >= s.min_rack_pairs;
+    DidResult r =
+        TestDid(d, sign, std::log(std::max(1.0, worse_ratio)), enough ? alpha_constraint : 0);
+    FillEvidence(r, sign, ev);
+    // Canary group means in the after period, and the control's, for the
+    // floor and the absolute bounds.
+    double canary_value = 0, control_value = 0, canary_events = 0;
+    int nc = 0, nk = 0;
+    for (const HostRow* h : used[1]) {
+      double x = GuardValue(kind, h->in->after);
+      if (std::isnan(x)) continue;
+      canary_value += x;
+      canary_events += EventCount(kind, h->in->after);
+      ++nc;
+    }
+    for (const HostRow* h : used[0]) {
+      double x = GuardValue(kind, h->in->after);
+      if (std::isnan(x)) continue;
+      control_value += x;
+      ++nk;
+    }
+    if (nc > 0) canary_value /= nc, canary_events /= nc;
+    if (nk > 0) control_value /= nk;
+    std::string note = absl::StrFormat(
+        "tolerated ratio %.4g; canary %.4g vs control %.4g per host since the change",
+        spec->higher_is_worse ? worse_ratio : 1 / worse_ratio, canary_value, control_value);
+    bool above_floor = true;
+    if (kind == GuardKind::kCnp || kind == GuardKind::kRetransmits) {
+      above_floor = canary_events >= kMinEventsPerHost;
+    } else if (kind == GuardKind::kPauseRatio) {
+      above_floor = canary_value >= kMinPauseRatioToFail;
+    }
+    // Absolute bounds from the constraint: FAIL only when the canary violates
+    // a bound the control meets (a fleet-wide violation is not the change's).
+    auto violates = [&c](double x) {
+      return (c.has_max() && x > c.max()) || (c.has_min() && x < c.min());
+    };
+    if (nc > 0 && nk > 0 && violates(canary_value) && !violates(control_value)) {
+      fails.push_back({v1::Verdict::FAIL, absl::StrCat("constraint_bound:", c.metric()),
+                       absl::StrFormat("FAIL: the canary's %s is %.4g per host since the change, "
+                                       "outside the policy's bounds, while control's is %.4g.",
+                                       c.metric(), canary_value, control_value)});
+    }
+    if (!enough) {
+      ev->set_outcome("hold");
+      absl::StrAppendFormat(&note, "; %d rack pairs with exposure < %d needed", d.size(),
+                            s.min_rack_pairs);
+      holds.push_back({v1::Verdict::HOLD, absl::StrCat("constraint_data:", c.metric()),
+                       absl::StrFormat("HOLD: %d usable rack pairs for %s (%d needed).", d.size(),
+                                       c.metric(), s.min_rack_pairs)});
+    } else if (r.reject && above_floor) {
+      ev->set_outcome("fail");
+      fails.push_back(
+          {v1::Verdict::FAIL, absl::StrCat("constraint:", c.metric()),
+           absl::StrFormat("FAIL: canary %s changed %s relative to control over %d rack pairs, "
+                           "beyond the tolerated %s (p %.3g < alpha %.3g).",
+                           c.metric(), Percent(std::exp(r.mean)), r.r,
+                           Percent(spec->higher_is_worse ? worse_ratio : 1 / worse_ratio), r.p,
+                           r.alpha)});
+    } else {
+      if (r.reject) note += "; significant but below the absolute floor";
+      ev->set_outcome(s.final_look ? "pass" : "hold");
+    }
+    ev->set_note(note);
+  }
+
+  // --- Stability of the control group.
+  if (!control_shift.empty()) {
+    double sum = 0;
+    for (double x : control_shift) sum += x;
+    double shift = sum / static_cast<double>(control_shift.size());
+    if (std::abs(shift) > kMaxControlShift) {
+      holds.push_back(
+          {v1::Verdict::HOLD, "control_shift",
+           absl::StrFormat("HOLD: control p99 itself moved %s between baseline and bake, so the "
+                           "comparison is not trusted (fleet incident?).",
+                           Percent(std::exp(shift)))});
+    }
+  }
+
+  // --- Verdict order: hard guards and rejecting tests FAIL (first listed
+  // wins), then look and HOLD rules, then PASS.
+  Decision d;
+  if (!fails.empty()) {
+    d = fails.front();
+  } else if (!s.planned) {
+    d = {v1::Verdict::HOLD, "unplanned_look",
+         absl::StrFormat("HOLD: look %d is outside the %d planned looks, so no test may decide.",
+                         s.look, s.looks)};
+  } else if (!holds.empty()) {
+    d = holds.front();
+  } else if (!s.final_look) {
+    d = {v1::Verdict::HOLD, "interim_look",
+         absl::StrFormat("HOLD: no regression shown at interim look %d of %d (p99 %s relative to "
+                         "control); PASS is decided at the final look.",
+                         s.look, s.looks, Percent(std::exp(r99.mean)))};
+  } else if (!p99_width_ok) {
+    d = {v1::Verdict::HOLD, "p99_ucb_too_wide",
+         absl::StrFormat("HOLD: no regression shown, but the p99 ratio's 95%% upper bound %s does "
+                         "not rule out %s.",
+                         Percent(std::exp(r99.width_bound)),
+                         Percent(1 + s.pass_max_ucb_regression))};
+  } else {
+    d = {v1::Verdict::PASS, "p99_did_t_test",
+         absl::StrFormat("PASS: canary p99 RTT changed %s relative to control over %d rack pairs "
+                         "(95%% upper bound %s, below %s).",
+                         Percent(std::exp(r99.mean)), r99.r, Percent(std::exp(r99.width_bound)),
+                         Percent(1 + s.pass_max_ucb_regression))};
+  }
+  v.set_outcome(d.outcome);
+  v.set_rule(d.rule);
+  v.set_summary(d.summary);
+  return v;
+}
+
+}  // namespace rocetune::controller

@@ -1,0 +1,276 @@
+#include "tests/controller/judge/judge_sim.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include "daemon/quantile_sketch.h"
+
+namespace rocetune::controller::sim {
+namespace {
+
+double NormalCdf(double z) { return 0.5 * std::erfc(-z / std::sqrt(2.0)); }
+
+// Probabilities of the sketch buckets k_lo .. k_lo + size - 1 (bucket k holds
+// (gamma^(k-1), gamma^k]) under lognormal(ln median, sigma); the mass outside
+// goes to the end buckets.
+std::vector<double> LognormalBuckets(double median, double sigma, int k_lo, int size,
+                                     double log_gamma) {
+  std::vector<double> p(size);
+  double prev = 0;
+  for (int i = 0; i < size; ++i) {
+    double edge =
+        (i == size - 1) ? 1 : NormalCdf(((k_lo + i) * log_gamma - std::log(median)) / sigma);
+    p[i] = edge - prev;
+    prev = edge;
+  }
+  return p;
+}
+
+struct Variant {
+  std::vector<double> body;
+  std::vector<double> tail;
+  double tail_weight_scale = 1;
+};
+
+// A Poisson draw: inversion for small means, the normal approximation above.
+int64_t Poisson(double lambda, std::mt19937_64& rng) {
+  if (lambda <= 0) return 0;
+  if (lambda >= 30) {
+    double z = std::normal_distribution<double>(0, 1)(rng);
+    return std::max<int64_t>(0, std::llround(lambda + std::sqrt(lambda) * z));
+  }
+  double u = std::uniform_real_distribution<double>(0, 1)(rng);
+  double p = std::exp(-lambda);
+  double cdf = p;
+  int64_t k = 0;
+  while (u > cdf && k < 1000) {
+    ++k;
+    p *= lambda / static_cast<double>(k);
+    cdf += p;
+  }
+  return k;
+}
+
+// A host's per-bucket counts for about n probes spread over windows whose
+// bucket shifts are `shifts`: independent Poisson counts per bucket (so the
+// total varies like a Poisson count around n, as a real host's would).
+void DrawInto(const Variant& v, double tail_weight, const std::vector<int>& shifts, int64_t n,
+              int k_lo, double log_gamma, std::mt19937_64& rng, QuantileSketch* out) {
+  if (n <= 0 || shifts.empty()) return;
+  const int size = static_cast<int>(v.body.size());
+  int jmin = *std::min_element(shifts.begin(), shifts.end());
+  int jmax = *std::max_element(shifts.begin(), shifts.end());
+  const int span = size + jmax - jmin;
+  std::vector<double> p(span, 0.0);
+  double w = std::min(1.0, tail_weight * v.tail_weight_scale);
+  double per_window = 1.0 / static_cast<double>(shifts.size());
+  std::vector<double> mix(size);
+  for (int i = 0; i < size; ++i) mix[i] = (1 - w) * v.body[i] + w * v.tail[i];
+  std::vector<int> windows_at(jmax - jmin + 1, 0);
+  for (int j : shifts) windows_at[j - jmin]++;
+  for (int at = 0; at <= jmax - jmin; ++at) {
+    if (windows_at[at] == 0) continue;
+    double share = per_window * windows_at[at];
+    for (int i = 0; i < size; ++i) p[at + i] += share * mix[i];
+  }
+  for (int i = 0; i < span; ++i) {
+    int64_t x = Poisson(static_cast<double>(n) * p[i], rng);
+    if (x > 0) {
+      int k = k_lo + jmin + i;
+      out->Insert(std::exp((k - 0.5) * log_gamma), static_cast<uint64_t>(x));
+    }
+  }
+}
+
+struct Segment {
+  int begin = 0;  // window indices, global (before windows first)
+  int end = 0;
+  bool after = false;
+};
+
+}  // namespace
+
+std::vector<std::vector<HostInput>> SimulateLooks(const SimConfig& c, uint64_t seed) {
+  std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ULL + 12345);
+  std::normal_distribution<double> normal(0, 1);
+  const double log_gamma = std::log((1 + QuantileSketch::kDefaultRelativeAccuracy) /
+                                    (1 - QuantileSketch::kDefaultRelativeAccuracy));
+
+  // Bucket grid wide enough for both variants.
+  double max_scale = std::max(1.0, c.canary_body_scale) * std::max(1.0, c.canary_tail_scale);
+  double lo = std::log(c.body_median * std::min(1.0, c.canary_body_scale)) - 6 * c.body_sigma;
+  double hi = std::log(c.tail_median * max_scale) + 7 * c.tail_sigma;
+  int k_lo = static_cast<int>(std::floor(lo / log_gamma));
+  int size = static_cast<int>(std::ceil(hi / log_gamma)) - k_lo + 1;
+  Variant base{LognormalBuckets(c.body_median, c.body_sigma, k_lo, size, log_gamma),
+               LognormalBuckets(c.tail_median, c.tail_sigma, k_lo, size, log_gamma), 1};
+  Variant changed{
+      LognormalBuckets(c.body_median * c.canary_body_scale, c.body_sigma, k_lo, size, log_gamma),
+      LognormalBuckets(c.tail_median * c.canary_body_scale * c.canary_tail_scale, c.tail_sigma,
+                       k_lo, size, log_gamma),
+      c.canary_tail_weight_scale};
+
+  const int windows = c.windows_before + c.windows_after;
+  std::vector<double> fleet(windows);
+  for (double& f : fleet) f = c.fleet_window_sd * normal(rng);
+  auto present = [&c](int w_in_period) {
+    return std::floor((w_in_period + 1) * c.present_share) >
+           std::floor(w_in_period * c.present_share);
+  };
+
+  std::vector<Segment> segments;
+  if (c.windows_before > 0) segments.push_back({0, c.windows_before, false});
+  int prev = 0;
+  for (int lw : c.look_windows) {
+    segments.push_back({c.windows_before + prev, c.windows_before + lw, true});
+    prev = lw;
+  }
+
+  const int hosts_per_rack = c.canary_per_rack + c.control_per_rack;
+  std::vector<std::vector<HostInput>> looks(c.look_windows.size());
+  for (int r = 0; r < c.racks; ++r) {
+    double rack = c.rack_sd * normal(rng);
+    double counter_rack = c.counter_rack_sd * normal(rng);
+    for (int h = 0; h < hosts_per_rack; ++h) {
+      const bool canary = h < c.canary_per_rack;
+      HostInput in;
+      in.rack = "rack" + std::to_string(r);
+      in.canary = canary;
+      in.host_id = in.rack + (canary ? "-canary" : "-control") + std::to_string(h);
+      double host = c.host_sd * normal(rng);
+      double tail_weight = c.tail_weight * std::exp(c.host_tail_weight_sd * normal(rng));
+      double counter_host = c.counter_host_sd * normal(rng) + counter_rack;
+      // AR(1) host-window noise, stationary sd ar_sd.
+      std::vector<int> shift(windows);
+      double ar = c.ar_sd * normal(rng);
+      for (int w = 0; w < windows; ++w) {
+        if (w > 0) ar = c.ar_phi * ar + std::sqrt(1 - c.ar_phi * c.ar_phi) * c.ar_sd * normal(rng);
+        double incident = w >= c.windows_before ? c.fleet_after_log_shift : 0;
+        shift[w] =
+            static_cast<int>(std::lround((rack + host + fleet[w] + ar + incident) / log_gamma));
+      }
+      // One HostPeriod per segment, then cumulated per look.
+      std::vector<HostPeriod> parts;
+      for (const Segment& s : segments) {
+        HostPeriod hp;
+        std::vector<int> shifts;
+        int first = s.after ? c.windows_before : 0;
+        for (int w = s.begin; w < s.end; ++w) {
+          hp.windows_expected++;
+          if (present(w - first)) {
+            hp.windows_present++;
+            shifts.push_back(shift[w]);
+          }
+        }
+        const bool changed_now = canary && s.after;
+        int64_t n = static_cast<int64_t>(shifts.size()) * c.probes_per_window;
+        DrawInto(changed_now ? changed : base, tail_weight, shifts, n, k_lo, log_gamma, rng,
+                 &hp.rtt);
+        double loss = canary && s.after ? std::max(c.loss, c.canary_loss_after) : c.loss;
+        uint64_t lost =
+            static_cast<uint64_t>(std::llround(static_cast<double>(n) * loss / (1 - loss)));
+        hp.probes_sent = static_cast<uint64_t>(n) + lost;
+        hp.probes_lost = lost;
+        hp.covered_seconds = hp.windows_present * c.window_seconds;
+        auto noisy = [&](double mean) {
+          return mean * std::exp(counter_host + c.counter_noise_sd * normal(rng));
+        };
+        double secs = hp.covered_seconds;
+        std::poisson_distribution<uint64_t> cnp(std::max(
+            1e-9, noisy(c.cnp_per_second * (changed_now ? c.canary_cnp_scale : 1)) * secs));
+        hp.cnp = cnp(rng);
+        std::poisson_distribution<uint64_t> retx(std::max(
+            1e-9, noisy(c.retransmits_per_second * (changed_now ? c.canary_retransmit_scale : 1)) *
+                      secs));
+        hp.retransmits = retx(rng);
+        hp.pause_us[3] = static_cast<uint64_t>(
+            noisy(c.pause_ratio * (changed_now ? c.canary_pause_scale : 1)) * secs * 1e6);
+        hp.tx_bytes = static_cast<uint64_t>(noisy(c.throughput_gbps) * 1e9 / 8 * secs);
+        parts.push_back(std::move(hp));
+      }
+      size_t first_after = c.windows_before > 0 ? 1 : 0;
+      HostPeriod before;
+      if (first_after == 1) before = parts[0];
+      HostPeriod after;
+      for (size_t l = 0; l < c.look_windows.size(); ++l) {
+        const HostPeriod& p = parts[first_after + l];
+        (void)after.rtt.Merge(p.rtt);
+        after.probes_sent += p.probes_sent;
+        after.probes_lost += p.probes_lost;
+        after.windows_present += p.windows_present;
+        after.windows_expected += p.windows_expected;
+        after.covered_seconds += p.covered_seconds;
+        after.cnp += p.cnp;
+        after.retransmits += p.retransmits;
+        after.tx_bytes += p.tx_bytes;
+        for (int q = 0; q < 8; ++q) after.pause_us[q] += p.pause_us[q];
+        HostInput at_look = in;
+        at_look.before = before;
+        at_look.after = after;
+        looks[l].push_back(std::move(at_look));
+      }
+    }
+  }
+  return looks;
+}
+
+Tally RunSchedule(const SimConfig& sim_config, JudgeConfig config, int seeds, uint64_t first_seed) {
+  Tally t;
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < seeds; ++i) {
+    auto looks = SimulateLooks(sim_config, first_seed + static_cast<uint64_t>(i));
+    config.looks = static_cast<uint32_t>(looks.size());
+    v1::Verdict::Outcome last = v1::Verdict::HOLD;
+    for (size_t l = 0; l < looks.size(); ++l) {
+      config.look = static_cast<uint32_t>(l + 1);
+      v1::Verdict v = Judge(looks[l], config);
+      last = v.outcome();
+      if (last == v1::Verdict::FAIL) {
+        t.fail_rules[v.rule()]++;
+        if (l + 1 < looks.size()) t.fail_at_interim++;
+        break;
+      }
+      if (last == v1::Verdict::PASS && l + 1 < looks.size()) t.pass_before_final++;
+    }
+    t.runs++;
+    if (last == v1::Verdict::FAIL) t.fail++;
+    if (last == v1::Verdict::PASS) t.pass++;
+    if (last == v1::Verdict::HOLD) t.hold++;
+  }
+  t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return t;
+}
+
+std::string Describe(const char* name, const Tally& t) {
+  std::string out = std::string(name) + ": " + std::to_string(t.runs) + " seeds, FAIL " +
+                    std::to_string(t.fail) + " (" + std::to_string(t.fail_at_interim) +
+                    " at an interim look), PASS " + std::to_string(t.pass) + ", HOLD " +
+                    std::to_string(t.hold) + ", " + std::to_string(t.seconds) + " s";
+  for (const auto& [rule, n] : t.fail_rules) out += " [" + rule + ": " + std::to_string(n) + "]";
+  return out;
+}
+
+int Seeds(int default_seeds) {
+  const char* env = std::getenv("ROCETUNE_JUDGE_SEEDS");
+  if (env == nullptr) return default_seeds;
+  int n = std::atoi(env);
+  return n > 0 ? n : default_seeds;
+}
+
+JudgeConfig AllMetricsConfig() {
+  JudgeConfig config;
+  config.looks = 3;
+  for (const char* m :
+       {"throughput_gbps", "pfc_pause_ratio", "cnp_per_second", "retransmits_per_second"}) {
+    v1::Constraint c;
+    c.set_metric(m);
+    config.constraints.push_back(c);
+  }
+  return config;
+}
+
+}  // namespace rocetune::controller::sim

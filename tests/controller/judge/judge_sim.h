@@ -1,0 +1,97 @@
+#ifndef ROCETUNE_TESTS_CONTROLLER_JUDGE_JUDGE_SIM_H_
+#define ROCETUNE_TESTS_CONTROLLER_JUDGE_JUDGE_SIM_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "controller/judge/judge.h"
+
+namespace rocetune::controller::sim {
+
+// A canary/control fleet after the judge's statistical model: per-probe RTT is
+// a mixture of a lognormal body and a lognormal tail (weight ~3%), moved on
+// the log scale by a persistent host offset, a rack offset shared by the
+// rack's hosts, a fleet-wide per-window offset and an AR(1) host-window
+// noise; each host also has its own tail weight. Probes are binned straight
+// into the real QuantileSketch (multinomial counts per bucket, window offsets
+// rounded to whole buckets), so a seed costs well under a millisecond.
+// Guard counters are Poisson around host rates with persistent host and rack
+// spread and a per-(host, segment) log-normal noise.
+struct SimConfig {
+  int racks = 8;
+  int canary_per_rack = 1;
+  int control_per_rack = 1;
+  int probes_per_window = 1000;                  // per host per 10 s window
+  int windows_before = 30;                       // baseline; 0 = none
+  int windows_after = 30;                        // the whole bake
+  std::vector<int> look_windows = {12, 24, 30};  // bake windows seen at each look
+  double window_seconds = 10;
+  double present_share = 1;  // share of windows with a report (both periods)
+
+  // RTT model (seconds).
+  double body_median = 10e-6;
+  double body_sigma = 0.25;
+  double tail_weight = 0.03;
+  double tail_median = 30e-6;
+  double tail_sigma = 0.5;
+  // Effects on the log scale.
+  double host_sd = 0.08;
+  double host_tail_weight_sd = 0.25;  // tail weight x exp(N(0, sd^2))
+  double rack_sd = 0.10;
+  double fleet_window_sd = 0.05;
+  double ar_sd = 0.05;
+  double ar_phi = 0.6;
+  double fleet_after_log_shift = 0;   // every host after the change (a fleet incident)
+
+  // The change, applied to canary hosts after it.
+  double canary_tail_scale = 1;  // tail component x this
+  double canary_tail_weight_scale = 1;
+  double canary_body_scale = 1;  // with the tail scale: whole-distribution change
+
+  // Probe loss (share of probes sent) per group and period.
+  double canary_loss_after = 0;
+  double loss = 0;
+
+  // Guard counters, per host.
+  double cnp_per_second = 50;
+  double retransmits_per_second = 5;
+  double pause_ratio = 1e-3;
+  double throughput_gbps = 40;
+  double counter_host_sd = 0.3;  // persistent host spread of the rates
+  double counter_rack_sd = 0.2;
+  double counter_noise_sd = 0.03;  // per (host, segment)
+  double canary_cnp_scale = 1;     // after the change
+  double canary_pause_scale = 1;
+  double canary_retransmit_scale = 1;
+};
+
+// The judge's input at each look of the bake (cumulative after-periods).
+std::vector<std::vector<HostInput>> SimulateLooks(const SimConfig& config, uint64_t seed);
+
+// Outcomes of running the full look schedule over a list of seeds: a FAIL at
+// any look ends that seed's run; otherwise the final look decides.
+struct Tally {
+  int runs = 0;
+  int fail = 0;
+  int pass = 0;
+  int hold = 0;
+  int fail_at_interim = 0;
+  int pass_before_final = 0;  // must stay 0
+  std::map<std::string, int> fail_rules;
+  double seconds = 0;
+};
+Tally RunSchedule(const SimConfig& sim_config, JudgeConfig config, int seeds, uint64_t first_seed);
+std::string Describe(const char* name, const Tally& t);
+
+// The seed count: `default_seeds`, or ROCETUNE_JUDGE_SEEDS for longer offline runs.
+int Seeds(int default_seeds);
+
+// A judge config with policy defaults, three looks and one constraint per guard
+// metric at its default ratio.
+JudgeConfig AllMetricsConfig();
+
+}  // namespace rocetune::controller::sim
+
+#endif  // ROCETUNE_TESTS_CONTROLLER_JUDGE_JUDGE_SIM_H_

@@ -1,0 +1,456 @@
+#include "controller/judge/judge.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "tests/controller/judge/judge_sim.h"
+
+namespace rocetune::controller {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+constexpr uint64_t kSeeds = 60;  // per thin-data scenario
+
+// The final look of a simulated A/A bake.
+std::vector<HostInput> FinalLook(const sim::SimConfig& c, uint64_t seed) {
+  return sim::SimulateLooks(c, seed).back();
+}
+
+JudgeConfig FinalConfig() {
+  JudgeConfig config = sim::AllMetricsConfig();
+  config.look = 3;
+  config.looks = 3;
+  return config;
+}
+
+const v1::MetricEvidence* FindMetric(const v1::Verdict& v, const std::string& name) {
+  for (const auto& m : v.metrics()) {
+    if (m.metric() == name) return &m;
+  }
+  return nullptr;
+}
+
+bool AnyDropMentions(const v1::Verdict& v, const std::string& text) {
+  return std::any_of(v.dropped_hosts().begin(), v.dropped_hosts().end(),
+                     [&](const std::string& d) { return d.find(text) != std::string::npos; });
+}
+
+// Runs every look of every seed and asserts each verdict is HOLD; returns the
+// first verdict for further checks.
+v1::Verdict ExpectAlwaysHold(const sim::SimConfig& c, const char* what) {
+  v1::Verdict first;
+  for (uint64_t seed = 1; seed <= kSeeds; ++seed) {
+    auto looks = sim::SimulateLooks(c, seed);
+    JudgeConfig config = sim::AllMetricsConfig();
+    config.looks = static_cast<uint32_t>(looks.size());
+    for (size_t l = 0; l < looks.size(); ++l) {
+      config.look = static_cast<uint32_t>(l + 1);
+      v1::Verdict v = Judge(looks[l], config);
+      EXPECT_EQ(v.outcome(), v1::Verdict::HOLD) << what << ", seed " << seed << ", look " << l + 1
+                                                << ": " << v.rule() << " - " << v.summary();
+      if (seed == 1 && l + 1 == looks.size()) first = v;
+    }
+  }
+  std::cout << what << ": HOLD, rule " << first.rule() << " - " << first.summary() << "\n";
+  return first;
+}
+
+// --- Thin data: HOLD, never PASS.
+
+TEST(JudgeThinDataTest, TooFewRackPairsHold) {
+  for (int racks : {3, 4, 5}) {
+    sim::SimConfig c;
+    c.racks = racks;
+    v1::Verdict v = ExpectAlwaysHold(c, "few racks");
+    EXPECT_EQ(v.rule(), "min_rack_pairs");
+    EXPECT_EQ(FindMetric(v, "ln_p99_did")->outcome(), "hold");
+    EXPECT_EQ(FindMetric(v, "ln_p99_did")->rack_pairs(), static_cast<uint32_t>(racks));
+  }
+}
+
+TEST(JudgeThinDataTest, FewSamplesPerHostHold) {
+  sim::SimConfig c;
+  c.probes_per_window = 10;  // ~300 per host and period
+  v1::Verdict v = ExpectAlwaysHold(c, "300 probes per host");
+  EXPECT_TRUE(AnyDropMentions(v, "probe RTTs")) << v.DebugString();
+  EXPECT_EQ(FindMetric(v, "ln_p99_did")->rack_pairs(), 0u);
+}
+
+TEST(JudgeThinDataTest, NoBaselineHolds) {
+  sim::SimConfig c;
+  c.windows_before = 0;
+  v1::Verdict v = ExpectAlwaysHold(c, "no baseline");
+  EXPECT_TRUE(AnyDropMentions(v, "no baseline windows"));
+}
+
+TEST(JudgeThinDataTest, HalfTheWindowsMissingHolds) {
+  sim::SimConfig c;
+  c.present_share = 0.5;
+  v1::Verdict v = ExpectAlwaysHold(c, "50% windows missing");
+  EXPECT_TRUE(AnyDropMentions(v, "windows present"));
+}
+
+TEST(JudgeThinDataTest, EmptySketchesHold) {
+  sim::SimConfig c;
+  c.probes_per_window = 0;
+  v1::Verdict v = ExpectAlwaysHold(c, "empty sketches");
+  EXPECT_EQ(v.dropped_hosts_size(), 16);
+  EXPECT_EQ(v.groups(0).hosts(), 0u);
+}
+
+TEST(JudgeThinDataTest, CanaryLosingFivePercentOfProbesNeverPasses) {
+  sim::SimConfig c;
+  c.canary_loss_after = 0.05;
+  v1::Verdict v = ExpectAlwaysHold(c, "canary loses 5% of probes");
+  EXPECT_EQ(v.rule(), "probe_loss");
+}
+
+TEST(JudgeThinDataTest, SketchCollapseReachingP99Holds) {
+  auto hosts = FinalLook(sim::SimConfig{}, 7);
+  // A huge value makes every canary's after sketch fold its lowest buckets, RTTs included.
+  for (HostInput& h : hosts) {
+    if (h.canary) h.after.rtt.Insert(1e32);
+  }
+  v1::Verdict v = Judge(hosts, FinalConfig());
+  EXPECT_EQ(v.outcome(), v1::Verdict::HOLD) << v.summary();
+  EXPECT_TRUE(AnyDropMentions(v, "collapse")) << v.DebugString();
+}
+
+// --- The same data, ample: PASS (so the HOLDs above come from the thin data).
+TEST(JudgeTest, AmpleAaDataPassesWithFullEvidence) {
+  v1::Verdict v = Judge(FinalLook(sim::SimConfig{}, 3), FinalConfig());
+  ASSERT_EQ(v.outcome(), v1::Verdict::PASS) << v.summary();
+  EXPECT_EQ(v.rule(), "p99_did_t_test");
+  EXPECT_THAT(v.summary(), StartsWith("PASS: canary p99 RTT changed"));
+  EXPECT_EQ(v.look(), 3u);
+  EXPECT_EQ(v.dropped_hosts_size(), 0);
+
+  ASSERT_EQ(v.groups_size(), 4);
+  const char* names[] = {"canary", "control", "canary_baseline", "control_baseline"};
+  for (int i = 0; i < 4; ++i) {
+    const v1::GroupEvidence& g = v.groups(i);
+    EXPECT_EQ(g.group(), names[i]);
+    EXPECT_EQ(g.hosts(), 8u);
+    EXPECT_GT(g.samples(), 8u * 25000);
+    EXPECT_LT(g.p99_lower_seconds(), g.p99_seconds());
+    EXPECT_GT(g.p99_upper_seconds(), g.p99_seconds());
+    EXPECT_GT(g.p99_seconds(), 20e-6);  // model p99 ~37 us
+    EXPECT_LT(g.p99_seconds(), 80e-6);
+    EXPECT_GT(g.p999_seconds(), g.p99_seconds());
+    uint64_t in_sketch = g.rtt().zero_count();
+    for (uint64_t c : g.rtt().counts()) in_sketch += c;
+    EXPECT_EQ(in_sketch, g.samples());
+    EXPECT_NEAR(g.throughput_gbps(), 40, 25);
+    EXPECT_GT(g.cnp_per_second(), 0);
+    EXPECT_GT(g.pfc_pause_ratio(), 0);
+    EXPECT_GT(g.retransmits_per_second(), 0);
+  }
+
+  ASSERT_EQ(v.metrics_size(), 6);  // p99, p999, four constraints
+  const v1::MetricEvidence* p99 = FindMetric(v, "ln_p99_did");
+  ASSERT_NE(p99, nullptr);
+  EXPECT_EQ(p99->outcome(), "pass");
+  EXPECT_EQ(p99->rack_pairs(), 8u);
+  EXPECT_GT(p99->sd(), 0);
+  EXPECT_GT(p99->p_value(), 0);
+  EXPECT_LT(p99->p_value(), 1);
+  EXPECT_NEAR(p99->alpha(), 0.6 * 0.005 * 2 / 3, 1e-12);  // p99 share, final look
+  EXPECT_NEAR(p99->ratio(), std::exp(p99->mean()), 1e-12);
+  EXPECT_LT(p99->ratio_lower(), p99->ratio());
+  EXPECT_GT(p99->ratio_upper(), p99->ratio());
+  EXPECT_LT(p99->ratio_upper(), 1.2);
+  EXPECT_NEAR(p99->t(), p99->mean() / (p99->sd() / std::sqrt(8.0)), 1e-9);
+  EXPECT_THAT(p99->note(), HasSubstr("sign-flip p"));
+  const v1::MetricEvidence* p999 = FindMetric(v, "ln_p999_did");
+  ASSERT_NE(p999, nullptr);
+  EXPECT_EQ(p999->outcome(), "pass");  // ~30k probes per host and period >= 20k
+  EXPECT_NEAR(p999->alpha(), 0.2 * 0.005 * 2 / 3, 1e-12);
+  for (const char* m : {"ln_throughput_gbps_did", "ln_pfc_pause_ratio_did", "ln_cnp_per_second_did",
+                        "ln_retransmits_per_second_did"}) {
+    const v1::MetricEvidence* e = FindMetric(v, m);
+    ASSERT_NE(e, nullptr) << m;
+    EXPECT_EQ(e->outcome(), "pass") << m;
+    EXPECT_EQ(e->rack_pairs(), 8u) << m;
+    EXPECT_NEAR(e->alpha(), 0.2 * 0.005 / 4 * 2 / 3, 1e-12) << m;
+    EXPECT_LE(e->ratio_lower(), e->ratio()) << m;
+    EXPECT_GE(e->ratio_upper(), e->ratio()) << m;
+  }
+}
+
+TEST(JudgeTest, P999NotEvaluatedBelowTenTimesMinSamples) {
+  sim::SimConfig c;
+  c.probes_per_window = 300;  // ~9k per host and period: p99 yes, p999 no
+  v1::Verdict v = Judge(FinalLook(c, 5), FinalConfig());
+  EXPECT_EQ(FindMetric(v, "ln_p999_did")->outcome(), "not_evaluated");
+  EXPECT_EQ(FindMetric(v, "ln_p99_did")->rack_pairs(), 8u);
+  EXPECT_NE(v.outcome(), v1::Verdict::FAIL) << v.summary();
+}
+
+// --- Looks.
+
+TEST(JudgeTest, InterimLooksNeverPassAndSpendLittleAlpha) {
+  auto looks = sim::SimulateLooks(sim::SimConfig{}, 11);
+  JudgeConfig config = sim::AllMetricsConfig();
+  for (uint32_t look = 1; look <= 2; ++look) {
+    config.look = look;
+    v1::Verdict v = Judge(looks[look - 1], config);
+    EXPECT_EQ(v.outcome(), v1::Verdict::HOLD);
+    EXPECT_EQ(v.rule(), "interim_look");
+    EXPECT_NEAR(FindMetric(v, "ln_p99_did")->alpha(), 0.6 * 0.005 / 3 / 2, 1e-12);
+  }
+  config.look = 3;
+  EXPECT_EQ(Judge(looks[2], config).outcome(), v1::Verdict::PASS);
+}
+
+TEST(JudgeTest, LargeRegressionFailsAtTheFirstLook) {
+  sim::SimConfig c;
+  c.canary_tail_scale = 2;
+  auto looks = sim::SimulateLooks(c, 13);
+  JudgeConfig config = sim::AllMetricsConfig();
+  config.look = 1;
+  v1::Verdict v = Judge(looks[0], config);
+  EXPECT_EQ(v.outcome(), v1::Verdict::FAIL);
+  EXPECT_EQ(v.rule(), "p99_did_t_test");
+  EXPECT_THAT(v.summary(), StartsWith("FAIL: canary p99 RTT changed +"));
+  const v1::MetricEvidence* p99 = FindMetric(v, "ln_p99_did");
+  EXPECT_EQ(p99->outcome(), "fail");
+  EXPECT_GT(p99->ratio_lower(), 1);
+  EXPECT_LT(p99->p_value(), p99->alpha());
+}
+
+TEST(JudgeTest, UnplannedLookCannotDecideButHardGuardsStillFail) {
+  sim::SimConfig c;
+  c.canary_tail_scale = 2;
+  auto hosts = FinalLook(c, 17);
+  for (uint32_t look : {0u, 4u}) {
+    JudgeConfig config = FinalConfig();
+    config.look = look;
+    v1::Verdict v = Judge(hosts, config);
+    EXPECT_EQ(v.outcome(), v1::Verdict::HOLD) << look;
+    EXPECT_EQ(v.rule(), "unplanned_look") << look;
+    EXPECT_EQ(FindMetric(v, "ln_p99_did")->alpha(), 0) << look;
+    config.guard_event = true;
+    EXPECT_EQ(Judge(hosts, config).rule(), "local_guard") << look;
+  }
+}
+
+TEST(JudgeTest, ToleranceAndConfidenceComeFromTheGuard) {
+  sim::SimConfig c;
+  c.canary_tail_scale = 1.2;
+  auto hosts = FinalLook(c, 19);
+  JudgeConfig config = FinalConfig();
+  EXPECT_EQ(Judge(hosts, config).outcome(), v1::Verdict::FAIL);
+  config.guard.set_max_p99_regression(0.5);  // +20% is tolerated
+  v1::Verdict v = Judge(hosts, config);
+  EXPECT_NE(v.outcome(), v1::Verdict::FAIL) << v.summary();
+  EXPECT_NE(FindMetric(v, "ln_p99_did")->outcome(), "fail");
+  config.guard.set_max_p99_regression(0);
+  config.guard.set_confidence(0.99);
+  EXPECT_NEAR(FindMetric(Judge(hosts, config), "ln_p99_did")->alpha(), 0.6 * 0.01 * 2 / 3, 1e-12);
+  config.guard.set_min_rack_pairs(9);
+  EXPECT_EQ(Judge(hosts, config).rule(), "min_rack_pairs");
+}
+
+TEST(JudgeTest, FleetIncidentInTheControlGroupHolds) {
+  sim::SimConfig c;
+  c.fleet_after_log_shift = std::log(1.7);
+  v1::Verdict v = Judge(FinalLook(c, 23), FinalConfig());
+  EXPECT_EQ(v.outcome(), v1::Verdict::HOLD) << v.summary();
+  EXPECT_EQ(v.rule(), "control_shift");
+}
+
+// --- Host admission and pairing.
+
+TEST(JudgeTest, DroppedHostsCarryTheirReasons) {
+  auto hosts = FinalLook(sim::SimConfig{}, 29);
+  hosts[0].after.windows_present = hosts[0].after.windows_expected / 2;  // rack0 canary
+  hosts[3].before.probes_lost = hosts[3].before.probes_sent / 10;        // rack1 control
+  hosts.push_back(hosts[4]);                                             // a duplicate id
+  HostInput lonely = hosts[6];
+  lonely.host_id = "lonely";
+  lonely.rack = "rack-without-control";
+  hosts.push_back(lonely);
+  v1::Verdict v = Judge(hosts, FinalConfig());
+  EXPECT_THAT(v.dropped_hosts(),
+              ::testing::IsSupersetOf({HasSubstr("rack0-canary0: 15 of 30 windows present after"),
+                                       HasSubstr("rack1-control1: 10.0% of probes lost before"),
+                                       HasSubstr("rack2-canary0: host id given more than once"),
+                                       HasSubstr("lonely: rack rack-without-control has no "
+                                                 "control host")}))
+      << v.DebugString();
+  // rack0 and rack1 lost a side, rack2 both copies of its canary: 5 pairs remain.
+  EXPECT_EQ(FindMetric(v, "ln_p99_did")->rack_pairs(), 5u);
+  EXPECT_EQ(v.outcome(), v1::Verdict::HOLD);
+}
+
+TEST(JudgeTest, RackAveragesOverItsRemainingHosts) {
+  sim::SimConfig c;
+  c.canary_per_rack = 2;
+  c.control_per_rack = 2;
+  auto hosts = FinalLook(c, 31);
+  // Drop one canary of every rack: each rack keeps a canary and two controls.
+  for (HostInput& h : hosts) {
+    if (h.canary && h.host_id.find("canary0") != std::string::npos) h.after.rtt.Clear();
+  }
+  v1::Verdict v = Judge(hosts, FinalConfig());
+  EXPECT_EQ(v.dropped_hosts_size(), 8);
+  EXPECT_EQ(FindMetric(v, "ln_p99_did")->rack_pairs(), 8u);
+  EXPECT_EQ(v.groups(0).hosts(), 8u);   // canary
+  EXPECT_EQ(v.groups(1).hosts(), 16u);  // control
+  EXPECT_EQ(v.outcome(), v1::Verdict::PASS) << v.summary();
+}
+
+// --- Hard guards and guard metrics.
+
+TEST(JudgeGuardTest, LocalGuardEventFails) {
+  JudgeConfig config = FinalConfig();
+  config.guard_event = true;
+  config.guard_event_detail = "host rack3-canary0 restored its parameters after a pause storm";
+  v1::Verdict v = Judge(FinalLook(sim::SimConfig{}, 37), config);
+  EXPECT_EQ(v.outcome(), v1::Verdict::FAIL);
+  EXPECT_EQ(v.rule(), "local_guard");
+  EXPECT_THAT(v.summary(), HasSubstr("rack3-canary0"));
+  // Even with no usable data at all.
+  EXPECT_EQ(Judge({}, config).rule(), "local_guard");
+}
+
+TEST(JudgeGuardTest, PauseRatioAboveTheHardLimitOnACanaryFails) {
+  auto hosts = FinalLook(sim::SimConfig{}, 41);
+  JudgeConfig config = FinalConfig();
+  config.guard.set_max_pfc_pause_ratio(0.01);
+  EXPECT_EQ(Judge(hosts, config).outcome(), v1::Verdict::PASS);
+  // A control host above the limit is not the change's doing.
+  HostInput& control = hosts[1];
+  ASSERT_FALSE(control.canary);
+  control.after.pause_us[3] = static_cast<uint64_t>(0.05 * control.after.covered_seconds * 1e6);
+  EXPECT_EQ(Judge(hosts, config).outcome(), v1::Verdict::PASS);
+  HostInput& canary = hosts[0];
+  ASSERT_TRUE(canary.canary);
+  canary.after.pause_us[5] = static_cast<uint64_t>(0.02 * canary.after.covered_seconds * 1e6);
+  v1::Verdict v = Judge(hosts, config);
+  EXPECT_EQ(v.outcome(), v1::Verdict::FAIL);
+  EXPECT_EQ(v.rule(), "guard:pfc_pause_ratio");
+  EXPECT_THAT(v.summary(), HasSubstr(canary.host_id));
+}
+
+TEST(JudgeGuardTest, RetransmitsAboveTheHardLimitOnACanaryFail) {
+  auto hosts = FinalLook(sim::SimConfig{}, 43);
+  JudgeConfig config = FinalConfig();
+  config.guard.set_max_retransmits_per_second(100);
+  EXPECT_EQ(Judge(hosts, config).outcome(), v1::Verdict::PASS);
+  hosts[2].after.retransmits = static_cast<uint64_t>(150 * hosts[2].after.covered_seconds);
+  ASSERT_TRUE(hosts[2].canary);
+  v1::Verdict v = Judge(hosts, config);
+  EXPECT_EQ(v.outcome(), v1::Verdict::FAIL);
+  EXPECT_EQ(v.rule(), "guard:retransmits_per_second");
+}
+
+// A x1.5 CNP rate on the canaries, against a policy constraint that tolerates
+// no increase: caught at >= 95% over fixed seeds; the A/A counterpart rarely FAILs.
+TEST(JudgeGuardTest, CnpRateTimesOnePointFiveIsCaught) {
+  JudgeConfig config;
+  v1::Constraint cnp;
+  cnp.set_metric("cnp_per_second");
+  cnp.set_max_ratio(1.0);
+  config.constraints.push_back(cnp);
+  sim::SimConfig c;
+  c.canary_cnp_scale = 1.5;
+  sim::Tally t = sim::RunSchedule(c, config, 200, 600001);
+  std::cout << sim::Describe("CNP x1.5", t) << "\n";
+  EXPECT_GE(t.fail_rules["constraint:cnp_per_second"], 190);
+  sim::SimConfig aa;
+  sim::Tally a = sim::RunSchedule(aa, config, 200, 700001);
+  std::cout << sim::Describe("CNP A/A", a) << "\n";
+  EXPECT_EQ(a.fail_rules["constraint:cnp_per_second"], 0);
+}
+
+TEST(JudgeGuardTest, ThroughputDropIsCaughtAndAFewEventsNeverFail) {
+  JudgeConfig config = FinalConfig();
+  auto hosts = FinalLook(sim::SimConfig{}, 47);
+  // 0 -> 3 CNPs on every canary, none on control: significant, but below the
+  // absolute floor.
+  for (HostInput& h : hosts) {
+    h.before.cnp = 0;
+    h.after.cnp = h.canary ? 3 : 0;
+  }
+  v1::Verdict v = Judge(hosts, config);
+  EXPECT_EQ(v.outcome(), v1::Verdict::PASS) << v.summary();
+  EXPECT_THAT(FindMetric(v, "ln_cnp_per_second_did")->note(),
+              HasSubstr("below the absolute floor"));
+  // Canary throughput halved.
+  for (HostInput& h : hosts) {
+    if (h.canary) h.after.tx_bytes /= 2;
+  }
+  v = Judge(hosts, config);
+  EXPECT_EQ(v.outcome(), v1::Verdict::FAIL);
+  EXPECT_EQ(v.rule(), "constraint:throughput_gbps");
+  const v1::MetricEvidence* tp = FindMetric(v, "ln_throughput_gbps_did");
+  EXPECT_EQ(tp->outcome(), "fail");
+  EXPECT_LT(tp->ratio_upper(), 0.9);  // the bound the test used
+}
+
+TEST(JudgeGuardTest, AbsoluteConstraintBoundFailsOnlyWhenControlMeetsIt) {
+  JudgeConfig config = FinalConfig();
+  v1::Constraint pause;
+  pause.set_metric("pfc_pause_ratio");
+  pause.set_max(0.002);
+  config.constraints = {pause};
+  auto hosts = FinalLook(sim::SimConfig{}, 53);
+  EXPECT_NE(Judge(hosts, config).outcome(), v1::Verdict::FAIL);
+  for (HostInput& h : hosts) {
+    if (h.canary) h.after.pause_us[3] = static_cast<uint64_t>(0.01 * h.after.covered_seconds * 1e6);
+  }
+  v1::Verdict v = Judge(hosts, config);
+  EXPECT_EQ(v.outcome(), v1::Verdict::FAIL);
+  EXPECT_EQ(v.rule(), "constraint_bound:pfc_pause_ratio");
+  for (HostInput& h : hosts) {
+    if (!h.canary)
+      h.after.pause_us[3] = static_cast<uint64_t>(0.01 * h.after.covered_seconds * 1e6);
+  }
+  EXPECT_NE(Judge(hosts, config).rule(), "constraint_bound:pfc_pause_ratio");
+}
+
+TEST(JudgeGuardTest, UnknownConstraintMetricIsNotEvaluated) {
+  JudgeConfig config = FinalConfig();
+  v1::Constraint odd;
+  odd.set_metric("latency_of_the_moon");
+  config.constraints = {odd};
+  v1::Verdict v = Judge(FinalLook(sim::SimConfig{}, 59), config);
+  EXPECT_EQ(FindMetric(v, "ln_latency_of_the_moon_did")->outcome(), "not_evaluated");
+}
+
+// --- Determinism.
+
+TEST(JudgeTest, IdenticalInputGivesAnIdenticalVerdict) {
+  sim::SimConfig c;
+  c.canary_tail_scale = 1.1;
+  auto hosts = FinalLook(c, 61);
+  JudgeConfig config = FinalConfig();
+  config.now_unix_nanos = 1234;
+  config.stage = 2;
+  std::string a, b, shuffled;
+  v1::Verdict first = Judge(hosts, config);
+  ASSERT_TRUE(first.SerializeToString(&a));
+  ASSERT_TRUE(Judge(hosts, config).SerializeToString(&b));
+  EXPECT_EQ(a, b);
+  std::reverse(hosts.begin(), hosts.end());  // input order does not matter either
+  ASSERT_TRUE(Judge(hosts, config).SerializeToString(&shuffled));
+  EXPECT_EQ(a, shuffled);
+  EXPECT_EQ(first.unix_nanos(), 1234);
+  EXPECT_EQ(first.stage(), 2u);
+  // And the simulator itself is a function of its seed.
+  std::string again;
+  ASSERT_TRUE(Judge(FinalLook(c, 61), config).SerializeToString(&again));
+  EXPECT_EQ(a, again);
+}
+
+}  // namespace
+}  // namespace rocetune::controller
