@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -25,9 +26,16 @@ struct StoredHost {
 };
 
 // The controller's durable state in SQLite (WAL mode) at <dir>/controller.db:
-// hosts, policies, policy_versions, changes, change_transitions, approvals,
-// audit. The schema version is PRAGMA user_version; Open applies pending
-// migrations in one transaction each. Thread-safe (one connection, serialized).
+// hosts, policies, policy_versions, changes, campaigns, audit (+ audit_hosts,
+// its host index). The schema version is PRAGMA user_version; Open applies
+// pending migrations in one transaction each. Thread-safe (one connection,
+// serialized).
+//
+// Every mutating call runs in one BEGIN IMMEDIATE transaction and either
+// writes everything or nothing. SQLite failures map to: read-only database ->
+// kFailedPrecondition, disk or database full -> kResourceExhausted, locked or
+// I/O error -> kUnavailable, corrupt file -> kDataLoss, a violated constraint
+// -> kFailedPrecondition; messages name the database file and the failing step.
 class Store {
  public:
   // Creates `dir` if needed. kFailedPrecondition when the database was written
@@ -42,21 +50,30 @@ class Store {
   static int LatestSchemaVersion();
   int schema_version();
 
-  // Inserts or replaces a host row.
+  // Inserts or replaces a host row. kInvalidArgument for an empty host id.
   absl::Status SaveHost(const StoredHost& host);
-  // SaveHost and an audit row in one transaction.
+  // SaveHost and an audit row in one transaction. The host's id is added to
+  // the audit row's host_ids when absent.
   absl::Status SaveHostWithAudit(const StoredHost& host, const v1::AuditEntry& audit);
   absl::StatusOr<std::vector<StoredHost>> LoadHosts();
 
   // Appends an audit row to the hash chain; returns its id. `entry.id`,
-  // `prev_hash` and `hash` are ignored and computed here (controller/audit).
+  // `prev_hash` and `hash` are ignored and computed here (controller/audit):
+  // ids are never reused, even after rows were deleted.
   absl::StatusOr<int64_t> AppendAudit(const v1::AuditEntry& entry);
-  // Entries with id > after_id, oldest first, at most `limit` (0 = 100).
+  // Entries with id > after_id, oldest first, at most `limit` (0 = 100;
+  // kInvalidArgument above 10000).
   absl::StatusOr<std::vector<v1::AuditEntry>> ListAudit(int64_t after_id, uint32_t limit);
-  // Filtered, paged listing (see v1::ListAuditRequest).
+  // Filtered, paged listing (see v1::ListAuditRequest): oldest first from
+  // after_id, or newest first below before_id (0 = from the newest) with
+  // next_before_id set when more rows match. Filters combine with AND; host_id
+  // matches rows whose host_ids contain it exactly. limit 0 = 100;
+  // kInvalidArgument above 10000 or for negative ids.
   absl::StatusOr<v1::ListAuditResponse> QueryAudit(const v1::ListAuditRequest& request);
-  // Walks the whole chain: recomputes each row's hash and checks prev_hash
-  // links and id order. Finds a modified, deleted or reordered row.
+  // Walks the whole chain in id order: recomputes each row's hash and checks
+  // prev_hash links and that no id is missing. Finds a modified, deleted or
+  // reordered row (AuditChainVerifier). An error status only when the
+  // database cannot be read; a broken chain is ok=false in the response.
   absl::StatusOr<v1::VerifyAuditResponse> VerifyAudit();
 
   // Everything one controller decision persists, written in ONE transaction
@@ -70,16 +87,33 @@ class Store {
     std::vector<v1::PolicyVersion> policy_versions;  // immutable: existing (name, hash) skipped
     std::vector<v1::AuditEntry> audit;
   };
-  absl::Status Commit(const Batch& batch);
+  // What a successful Commit wrote, index-aligned with the batch.
+  struct CommitResult {
+    std::vector<v1::PolicyVersion> policy_versions;  // as stored (sequence set)
+    std::vector<bool> policy_version_created;        // false: (name, hash) existed
+    std::vector<int64_t> audit_ids;
+  };
+  // kInvalidArgument (nothing written) for a host, change, campaign or policy
+  // version without its id / name / hash. `result` may be null.
+  absl::Status Commit(const Batch& batch, CommitResult* result = nullptr);
 
-  // Policy versions are immutable: saving an existing (name, version_hash) is a no-op.
-  absl::Status SavePolicyVersion(const v1::PolicyVersion& version);
-  // Every version, oldest first (per name in sequence order).
+  // Policy versions are immutable: saving an existing (name, version_hash) is
+  // a no-op returning false; a new one gets the next sequence of its name
+  // (1, 2, ...; the caller's `sequence` is ignored) and returns true.
+  // `stored`, when not null, receives the version as stored (the existing one
+  // for a no-op). kInvalidArgument for an empty name or version_hash.
+  absl::StatusOr<bool> SavePolicyVersion(const v1::PolicyVersion& version,
+                                         v1::PolicyVersion* stored = nullptr);
+  // Every version, oldest first (by name, then sequence).
   absl::StatusOr<std::vector<v1::PolicyVersion>> ListPolicyVersions();
-  // Upserts a change (the whole message) and an audit row in one transaction.
+  // Upserts a change (the whole message) and, when `audit` is not null, an
+  // audit row, in one transaction. kInvalidArgument for an empty id.
   absl::Status SaveChange(const v1::Change& change, const v1::AuditEntry* audit);
+  // Every change, oldest first (by created_unix_nanos, then id).
   absl::StatusOr<std::vector<v1::Change>> LoadChanges();
+  // Same contract as SaveChange.
   absl::Status SaveCampaign(const v1::Campaign& campaign, const v1::AuditEntry* audit);
+  // Every campaign, oldest first (by created_unix_nanos, then id).
   absl::StatusOr<std::vector<v1::Campaign>> LoadCampaigns();
 
   // Called with the duration of every write transaction (for /metrics).
@@ -89,19 +123,31 @@ class Store {
   absl::Status ExecForTest(const std::string& sql);
 
  private:
-  explicit Store(sqlite3* db) : db_(db) {}
+  Store(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
   absl::Status Migrate();
   absl::Status Exec(const std::string& sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Data rewrites that SQL alone cannot do, run inside migration `version`'s transaction.
+  absl::Status MigrateData(int version) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status ChainExistingAuditRows() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status FoldOldChangeRows() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status SaveHostLocked(const StoredHost& host) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<int64_t> AppendAuditLocked(const v1::AuditEntry& entry)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<bool> SavePolicyVersionLocked(const v1::PolicyVersion& version,
+                                               v1::PolicyVersion* stored)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status SaveChangeLocked(const v1::Change& change) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status SaveCampaignLocked(const v1::Campaign& campaign) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs `body` inside BEGIN IMMEDIATE / COMMIT (ROLLBACK on error).
   absl::Status InTransaction(const std::function<absl::Status()>& body)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The connection's last error as a status (see the class comment), naming
+  // the database file and `what`.
   absl::Status Error(const std::string& what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Mutex mu_;
   sqlite3* db_ ABSL_GUARDED_BY(mu_);
+  const std::string path_;
   std::function<void(double)> latency_observer_;
 };
 
