@@ -67,7 +67,11 @@ class SearchState {
       incumbent_[k.parameter()] = axes_.back().origin;
       PerKnob pk;
       if (k.log_scale()) {
-        pk.exponent = 1;
+        // A quarter of the range in log2 terms, at least a factor 2.
+        const Axis& a = axes_.back();
+        const double floor = static_cast<double>(std::max(a.lo, a.step()));
+        const double span = a.hi > floor ? std::log2(static_cast<double>(a.hi) / floor) : 0;
+        pk.exponent = std::clamp(span / 4, 1.0, kMaxExponent);
       } else {
         pk.units = std::clamp<int64_t>((axes_.back().hi - axes_.back().lo) / 4 / k.step(), 1,
                                        axes_.back().max_units);

@@ -27,7 +27,8 @@ namespace rocetune::controller {
 // Steps: additive knobs move by a multiple of Knob.step, starting at a quarter
 // of the range (rounded down to the step grid, at least one step, at most
 // Knob.max_step when set). log_scale knobs multiply or divide the value by
-// 2^e, e starting at 1; the change is rounded to the step grid and kept within
+// 2^e, e starting at a quarter of log2(max / max(min, step)) and at least 1;
+// the change is rounded to the step grid and kept within
 // [Knob.step, Knob.max_step]; a value of 0 moves up by one step.
 // Every proposal lies in [min, max] on the grid origin + n * step, where the
 // origin is the start value clamped into [min, max]; a move past a bound is
