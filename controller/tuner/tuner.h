@@ -28,9 +28,9 @@ struct TrialResult {
 struct TunerDecision {
   // The next candidate, or nullopt when the tuner is done.
   std::optional<KnobValues> next;
-  KnobValues best;             // incumbent after the trials so far
-  double best_ratio = 1.0;     // product of accepted improvements, relative to the start
-  std::string reason;          // why this candidate / why done ("budget spent", "converged")
+  KnobValues best;          // incumbent after the trials so far
+  double best_ratio = 1.0;  // product of accepted improvements, relative to the start
+  std::string reason;       // why this candidate / why done ("budget spent", "converged")
 };
 
 // Chooses the next candidate from the policy's knobs and the past trials. A

@@ -1,0 +1,87 @@
+#include "controller/tuner/rehearsal.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "sim/dcqcn_config.h"
+#include "sim/fabric.h"
+#include "sim/summary.h"
+
+namespace rocetune::controller {
+namespace {
+
+constexpr double kMaxThroughputLoss = 0.05;
+
+}  // namespace
+
+absl::StatusOr<v1::RehearsalResult> RehearseScenario(const v1::Scenario& scenario,
+                                                     const std::map<std::string, int64_t>& knobs) {
+  if (!(scenario.probe().interval_us() > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("scenario \"", scenario.name(),
+                                                   "\" sends no latency probes "
+                                                   "(probe.interval_us is 0): no p99 to predict"));
+  }
+  v1::Scenario s = scenario;
+  for (const auto& [name, value] : knobs) {
+    if (absl::Status st = sim::SetDcqcnValue(s.mutable_dcqcn(), name, value); !st.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rehearsal of \"", scenario.name(), "\": knob ", st.message()));
+    }
+  }
+  absl::StatusOr<std::unique_ptr<sim::Fabric>> fabric = sim::Fabric::Create(s);
+  if (!fabric.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rehearsal of \"", scenario.name(), "\": ", fabric.status().message()));
+  }
+  (*fabric)->RunToEnd();
+  const sim::SimSummary sum = (*fabric)->Summary(0);
+  const int hosts = (*fabric)->host_count();
+  const double measured_s = sum.measured_seconds;
+  if (!(measured_s > 0) || sum.probe_rtt_us.count == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rehearsal of \"", scenario.name(), "\": no measured probes (measured ", measured_s,
+        " s, duration_ms ", scenario.duration_ms(), ", warmup_ms ", scenario.warmup_ms(), ")"));
+  }
+  double worst_paused_us = 0;
+  for (const sim::SimSummary::Link& l : sum.links)
+    worst_paused_us = std::max(worst_paused_us, l.paused_us);
+
+  v1::RehearsalResult r;
+  r.set_probe_p99_seconds(sum.probe_rtt_us.p99 * 1e-6);
+  r.set_probe_p999_seconds(sum.probe_rtt_us.p999 * 1e-6);
+  r.set_throughput_gbps(sum.delivered_gbps / hosts);
+  r.set_cnp_per_second(static_cast<double>(sum.cnp_sent) / measured_s / hosts);
+  r.set_pfc_pause_ratio(std::min(1.0, worst_paused_us * 1e-6 / measured_s));
+  r.set_step_time_seconds(sum.allreduce_step_us.count > 0 ? sum.allreduce_step_us.p99 * 1e-6 : 0);
+  return r;
+}
+
+absl::StatusOr<v1::Rehearsal> Rehearse(const v1::Scenario& scenario, const std::string& name,
+                                       const std::map<std::string, int64_t>& current,
+                                       const std::map<std::string, int64_t>& proposed,
+                                       double tolerance) {
+  if (!(tolerance >= 0) || !std::isfinite(tolerance)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rehearsal tolerance ", tolerance, " is not a finite value >= 0"));
+  }
+  absl::StatusOr<v1::RehearsalResult> cur = RehearseScenario(scenario, current);
+  if (!cur.ok()) return cur.status();
+  absl::StatusOr<v1::RehearsalResult> prop = RehearseScenario(scenario, proposed);
+  if (!prop.ok()) return prop.status();
+  v1::Rehearsal out;
+  out.set_scenario(name.empty() ? scenario.name() : name);
+  *out.mutable_current() = *cur;
+  *out.mutable_proposed() = *prop;
+  const bool p99_worse = prop->probe_p99_seconds() > cur->probe_p99_seconds() * (1 + tolerance);
+  const bool throughput_lost =
+      prop->throughput_gbps() < cur->throughput_gbps() * (1 - kMaxThroughputLoss);
+  out.set_regression(p99_worse || throughput_lost);
+  out.set_unix_nanos(absl::ToUnixNanos(absl::Now()));
+  return out;
+}
+
+}  // namespace rocetune::controller

@@ -1,0 +1,83 @@
+// Rehearsal of DCQCN values in the fabric simulator.
+#include "controller/tuner/rehearsal.h"
+
+#include <cmath>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "sim/scenario_loader.h"
+
+namespace rocetune::controller {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::Scenario VictimFlow() {
+  absl::StatusOr<v1::Scenario> s = sim::LoadScenario(
+      std::string(ROCETUNE_SOURCE_DIR) + "/sim/scenarios/victim_flow.textproto", {});
+  EXPECT_TRUE(s.ok()) << s.status();
+  return s.ok() ? *s : v1::Scenario();
+}
+
+TEST(RehearsalTest, ReturnsFiniteFigures) {
+  absl::StatusOr<v1::RehearsalResult> r = RehearseScenario(VictimFlow(), {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  for (double v : {r->probe_p99_seconds(), r->probe_p999_seconds(), r->throughput_gbps(),
+                   r->cnp_per_second(), r->pfc_pause_ratio()}) {
+    EXPECT_TRUE(std::isfinite(v));
+    EXPECT_GT(v, 0);
+  }
+  EXPECT_GE(r->probe_p999_seconds(), r->probe_p99_seconds());
+  EXPECT_LT(r->probe_p99_seconds(), 0.1);  // an RTT, not a unit mix-up
+  EXPECT_LE(r->throughput_gbps(), 100.0);  // per host, at most the link
+  EXPECT_LE(r->pfc_pause_ratio(), 1.0);
+  EXPECT_EQ(r->step_time_seconds(), 0);  // no all-reduce here
+}
+
+TEST(RehearsalTest, KnobValuesReachTheHosts) {
+  absl::StatusOr<v1::RehearsalResult> base = RehearseScenario(VictimFlow(), {});
+  absl::StatusOr<v1::RehearsalResult> sparse =
+      RehearseScenario(VictimFlow(), {{"min_time_between_cnps", 128}});
+  ASSERT_TRUE(base.ok() && sparse.ok());
+  // Fewer CNPs per flow: fewer CNPs in total.
+  EXPECT_LT(sparse->cnp_per_second(), base->cnp_per_second() * 0.5);
+}
+
+TEST(RehearsalTest, RejectsUnknownAndOutOfRangeKnobs) {
+  absl::StatusOr<v1::RehearsalResult> r = RehearseScenario(VictimFlow(), {{"no_such_knob", 1}});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("no_such_knob"));
+  r = RehearseScenario(VictimFlow(), {{"rpg_min_dec_fac", 101}});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("rpg_min_dec_fac"));
+}
+
+TEST(RehearsalTest, RejectsAScenarioWithoutProbes) {
+  v1::Scenario s = VictimFlow();
+  s.mutable_probe()->set_interval_us(0);
+  EXPECT_EQ(RehearseScenario(s, {}).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(RehearsalTest, FlagsARegression) {
+  absl::StatusOr<v1::Rehearsal> same = Rehearse(VictimFlow(), "", {}, {}, 0.0);
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_FALSE(same->regression());
+  EXPECT_EQ(same->scenario(), "victim_flow");
+  EXPECT_GT(same->unix_nanos(), 0);
+
+  absl::StatusOr<v1::Rehearsal> r =
+      Rehearse(VictimFlow(), "victim", {}, {{"min_time_between_cnps", 128}}, 0.05);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->scenario(), "victim");
+  const bool worse = r->proposed().probe_p99_seconds() > r->current().probe_p99_seconds() * 1.05 ||
+                     r->proposed().throughput_gbps() < r->current().throughput_gbps() * 0.95;
+  EXPECT_EQ(r->regression(), worse);
+  EXPECT_TRUE(r->regression()) << r->DebugString();
+
+  EXPECT_EQ(Rehearse(VictimFlow(), "", {}, {}, -1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace rocetune::controller
