@@ -1,0 +1,232 @@
+#include "cli/change_view.h"
+
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "cli/histogram.h"
+#include "cli/output.h"
+
+namespace rocetune::cli {
+namespace {
+
+std::string Interval(double lo, double hi, std::string (*fmt)(double)) {
+  if (lo == 0 && hi == 0) return "-";
+  return absl::StrCat("[", fmt(lo), ", ", fmt(hi), "]");
+}
+
+std::string Percent(double ratio) {
+  return ratio == 0 ? "-" : absl::StrFormat("%+.1f%%", 100 * (ratio - 1));
+}
+
+std::string Approvals(const v1::Change& c) {
+  std::string out = absl::StrCat(c.approvals_size(), "/", std::max(c.approvals_required(), 1));
+  return out;
+}
+
+std::string HostsSummary(const v1::Change& c) {
+  int canary = 0, control = 0, rest = 0, pushed = 0, acked = 0, rejected = 0;
+  for (const v1::HostTarget& h : c.hosts()) {
+    if (h.role() == v1::HostTarget::CANARY) ++canary;
+    if (h.role() == v1::HostTarget::CONTROL) ++control;
+    if (h.role() == v1::HostTarget::REST) ++rest;
+    if (!h.pushed_version().empty()) ++pushed;
+    if (!h.pushed_version().empty() && h.acked_version() == h.pushed_version()) ++acked;
+    if (!h.rejected().empty()) ++rejected;
+  }
+  return absl::StrCat(c.hosts_size(), " (canary ", canary, ", control ", control, ", rest ", rest,
+                      "); pushed ", pushed, ", acked ", acked, ", rejected ", rejected);
+}
+
+std::string StageTable(const v1::Change& c) {
+  struct Row {
+    int hosts = 0, pushed = 0, acked = 0, rejected = 0;
+  };
+  std::map<uint32_t, Row> stages;
+  for (const v1::HostTarget& h : c.hosts()) {
+    if (h.role() == v1::HostTarget::CONTROL) continue;
+    Row& r = stages[h.stage()];
+    ++r.hosts;
+    if (!h.pushed_version().empty()) ++r.pushed;
+    if (!h.pushed_version().empty() && h.acked_version() == h.pushed_version()) ++r.acked;
+    if (!h.rejected().empty()) ++r.rejected;
+  }
+  Table t({"  STAGE", "HOSTS", "PUSHED", "ACKED", "REJECTED"});
+  for (const auto& [stage, r] : stages) {
+    t.AddRow({stage == 0 ? "  canary" : absl::StrCat("  ", stage), absl::StrCat(r.hosts),
+              absl::StrCat(r.pushed), absl::StrCat(r.acked), absl::StrCat(r.rejected)});
+  }
+  return t.Render();
+}
+
+}  // namespace
+
+std::string ChangeStateText(const v1::Change& c) {
+  std::string s = v1::ChangeState_Name(c.state());
+  if (c.state() == v1::STAGE) absl::StrAppend(&s, " ", c.stage());
+  return s;
+}
+
+std::string ChangeSummary(const v1::Change& c) {
+  return absl::StrCat(c.id(), "  ", ChangeStateText(c), "  policy ", c.policy_name(), "@",
+                      OrDash(c.policy_version().substr(0, 12)), "  knobs ", FormatKnobs(c.knobs()),
+                      "  approvals ", Approvals(c), "  hosts ", c.hosts_size());
+}
+
+std::string RenderChangeList(const v1::ListChangesResponse& r, absl::Time now) {
+  if (r.changes_size() == 0) return "no changes\n";
+  Table t({"ID", "STATE", "POLICY", "KNOBS", "PROPOSER", "APPROVALS", "HOSTS", "LAST VERDICT",
+           "CREATED"});
+  for (const v1::Change& c : r.changes()) {
+    std::string verdict = "-";
+    if (c.verdicts_size() > 0) {
+      const v1::Verdict& v = c.verdicts(c.verdicts_size() - 1);
+      verdict = absl::StrCat(v1::Verdict::Outcome_Name(v.outcome()), " (", OrDash(v.rule()), ")");
+    }
+    std::string id = c.id();
+    if (!c.campaign_id().empty()) absl::StrAppend(&id, " [", c.campaign_id(), "#", c.trial(), "]");
+    t.AddRow({id, ChangeStateText(c), c.policy_name(), FormatKnobs(c.knobs()), OrDash(c.proposer()),
+              Approvals(c), absl::StrCat(c.hosts_size()), verdict,
+              FormatAgo(c.created_unix_nanos(), now)});
+  }
+  std::string out = t.Render();
+  if (!r.next_page_token().empty())
+    absl::StrAppend(&out, "more: --page=", r.next_page_token(), "\n");
+  return out;
+}
+
+std::string RenderVerdict(const v1::Verdict& v) {
+  std::string out = absl::StrCat(
+      v1::Verdict::Outcome_Name(v.outcome()), "  ",
+      v.stage() == 0 ? "canary" : absl::StrCat("stage ", v.stage()), " look ", v.look(), "/",
+      v.looks(), "  ", FormatTimestamp(v.unix_nanos()), "  rule ", OrDash(v.rule()), "\n");
+  if (!v.summary().empty()) absl::StrAppend(&out, "  ", v.summary(), "\n");
+  if (v.groups_size() > 0) {
+    Table t({"  GROUP", "HOSTS", "SAMPLES", "P99", "P99 CI", "P999", "GBPS/HOST", "CNP/S",
+             "PFC PAUSE", "RETX/S"});
+    for (const v1::GroupEvidence& g : v.groups()) {
+      t.AddRow({absl::StrCat("  ", g.group()), absl::StrCat(g.hosts()), absl::StrCat(g.samples()),
+                FormatSeconds(g.p99_seconds()),
+                Interval(g.p99_lower_seconds(), g.p99_upper_seconds(), FormatSeconds),
+                FormatSeconds(g.p999_seconds()), FormatNumber(g.throughput_gbps()),
+                FormatNumber(g.cnp_per_second()), FormatNumber(g.pfc_pause_ratio()),
+                FormatNumber(g.retransmits_per_second())});
+    }
+    absl::StrAppend(&out, t.Render());
+  }
+  if (v.metrics_size() > 0) {
+    Table t({"  METRIC", "OUTCOME", "PAIRS", "MEAN", "SD", "T", "P", "ALPHA", "RATIO", "RATIO CI",
+             "CHANGE", "NOTE"});
+    for (const v1::MetricEvidence& m : v.metrics()) {
+      t.AddRow({absl::StrCat("  ", m.metric()), m.outcome(), absl::StrCat(m.rack_pairs()),
+                FormatNumber(m.mean()), FormatNumber(m.sd()), FormatNumber(m.t()),
+                FormatNumber(m.p_value()), FormatNumber(m.alpha()), FormatNumber(m.ratio()),
+                Interval(m.ratio_lower(), m.ratio_upper(), FormatNumber), Percent(m.ratio()),
+                m.note()});
+    }
+    absl::StrAppend(&out, t.Render());
+  }
+  for (const std::string& d : v.dropped_hosts()) absl::StrAppend(&out, "  dropped: ", d, "\n");
+  return out;
+}
+
+std::string RenderVerdictHistogram(const v1::Verdict& v) {
+  const v1::GroupEvidence* canary = nullptr;
+  const v1::GroupEvidence* control = nullptr;
+  for (const v1::GroupEvidence& g : v.groups()) {
+    if (g.group() == "canary") canary = &g;
+    if (g.group() == "control") control = &g;
+  }
+  if (canary == nullptr && control == nullptr) return "";
+  v1::Sketch empty;
+  return RenderHistograms({{"canary", canary ? &canary->rtt() : &empty},
+                           {"control", control ? &control->rtt() : &empty}});
+}
+
+std::string RenderRehearsal(const v1::Rehearsal& r) {
+  const v1::RehearsalResult& a = r.current();
+  const v1::RehearsalResult& b = r.proposed();
+  Table t({"  PREDICTED", "CURRENT", "PROPOSED", "CHANGE"});
+  auto ratio = [](double x, double y) { return x == 0 ? 0.0 : y / x; };
+  t.AddRow({"  probe p99", FormatSeconds(a.probe_p99_seconds()),
+            FormatSeconds(b.probe_p99_seconds()),
+            Percent(ratio(a.probe_p99_seconds(), b.probe_p99_seconds()))});
+  t.AddRow({"  probe p999", FormatSeconds(a.probe_p999_seconds()),
+            FormatSeconds(b.probe_p999_seconds()),
+            Percent(ratio(a.probe_p999_seconds(), b.probe_p999_seconds()))});
+  t.AddRow({"  throughput Gb/s/host", FormatNumber(a.throughput_gbps()),
+            FormatNumber(b.throughput_gbps()),
+            Percent(ratio(a.throughput_gbps(), b.throughput_gbps()))});
+  t.AddRow({"  CNP/s", FormatNumber(a.cnp_per_second()), FormatNumber(b.cnp_per_second()),
+            Percent(ratio(a.cnp_per_second(), b.cnp_per_second()))});
+  t.AddRow({"  PFC pause ratio", FormatNumber(a.pfc_pause_ratio()),
+            FormatNumber(b.pfc_pause_ratio()),
+            Percent(ratio(a.pfc_pause_ratio(), b.pfc_pause_ratio()))});
+  if (a.step_time_seconds() != 0 || b.step_time_seconds() != 0) {
+    t.AddRow({"  step time", FormatSeconds(a.step_time_seconds()),
+              FormatSeconds(b.step_time_seconds()),
+              Percent(ratio(a.step_time_seconds(), b.step_time_seconds()))});
+  }
+  return absl::StrCat("scenario ", OrDash(r.scenario()), "  ", FormatTimestamp(r.unix_nanos()),
+                      r.actor().empty() ? "" : absl::StrCat(" by ", r.actor()), "\n", t.Render(),
+                      r.regression()
+                          ? "  REGRESSION predicted: p99 worse than the guard tolerates\n"
+                          : "  no regression predicted\n");
+}
+
+std::string RenderChange(const v1::Change& c, absl::Time now) {
+  std::string out = absl::StrCat("change      ", c.id(), "  ", ChangeStateText(c), "\n");
+  absl::StrAppend(&out, "policy      ", c.policy_name(), "@", OrDash(c.policy_version()), "\n");
+  if (!c.campaign_id().empty()) {
+    absl::StrAppend(&out, "campaign    ", c.campaign_id(), " trial ", c.trial(),
+                    c.canary_only() ? " (canary only)" : "", "\n");
+  }
+  absl::StrAppend(&out, "proposer    ", OrDash(c.proposer()),
+                  c.proposer_authenticated() ? "" : " (unauthenticated)", ", ",
+                  FormatTimestamp(c.created_unix_nanos()), " (",
+                  FormatAgo(c.created_unix_nanos(), now), ")\n");
+  absl::StrAppend(&out, "reason      ", OrDash(c.reason()), "\n");
+  absl::StrAppend(&out, "knobs       ", FormatKnobs(c.knobs()), "\n");
+  if (c.step_started_unix_nanos() != 0) {
+    absl::StrAppend(&out, "step since  ", FormatAgo(c.step_started_unix_nanos(), now), "\n");
+  }
+  if (c.hold_since_unix_nanos() != 0) {
+    absl::StrAppend(&out, "holding     since ", FormatAgo(c.hold_since_unix_nanos(), now), "\n");
+  }
+  absl::StrAppend(&out, "approvals   ", Approvals(c), "\n");
+  for (const v1::Approval& a : c.approvals()) {
+    absl::StrAppend(&out, "  ", a.approver(), a.authenticated() ? "" : " (unauthenticated)", "  ",
+                    FormatTimestamp(a.unix_nanos()), "  ", a.reason(), "\n");
+  }
+  if (c.transitions_size() > 0) {
+    absl::StrAppend(&out, "transitions\n");
+    Table t({"  TIME", "FROM", "TO", "STAGE", "ACTOR", "REASON"});
+    for (const v1::ChangeTransition& tr : c.transitions()) {
+      t.AddRow({absl::StrCat("  ", FormatTimestamp(tr.unix_nanos())),
+                v1::ChangeState_Name(tr.from()), v1::ChangeState_Name(tr.to()),
+                absl::StrCat(tr.stage()), OrDash(tr.actor()), tr.reason()});
+    }
+    absl::StrAppend(&out, t.Render());
+  }
+  absl::StrAppend(&out, "hosts       ", HostsSummary(c), "\n");
+  if (c.hosts_size() > 0) absl::StrAppend(&out, StageTable(c));
+  for (const v1::HostTarget& h : c.hosts()) {
+    if (!h.rejected().empty())
+      absl::StrAppend(&out, "  rejected on ", h.host_id(), ": ", h.rejected(), "\n");
+  }
+  if (c.has_rehearsal()) absl::StrAppend(&out, "rehearsal   ", RenderRehearsal(c.rehearsal()));
+  if (c.verdicts_size() > 0) {
+    absl::StrAppend(&out, "verdicts\n");
+    for (int i = 0; i < c.verdicts_size(); ++i) {
+      absl::StrAppend(&out, "#", i + 1, " ", RenderVerdict(c.verdicts(i)));
+    }
+    std::string hist = RenderVerdictHistogram(c.verdicts(c.verdicts_size() - 1));
+    if (!hist.empty()) {
+      absl::StrAppend(&out, "probe RTT, canary vs control (latest verdict)\n", hist);
+    }
+  }
+  return out;
+}
+
+}  // namespace rocetune::cli

@@ -1,0 +1,69 @@
+#include "cli/client.h"
+
+#include <chrono>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace rocetune::cli {
+
+bool IsLoopbackAddress(const std::string& address) {
+  std::string host = address;
+  if (absl::StartsWith(host, "[")) {
+    size_t close = host.find(']');
+    if (close == std::string::npos) return false;
+    host = host.substr(1, close - 1);
+  } else if (size_t colon = host.rfind(':');
+             colon != std::string::npos && host.find(':') == colon) {
+    host = host.substr(0, colon);
+  }
+  if (host == "localhost" || host == "::1") return true;
+  if (!absl::StartsWith(host, "127.")) return false;
+  // Four dotted decimal octets.
+  int parts = 0;
+  for (absl::string_view p : absl::StrSplit(host, '.')) {
+    int v = 0;
+    if (p.empty() || !absl::SimpleAtoi(p, &v) || v < 0 || v > 255) return false;
+    ++parts;
+  }
+  return parts == 4;
+}
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
+  if (!options.insecure_loopback) {
+    return absl::FailedPreconditionError(
+        "TLS is not built yet: pass --insecure_loopback to talk plaintext to a controller on "
+        "a loopback address");
+  }
+  if (!IsLoopbackAddress(options.controller)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--insecure_loopback allows plaintext only to a loopback address, not \"",
+                     options.controller, "\""));
+  }
+  grpc::ChannelArguments args;
+  // Host listings of large fleets come in pages, but one page of hosts with many
+  // NICs can exceed gRPC's 4 MiB default.
+  args.SetMaxReceiveMessageSize(256 << 20);
+  auto channel =
+      grpc::CreateCustomChannel(options.controller, grpc::InsecureChannelCredentials(), args);
+  return std::unique_ptr<Client>(new Client(options, v1::AdminService::NewStub(channel)));
+}
+
+std::unique_ptr<grpc::ClientContext> Client::NewContext(absl::Duration timeout) const {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  ctx->AddMetadata(kActorMetadataKey, options_.actor);
+  if (timeout != absl::InfiniteDuration()) {
+    ctx->set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout));
+  }
+  return ctx;
+}
+
+std::string StatusCodeName(grpc::StatusCode code) {
+  // gRPC's and Abseil's canonical codes share their numbers and names.
+  return absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
+}
+
+}  // namespace rocetune::cli

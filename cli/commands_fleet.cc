@@ -1,0 +1,292 @@
+// status, hosts, host, push.
+#include <map>
+
+#include "absl/algorithm/container.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "cli/commands.h"
+#include "cli/output.h"
+#include "daemon/init.h"
+
+namespace rocetune::cli {
+namespace {
+
+const char* HostStateName(v1::HostState s) {
+  switch (s) {
+    case v1::HOST_CONNECTED:
+      return "connected";
+    case v1::HOST_STALE:
+      return "stale";
+    case v1::HOST_GONE:
+      return "gone";
+    default:
+      return "unknown";
+  }
+}
+
+bool FillSelector(Context& ctx, google::protobuf::Map<std::string, std::string>* out) {
+  std::vector<std::pair<std::string, std::string>> labels;
+  absl::Status s = ParseLabels(ctx.args().Get("selector"), &labels);
+  if (!s.ok()) {
+    ctx.UsageError(absl::StrCat("--selector: ", s.message()));
+    return false;
+  }
+  for (auto& [k, v] : labels) (*out)[k] = v;
+  return true;
+}
+
+int Status(Context& ctx, const std::vector<std::string>&) {
+  v1::FleetSummaryRequest req;
+  if (!FillSelector(ctx, req.mutable_selector())) return kExitUsage;
+  v1::FleetSummaryResponse r;
+  int rc = ctx.Call("FleetSummary", [&](grpc::ClientContext* c) {
+    return ctx.client()->stub().FleetSummary(c, req, &r);
+  });
+  if (rc != kExitOk) return rc;
+  if (ctx.json()) {
+    ctx.PrintJson(r);
+    return kExitOk;
+  }
+  ctx.out() << "hosts:       " << r.hosts_connected() << " connected, " << r.hosts_stale()
+            << " stale, " << r.hosts_gone() << " gone, " << r.hosts_drifted() << " drifted\n"
+            << "probe RTT:   p50 " << FormatSeconds(r.probe_rtt_p50_seconds()) << ", p99 "
+            << FormatSeconds(r.probe_rtt_p99_seconds()) << ", p999 "
+            << FormatSeconds(r.probe_rtt_p999_seconds()) << "\n"
+            << "CNP rate:    " << FormatNumber(r.cnp_rate_per_second()) << " /s\n"
+            << "PFC pauses:  " << FormatNumber(r.pfc_pause_rate_per_second()) << " /s\n"
+            << "reports:     " << r.reports_received() << " received, " << r.reports_dropped()
+            << " dropped\n";
+  return kExitOk;
+}
+
+int Hosts(Context& ctx, const std::vector<std::string>&) {
+  v1::ListHostsRequest req;
+  if (!FillSelector(ctx, req.mutable_selector())) return kExitUsage;
+  uint32_t page_size = 500;
+  if (ctx.args().Has("page_size") &&
+      (!absl::SimpleAtoi(ctx.args().Get("page_size"), &page_size) || page_size == 0)) {
+    return ctx.UsageError("--page_size: want a positive integer");
+  }
+  req.set_page_size(page_size);
+  // Every page, in host_id order; the controller caps a page's size.
+  v1::ListHostsResponse all;
+  for (int pages = 0;; ++pages) {
+    v1::ListHostsResponse page;
+    int rc = ctx.Call("ListHosts", [&](grpc::ClientContext* c) {
+      return ctx.client()->stub().ListHosts(c, req, &page);
+    });
+    if (rc != kExitOk) return rc;
+    all.set_total(page.total());
+    for (auto& h : *page.mutable_hosts()) *all.add_hosts() = std::move(h);
+    if (page.next_page_token().empty()) break;
+    if (page.next_page_token() == req.page_token()) {
+      return ctx.Error("ListHosts: the controller returned the same page token twice");
+    }
+    req.set_page_token(page.next_page_token());
+  }
+  if (ctx.json()) {
+    ctx.PrintJson(all);
+    return kExitOk;
+  }
+  Table t({"HOST", "STATE", "NICS", "APPLIED", "DESIRED", "CHANGE", "LAST REPORT", "LABELS"});
+  absl::Time now = ctx.now();
+  for (const auto& h : all.hosts()) {
+    t.AddRow({h.host_id(), HostStateName(h.state()), absl::StrCat(h.devices_size()),
+              OrDash(h.current_version()), OrDash(h.desired_version()), OrDash(h.active_change()),
+              FormatAgo(h.last_report_unix_nanos(), now), FormatLabels(h.labels())});
+  }
+  ctx.out() << t.Render() << all.hosts_size() << " host(s)";
+  if (all.total() > static_cast<uint32_t>(all.hosts_size())) {
+    ctx.out() << " of " << all.total() << " (the fleet changed while paging)";
+  }
+  ctx.out() << "\n";
+  return kExitOk;
+}
+
+void PrintParameters(std::ostream& out, const v1::ParameterSet& set) {
+  for (const auto& d : set.devices()) {
+    std::map<std::string, int64_t> sorted(d.dcqcn().begin(), d.dcqcn().end());
+    std::string line = absl::StrJoin(sorted, " ", absl::PairFormatter("="));
+    if (d.has_rp_enable_mask()) absl::StrAppend(&line, " rp_enable_mask=", d.rp_enable_mask());
+    if (d.has_np_enable_mask()) absl::StrAppend(&line, " np_enable_mask=", d.np_enable_mask());
+    if (d.has_pfc()) {
+      absl::StrAppend(&line, " pfc.enable_mask=", d.pfc().enable_mask());
+      if (d.pfc().has_delay()) absl::StrAppend(&line, " pfc.delay=", d.pfc().delay());
+      if (d.pfc().has_prevention_timeout_ms()) {
+        absl::StrAppend(&line, " pfc.prevention_timeout_ms=", d.pfc().prevention_timeout_ms());
+      }
+    }
+    out << "  " << d.device() << ": "
+        << OrDash(std::string(absl::StripLeadingAsciiWhitespace(line))) << "\n";
+  }
+}
+
+int Host(Context& ctx, const std::vector<std::string>& args) {
+  v1::GetHostRequest req;
+  req.set_host_id(args[0]);
+  v1::HostInfo h;
+  int rc = ctx.Call(
+      "GetHost", [&](grpc::ClientContext* c) { return ctx.client()->stub().GetHost(c, req, &h); });
+  if (rc != kExitOk) return rc;
+  if (ctx.json()) {
+    ctx.PrintJson(h);
+    return kExitOk;
+  }
+  std::ostream& out = ctx.out();
+  absl::Time now = ctx.now();
+  out << "host:          " << h.host_id() << " (" << OrDash(h.hostname()) << ")\n"
+      << "state:         " << HostStateName(h.state()) << ", " << h.reports() << " reports, last "
+      << FormatAgo(h.last_report_unix_nanos(), now) << ", connected "
+      << FormatAgo(h.connected_unix_nanos(), now) << "\n"
+      << "labels:        " << FormatLabels(h.labels()) << "\n"
+      << "applied:       " << OrDash(h.current_version()) << "\n"
+      << "desired:       " << OrDash(h.desired_version()) << "\n"
+      << "last ACK:      " << OrDash(h.last_ack_version()) << "\n";
+  if (!h.last_nack_version().empty()) {
+    out << "last NACK:     " << h.last_nack_version() << ": " << h.last_nack_error() << "\n";
+  }
+  out << "active change: " << OrDash(h.active_change()) << "\n";
+  out << "rejected:      "
+      << (h.rejected_versions().empty() ? "-" : absl::StrJoin(h.rejected_versions(), ", ")) << "\n";
+  if (!h.last_guard_event().empty()) out << "guard:         " << h.last_guard_event() << "\n";
+  for (const auto& d : h.devices()) {
+    out << "device:        " << d.name() << " driver=" << d.driver()
+        << " fw=" << d.firmware_version() << " pci=" << d.pci_address()
+        << " counters=" << d.counter_source() << " dcqcn=" << d.cc_param_layout() << "\n";
+    for (const auto& p : d.ports()) {
+      out << "  port " << p.port() << ":       " << p.link_layer() << " " << p.state() << " "
+          << p.speed_mbps() << " Mb/s netdev=" << p.netdev() << "\n";
+    }
+  }
+  if (h.current_parameters().devices_size() > 0) {
+    out << "parameters:\n";
+    PrintParameters(out, h.current_parameters());
+  }
+  for (const auto& d : h.drift()) out << "drift:         " << d << "\n";
+  return kExitOk;
+}
+
+// Polls GetHost until the host acks or nacks `version`, or the deadline passes.
+int WaitForAck(Context& ctx, const std::string& host, const std::string& version) {
+  absl::Time deadline = ctx.now() + ctx.options().timeout;
+  absl::Duration poll = absl::Milliseconds(100);
+  while (true) {
+    v1::GetHostRequest req;
+    req.set_host_id(host);
+    v1::HostInfo h;
+    int rc = ctx.Call("GetHost", [&](grpc::ClientContext* c) {
+      return ctx.client()->stub().GetHost(c, req, &h);
+    });
+    if (rc != kExitOk) return rc;
+    if (h.last_ack_version() == version || h.current_version() == version) {
+      if (!ctx.json()) ctx.out() << host << " acked " << version << "\n";
+      return kExitOk;
+    }
+    bool rejected = absl::c_linear_search(h.rejected_versions(), version);
+    if (h.last_nack_version() == version || rejected) {
+      return ctx.Error(absl::StrCat(
+          host, " rejected ", version, ": ",
+          h.last_nack_version() == version ? h.last_nack_error() : h.last_guard_event()));
+    }
+    if (ctx.now() + poll > deadline) {
+      return ctx.Error(absl::StrCat("timed out after ", absl::FormatDuration(ctx.options().timeout),
+                                    " waiting for ", host, " to ack ", version, " (applied ",
+                                    OrDash(h.current_version()), ")"));
+    }
+    absl::SleepFor(poll);
+    poll = std::min(poll * 2, absl::Seconds(1));
+  }
+}
+
+int Push(Context& ctx, const std::vector<std::string>& args) {
+  v1::SetDesiredStateRequest req;
+  req.set_host_id(args[0]);
+  req.set_reason(ctx.args().Get("reason"));
+  v1::DeviceParameters* dev = req.mutable_parameters()->add_devices();
+  dev->set_device(args[1]);
+  for (size_t i = 2; i < args.size(); ++i) {
+    size_t eq = args[i].find('=');
+    int64_t value = 0;
+    if (eq == std::string::npos || eq == 0 ||
+        !absl::SimpleAtoi(absl::string_view(args[i]).substr(eq + 1), &value)) {
+      return ctx.UsageError(absl::StrCat("\"", args[i], "\": want NAME=INTEGER"));
+    }
+    std::string name = args[i].substr(0, eq);
+    if (name == "rp_enable_mask" || name == "np_enable_mask") {
+      if (value < 0 || value > 0xff) return ctx.UsageError(name + ": want 0..255");
+      if (name == "rp_enable_mask") dev->set_rp_enable_mask(static_cast<uint32_t>(value));
+      if (name == "np_enable_mask") dev->set_np_enable_mask(static_cast<uint32_t>(value));
+    } else {
+      (*dev->mutable_dcqcn())[name] = value;
+    }
+  }
+  if (ctx.dry_run()) {
+    // SetDesiredStateRequest has no dry_run: show what would be sent, send nothing.
+    if (ctx.json()) {
+      ctx.PrintJson(req);
+    } else {
+      ctx.out() << "dry run: would set " << args[0] << " to:\n";
+      PrintParameters(ctx.out(), req.parameters());
+    }
+    return kExitOk;
+  }
+  v1::SetDesiredStateResponse resp;
+  int rc = ctx.Call("SetDesiredState", [&](grpc::ClientContext* c) {
+    return ctx.client()->stub().SetDesiredState(c, req, &resp);
+  });
+  if (rc != kExitOk) return rc;
+  if (ctx.json()) {
+    ctx.PrintJson(resp);
+  } else {
+    ctx.out() << "desired state " << resp.version() << " queued for " << args[0] << "\n";
+  }
+  if (!ctx.args().GetBool("wait")) return kExitOk;
+  return WaitForAck(ctx, args[0], resp.version());
+}
+
+}  // namespace
+
+std::vector<CommandSpec> FleetCommands() {
+  return {
+      {{"status"},
+       "",
+       "fleet summary: hosts by state, drift, probe RTT quantiles",
+       {"selector"},
+       false,
+       0,
+       0,
+       false,
+       Status},
+      {{"hosts"},
+       "",
+       "every host (all pages), with versions and active change",
+       {"selector", "page_size"},
+       false,
+       0,
+       0,
+       false,
+       Hosts},
+      {{"host"},
+       "HOST",
+       "one host: inventory, versions, last ACK/NACK, rejected versions",
+       {},
+       false,
+       1,
+       1,
+       false,
+       Host},
+      {{"push"},
+       "HOST DEVICE NAME=VALUE...",
+       "set one host's desired parameters directly (no canary; lab use and break-glass)",
+       {"reason", "wait"},
+       true,
+       3,
+       -1,
+       false,
+       Push},
+  };
+}
+
+}  // namespace rocetune::cli

@@ -1,0 +1,241 @@
+// policy validate|apply|show|diff|history|list, and policies.
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "cli/commands.h"
+#include "cli/output.h"
+#include "controller/policy/policy_loader.h"
+#include "daemon/json.h"
+#include "google/protobuf/text_format.h"
+
+namespace rocetune::cli {
+namespace {
+
+using controller::PolicyError;
+using controller::PolicyFile;
+
+std::string ShortHash(const std::string& hash) { return hash.substr(0, 12); }
+
+// "NAME[@VERSION]" -> request.
+v1::GetPolicyRequest PolicyRef(const std::string& ref) {
+  v1::GetPolicyRequest req;
+  size_t at = ref.rfind('@');
+  req.set_name(ref.substr(0, at));
+  if (at != std::string::npos) req.set_version(ref.substr(at + 1));
+  return req;
+}
+
+// Parses and validates one file; problems as PolicyErrors (a parse failure
+// becomes one error with rule "syntax" carrying the parser's message).
+std::vector<PolicyError> CheckFile(const std::string& path, std::string* name) {
+  absl::StatusOr<PolicyFile> file = PolicyFile::Load(path);
+  if (!file.ok()) {
+    PolicyError e;
+    e.file = path;
+    e.rule = file.status().code() == absl::StatusCode::kInvalidArgument ? "syntax" : "io";
+    e.message = std::string(file.status().message());
+    return {e};
+  }
+  *name = file->policy().name();
+  return file->Validate();
+}
+
+// A parse failure's message already names file:line:column for each problem.
+std::string ErrorLine(const PolicyError& e) {
+  return e.rule == "syntax" || e.rule == "io" ? absl::StrCat(e.message, " [", e.rule, "]")
+                                              : e.ToString();
+}
+
+std::string ErrorJson(const PolicyError& e) {
+  return absl::StrCat("{\"file\": ", JsonQuote(e.file), ", \"line\": ", e.line,
+                      ", \"column\": ", e.column, ", \"rule\": ", JsonQuote(e.rule),
+                      ", \"message\": ", JsonQuote(e.message), "}");
+}
+
+int Validate(Context& ctx, const std::vector<std::string>& files) {
+  bool all_valid = true;
+  std::vector<std::string> json;
+  for (const std::string& path : files) {
+    std::string name;
+    std::vector<PolicyError> errors = CheckFile(path, &name);
+    all_valid = all_valid && errors.empty();
+    if (ctx.json()) {
+      std::vector<std::string> items;
+      for (const PolicyError& e : errors) items.push_back(ErrorJson(e));
+      json.push_back(absl::StrCat("{\"file\": ", JsonQuote(path), ", \"policy\": ", JsonQuote(name),
+                                  ", \"valid\": ", errors.empty() ? "true" : "false",
+                                  ", \"errors\": [", absl::StrJoin(items, ", "), "]}"));
+      continue;
+    }
+    for (const PolicyError& e : errors) ctx.out() << ErrorLine(e) << "\n";
+    if (errors.empty()) ctx.out() << path << ": ok (policy " << name << ")\n";
+  }
+  if (ctx.json()) ctx.out() << "[" << absl::StrJoin(json, ",\n ") << "]\n";
+  return all_valid ? kExitOk : kExitError;
+}
+
+int Apply(Context& ctx, const std::vector<std::string>& args) {
+  const std::string& path = args[0];
+  std::string text;
+  if (absl::Status s = ReadFile(path, &text); !s.ok()) return ctx.Error(std::string(s.message()));
+  // Refuse locally what the controller would refuse, with positions.
+  absl::StatusOr<PolicyFile> file = PolicyFile::Parse(text, path);
+  if (!file.ok()) return ctx.Error(std::string(file.status().message()));
+  std::vector<PolicyError> errors = file->Validate();
+  if (!errors.empty()) {
+    for (const PolicyError& e : errors) ctx.err() << e.ToString() << "\n";
+    return ctx.Error(absl::StrCat(path, ": invalid policy, not applied"));
+  }
+  v1::ApplyPolicyRequest req;
+  req.set_text(text);
+  req.set_file_name(path);
+  req.set_reason(ctx.args().Get("reason"));
+  req.set_dry_run(ctx.dry_run());
+  v1::ApplyPolicyResponse r;
+  int rc = ctx.Call("ApplyPolicy", [&](grpc::ClientContext* c) {
+    return ctx.client()->stub().ApplyPolicy(c, req, &r);
+  });
+  if (rc != kExitOk) return rc;
+  if (ctx.json()) {
+    ctx.PrintJson(r);
+    return kExitOk;
+  }
+  const v1::PolicyVersion& v = r.version();
+  std::string prefix = ctx.dry_run() ? "dry run: " : "";
+  if (r.created()) {
+    ctx.out() << prefix << "policy " << v.name() << ": "
+              << (ctx.dry_run() ? "would create" : "created") << " version " << v.sequence() << " ("
+              << v.version_hash() << ")\n";
+  } else {
+    ctx.out() << prefix << "policy " << v.name() << ": unchanged: identical to version "
+              << v.sequence() << " (" << v.version_hash() << ")\n";
+  }
+  return kExitOk;
+}
+
+int GetPolicy(Context& ctx, const std::string& ref, v1::PolicyVersion* out) {
+  v1::GetPolicyRequest req = PolicyRef(ref);
+  if (req.name().empty()) return ctx.UsageError(absl::StrCat("\"", ref, "\": want NAME[@VERSION]"));
+  return ctx.Call("GetPolicy", [&](grpc::ClientContext* c) {
+    return ctx.client()->stub().GetPolicy(c, req, out);
+  });
+}
+
+std::string VersionLine(const v1::PolicyVersion& v) {
+  return absl::StrCat(v.name(), "@", v.sequence(), " (", ShortHash(v.version_hash()), ", ",
+                      FormatTimestamp(v.created_unix_nanos()), ", by ", OrDash(v.created_by()),
+                      ")");
+}
+
+int Show(Context& ctx, const std::vector<std::string>& args) {
+  v1::PolicyVersion v;
+  int rc = GetPolicy(ctx, args[0], &v);
+  if (rc != kExitOk) return rc;
+  if (ctx.json()) {
+    ctx.PrintJson(v);
+    return kExitOk;
+  }
+  ctx.out() << "# " << VersionLine(v) << "\n# hash " << v.version_hash() << "\n";
+  std::string text = v.source_text();
+  if (text.empty()) google::protobuf::TextFormat::PrintToString(v.policy(), &text);
+  ctx.out() << text;
+  if (!text.empty() && text.back() != '\n') ctx.out() << "\n";
+  return kExitOk;
+}
+
+int Diff(Context& ctx, const std::vector<std::string>& args) {
+  v1::PolicyVersion a, b;
+  int rc = GetPolicy(ctx, args[0], &a);
+  if (rc == kExitOk) rc = GetPolicy(ctx, args[1], &b);
+  if (rc != kExitOk) return rc;
+  std::vector<std::string> diff = controller::DiffPolicies(a.policy(), b.policy());
+  if (ctx.json()) {
+    std::vector<std::string> quoted;
+    for (const std::string& d : diff) quoted.push_back(JsonQuote(d));
+    ctx.out() << "{\"a\": " << MessageToJson(a, false) << ",\n \"b\": " << MessageToJson(b, false)
+              << ",\n \"differences\": [" << absl::StrJoin(quoted, ", ") << "]}\n";
+    return kExitOk;
+  }
+  ctx.out() << "--- " << VersionLine(a) << "\n+++ " << VersionLine(b) << "\n";
+  if (diff.empty()) ctx.out() << "no differences\n";
+  for (const std::string& d : diff) ctx.out() << "  " << d << "\n";
+  return kExitOk;
+}
+
+int ListVersions(Context& ctx, const std::string& name) {
+  v1::ListPoliciesRequest req;
+  req.set_name(name);
+  v1::ListPoliciesResponse r;
+  int rc = ctx.Call("ListPolicies", [&](grpc::ClientContext* c) {
+    return ctx.client()->stub().ListPolicies(c, req, &r);
+  });
+  if (rc != kExitOk) return rc;
+  if (ctx.json()) {
+    ctx.PrintJson(r);
+    return kExitOk;
+  }
+  if (r.policies_size() == 0) {
+    ctx.out() << (name.empty() ? "no policies\n" : absl::StrCat("no versions of ", name, "\n"));
+    return kExitOk;
+  }
+  Table t({"NAME", "VERSION", "HASH", "CREATED", "BY", "DESCRIPTION"});
+  for (const auto& v : r.policies()) {
+    t.AddRow({v.name(), absl::StrCat(v.sequence()), ShortHash(v.version_hash()),
+              FormatTimestamp(v.created_unix_nanos()), OrDash(v.created_by()),
+              v.policy().description()});
+  }
+  ctx.out() << t.Render();
+  return kExitOk;
+}
+
+int History(Context& ctx, const std::vector<std::string>& args) {
+  return ListVersions(ctx, args[0]);
+}
+int List(Context& ctx, const std::vector<std::string>&) { return ListVersions(ctx, ""); }
+
+}  // namespace
+
+std::vector<CommandSpec> PolicyCommands() {
+  return {
+      {{"policy", "validate"},
+       "FILE...",
+       "check policy files offline: file:line:column: message [rule]; exit 1 when invalid",
+       {},
+       false,
+       1,
+       -1,
+       false,
+       Validate},
+      {{"policy", "apply"},
+       "FILE",
+       "store a new policy version (identical content: unchanged)",
+       {"reason"},
+       true,
+       1,
+       1,
+       false,
+       Apply},
+      {{"policy", "show"},
+       "NAME[@VERSION]",
+       "one policy version (latest by default)",
+       {},
+       false,
+       1,
+       1,
+       false,
+       Show},
+      {{"policy", "diff"},
+       "NAME@A NAME@B",
+       "field-by-field differences of two versions",
+       {},
+       false,
+       2,
+       2,
+       false,
+       Diff},
+      {{"policy", "history"}, "NAME", "every version of a policy", {}, false, 1, 1, false, History},
+      {{"policy", "list"}, "", "every policy's latest version", {}, false, 0, 0, false, List},
+      {{"policies"}, "", "same as policy list", {}, false, 0, 0, true, List},
+  };
+}
+
+}  // namespace rocetune::cli

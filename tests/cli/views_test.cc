@@ -1,0 +1,225 @@
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "cli/audit_view.h"
+#include "cli/campaign_view.h"
+#include "cli/change_view.h"
+#include "daemon/quantile_sketch.h"
+#include "google/protobuf/text_format.h"
+
+namespace rocetune::cli {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+template <typename T>
+T Parse(const std::string& text) {
+  T m;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &m)) << text;
+  return m;
+}
+
+v1::Sketch Sketch(double lo, double hi) {
+  QuantileSketch s;
+  for (int i = 0; i < 200; ++i) s.Insert(lo + (hi - lo) * i / 199);
+  return s.ToProto();
+}
+
+v1::Change SampleChange() {
+  auto c = Parse<v1::Change>(R"pb(
+    id: "c-7"
+    policy_name: "incast"
+    policy_version: "abcdef0123456789"
+    state: STAGE
+    stage: 2
+    proposer: "alice"
+    reason: "faster recovery"
+    approvals_required: 1
+    knobs { key: "rpg_ai_rate" value: 20 }
+    approvals { approver: "bob" reason: "looks fine" authenticated: false }
+    transitions { from: PROPOSED to: APPROVED actor: "bob" reason: "looks fine" }
+    transitions { from: APPROVED to: CANARY actor: "controller" }
+    hosts { host_id: "h1" role: CANARY stage: 0 pushed_version: "v2" acked_version: "v2" }
+    hosts { host_id: "h2" role: CONTROL stage: 1 }
+    hosts { host_id: "h3" role: REST stage: 1 pushed_version: "v3" rejected: "nack: bad value" }
+    verdicts {
+      outcome: FAIL
+      stage: 0
+      look: 2
+      looks: 3
+      rule: "p99_did_t_test"
+      summary: "canary p99 18% worse than control"
+      groups {
+        group: "canary"
+        hosts: 4
+        samples: 4000
+        p99_seconds: 24e-6
+        p99_lower_seconds: 22e-6
+        p99_upper_seconds: 26e-6
+      }
+      groups { group: "control" hosts: 4 samples: 3900 p99_seconds: 11e-6 }
+      metrics {
+        metric: "ln_p99_did"
+        outcome: "fail"
+        rack_pairs: 6
+        mean: 0.166
+        sd: 0.05
+        t: 8.1
+        p_value: 0.0002
+        alpha: 0.001
+        ratio: 1.18
+        ratio_lower: 1.1
+        ratio_upper: 1.27
+      }
+      dropped_hosts: "h9: no samples"
+    }
+  )pb");
+  *c.mutable_verdicts(0)->mutable_groups(0)->mutable_rtt() = Sketch(18e-6, 30e-6);
+  *c.mutable_verdicts(0)->mutable_groups(1)->mutable_rtt() = Sketch(9e-6, 12e-6);
+  return c;
+}
+
+TEST(ChangeViewTest, ShowsStateTransitionsApprovalsAndHosts) {
+  std::string out = RenderChange(SampleChange(), absl::Now());
+  EXPECT_THAT(out, HasSubstr("c-7  STAGE 2"));
+  EXPECT_THAT(out, HasSubstr("rpg_ai_rate=20"));
+  EXPECT_THAT(out, HasSubstr("bob (unauthenticated)"));
+  EXPECT_THAT(out, HasSubstr("approvals   1/1"));
+  EXPECT_THAT(out, HasSubstr("PROPOSED"));
+  EXPECT_THAT(out, HasSubstr("APPROVED"));
+  EXPECT_THAT(out, HasSubstr("3 (canary 1, control 1, rest 1); pushed 2, acked 1, rejected 1"));
+  EXPECT_THAT(out, HasSubstr("rejected on h3: nack: bad value"));
+}
+
+TEST(ChangeViewTest, VerdictEvidenceNamesRuleGroupsAndMetrics) {
+  std::string out = RenderVerdict(SampleChange().verdicts(0));
+  EXPECT_THAT(out, HasSubstr("FAIL"));
+  EXPECT_THAT(out, HasSubstr("look 2/3"));
+  EXPECT_THAT(out, HasSubstr("rule p99_did_t_test"));
+  EXPECT_THAT(out, HasSubstr("canary p99 18% worse"));
+  EXPECT_THAT(out, HasSubstr("24.0us"));
+  EXPECT_THAT(out, HasSubstr("[22.0us, 26.0us]"));
+  EXPECT_THAT(out, HasSubstr("ln_p99_did"));
+  EXPECT_THAT(out, HasSubstr("8.1"));     // t
+  EXPECT_THAT(out, HasSubstr("0.0002"));  // p
+  EXPECT_THAT(out, HasSubstr("[1.1, 1.27]"));
+  EXPECT_THAT(out, HasSubstr("+18.0%"));
+  EXPECT_THAT(out, HasSubstr("dropped: h9: no samples"));
+}
+
+TEST(ChangeViewTest, HistogramOfCanaryAndControl) {
+  v1::Change c = SampleChange();
+  std::string out = RenderChange(c, absl::Now());
+  EXPECT_THAT(out, HasSubstr("canary vs control"));
+  EXPECT_THAT(out, HasSubstr("canary (n=200)"));
+  EXPECT_THAT(out, HasSubstr("control (n=200)"));
+  // Without canary/control groups there is no histogram.
+  c.mutable_verdicts(0)->clear_groups();
+  EXPECT_EQ(RenderVerdictHistogram(c.verdicts(0)), "");
+  EXPECT_THAT(RenderChange(c, absl::Now()), Not(HasSubstr("canary vs control")));
+}
+
+TEST(ChangeViewTest, RehearsalSideBySide) {
+  auto r = Parse<v1::Rehearsal>(R"pb(
+    scenario: "incast.textproto"
+    regression: true
+    current { probe_p99_seconds: 10e-6 throughput_gbps: 90 }
+    proposed { probe_p99_seconds: 15e-6 throughput_gbps: 95 }
+  )pb");
+  std::string out = RenderRehearsal(r);
+  EXPECT_THAT(out, HasSubstr("incast.textproto"));
+  EXPECT_THAT(out, HasSubstr("10.0us"));
+  EXPECT_THAT(out, HasSubstr("15.0us"));
+  EXPECT_THAT(out, HasSubstr("+50.0%"));
+  EXPECT_THAT(out, HasSubstr("REGRESSION"));
+}
+
+TEST(ChangeViewTest, ListShowsLastVerdictAndNextPage) {
+  v1::ListChangesResponse r;
+  *r.add_changes() = SampleChange();
+  r.set_next_page_token("tok2");
+  std::string out = RenderChangeList(r, absl::Now());
+  EXPECT_THAT(out, HasSubstr("FAIL (p99_did_t_test)"));
+  EXPECT_THAT(out, HasSubstr("more: --page=tok2"));
+  EXPECT_EQ(RenderChangeList(v1::ListChangesResponse(), absl::Now()), "no changes\n");
+}
+
+TEST(AuditViewTest, ValuesOldToNewAndUnauthenticatedMarker) {
+  auto r = Parse<v1::ListAuditResponse>(R"pb(
+    entries {
+      id: 12
+      actor: "alice"
+      action: "push"
+      subject: "h1"
+      reason: "lab"
+      authenticated: false
+      values {
+        host_id: "h1"
+        device: "mlx5_0"
+        parameter: "rpg_ai_rate"
+        old_value: "5"
+        new_value: "20"
+      }
+      values { host_id: "h1" device: "mlx5_0" parameter: "rpg_min_rate" new_value: "1" }
+    }
+    entries { id: 11 actor: "ops" action: "approve" authenticated: true change_id: "c-1" }
+    next_before_id: 11
+  )pb");
+  std::string out = RenderAudit(r);
+  EXPECT_THAT(out, HasSubstr("alice (unauthenticated)"));
+  EXPECT_THAT(out, Not(HasSubstr("ops (unauthenticated)")));
+  EXPECT_THAT(out, HasSubstr("h1 mlx5_0 rpg_ai_rate: 5 -> 20"));
+  EXPECT_THAT(out, HasSubstr("rpg_min_rate: (unset) -> 1"));
+  EXPECT_THAT(out, HasSubstr("more: --page=11"));
+  // Newest first as given: row 12 before row 11.
+  EXPECT_LT(out.find("12 "), out.find("11 "));
+}
+
+TEST(AuditViewTest, SinceTakesDurationOrRfc3339) {
+  absl::Time now = absl::FromUnixSeconds(1714564800);
+  absl::StatusOr<int64_t> s = ParseSince("1h30m", now);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(*s, absl::ToUnixNanos(now - absl::Minutes(90)));
+  s = ParseSince("2024-05-01T10:00:00Z", now);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(*s, int64_t{1714557600} * 1000000000);
+  EXPECT_FALSE(ParseSince("yesterday", now).ok());
+  EXPECT_FALSE(ParseSince("-5m", now).ok());
+}
+
+TEST(CampaignViewTest, TrialsTableMarksTheBest) {
+  auto c = Parse<v1::Campaign>(R"pb(
+    id: "t-1"
+    policy_name: "incast"
+    state: RUNNING
+    trial_budget: 5
+    best_objective_ratio: 0.9
+    best { key: "rpg_ai_rate" value: 10 }
+    trials {
+      index: 1
+      knobs { key: "rpg_ai_rate" value: 10 }
+      outcome: "improved"
+      objective_ratio: 0.9
+      constraints { key: "throughput_gbps" value: 91.5 }
+    }
+    trials {
+      index: 2
+      knobs { key: "rpg_ai_rate" value: 15 }
+      outcome: "not_improved"
+      objective_ratio: 1.02
+    }
+    trials { index: 3 outcome: "running" }
+  )pb");
+  std::string out = RenderCampaign(c, absl::Now());
+  EXPECT_THAT(out, HasSubstr("t-1  RUNNING"));
+  EXPECT_THAT(out, HasSubstr("trials      3 of 5"));
+  EXPECT_THAT(out, HasSubstr("* 1"));
+  EXPECT_THAT(out, Not(HasSubstr("* 2")));
+  EXPECT_THAT(out, HasSubstr("0.900"));
+  EXPECT_THAT(out, HasSubstr("throughput_gbps=91.5"));
+  EXPECT_THAT(out, HasSubstr("best so far"));
+}
+
+}  // namespace
+}  // namespace rocetune::cli
