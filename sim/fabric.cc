@@ -12,6 +12,9 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kEps = 1e-9;
+// Bytes below which a flow counts as fully sent or delivered (floating-point
+// dust from splitting segments, not data).
+constexpr double kByteDust = 1e-3;
 
 absl::Status Invalid(const std::string& field, const std::string& why) {
   return absl::InvalidArgumentError(absl::StrCat("scenario: ", field, ": ", why));
@@ -411,7 +414,7 @@ int Fabric::StartFlow(FlowKind kind, int group, int src, int dst, double bytes, 
   f.pipe_heap.clear();
   if (total > kInlinePipe) f.pipe_heap.assign(total, 0.0);
   f.size = bytes > 0 ? bytes : kInf;
-  f.sent = f.delivered = f.delivered_measured = f.want = f.byte_acc = 0;
+  f.sent = f.delivered = f.delivered_measured = f.want = f.byte_acc = f.marks = 0;
   f.start_ns = now_ns_;
   f.one_way_ns = one_way;
   f.base_rtt_ns = 2 * one_way;
@@ -435,7 +438,7 @@ int Fabric::StartFlow(FlowKind kind, int group, int src, int dst, double bytes, 
 
 void Fabric::FinishFlow(int slot) {
   Flow& f = flows_[slot];
-  // Fluid residue left in queues (below half a byte) leaves with the flow.
+  // Floating-point dust left in queues (below kByteDust) leaves with the flow.
   for (int h = 1; h < f.nlinks; ++h) {
     const double b = f.backlog[h];
     if (b == 0) continue;
@@ -573,16 +576,15 @@ double Fabric::XoffThreshold(int sw) const {
   return pfc_alpha_ * std::max(0.0, switch_buffer_ - switch_total_[sw]);
 }
 
-void Fabric::ComputeService() {
+void Fabric::ServeQueues() {
   for (int id : switch_links_) {
     Link& l = links_[id];
     double cap = l.bytes_per_step;
     int n = 0;
     std::array<int, 8> ps;
     for (int p : used_prios_) {
-      l.factor[p] = 0;
       l.mark_p[p] = 0;
-      if (l.q[p] > kEps && !(l.paused >> p & 1)) ps[n++] = p;
+      if (l.q[p] > 0 && !(l.paused >> p & 1)) ps[n++] = p;
     }
     if (n == 0) continue;
     std::array<double, 8> served{};
@@ -607,10 +609,48 @@ void Fabric::ComputeService() {
     for (int i = 0; i < n; ++i) {
       const int p = ps[i];
       if (!done[i]) served[i] = cap / left;
-      l.factor[p] = std::min(1.0, served[i] / l.q[p]);
       l.mark_p[p] = MarkProbability(l.q[p] - served[i]);
+      Dequeue(l, p, served[i]);
     }
   }
+}
+
+void Fabric::Dequeue(Link& l, int p, double budget) {
+  const bool measure = measuring();
+  SegmentFifo& fifo = l.fifo[p];
+  while (!fifo.empty()) {
+    Segment& seg = fifo.items[fifo.head];
+    Flow& f = flows_[seg.slot];
+    if (f.id != seg.flow_id) {  // the flow finished; its dust left with it
+      ++fifo.head;
+      continue;
+    }
+    if (budget <= 0) break;
+    double out = std::min(seg.bytes, budget);
+    if (seg.bytes - out < kEps) out = seg.bytes;
+    ++events_;
+    budget -= out;
+    seg.bytes -= out;
+    const int h = seg.hop;
+    f.marks += out / mtu_ * l.mark_p[p];
+    f.backlog[h] = std::max(0.0, f.backlog[h] - out);
+    l.q[p] -= out;
+    Link& in_link = links_[f.links[h - 1]];
+    in_link.ingress[p] = std::max(0.0, in_link.ingress[p] - out);
+    switch_total_[in_link.to] = std::max(0.0, switch_total_[in_link.to] - out);
+    f.pipe()[f.pipe_off[h] + l.slot] += out;
+    if (measure) l.tx_bytes_measured += out;
+    if (seg.bytes <= 0) ++fifo.head;
+  }
+  if (fifo.empty()) {
+    fifo.items.clear();
+    fifo.head = 0;
+    l.q[p] = 0;  // no floating-point residue without bytes behind it
+  } else if (fifo.head > 64 && fifo.head * 2 > fifo.items.size()) {
+    fifo.items.erase(fifo.items.begin(), fifo.items.begin() + static_cast<ptrdiff_t>(fifo.head));
+    fifo.head = 0;
+  }
+  if (l.q[p] < 0) l.q[p] = 0;
 }
 
 void Fabric::MoveBytes() {
@@ -657,12 +697,20 @@ void Fabric::MoveBytes() {
         dropped_ += drop;
       }
       f.backlog[h] += in;
-      links_[f.links[h]].q[p] += in;
+      Link& out_link = links_[f.links[h]];
+      out_link.q[p] += in;
+      SegmentFifo& fifo = out_link.fifo[p];
+      if (!fifo.empty() && fifo.items.back().slot == slot && fifo.items.back().flow_id == f.id &&
+          fifo.items.back().hop == h) {
+        fifo.items.back().bytes += in;
+      } else {
+        fifo.items.push_back(Segment{f.id, slot, h, in});
+      }
       in_link.ingress[p] += in;
       switch_total_[sw] += in;
     }
   }
-  ComputeService();
+  ServeQueues();
   // NIC: flows of one host share its link in proportion to demand; nothing
   // is sent on a priority the ToR has paused (when the host honours PFC on it).
   const double step_bytes_per_mbps = static_cast<double>(step_ns_) / 8000.0;
@@ -693,34 +741,13 @@ void Fabric::MoveBytes() {
         f.rp->OnBytesSent(static_cast<int64_t>(whole), now_ns_);
       }
     }
-    double marks = 0;
-    for (int h = 0; h < f.nlinks; ++h) {
-      Link& l = links_[f.links[h]];
-      if (h > 0) {
-        const double b = f.backlog[h];
-        if (b <= 0) {
-          x = 0;
-        } else {
-          const double factor = l.factor[p];
-          double out = b * factor;
-          if (b - out < kEps) out = b;
-          if (out > 0) {
-            ++events_;
-            marks += out / mtu_ * l.mark_p[p];
-            f.backlog[h] = b - out;
-            l.q[p] = std::max(0.0, l.q[p] - out);
-            Link& in_link = links_[f.links[h - 1]];
-            in_link.ingress[p] = std::max(0.0, in_link.ingress[p] - out);
-            switch_total_[in_link.to] = std::max(0.0, switch_total_[in_link.to] - out);
-          }
-          x = out;
-        }
-      }
-      if (x > 0) {
-        f.pipe()[f.pipe_off[h] + l.slot] += x;
-        if (measure) l.tx_bytes_measured += x;
-      }
+    if (x > 0) {
+      Link& l = links_[f.links[0]];
+      f.pipe()[f.pipe_off[0] + l.slot] += x;
+      if (measure) l.tx_bytes_measured += x;
     }
+    const double marks = f.marks;
+    f.marks = 0;
     if (marks > 0) {
       const uint64_t k = marks < 1e-12 ? 0 : std::poisson_distribution<uint64_t>(marks)(rng_);
       if (k > 0) {
@@ -750,7 +777,8 @@ void Fabric::MoveBytes() {
       continue;
     }
     const double rate = f.dcqcn ? f.rp->rate_mbps() : host_gbps_ * 1000;
-    f.want = std::max(0.0, std::min(rate * step_bytes_per_mbps, f.size - f.sent));
+    const double unsent = f.size - f.sent;
+    f.want = unsent < kByteDust ? 0.0 : std::min(rate * step_bytes_per_mbps, unsent);
     hs.next_demand[p] += f.want;
   }
   for (HostState& hs : hosts_) {
@@ -768,7 +796,7 @@ bool Fabric::React(Flow& f) {
     --f.cnp_count;
   }
   if (f.dcqcn) f.rp->AdvanceTo(now_ns_);
-  return f.size - f.delivered < 0.5;
+  return f.size - f.delivered < kByteDust;
 }
 
 void Fabric::UpdatePfc() {

@@ -35,9 +35,9 @@ struct HostCounters {
 //  - every NIC sends each active flow's bytes at its DCQCN rate (flows of one
 //    NIC share its link in proportion to demand; nothing is sent on a priority
 //    the switch has paused);
-//  - every switch egress (port, priority) queue drains at link rate, shared
-//    among its flows in proportion to their backlog (fluid FIFO) and among
-//    unpaused priorities equally; ECN marks at dequeue with the RED probability
+//  - every switch egress (port, priority) queue drains at link rate in arrival
+//    order (FIFO: bytes that arrive behind a standing queue wait for it),
+//    shared among unpaused priorities equally; ECN marks at dequeue with the RED probability
 //    of the bytes left in the queue; bytes cross a link in
 //    max(1, round(delay / step)) steps;
 //  - the receiver NIC (notification point) turns marked arrivals into CNPs, at
@@ -100,6 +100,20 @@ class Fabric {
   static constexpr int kMaxProbeLinks = 8;
   static constexpr int kInlinePipe = 12;
 
+  // Bytes of one flow that arrived at an egress queue in one run of steps
+  // (consecutive arrivals of the same flow merge).
+  struct Segment {
+    uint64_t flow_id = 0;  // stale (skipped) when the slot holds another flow
+    int slot = 0;
+    int hop = 0;  // index of this queue's link in the flow's path
+    double bytes = 0;
+  };
+  // The arrival order of one egress (port, priority) queue.
+  struct SegmentFifo {
+    std::vector<Segment> items;
+    size_t head = 0;
+    bool empty() const { return head == items.size(); }
+  };
   struct Link {
     int from = 0, to = 0;
     bool from_switch = false, to_switch = false;
@@ -111,7 +125,7 @@ class Fabric {
     std::string name;
     // Egress queue at `from` (switch links only), per priority.
     std::array<double, 8> q{};
-    std::array<double, 8> factor{};
+    std::array<SegmentFifo, 8> fifo;
     std::array<double, 8> mark_p{};
     // Bytes that arrived over this link at switch `to` and are still buffered there.
     std::array<double, 8> ingress{};
@@ -148,6 +162,7 @@ class Fabric {
     double delivered_measured = 0;
     double want = 0;
     double byte_acc = 0;
+    double marks = 0;  // expected marked packets dequeued this step
     int64_t start_ns = 0;
     int64_t one_way_ns = 0;
     int64_t base_rtt_ns = 0;
@@ -217,7 +232,9 @@ class Fabric {
   void FinishFlow(int slot);
   void Generate();
   void StartAllReduceStep();
-  void ComputeService();
+  // Drains every switch egress queue for one step, in FIFO order.
+  void ServeQueues();
+  void Dequeue(Link& l, int p, double budget);
   void MoveBytes();
   // Delivers due CNPs, runs the reaction point; returns true when the flow completed.
   bool React(Flow& f);

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 #include "sim/scenario_loader.h"
 
@@ -19,6 +20,16 @@ SimSummary RunScenario(const std::string& name, const std::vector<std::string>& 
   EXPECT_TRUE(scenario.ok()) << scenario.status();
   if (!scenario.ok()) return {};
   absl::StatusOr<std::unique_ptr<Fabric>> fabric = Fabric::Create(*scenario);
+  EXPECT_TRUE(fabric.ok()) << fabric.status();
+  if (!fabric.ok()) return {};
+  (*fabric)->RunToEnd();
+  return (*fabric)->Summary(0);
+}
+
+SimSummary RunText(const std::string& text) {
+  v1::Scenario scenario;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &scenario)) << text;
+  absl::StatusOr<std::unique_ptr<Fabric>> fabric = Fabric::Create(scenario);
   EXPECT_TRUE(fabric.ok()) << fabric.status();
   if (!fabric.ok()) return {};
   (*fabric)->RunToEnd();
@@ -140,6 +151,82 @@ TEST(FabricTest, ProbeRttWithoutTrafficIsThePropagationDelay) {
   ASSERT_GT(sum.probe_rtt_us.count, 100u);
   EXPECT_NEAR(sum.probe_rtt_us.p50, 4.0 + 4 * 64 * 8 / 100e3, 0.1);
   EXPECT_NEAR(sum.probe_rtt_us.max, sum.probe_rtt_us.p50, 0.1);
+}
+
+TEST(FabricTest, ASmallFlowBehindAStandingQueueWaitsForItOnce) {
+  // Ten long DCQCN flows hold a queue of about 135 KB at the 40 Gb/s port of
+  // host 0 (27 us); host 11 sends a 5 KB flow to host 0 every 97 us and probes
+  // host 0 every 10 us. FIFO service: the flow's last byte leaves one queue
+  // drain after it arrived, as a probe's does, so its completion time (one
+  // way plus the ack) is within 1.2x of the probe RTT through the same queue.
+  std::string text = R"pb(
+    seed: 1
+    duration_ms: 60
+    warmup_ms: 30
+    topology { hosts: 12 host_link_gbps: 40 link_delay_ns: 1000 }
+    dcqcn {
+      clamp_tgt_rate: 1
+      clamp_tgt_rate_after_time_inc: 0
+      rpg_time_reset: 55
+      rpg_byte_reset: 156250
+      rpg_threshold: 5
+      rpg_ai_rate: 40
+      rpg_hai_rate: 200
+      rpg_min_rate: 100
+      dce_tcp_g: 1020
+      dce_tcp_rtt: 55
+      rate_reduce_monitor_period: 1
+      min_time_between_cnps: 50
+    }
+    ecn { kmin_bytes: 5000 kmax_bytes: 200000 pmax: 0.01 }
+    pfc { enabled: true }
+    probe { interval_us: 10 hosts: 11 targets: 0 }
+    workload {
+      incast { receiver: 0 senders: 11 bytes_per_sender: 5000 start_us: 20000 period_us: 97 }
+  )pb";
+  for (int i = 1; i <= 10; ++i) {
+    text += "long_flows { src: " + std::to_string(i) +
+            " dst: 0 start_us: " + std::to_string(100 * i) + " }\n";
+  }
+  text += "}\n";
+  SimSummary s = RunText(text);
+  ASSERT_GT(s.incast_burst_us.count, 100u);
+  ASSERT_GT(s.probe_rtt_us.count, 1000u);
+  EXPECT_GT(MaxQueueMean(s), 50000) << "a standing queue";
+  const double probe = s.probe_rtt_us.p50;
+  const double flow = s.incast_burst_us.p50;
+  EXPECT_GT(probe, 15) << "the probes queue";
+  EXPECT_LT(flow, 1.2 * probe) << "5 KB flow " << flow << " us vs probe " << probe << " us";
+  EXPECT_GT(flow, 0.9 * probe) << "the flow waits for the queue too";
+}
+
+TEST(FabricTest, SmallFlowSlowdownIsOnePlusQueueing) {
+  // WebSearch at 50 % load on 16 hosts under one 100 Gb/s ToR. A flow below
+  // 10 KB has an ideal completion time of 4.0-4.8 us (four 1 us links plus
+  // serialisation); its slowdown should be that plus the queueing a probe sees
+  // (and up to two steps of rounding), not a multiple of it.
+  SimSummary s = RunText(R"pb(
+    seed: 3
+    duration_ms: 30
+    warmup_ms: 5
+    topology { hosts: 16 host_link_gbps: 100 link_delay_ns: 1000 }
+    ecn { kmin_bytes: 400000 kmax_bytes: 1600000 pmax: 0.2 }
+    pfc { enabled: true }
+    workload { background { load: 0.5 distribution: WEBSEARCH } }
+    probe { interval_us: 20 }
+    fct_bin_bounds_bytes: [ 10000, 100000, 1000000 ]
+  )pb");
+  ASSERT_FALSE(s.fct_slowdown.empty());
+  const SimSummary::FctBin& small = s.fct_slowdown[0];
+  ASSERT_GT(small.count, 100u);
+  ASSERT_GT(s.probe_rtt_us.count, 10000u);
+  const double base_us = 4.0;
+  const double queueing_p50 = s.probe_rtt_us.p50 - base_us;
+  const double queueing_p99 = s.probe_rtt_us.p99 - base_us;
+  EXPECT_GT(queueing_p99, 20) << "the load builds queues";
+  EXPECT_LT(small.p50, (4.8 + 2 + queueing_p50) / base_us);
+  EXPECT_LT(small.p99, 1.1 * (4.8 + 2 + queueing_p99) / base_us);
+  EXPECT_GT(small.p99, 0.5 * (4.0 + queueing_p99) / 4.8) << "small flows see the queues";
 }
 
 }  // namespace
