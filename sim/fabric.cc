@@ -432,7 +432,7 @@ int Fabric::StartFlow(FlowKind kind, int group, int src, int dst, double bytes, 
   f.want = std::min(f.size, host_gbps_ * static_cast<double>(step_ns_) / 8.0);
   hosts_[src].demand[prio] += f.want;
   active_.push_back(slot);
-  ++flows_started_;
+  if (measuring()) ++flows_started_;
   return slot;
 }
 
@@ -452,7 +452,16 @@ void Fabric::FinishFlow(int slot) {
   f.fct_us = static_cast<double>(done_ns - f.start_ns) / 1000.0;
   const double ideal_us = (static_cast<double>(f.base_rtt_ns) + f.size * 8.0 / host_gbps_) / 1000.0;
   const double slowdown = std::max(1.0, f.fct_us / ideal_us);
-  ++flows_completed_;
+  if (measuring()) ++flows_completed_;
+  // CNPs still on their way left the receiver before the last byte did, so
+  // they reach the sender before the last byte is acked.
+  while (f.cnp_count > 0) {
+    const CnpBatch& c = f.cnps[f.cnp_head];
+    hosts_[f.src].cnp_handled += c.count;
+    if (c.measured) cnp_handled_ += c.count;
+    f.cnp_head = (f.cnp_head + 1) % kCnpRing;
+    --f.cnp_count;
+  }
   if (f.start_ns >= warmup_ns_) {
     size_t bin = 0;
     while (bin < fct_bounds_.size() && f.size >= static_cast<double>(fct_bounds_[bin])) ++bin;
@@ -694,7 +703,7 @@ void Fabric::MoveBytes() {
         const double drop = in - std::max(0.0, room);
         in -= drop;
         f.sent -= drop;  // resent by the sender
-        dropped_ += drop;
+        if (measure) dropped_ += drop;
       }
       f.backlog[h] += in;
       Link& out_link = links_[f.links[h]];
@@ -753,7 +762,7 @@ void Fabric::MoveBytes() {
       if (k > 0) {
         HostState& rcv = hosts_[f.dst];
         rcv.marked += static_cast<double>(k);
-        marked_ += static_cast<double>(k);
+        if (measure) marked_ += static_cast<double>(k);
         const int64_t np_ns = now_ns_ + f.one_way_ns;
         const int64_t gap = rcv.min_cnp_gap_ns;
         if (!f.sent_cnp || np_ns - f.last_cnp_ns >= gap) {
@@ -762,10 +771,13 @@ void Fabric::MoveBytes() {
           const uint64_t n =
               gap <= 0 ? k : std::min<uint64_t>(k, std::max<int64_t>(1, step_ns_ / gap));
           rcv.cnp_sent += static_cast<double>(n);
-          cnp_sent_ += static_cast<double>(n);
+          if (measure) cnp_sent_ += static_cast<double>(n);
           if (f.cnp_count < kCnpRing) {
-            f.cnp_at[(f.cnp_head + f.cnp_count) % kCnpRing] = np_ns + f.one_way_ns;
+            f.cnps[(f.cnp_head + f.cnp_count) % kCnpRing] =
+                CnpBatch{np_ns + f.one_way_ns, static_cast<uint32_t>(n), measure};
             ++f.cnp_count;
+          } else {  // a full ring: the newest batch arrives with the last one
+            f.cnps[(f.cnp_head + f.cnp_count - 1) % kCnpRing].count += static_cast<uint32_t>(n);
           }
         }
       }
@@ -788,10 +800,13 @@ void Fabric::MoveBytes() {
 }
 
 bool Fabric::React(Flow& f) {
-  while (f.cnp_count > 0 && f.cnp_at[f.cnp_head] <= now_ns_) {
-    if (f.dcqcn) f.rp->OnCnp(f.cnp_at[f.cnp_head]);
-    hosts_[f.src].cnp_handled += 1;
-    cnp_handled_ += 1;
+  while (f.cnp_count > 0 && f.cnps[f.cnp_head].at_ns <= now_ns_) {
+    const CnpBatch& c = f.cnps[f.cnp_head];
+    if (f.dcqcn) {
+      for (uint32_t i = 0; i < c.count; ++i) f.rp->OnCnp(c.at_ns);
+    }
+    hosts_[f.src].cnp_handled += c.count;
+    if (c.measured) cnp_handled_ += c.count;
     f.cnp_head = (f.cnp_head + 1) % kCnpRing;
     --f.cnp_count;
   }
@@ -801,6 +816,7 @@ bool Fabric::React(Flow& f) {
 
 void Fabric::UpdatePfc() {
   if (!pfc_enabled_) return;
+  const bool measure = measuring();
   for (int id : ingress_links_) {
     Link& l = links_[id];
     const double thr = XoffThreshold(l.to);
@@ -824,14 +840,21 @@ void Fabric::UpdatePfc() {
         }
       }
       if (frame) {
-        ++l.pause_frames;
-        ++pause_frames_;
         if (!l.from_switch) hosts_[l.from].rx_pause_frames[p] += 1;
+        if (measure) {
+          ++l.pause_frames;
+          ++pause_frames_;
+          if (!l.from_switch) ++host_rx_pause_frames_;
+        }
       }
       if (l.paused & bit) {
-        l.paused_ns += static_cast<double>(step_ns_);
-        paused_ns_ += static_cast<double>(step_ns_);
-        if (!l.from_switch) hosts_[l.from].rx_pause_ns[p] += static_cast<double>(step_ns_);
+        const double dt = static_cast<double>(step_ns_);
+        if (!l.from_switch) hosts_[l.from].rx_pause_ns[p] += dt;
+        if (measure) {
+          l.paused_ns += dt;
+          paused_ns_ += dt;
+          if (!l.from_switch) host_rx_paused_ns_ += dt;
+        }
       }
     }
   }
@@ -1101,7 +1124,7 @@ SimSummary Fabric::Summary(double wall_seconds) const {
   s.steps = steps_;
   s.events = events_;
   for (const QueueStat& qs : queue_stats_) {
-    if (qs.max <= 0) continue;
+    if (qs.max < 1) continue;  // never held a byte: not a queue
     SimSummary::Queue q;
     q.name = links_[qs.link].name;
     q.priority = qs.prio;
@@ -1170,12 +1193,8 @@ SimSummary Fabric::Summary(double wall_seconds) const {
   s.ecn_marked_packets = static_cast<uint64_t>(marked_);
   s.pfc_pause_frames = pause_frames_;
   s.pfc_paused_us = paused_ns_ / 1000;
-  for (const HostState& hs : hosts_) {
-    for (int p = 0; p < 8; ++p) {
-      s.host_rx_pause_frames += static_cast<uint64_t>(hs.rx_pause_frames[p]);
-      s.host_rx_paused_us += hs.rx_pause_ns[p] / 1000;
-    }
-  }
+  s.host_rx_pause_frames = host_rx_pause_frames_;
+  s.host_rx_paused_us = host_rx_paused_ns_ / 1000;
   s.dropped_bytes = dropped_;
   return s;
 }

@@ -100,6 +100,12 @@ class Fabric {
   static constexpr int kMaxProbeLinks = 8;
   static constexpr int kInlinePipe = 12;
 
+  // CNPs the notification point sent in one step, due at the sender at_ns.
+  struct CnpBatch {
+    int64_t at_ns = 0;
+    uint32_t count = 0;
+    bool measured = false;  // sent inside the measurement window
+  };
   // Bytes of one flow that arrived at an egress queue in one run of steps
   // (consecutive arrivals of the same flow merge).
   struct Segment {
@@ -168,7 +174,8 @@ class Fabric {
     int64_t base_rtt_ns = 0;
     int64_t last_cnp_ns = 0;
     bool sent_cnp = false;
-    std::array<int64_t, kCnpRing> cnp_at{};
+    // CNPs on their way to the sender, in arrival order.
+    std::array<CnpBatch, kCnpRing> cnps{};
     int cnp_head = 0, cnp_count = 0;
     bool dcqcn = true;
     std::unique_ptr<ReactionPoint> rp;
@@ -309,13 +316,18 @@ class Fabric {
   std::unique_ptr<FlowSizeCdf> bg_cdf_;
 
   std::vector<Probe> probes_;
-  QuantileSketch probe_rtt_;
+  // Probe RTTs of the measurement window, at 0.5 % relative accuracy (quantile
+  // steps of 1 %).
+  QuantileSketch probe_rtt_{0.005};
   std::vector<int> probe_hosts_;
 
-  // Totals.
+  // Totals over the measurement window [warmup, now) (the hosts' NIC counters
+  // cover the whole run). cnp_handled_ counts CNPs sent inside the window.
   double cnp_sent_ = 0, cnp_handled_ = 0, marked_ = 0, dropped_ = 0;
   uint64_t pause_frames_ = 0;
   double paused_ns_ = 0;
+  uint64_t host_rx_pause_frames_ = 0;
+  double host_rx_paused_ns_ = 0;
 
   mutable absl::Mutex mu_;
   std::vector<Shared> shared_ ABSL_GUARDED_BY(mu_);
