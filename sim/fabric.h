@@ -243,6 +243,9 @@ class Fabric {
   void ServeQueues();
   void Dequeue(Link& l, int p, double budget);
   void MoveBytes();
+  // Notification point: turns the flow's marked packets of this step into
+  // CNPs (at most one per min_time_between_cnps) on their way to the sender.
+  void Notify(Flow& f, bool measure);
   // Delivers due CNPs, runs the reaction point; returns true when the flow completed.
   bool React(Flow& f);
   void UpdatePfc();
