@@ -77,6 +77,7 @@ absl::StatusOr<DcqcnConfig> ResolveDcqcn(const v1::DcqcnSettings& settings) {
   p.dce_tcp_rtt_us = Get(settings, "dce_tcp_rtt");
   p.rate_reduce_monitor_period_us = Get(settings, "rate_reduce_monitor_period");
   p.initial_alpha_value = Get(settings, "initial_alpha_value");
+  p.alpha_integer_10bit = settings.alpha_integer_10bit();
   c.min_time_between_cnps_us = Get(settings, "min_time_between_cnps");
   return c;
 }

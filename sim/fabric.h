@@ -35,9 +35,9 @@ struct HostCounters {
 //  - every NIC sends each active flow's bytes at its DCQCN rate (flows of one
 //    NIC share its link in proportion to demand; nothing is sent on a priority
 //    the switch has paused);
-//  - every switch egress (port, priority) queue drains at link rate, shared
-//    among its flows in proportion to their backlog (fluid FIFO) and among
-//    unpaused priorities equally; ECN marks at dequeue with the RED probability
+//  - every switch egress (port, priority) queue drains at link rate in arrival
+//    order (FIFO: bytes that arrive behind a standing queue wait for it),
+//    shared among unpaused priorities equally; ECN marks at dequeue with the RED probability
 //    of the bytes left in the queue; bytes cross a link in
 //    max(1, round(delay / step)) steps;
 //  - the receiver NIC (notification point) turns marked arrivals into CNPs, at
@@ -100,6 +100,26 @@ class Fabric {
   static constexpr int kMaxProbeLinks = 8;
   static constexpr int kInlinePipe = 12;
 
+  // CNPs the notification point sent in one step, due at the sender at_ns.
+  struct CnpBatch {
+    int64_t at_ns = 0;
+    uint32_t count = 0;
+    bool measured = false;  // sent inside the measurement window
+  };
+  // Bytes of one flow that arrived at an egress queue in one run of steps
+  // (consecutive arrivals of the same flow merge).
+  struct Segment {
+    uint64_t flow_id = 0;  // stale (skipped) when the slot holds another flow
+    int slot = 0;
+    int hop = 0;  // index of this queue's link in the flow's path
+    double bytes = 0;
+  };
+  // The arrival order of one egress (port, priority) queue.
+  struct SegmentFifo {
+    std::vector<Segment> items;
+    size_t head = 0;
+    bool empty() const { return head == items.size(); }
+  };
   struct Link {
     int from = 0, to = 0;
     bool from_switch = false, to_switch = false;
@@ -111,7 +131,7 @@ class Fabric {
     std::string name;
     // Egress queue at `from` (switch links only), per priority.
     std::array<double, 8> q{};
-    std::array<double, 8> factor{};
+    std::array<SegmentFifo, 8> fifo;
     std::array<double, 8> mark_p{};
     // Bytes that arrived over this link at switch `to` and are still buffered there.
     std::array<double, 8> ingress{};
@@ -148,12 +168,14 @@ class Fabric {
     double delivered_measured = 0;
     double want = 0;
     double byte_acc = 0;
+    double marks = 0;  // expected marked packets dequeued this step
     int64_t start_ns = 0;
     int64_t one_way_ns = 0;
     int64_t base_rtt_ns = 0;
     int64_t last_cnp_ns = 0;
     bool sent_cnp = false;
-    std::array<int64_t, kCnpRing> cnp_at{};
+    // CNPs on their way to the sender, in arrival order.
+    std::array<CnpBatch, kCnpRing> cnps{};
     int cnp_head = 0, cnp_count = 0;
     bool dcqcn = true;
     std::unique_ptr<ReactionPoint> rp;
@@ -217,8 +239,13 @@ class Fabric {
   void FinishFlow(int slot);
   void Generate();
   void StartAllReduceStep();
-  void ComputeService();
+  // Drains every switch egress queue for one step, in FIFO order.
+  void ServeQueues();
+  void Dequeue(Link& l, int p, double budget);
   void MoveBytes();
+  // Notification point: turns the flow's marked packets of this step into
+  // CNPs (at most one per min_time_between_cnps) on their way to the sender.
+  void Notify(Flow& f, bool measure);
   // Delivers due CNPs, runs the reaction point; returns true when the flow completed.
   bool React(Flow& f);
   void UpdatePfc();
@@ -292,13 +319,18 @@ class Fabric {
   std::unique_ptr<FlowSizeCdf> bg_cdf_;
 
   std::vector<Probe> probes_;
-  QuantileSketch probe_rtt_;
+  // Probe RTTs of the measurement window, at 0.5 % relative accuracy (quantile
+  // steps of 1 %).
+  QuantileSketch probe_rtt_{0.005};
   std::vector<int> probe_hosts_;
 
-  // Totals.
+  // Totals over the measurement window [warmup, now) (the hosts' NIC counters
+  // cover the whole run). cnp_handled_ counts CNPs sent inside the window.
   double cnp_sent_ = 0, cnp_handled_ = 0, marked_ = 0, dropped_ = 0;
   uint64_t pause_frames_ = 0;
   double paused_ns_ = 0;
+  uint64_t host_rx_pause_frames_ = 0;
+  double host_rx_paused_ns_ = 0;
 
   mutable absl::Mutex mu_;
   std::vector<Shared> shared_ ABSL_GUARDED_BY(mu_);

@@ -42,7 +42,7 @@ void ReactionPoint::OnCnp(int64_t now_ns) {
   ++cnps_;
   if (!active_) {
     active_ = true;
-    alpha_fp_ = p_.initial_alpha_value;
+    alpha_fp_ = static_cast<double>(p_.initial_alpha_value);
     if (p_.rate_to_set_on_first_cnp_mbps > 0) {
       rc_ = std::min(p_.rate_to_set_on_first_cnp_mbps, max_rate());
     }
@@ -93,9 +93,15 @@ void ReactionPoint::AdvanceTo(int64_t now_ns) {
 
 void ReactionPoint::AlphaTimer() {
   const int64_t g = p_.dce_tcp_g;
-  alpha_fp_ = (g * alpha_fp_) >> 10;
-  if (alpha_cnp_) alpha_fp_ += 1024 - g;
-  alpha_fp_ = std::min<int64_t>(alpha_fp_, 1023);
+  if (p_.alpha_integer_10bit) {
+    int64_t a = (g * static_cast<int64_t>(alpha_fp_)) >> 10;
+    if (alpha_cnp_) a += 1024 - g;
+    alpha_fp_ = static_cast<double>(std::min<int64_t>(a, 1023));
+  } else {
+    alpha_fp_ = static_cast<double>(g) * alpha_fp_ / 1024.0;
+    if (alpha_cnp_) alpha_fp_ += static_cast<double>(1024 - g);
+    alpha_fp_ = std::min(alpha_fp_, 1024.0);
+  }
   alpha_cnp_ = false;
 }
 
@@ -106,8 +112,7 @@ void ReactionPoint::DecreaseTimer(int64_t at_ns) {
       (p_.clamp_tgt_rate_after_time_inc && time_stage_ > 0)) {
     rt_ = rc_;
   }
-  const double by_alpha =
-      rc_ * static_cast<double>(alpha_fp_) / static_cast<double>(int64_t{1} << p_.rpg_gd);
+  const double by_alpha = rc_ * alpha_fp_ / static_cast<double>(int64_t{1} << p_.rpg_gd);
   const double by_floor = rc_ * static_cast<double>(100 - p_.rpg_min_dec_fac) / 100.0;
   rc_ = std::max(p_.rpg_min_rate_mbps, rc_ - std::min(by_alpha, by_floor));
   time_stage_ = byte_stage_ = 0;

@@ -24,6 +24,13 @@ struct RpParams {
   int64_t dce_tcp_rtt_us = 1;
   int64_t rate_reduce_monitor_period_us = 4;
   int64_t initial_alpha_value = 1023;  // 1/1024 fixed point
+  // How alpha is kept between updates. false (default): exactly (a double in
+  // units of 1/1024), so its fixed point is the DCQCN fluid model's. true: as a
+  // 10-bit integer rounded down on every update, (G * alpha) >> 10. The
+  // firmware's parameters are 10-bit fixed point, but its internal precision
+  // for alpha is not documented; with G near 1024 the integer form moves alpha
+  // by a constant step per period whatever its value (see sim/README.md).
+  bool alpha_integer_10bit = false;
 };
 
 // The DCQCN reaction point of one flow as the mlx5 firmware runs it:
@@ -31,8 +38,10 @@ struct RpParams {
 //    CNP allocates the rate limiter: alpha = initial_alpha_value, R_T = R_C =
 //    rate_to_set_on_first_cnp (or the current rate), and starts the alpha timer
 //    (dce_tcp_rtt) and the rate-decrease timer (rate_reduce_monitor_period).
-//  - Alpha timer, each period: alpha = (G * alpha >> 10) + (1024 - G) if a CNP
-//    arrived in the period, else alpha = G * alpha >> 10 (10-bit fixed point).
+//  - Alpha timer, each period: alpha = G * alpha / 1024 + (1024 - G) if a CNP
+//    arrived in the period, else alpha = G * alpha / 1024 (alpha in 1/1024;
+//    rounded down to an integer when alpha_integer_10bit), at most 1024
+//    (1023 in integer mode).
 //  - Rate-decrease timer, each period in which a CNP arrived: clamp the target
 //    (R_T = R_C if clamp_tgt_rate, or a byte-counter stage is > 0, or
 //    clamp_tgt_rate_after_time_inc and a timer stage is > 0), then
@@ -67,7 +76,8 @@ class ReactionPoint {
   double rate_mbps() const { return rc_; }
   double target_mbps() const { return rt_; }
   double alpha() const { return alpha_fp_ / 1024.0; }
-  int64_t alpha_fp() const { return alpha_fp_; }
+  // Alpha in units of 1/1024 (a whole number when alpha_integer_10bit).
+  double alpha_fp() const { return alpha_fp_; }
   bool limiter_active() const { return active_; }
   int64_t time_stage() const { return time_stage_; }
   int64_t byte_stage() const { return byte_stage_; }
@@ -87,7 +97,7 @@ class ReactionPoint {
   double line_rate_;
   double rc_;
   double rt_;
-  int64_t alpha_fp_ = 1023;
+  double alpha_fp_ = 1023;
   bool active_ = false;
   bool alpha_cnp_ = false;
   bool decrease_cnp_ = false;

@@ -8,7 +8,11 @@
 namespace rocetune::sim {
 
 // What rocetune-fabricsim --output=json prints. Occupancies in bytes, times in
-// microseconds, rates in Gb/s; statistics cover [warmup, duration).
+// microseconds, rates in Gb/s. Every figure covers one measurement window,
+// [warmup, duration): rates, queues and counters count what happened in it;
+// distributions (probe RTTs, FCTs, bursts, all-reduce steps) count what
+// started in it; cnp_handled counts the CNPs of cnp_sent that reached their
+// sender (equal unless some are still in flight at the end).
 struct SimSummary {
   struct Queue {
     std::string name;  // "<switch>-><next hop>"
@@ -48,17 +52,17 @@ struct SimSummary {
   double wall_seconds = 0;
   uint64_t steps = 0;
   uint64_t events = 0;
-  std::vector<Queue> queues;
+  std::vector<Queue> queues;  // queues that held at least one byte
   std::vector<Link> links;
   std::vector<Flow> flows;    // the scenario's long flows
   double jain_index = 0;      // over `flows` throughputs (1 when fewer than 2)
   double delivered_gbps = 0;  // all flows, measured window
   std::vector<FctBin> fct_slowdown;
-  Distribution probe_rtt_us;
+  Distribution probe_rtt_us;     // quantiles within 0.5 %
   Distribution incast_burst_us;  // first byte sent to last byte acked, per burst
   Distribution allreduce_step_us;
-  uint64_t flows_started = 0;
-  uint64_t flows_completed = 0;
+  uint64_t flows_started = 0;    // in the window
+  uint64_t flows_completed = 0;  // in the window, whenever they started
   uint64_t cnp_sent = 0;
   uint64_t cnp_handled = 0;
   uint64_t ecn_marked_packets = 0;

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 #include "sim/scenario_loader.h"
 
@@ -19,6 +20,16 @@ SimSummary RunScenario(const std::string& name, const std::vector<std::string>& 
   EXPECT_TRUE(scenario.ok()) << scenario.status();
   if (!scenario.ok()) return {};
   absl::StatusOr<std::unique_ptr<Fabric>> fabric = Fabric::Create(*scenario);
+  EXPECT_TRUE(fabric.ok()) << fabric.status();
+  if (!fabric.ok()) return {};
+  (*fabric)->RunToEnd();
+  return (*fabric)->Summary(0);
+}
+
+SimSummary RunText(const std::string& text) {
+  v1::Scenario scenario;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &scenario)) << text;
+  absl::StatusOr<std::unique_ptr<Fabric>> fabric = Fabric::Create(scenario);
   EXPECT_TRUE(fabric.ok()) << fabric.status();
   if (!fabric.ok()) return {};
   (*fabric)->RunToEnd();
@@ -138,8 +149,126 @@ TEST(FabricTest, ProbeRttWithoutTrafficIsThePropagationDelay) {
   (*f)->RunToEnd();
   SimSummary sum = (*f)->Summary(0);
   ASSERT_GT(sum.probe_rtt_us.count, 100u);
-  EXPECT_NEAR(sum.probe_rtt_us.p50, 4.0 + 4 * 64 * 8 / 100e3, 0.1);
+  const double rtt = 4.0 + 4 * 64 * 8 / 100e3;
+  EXPECT_NEAR(sum.probe_rtt_us.p50, rtt, 0.005 * rtt) << "a sketch at 0.5 %";
+  EXPECT_NEAR(sum.probe_rtt_us.p99, rtt, 0.005 * rtt);
   EXPECT_NEAR(sum.probe_rtt_us.max, sum.probe_rtt_us.p50, 0.1);
+}
+
+TEST(FabricTest, EveryCnpSentIsHandledWhenNoneIsLost) {
+  // No NP moderation: several CNPs per flow and step. The incast ends well
+  // before the run, so none is in flight at the end.
+  SimSummary s = RunScenario("incast_16to1_100g", {"dcqcn.min_time_between_cnps=0",
+                                                   "workload.incast[0].repeats=2", "warmup_ms=0"});
+  EXPECT_GT(s.cnp_sent, 1000u);
+  EXPECT_EQ(s.cnp_sent, s.cnp_handled);
+  EXPECT_EQ(s.flows_started, 32u);
+  EXPECT_EQ(s.flows_completed, 32u);
+}
+
+TEST(FabricTest, EveryFigureCoversTheMeasurementWindow) {
+  // One incast at 100 us that ends by about 2 ms; the window starts at 10 ms.
+  const std::vector<std::string> once = {"workload.incast[0].repeats=1", "duration_ms=12"};
+  std::vector<std::string> late = once;
+  late.push_back("warmup_ms=10");
+  std::vector<std::string> early = once;
+  early.push_back("warmup_ms=0");
+  SimSummary in_window = RunScenario("incast_16to1_100g", early);
+  SimSummary after = RunScenario("incast_16to1_100g", late);
+  EXPECT_GT(in_window.cnp_sent, 0u);
+  EXPECT_GT(in_window.ecn_marked_packets, 0u);
+  EXPECT_EQ(in_window.flows_started, 16u);
+  EXPECT_GT(in_window.probe_rtt_us.p99, 100);
+  EXPECT_EQ(after.cnp_sent, 0u);
+  EXPECT_EQ(after.cnp_handled, 0u);
+  EXPECT_EQ(after.ecn_marked_packets, 0u);
+  EXPECT_EQ(after.pfc_pause_frames, 0u);
+  EXPECT_EQ(after.flows_started, 0u);
+  EXPECT_EQ(after.flows_completed, 0u);
+  EXPECT_EQ(after.incast_burst_us.count, 0u);
+  EXPECT_GT(after.probe_rtt_us.count, 100u);
+  EXPECT_LT(after.probe_rtt_us.p99, 5) << "probes of the quiet window see no queue";
+  EXPECT_TRUE(after.queues.empty()) << "no queue in the quiet window: " << after.ToJson();
+  // Queues that only ever held floating-point residue are not listed.
+  SimSummary busy = RunScenario("allreduce_16_hosts_background", {"duration_ms=10"});
+  ASSERT_FALSE(busy.queues.empty());
+  for (const SimSummary::Queue& q : busy.queues) EXPECT_GE(q.max_bytes, 1) << q.name;
+}
+
+TEST(FabricTest, ASmallFlowBehindAStandingQueueWaitsForItOnce) {
+  // Ten long DCQCN flows hold a queue of about 135 KB at the 40 Gb/s port of
+  // host 0 (27 us); host 11 sends a 5 KB flow to host 0 every 97 us and probes
+  // host 0 every 10 us. FIFO service: the flow's last byte leaves one queue
+  // drain after it arrived, as a probe's does, so its completion time (one
+  // way plus the ack) is within 1.2x of the probe RTT through the same queue.
+  std::string text = R"pb(
+    seed: 1
+    duration_ms: 60
+    warmup_ms: 30
+    topology { hosts: 12 host_link_gbps: 40 link_delay_ns: 1000 }
+    dcqcn {
+      clamp_tgt_rate: 1
+      clamp_tgt_rate_after_time_inc: 0
+      rpg_time_reset: 55
+      rpg_byte_reset: 156250
+      rpg_threshold: 5
+      rpg_ai_rate: 40
+      rpg_hai_rate: 200
+      rpg_min_rate: 100
+      dce_tcp_g: 1020
+      dce_tcp_rtt: 55
+      rate_reduce_monitor_period: 1
+      min_time_between_cnps: 50
+    }
+    ecn { kmin_bytes: 5000 kmax_bytes: 200000 pmax: 0.01 }
+    pfc { enabled: true }
+    probe { interval_us: 10 hosts: 11 targets: 0 }
+    workload {
+      incast { receiver: 0 senders: 11 bytes_per_sender: 5000 start_us: 20000 period_us: 97 }
+  )pb";
+  for (int i = 1; i <= 10; ++i) {
+    text += "long_flows { src: " + std::to_string(i) +
+            " dst: 0 start_us: " + std::to_string(100 * i) + " }\n";
+  }
+  text += "}\n";
+  SimSummary s = RunText(text);
+  ASSERT_GT(s.incast_burst_us.count, 100u);
+  ASSERT_GT(s.probe_rtt_us.count, 1000u);
+  EXPECT_GT(MaxQueueMean(s), 50000) << "a standing queue";
+  const double probe = s.probe_rtt_us.p50;
+  const double flow = s.incast_burst_us.p50;
+  EXPECT_GT(probe, 15) << "the probes queue";
+  EXPECT_LT(flow, 1.2 * probe) << "5 KB flow " << flow << " us vs probe " << probe << " us";
+  EXPECT_GT(flow, 0.9 * probe) << "the flow waits for the queue too";
+}
+
+TEST(FabricTest, SmallFlowSlowdownIsOnePlusQueueing) {
+  // WebSearch at 50 % load on 16 hosts under one 100 Gb/s ToR. A flow below
+  // 10 KB has an ideal completion time of 4.0-4.8 us (four 1 us links plus
+  // serialisation); its slowdown should be that plus the queueing a probe sees
+  // (and up to two steps of rounding), not a multiple of it.
+  SimSummary s = RunText(R"pb(
+    seed: 3
+    duration_ms: 30
+    warmup_ms: 5
+    topology { hosts: 16 host_link_gbps: 100 link_delay_ns: 1000 }
+    ecn { kmin_bytes: 400000 kmax_bytes: 1600000 pmax: 0.2 }
+    pfc { enabled: true }
+    workload { background { load: 0.5 distribution: WEBSEARCH } }
+    probe { interval_us: 20 }
+    fct_bin_bounds_bytes: [ 10000, 100000, 1000000 ]
+  )pb");
+  ASSERT_FALSE(s.fct_slowdown.empty());
+  const SimSummary::FctBin& small = s.fct_slowdown[0];
+  ASSERT_GT(small.count, 100u);
+  ASSERT_GT(s.probe_rtt_us.count, 10000u);
+  const double base_us = 4.0;
+  const double queueing_p50 = s.probe_rtt_us.p50 - base_us;
+  const double queueing_p99 = s.probe_rtt_us.p99 - base_us;
+  EXPECT_GT(queueing_p99, 20) << "the load builds queues";
+  EXPECT_LT(small.p50, (4.8 + 2 + queueing_p50) / base_us);
+  EXPECT_LT(small.p99, 1.1 * (4.8 + 2 + queueing_p99) / base_us);
+  EXPECT_GT(small.p99, 0.5 * (4.0 + queueing_p99) / 4.8) << "small flows see the queues";
 }
 
 }  // namespace

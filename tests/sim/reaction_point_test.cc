@@ -101,13 +101,33 @@ TEST(ReactionPointTest, AlphaDecaysGeometricallyWithoutCnps) {
   ReactionPoint rp(p, kLine);
   rp.OnCnp(0);
   const double g = 1019.0 / 1024.0;
+  for (int k : {1, 10, 50, 200, 2000}) {
+    rp.AdvanceTo(k * kUs);
+    EXPECT_NEAR(rp.alpha_fp(), 1023.0 * std::pow(g, k), 1e-9 * 1023) << "after " << k;
+  }
+}
+
+TEST(ReactionPointTest, IntegerAlphaDecaysWithTruncation) {
+  RpParams p;
+  p.rpg_byte_reset_bytes = 0;
+  p.dce_tcp_rtt_us = 1;
+  p.dce_tcp_g = 1019;
+  p.alpha_integer_10bit = true;
+  ReactionPoint rp(p, kLine);
+  rp.OnCnp(0);
+  const double g = 1019.0 / 1024.0;
   for (int k : {1, 10, 50, 200}) {
     rp.AdvanceTo(k * kUs);
     const double exact = 1023.0 * std::pow(g, k);
+    EXPECT_EQ(rp.alpha_fp(), std::floor(rp.alpha_fp())) << "a whole number after " << k;
     // 10-bit truncation loses less than one unit per period.
-    EXPECT_LE(static_cast<double>(rp.alpha_fp()), exact) << "after " << k << " periods";
-    EXPECT_GT(static_cast<double>(rp.alpha_fp()), exact - k) << "after " << k << " periods";
+    EXPECT_LE(rp.alpha_fp(), exact) << "after " << k << " periods";
+    EXPECT_GT(rp.alpha_fp(), exact - k) << "after " << k << " periods";
   }
+  // Below 1024 / (1024 - G) every period removes exactly one unit: alpha falls
+  // linearly to 0 instead of geometrically.
+  rp.AdvanceTo(1000 * kUs);
+  EXPECT_EQ(rp.alpha_fp(), 0) << "exact: " << 1023.0 * std::pow(g, 1000);
   // With g = 1/2 the recurrence is exact up to truncation: 1023 -> 511 -> 255 -> ...
   p.dce_tcp_g = 512;
   ReactionPoint half(p, kLine);
@@ -124,11 +144,44 @@ TEST(ReactionPointTest, AlphaRisesByOneMinusGWhenACnpArrivedInThePeriod) {
   p.dce_tcp_rtt_us = 10;
   p.dce_tcp_g = 1019;
   p.initial_alpha_value = 100;
-  ReactionPoint rp(p, kLine);
-  rp.OnCnp(0);
-  rp.OnCnp(5 * kUs);
-  rp.AdvanceTo(10 * kUs);
-  EXPECT_EQ(rp.alpha_fp(), (1019 * 100 >> 10) + (1024 - 1019));
+  for (bool integer : {false, true}) {
+    p.alpha_integer_10bit = integer;
+    ReactionPoint rp(p, kLine);
+    rp.OnCnp(0);
+    rp.OnCnp(5 * kUs);
+    rp.AdvanceTo(10 * kUs);
+    if (integer) {
+      EXPECT_EQ(rp.alpha_fp(), (1019 * 100 >> 10) + (1024 - 1019));
+    } else {
+      EXPECT_DOUBLE_EQ(rp.alpha_fp(), 1019 * 100 / 1024.0 + (1024 - 1019));
+    }
+  }
+}
+
+TEST(ReactionPointTest, AlphaSettlesAtTheShareOfPeriodsWithACnp) {
+  // A CNP in one period of every eight: the exact alpha converges to the
+  // fluid model's fixed point (about 1/8); the 10-bit integer one (G = 1020:
+  // -1 or +3 per period below 256) loses 4 units every eight periods, down to 0.
+  RpParams p = Quiet();
+  p.dce_tcp_rtt_us = 1;
+  p.dce_tcp_g = 1020;  // g = 1/256
+  p.initial_alpha_value = 512;
+  const double g = 4.0 / 1024.0;
+  // Over eight periods a -> (1-g)^8 a + g (1-g)^7 (sampled at the end of the cycle).
+  const double expected = 1024 * g * std::pow(1 - g, 7) / (1 - std::pow(1 - g, 8));
+  ReactionPoint exact(p, kLine);
+  p.alpha_integer_10bit = true;
+  ReactionPoint integer(p, kLine);
+  for (ReactionPoint* rp : {&exact, &integer}) {
+    rp->OnCnp(0);
+    for (int k = 0; k < 20000; ++k) {
+      if (k % 8 == 0) rp->OnCnp(k * kUs + 500);
+      rp->AdvanceTo((k + 1) * kUs);
+    }
+  }
+  EXPECT_NEAR(exact.alpha_fp(), expected, 0.01 * expected);
+  EXPECT_LT(integer.alpha_fp(), 0.1 * expected)
+      << "integer alpha " << integer.alpha_fp() << " vs exact " << expected;
 }
 
 TEST(ReactionPointTest, FastRecoveryHalvesTheGapToTheTargetEachPeriod) {

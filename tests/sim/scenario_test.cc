@@ -25,7 +25,8 @@ TEST(ScenarioTest, EveryShippedScenarioLoadsAndValidates) {
   for (const char* name :
        {"dcqcn_paper_40g_2flows", "dcqcn_paper_40g_4flows", "dcqcn_paper_40g_10flows",
         "dcqcn_paper_40g_20flows", "incast_16to1_100g", "allreduce_16_hosts_background",
-        "victim_flow", "incast_background_32_hosts"}) {
+        "victim_flow", "incast_background_32_hosts", "spine_leaf_320_hosts",
+        "allreduce_8_hosts_large_messages"}) {
     const std::string path =
         std::string(ROCETUNE_SOURCE_DIR) + "/sim/scenarios/" + name + ".textproto";
     absl::StatusOr<v1::Scenario> s = LoadScenario(path, {});

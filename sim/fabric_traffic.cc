@@ -1,0 +1,206 @@
+// Fabric: traffic: flow start and completion, and the workload generators
+// (long flows, incasts, ring all-reduce, Poisson background).
+#include <algorithm>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "sim/fabric.h"
+#include "sim/fabric_internal.h"
+
+namespace rocetune::sim {
+
+using fabric_internal::kByteDust;
+using fabric_internal::kInf;
+using fabric_internal::PrioOr3;
+using fabric_internal::UsToNs;
+
+int Fabric::StartFlow(FlowKind kind, int group, int src, int dst, double bytes, int prio) {
+  int slot;
+  if (!free_slots_.empty()) {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+  } else {
+    slot = static_cast<int>(flows_.size());
+    flows_.emplace_back();
+  }
+  Flow& f = flows_[slot];
+  f.id = next_flow_id_++;
+  f.kind = kind;
+  f.group = group;
+  f.src = src;
+  f.dst = dst;
+  f.prio = prio;
+  static thread_local std::vector<int> path;
+  Route(src, dst, Hash(f.id, 1), &path);
+  f.nlinks = static_cast<int>(path.size());
+  int total = 0;
+  int64_t one_way = 0;
+  for (int h = 0; h < f.nlinks; ++h) {
+    f.links[h] = path[h];
+    f.backlog[h] = 0;
+    f.pipe_off[h] = total;
+    total += links_[path[h]].delay_steps;
+    one_way += static_cast<int64_t>(links_[path[h]].delay_ns);
+  }
+  f.pipe_inline.fill(0.0);
+  f.pipe_heap.clear();
+  if (total > kInlinePipe) f.pipe_heap.assign(total, 0.0);
+  f.size = bytes > 0 ? bytes : kInf;
+  f.sent = f.delivered = f.delivered_measured = f.want = f.byte_acc = f.marks = 0;
+  f.start_ns = now_ns_;
+  f.one_way_ns = one_way;
+  f.base_rtt_ns = 2 * one_way;
+  f.last_cnp_ns = 0;
+  f.sent_cnp = false;
+  f.cnp_head = f.cnp_count = 0;
+  const HostState& hs = hosts_[src];
+  f.dcqcn = hs.dcqcn;
+  if (f.rp == nullptr) {
+    f.rp = std::make_unique<ReactionPoint>(hs.rp, host_gbps_ * 1000);
+  } else {
+    *f.rp = ReactionPoint(hs.rp, host_gbps_ * 1000);
+  }
+  f.fct_us = -1;
+  f.want = std::min(f.size, host_gbps_ * static_cast<double>(step_ns_) / 8.0);
+  hosts_[src].demand[prio] += f.want;
+  active_.push_back(slot);
+  if (measuring()) ++flows_started_;
+  return slot;
+}
+
+void Fabric::FinishFlow(int slot) {
+  Flow& f = flows_[slot];
+  // Floating-point dust left in queues (below kByteDust) leaves with the flow.
+  for (int h = 1; h < f.nlinks; ++h) {
+    const double b = f.backlog[h];
+    if (b == 0) continue;
+    Link& in = links_[f.links[h - 1]];
+    links_[f.links[h]].q[f.prio] = std::max(0.0, links_[f.links[h]].q[f.prio] - b);
+    in.ingress[f.prio] = std::max(0.0, in.ingress[f.prio] - b);
+    switch_total_[in.to] = std::max(0.0, switch_total_[in.to] - b);
+    f.backlog[h] = 0;
+  }
+  const int64_t done_ns = now_ns_ + step_ns_ + f.one_way_ns;  // last byte acked
+  f.fct_us = static_cast<double>(done_ns - f.start_ns) / 1000.0;
+  const double ideal_us = (static_cast<double>(f.base_rtt_ns) + f.size * 8.0 / host_gbps_) / 1000.0;
+  const double slowdown = std::max(1.0, f.fct_us / ideal_us);
+  if (measuring()) ++flows_completed_;
+  // CNPs still on their way left the receiver before the last byte did, so
+  // they reach the sender before the last byte is acked.
+  while (f.cnp_count > 0) {
+    const CnpBatch& c = f.cnps[f.cnp_head];
+    hosts_[f.src].cnp_handled += c.count;
+    if (c.measured) cnp_handled_ += c.count;
+    f.cnp_head = (f.cnp_head + 1) % kCnpRing;
+    --f.cnp_count;
+  }
+  if (f.start_ns >= warmup_ns_) {
+    size_t bin = 0;
+    while (bin < fct_bounds_.size() && f.size >= static_cast<double>(fct_bounds_[bin])) ++bin;
+    fct_bins_[bin].push_back(static_cast<float>(slowdown));
+  }
+  switch (f.kind) {
+    case FlowKind::kLong: {
+      SimSummary::Flow& r = long_results_[f.group];
+      r.fct_us = f.fct_us;
+      r.slowdown = slowdown;
+      r.throughput_gbps = f.delivered_measured;  // bytes; converted in Summary()
+      long_flow_slot_[f.group] = -2;
+      break;
+    }
+    case FlowKind::kIncast: {
+      Burst& b = bursts_[f.group];
+      b.end_ns = std::max(b.end_ns, done_ns);
+      if (--b.remaining == 0 && b.start_ns >= warmup_ns_) {
+        burst_us_.push_back(static_cast<double>(b.end_ns - b.start_ns) / 1000.0);
+      }
+      break;
+    }
+    case FlowKind::kAllReduce:
+      if (--ar_remaining_ == 0) {
+        if (ar_step_start_ns_ >= warmup_ns_) {
+          ar_step_us_.push_back(static_cast<double>(done_ns - ar_step_start_ns_) / 1000.0);
+        }
+        ++ar_steps_done_;
+        const auto& ar = scenario_.workload().allreduce();
+        if (ar.steps() == 0 || ar_steps_done_ < ar.steps()) {
+          ar_next_ns_ = done_ns + UsToNs(ar.gap_us());
+        }
+      }
+      break;
+    case FlowKind::kBackground:
+      break;
+  }
+  free_slots_.push_back(slot);
+}
+
+void Fabric::StartAllReduceStep() {
+  const int prio = PrioOr3(scenario_.workload().allreduce().priority());
+  const double chunk = static_cast<double>(scenario_.workload().allreduce().chunk_bytes());
+  ar_step_start_ns_ = now_ns_;
+  ar_remaining_ = static_cast<int>(ring_.size());
+  for (size_t i = 0; i < ring_.size(); ++i) {
+    StartFlow(FlowKind::kAllReduce, static_cast<int>(ar_steps_done_), ring_[i],
+              ring_[(i + 1) % ring_.size()], chunk, prio);
+  }
+}
+
+void Fabric::Generate() {
+  const v1::Workload& w = scenario_.workload();
+  const int64_t horizon = now_ns_ + step_ns_;  // events in [now, now + step) start now
+  while (next_long_ < long_order_.size()) {
+    const int i = long_order_[next_long_];
+    const auto& lf = w.long_flows(i);
+    if (UsToNs(lf.start_us()) >= horizon) break;
+    long_flow_slot_[i] =
+        StartFlow(FlowKind::kLong, i, static_cast<int>(lf.src()), static_cast<int>(lf.dst()),
+                  static_cast<double>(lf.bytes()), PrioOr3(lf.priority()));
+    ++next_long_;
+  }
+  for (int i = 0; i < w.incast_size(); ++i) {
+    const auto& in = w.incast(i);
+    if (incast_next_ns_[i] < 0 || incast_next_ns_[i] >= horizon) continue;
+    Burst b;
+    b.start_ns = now_ns_;
+    const int burst = static_cast<int>(bursts_.size());
+    std::vector<int> senders;
+    for (uint32_t s : in.senders()) senders.push_back(static_cast<int>(s));
+    if (senders.empty()) {
+      for (int h = 0; h < num_hosts_ && senders.size() < in.sender_count(); ++h) {
+        if (h != static_cast<int>(in.receiver())) senders.push_back(h);
+      }
+    }
+    b.remaining = static_cast<int>(senders.size());
+    bursts_.push_back(b);
+    for (int s : senders) {
+      StartFlow(FlowKind::kIncast, burst, s, static_cast<int>(in.receiver()),
+                static_cast<double>(in.bytes_per_sender()), PrioOr3(in.priority()));
+    }
+    ++incast_done_[i];
+    if (in.period_us() > 0 && (in.repeats() == 0 || incast_done_[i] < in.repeats())) {
+      incast_next_ns_[i] += UsToNs(in.period_us());
+    } else {
+      incast_next_ns_[i] = -1;
+    }
+  }
+  if (ar_next_ns_ >= 0 && ar_next_ns_ < horizon) {
+    ar_next_ns_ = -1;
+    StartAllReduceStep();
+  }
+  if (bg_cdf_ != nullptr) {
+    const int prio = PrioOr3(w.background().priority());
+    std::exponential_distribution<double> gap(1.0 / bg_mean_gap_ns_);
+    std::uniform_int_distribution<size_t> pick(0, bg_hosts_.size() - 2);
+    for (size_t i = 0; i < bg_hosts_.size(); ++i) {
+      while (bg_next_ns_[i] < horizon) {
+        size_t d = pick(rng_);
+        if (d >= i) ++d;
+        StartFlow(FlowKind::kBackground, -1, bg_hosts_[i], bg_hosts_[d], bg_cdf_->Sample(rng_),
+                  prio);
+        bg_next_ns_[i] += std::max<int64_t>(1, static_cast<int64_t>(gap(rng_)));
+      }
+    }
+  }
+}
+
+}  // namespace rocetune::sim
