@@ -129,6 +129,12 @@ TEST(RocetunectlPolicyTest, ValidateWorksOffline) {
   r = RunCtl({"policy", "validate", "-o", "json", bad});
   EXPECT_EQ(r.rc, 1);
   EXPECT_THAT(r.out, HasSubstr("\"valid\": false"));
+  std::string syntax = WriteFile("syntax.textproto", "name: \"x\"\nknobs { parameter: }\n");
+  r = RunCtl({"policy", "validate", syntax});
+  EXPECT_EQ(r.rc, 1) << r.out;
+  std::regex syntax_line(std::regex_replace(syntax, std::regex("[.]"), "\\.") +
+                         ":[0-9]+:[0-9]+: .+ \\[syntax\\]");
+  EXPECT_TRUE(std::regex_search(r.out, syntax_line)) << r.out;
   r = RunCtl({"policy", "validate", "/nonexistent/p.textproto"});
   EXPECT_EQ(r.rc, 1);
   EXPECT_THAT(r.out, HasSubstr("/nonexistent/p.textproto"));
