@@ -1,7 +1,6 @@
 #ifndef ROCETUNE_CLI_CLIENT_H_
 #define ROCETUNE_CLI_CLIENT_H_
 
-#include <functional>
 #include <memory>
 #include <string>
 

@@ -1,6 +1,7 @@
 // policy validate|apply|show|diff|history|list, and policies.
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "controller/policy/policy_loader.h"
@@ -39,10 +40,15 @@ std::vector<PolicyError> CheckFile(const std::string& path, std::string* name) {
   return file->Validate();
 }
 
-// A parse failure's message already names file:line:column for each problem.
+// A parse failure's message already names file:line:column, one problem per
+// line; each gets the rule tag.
 std::string ErrorLine(const PolicyError& e) {
-  return e.rule == "syntax" || e.rule == "io" ? absl::StrCat(e.message, " [", e.rule, "]")
-                                              : e.ToString();
+  if (e.rule != "syntax" && e.rule != "io") return e.ToString();
+  std::vector<std::string> lines;
+  for (absl::string_view line : absl::StrSplit(e.message, '\n', absl::SkipEmpty())) {
+    lines.push_back(absl::StrCat(line, " [", e.rule, "]"));
+  }
+  return absl::StrJoin(lines, "\n");
 }
 
 std::string ErrorJson(const PolicyError& e) {

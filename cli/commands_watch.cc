@@ -1,11 +1,7 @@
 // watch: the controller's event stream, reconnecting across controller restarts.
-#include <cmath>
-
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "cli/commands.h"
-#include "cli/histogram.h"
-#include "cli/output.h"
+#include "cli/event_printer.h"
 
 namespace rocetune::cli {
 namespace {
@@ -27,51 +23,6 @@ bool Retryable(grpc::StatusCode code) {
       return false;
   }
 }
-
-std::string EventTime(const v1::Event& e) {
-  return absl::FormatTime("%H:%M:%E3S", absl::FromUnixNanos(e.unix_nanos()), absl::UTCTimeZone());
-}
-
-// Writes events; change events on a terminal update one progress line in place.
-class EventPrinter {
- public:
-  EventPrinter(std::ostream& out, bool json, bool tty) : out_(out), json_(json), tty_(tty) {}
-
-  void Print(const v1::Event& e) {
-    if (json_) {
-      out_ << MessageToJson(e, /*multiline=*/false) << "\n" << std::flush;
-      return;
-    }
-    if (e.kind() == "change" && tty_) {
-      out_ << "\r" << ProgressLine(e) << "\x1b[K" << std::flush;
-      progress_shown_ = true;
-      return;
-    }
-    EndProgress();
-    out_ << EventTime(e) << "  " << e.kind() << "  " << OrDash(e.subject()) << "  " << e.detail();
-    if (!e.change_id().empty()) out_ << "  [" << e.change_id() << "]";
-    out_ << "\n" << std::flush;
-  }
-
-  // Ends an in-place progress line so the next output starts on a fresh line.
-  void EndProgress() {
-    if (progress_shown_) out_ << "\n";
-    progress_shown_ = false;
-  }
-
-  static std::string ProgressLine(const v1::Event& e) {
-    double p = std::isfinite(e.progress()) ? std::clamp(e.progress(), 0.0, 1.0) : 0.0;
-    return absl::StrCat(EventTime(e), "  ", OrDash(e.change_id()), "  ",
-                        v1::ChangeState_Name(e.state()), "  ", e.detail(), "  bake ▕", Bar(p, 20),
-                        "▏", absl::StrFormat("%3.0f%%", 100 * p));
-  }
-
- private:
-  std::ostream& out_;
-  bool json_;
-  bool tty_;
-  bool progress_shown_ = false;
-};
 
 int Watch(Context& ctx, const std::vector<std::string>&) {
   Client* client = ctx.client();
