@@ -111,6 +111,19 @@ TEST(PolicyFileParseTest, RepeatedScalarLinesAreLocatedOneByOne) {
   EXPECT_EQ(PolicyFileTestPeer::Find(*file, "rollout.stages"), Pos(text, "stages: 0.5"));
 }
 
+TEST(PolicyFileParseTest, ListSyntaxForMessagesLocatesNestedFields) {
+  const std::string text =
+      "knobs: [\n  { parameter: \"rpg_ai_rate\" max: 5 },\n"
+      "  { parameter: \"dce_tcp_g\" max: 1000 }\n]\n";
+  auto file = PolicyFile::Parse(text, "p");
+  ASSERT_TRUE(file.ok()) << file.status();
+  ASSERT_EQ(file->policy().knobs_size(), 2);
+  EXPECT_EQ(PolicyFileTestPeer::Find(*file, "knobs[1].max"), Pos(text, "max: 1000"));
+  EXPECT_EQ(PolicyFileTestPeer::Find(*file, "knobs[0].max"), Pos(text, "max: 5"));
+  // The list is one field occurrence: its elements fall back to where it starts.
+  EXPECT_EQ(PolicyFileTestPeer::Find(*file, "knobs[1]"), Pos(text, "knobs"));
+}
+
 TEST(PolicyFileParseTest, SyntaxErrorCarriesLineAndColumn) {
   const std::string text = absl::StrReplaceAll(kValidPolicy, {{"max: 1000", "maxx: 1000"}});
   auto file = PolicyFile::Parse(text, "bad.textproto");

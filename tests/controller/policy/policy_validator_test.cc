@@ -2,6 +2,8 @@
 // checks that exactly that error comes back, with its rule id, at the line and
 // column of the field it names (found in the text, not counted by hand).
 
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -9,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "controller/policy/knob_spec.h"
 #include "controller/policy/policy_loader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -305,6 +308,28 @@ TEST(PolicyValidateTest, OneKnobCanBreakSeveralRules) {
   EXPECT_EQ(std::make_pair(errors[0].line, errors[0].column), Pos(text, "min: 90"));
   EXPECT_EQ(errors[1].rule, "step_not_positive");
   EXPECT_EQ(std::make_pair(errors[1].line, errors[1].column), Pos(text, "step: 0"));
+}
+
+std::string ReadDoc() {
+  std::ifstream in(absl::StrCat(ROCETUNE_SOURCE_DIR, "/docs/policies.md"));
+  std::stringstream buf;
+  buf << in.rdbuf();
+  return buf.str();
+}
+
+// docs/policies.md names every rule validation reports and every knob.
+TEST(PolicyDocsTest, DocumentsEveryRuleAndKnob) {
+  const std::string doc = ReadDoc();
+  ASSERT_FALSE(doc.empty());
+  for (const Case& c : kCases) {
+    EXPECT_NE(doc.find(absl::StrCat("`", c.rule, "`")), std::string::npos) << c.rule;
+  }
+  for (const char* rule : {"syntax", "negative_unsigned"}) {
+    EXPECT_NE(doc.find(absl::StrCat("`", rule, "`")), std::string::npos) << rule;
+  }
+  for (const KnobSpec& spec : KnobSpecs()) {
+    EXPECT_NE(doc.find(absl::StrCat("| `", spec.name, "` |")), std::string::npos) << spec.name;
+  }
 }
 
 }  // namespace
