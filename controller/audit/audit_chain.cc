@@ -144,7 +144,10 @@ void AuditChainVerifier::Finish(int64_t highest_assigned_id) {
         highest_assigned_id == last_id_ + 1
             ? absl::StrCat("row ", highest_assigned_id, " is")
             : absl::StrCat("rows ", last_id_ + 1, "..", highest_assigned_id, " are");
-    Fail(last_id_ + 1, absl::StrCat(missing, " missing (deleted) after the last row ", last_id_));
+    Fail(last_id_ + 1,
+         result_.rows() == 0
+             ? absl::StrCat(missing, " missing (deleted): the log is empty")
+             : absl::StrCat(missing, " missing (deleted) after the last row ", last_id_));
     return;
   }
   result_.set_ok(true);

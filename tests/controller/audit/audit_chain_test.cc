@@ -155,6 +155,13 @@ TEST(AuditChainVerifierTest, EmptyLogIsOk) {
   EXPECT_EQ(r.rows(), 0);
 }
 
+TEST(AuditChainVerifierTest, EmptiedLogIsFound) {
+  v1::VerifyAuditResponse r = Verify({}, 3);
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(r.first_bad_id(), 1);
+  EXPECT_EQ(r.problem(), "rows 1..3 are missing (deleted): the log is empty");
+}
+
 TEST(AuditChainVerifierTest, ModifiedRowIsNamed) {
   std::vector<v1::AuditEntry> rows = Chain(5);
   rows[2].set_reason("edited");

@@ -508,6 +508,15 @@ TEST_F(AuditChainStoreTest, DeletedLastRowIsFoundEvenAfterMoreAppends) {
   EXPECT_EQ(r.first_bad_id(), 5);
 }
 
+TEST_F(AuditChainStoreTest, EmptiedLogIsFound) {
+  RawExec(path_, "DELETE FROM audit");
+  v1::VerifyAuditResponse r = Verify();
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(r.rows(), 0);
+  EXPECT_EQ(r.first_bad_id(), 1);
+  EXPECT_THAT(r.problem(), HasSubstr("rows 1..5 are missing"));
+}
+
 TEST_F(AuditChainStoreTest, SwappedRowsAreFound) {
   // Swap every column but the id between rows 2 and 4.
   RawExec(path_,
