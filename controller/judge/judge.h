@@ -61,7 +61,10 @@ struct JudgeConfig {
 // hard guard -> FAIL; any test rejects -> FAIL; every HOLD rule satisfied and the p99 ratio's upper
 // bound below 1 + pass_max_ucb_regression at the final look -> PASS; else HOLD.
 // Missing or thin data is HOLD, never PASS. Deterministic: identical input,
-// identical verdict and evidence.
+// identical verdict and evidence, whatever the order of `hosts`.
+// Defaults for Guard fields left at 0, host admission, the alpha split, the
+// rule names and the evidence fields are described in README.md next to this
+// header.
 v1::Verdict Judge(const std::vector<HostInput>& hosts, const JudgeConfig& config);
 
 }  // namespace rocetune::controller

@@ -26,33 +26,5 @@ TEST(JudgeFalseFailTest, EightRacksBelowOnePercentOverAllLooksAndMetrics) {
   EXPECT_GE(t.pass, seeds * 9 / 10);
 }
 
-TEST(JudgeFalseFailTest, SixRacksBelowOnePercent) {
-  SimConfig sim_config;
-  sim_config.racks = 6;
-  int seeds = Seeds(2000);
-  Tally t = RunSchedule(sim_config, AllMetricsConfig(), seeds, 100001);
-  std::cout << Describe("A/A 6 racks", t) << "\n";
-  EXPECT_TRUE(UpperBoundBelow(t.fail, seeds, 0.01)) << t.fail << " of " << seeds;
-  EXPECT_EQ(t.pass_before_final, 0);
-}
-
-// The strictest constraints (no tolerated increase on any guard metric) on
-// over-dispersed, host-correlated counters: the constraint tests' own false
-// FAILs stay within budget (their share of alpha is 0.1%).
-TEST(JudgeFalseFailTest, ConstraintsToleratingNoIncreaseStayWithinBudget) {
-  SimConfig sim_config;
-  JudgeConfig config = AllMetricsConfig();
-  for (v1::Constraint& c : config.constraints) c.set_max_ratio(1.0);
-  int seeds = Seeds(1000);
-  Tally t = RunSchedule(sim_config, config, seeds, 800001);
-  std::cout << Describe("A/A, constraints at ratio 1", t) << "\n";
-  int constraint_fails = 0;
-  for (const auto& [rule, n] : t.fail_rules) {
-    if (rule.rfind("constraint", 0) == 0) constraint_fails += n;
-  }
-  EXPECT_TRUE(UpperBoundBelow(constraint_fails, seeds, 0.01)) << constraint_fails;
-  EXPECT_GE(t.pass, seeds * 9 / 10);
-}
-
 }  // namespace
 }  // namespace rocetune::controller::sim
