@@ -122,15 +122,20 @@ double LossRate(const HostPeriod& p) {
              : static_cast<double>(p.probes_lost) / static_cast<double>(p.probes_sent);
 }
 
+// Whether a period has a usable exposure for rates.
+bool HasExposure(const HostPeriod& p) {
+  return p.covered_seconds > 0 && std::isfinite(p.covered_seconds);
+}
+
 double WorstPauseRatio(const HostPeriod& p) {
-  if (!(p.covered_seconds > 0)) return kNaN;
+  if (!HasExposure(p)) return kNaN;
   uint64_t worst = *std::max_element(std::begin(p.pause_us), std::end(p.pause_us));
   return static_cast<double>(worst) / (p.covered_seconds * 1e6);
 }
 
 // The natural value of a guard metric over a period (NaN without exposure).
 double GuardValue(GuardKind kind, const HostPeriod& p) {
-  if (!(p.covered_seconds > 0)) return kNaN;
+  if (!HasExposure(p)) return kNaN;
   switch (kind) {
     case GuardKind::kThroughput:
       return static_cast<double>(p.tx_bytes) * 8 / 1e9 / p.covered_seconds;
@@ -147,7 +152,7 @@ double GuardValue(GuardKind kind, const HostPeriod& p) {
 // The log value the DiD works on: counts get +0.5 (so zero counts have a
 // finite log), proportions and throughput a floor.
 double GuardLogValue(GuardKind kind, const HostPeriod& p) {
-  if (!(p.covered_seconds > 0)) return kNaN;
+  if (!HasExposure(p)) return kNaN;
   switch (kind) {
     case GuardKind::kThroughput:
       return std::log(std::max(GuardValue(kind, p), kThroughputLogFloorGbps));
@@ -343,7 +348,7 @@ v1::GroupEvidence MakeGroup(const std::string& name, const std::vector<const Hos
     const HostPeriod& p = pick(h);
     // Hosts were admitted with matching accuracies, so Merge cannot fail.
     (void)merged.Merge(p.rtt);
-    if (p.covered_seconds > 0) {
+    if (HasExposure(p)) {
       gbps += GuardValue(GuardKind::kThroughput, p);
       cnp += GuardValue(GuardKind::kCnp, p);
       pause += GuardValue(GuardKind::kPauseRatio, p);

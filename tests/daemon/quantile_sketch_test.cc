@@ -186,5 +186,41 @@ TEST(QuantileSketchTest, BucketCountIsBounded) {
   EXPECT_NEAR(s.Quantile(1.0), s.max(), s.max() * 0.01);
 }
 
+// The bucket of every rank contains the exact order statistic of that rank, so
+// rank intervals mapped to buckets cover at least what the ranks cover.
+TEST(QuantileSketchTest, BucketOfRankContainsTheOrderStatistic) {
+  for (auto data : {Lognormal(5000, 3), Bimodal(5000, 4), Uniform(5000, 5)}) {
+    QuantileSketch s(0.01);
+    for (double x : data) s.Insert(x);
+    std::sort(data.begin(), data.end());
+    for (uint64_t rank = 1; rank <= data.size(); ++rank) {
+      QuantileSketch::RankBucket b = s.BucketOfRank(rank);
+      ASSERT_LE(b.lower, data[rank - 1]) << rank;
+      ASSERT_GE(b.upper, data[rank - 1]) << rank;
+      ASSERT_LE(b.upper, b.lower * 1.0203 + 1e-300) << rank;  // one bucket wide
+      ASSERT_FALSE(b.may_hold_folded);
+    }
+  }
+  QuantileSketch empty;
+  EXPECT_EQ(empty.BucketOfRank(1).upper, 0);
+  QuantileSketch one;
+  one.Insert(2e-6);
+  EXPECT_EQ(one.BucketOfRank(0).upper, 0);
+  EXPECT_EQ(one.BucketOfRank(2).upper, 0);
+  EXPECT_EQ(one.BucketOfRank(1).lower, 2e-6);  // clamped to min and max
+  EXPECT_EQ(one.BucketOfRank(1).upper, 2e-6);
+}
+
+TEST(QuantileSketchTest, BucketOfRankFlagsFoldedBuckets) {
+  QuantileSketch s(0.01);
+  for (int i = 0; i < 100; ++i) s.Insert(1e-6 * (1 + i * 0.01));
+  s.Insert(1e32);  // forces the low buckets to fold
+  QuantileSketch::RankBucket low = s.BucketOfRank(50);
+  EXPECT_TRUE(low.may_hold_folded);
+  EXPECT_EQ(low.lower, s.min());
+  EXPECT_GE(low.upper, 1e-6 * 1.5);
+  EXPECT_FALSE(s.BucketOfRank(101).may_hold_folded);
+}
+
 }  // namespace
 }  // namespace rocetune

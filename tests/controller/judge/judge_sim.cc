@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "controller/judge/stats.h"
 #include "daemon/quantile_sketch.h"
 
 namespace rocetune::controller::sim {
@@ -259,6 +260,14 @@ int Seeds(int default_seeds) {
   if (env == nullptr) return default_seeds;
   int n = std::atoi(env);
   return n > 0 ? n : default_seeds;
+}
+
+bool UpperBoundBelow(int k, int n, double rate) {
+  return stats::BinomialCdf(k, static_cast<uint64_t>(n), rate) < 0.05;
+}
+
+bool LowerBoundAtLeast(int k, int n, double rate) {
+  return k >= 1 && 1 - stats::BinomialCdf(k - 1, static_cast<uint64_t>(n), rate) <= 0.05;
 }
 
 JudgeConfig AllMetricsConfig() {

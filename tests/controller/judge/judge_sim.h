@@ -43,7 +43,7 @@ struct SimConfig {
   double fleet_window_sd = 0.05;
   double ar_sd = 0.05;
   double ar_phi = 0.6;
-  double fleet_after_log_shift = 0;   // every host after the change (a fleet incident)
+  double fleet_after_log_shift = 0;  // every host after the change (a fleet incident)
 
   // The change, applied to canary hosts after it.
   double canary_tail_scale = 1;  // tail component x this
@@ -87,6 +87,12 @@ std::string Describe(const char* name, const Tally& t);
 
 // The seed count: `default_seeds`, or ROCETUNE_JUDGE_SEEDS for longer offline runs.
 int Seeds(int default_seeds);
+
+// Clopper-Pearson gates at 95%: with k events out of n runs, is the one-sided
+// upper confidence bound of the rate below `rate` (k <= 4 of 1000, <= 12 of
+// 2000 for 1%)? Is the lower bound at least `rate` (k >= 962 of 1000 for 95%)?
+bool UpperBoundBelow(int k, int n, double rate);
+bool LowerBoundAtLeast(int k, int n, double rate);
 
 // A judge config with policy defaults, three looks and one constraint per guard
 // metric at its default ratio.

@@ -104,6 +104,18 @@ TEST(JudgeThinDataTest, EmptySketchesHold) {
   v1::Verdict v = ExpectAlwaysHold(c, "empty sketches");
   EXPECT_EQ(v.dropped_hosts_size(), 16);
   EXPECT_EQ(v.groups(0).hosts(), 0u);
+  // No hosts at all.
+  v1::Verdict none = Judge({}, FinalConfig());
+  EXPECT_EQ(none.outcome(), v1::Verdict::HOLD);
+  EXPECT_EQ(none.rule(), "min_rack_pairs");
+}
+
+TEST(JudgeThinDataTest, BadExposureNeverPasses) {
+  auto hosts = FinalLook(sim::SimConfig{}, 9);
+  for (HostInput& h : hosts) h.after.covered_seconds = std::nan("");
+  v1::Verdict v = Judge(hosts, FinalConfig());
+  EXPECT_EQ(v.outcome(), v1::Verdict::HOLD) << v.summary();
+  EXPECT_THAT(v.rule(), StartsWith("constraint_data:"));
 }
 
 TEST(JudgeThinDataTest, CanaryLosingFivePercentOfProbesNeverPasses) {
