@@ -147,7 +147,9 @@ TEST(RolloutE2E, LocalGuardOnACanaryHostRollsBackEverywhereAndIsNotRepushed) {
   ASSERT_FALSE(rejected.empty());
   for (const v1::HostInfo& h : env.Hosts()) {
     auto it = rejected.find(h.host_id());
-    if (it != rejected.end()) EXPECT_NE(h.desired_version(), it->second);
+    if (it != rejected.end()) {
+      EXPECT_NE(h.desired_version(), it->second);
+    }
   }
 }
 

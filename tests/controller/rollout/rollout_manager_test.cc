@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "controller/rollout/change_planner.h"
 #include "daemon/clock.h"
@@ -415,7 +416,9 @@ TEST_F(RolloutTest, RegressionOnTheCanaryRollsBackEveryTouchedHost) {
   EXPECT_LE(clock_.Now() - canary_start, absl::Seconds(5));
   for (const std::string& h : hosts_) EXPECT_NE(DesiredValue(h), 2) << h;
   for (const auto& h : now.hosts()) {
-    if (h.role() == v1::HostTarget::CANARY) EXPECT_EQ(agents_[h.host_id()]->Param("rpg_time_reset", 0), 300);
+    if (h.role() == v1::HostTarget::CANARY) {
+      EXPECT_EQ(agents_[h.host_id()]->Param("rpg_time_reset", 0), 300);
+    }
   }
   const v1::Verdict& v = now.verdicts(now.verdicts_size() - 1);
   EXPECT_EQ(v.outcome(), v1::Verdict::FAIL);
@@ -574,7 +577,9 @@ TEST_F(RolloutTest, CampaignTrialsRunCanaryOnlyAndPromotionNeedsApproval) {
     // Only canary hosts ever run a trial's values.
     for (const std::string& h : hosts_) {
       const std::string holder = manager_->ActiveChangeOf(h);
-      if (holder.empty()) EXPECT_EQ(DesiredValue(h) == -1 || DesiredValue(h) == 300, true) << h;
+      if (holder.empty()) {
+        EXPECT_TRUE(DesiredValue(h) == -1 || DesiredValue(h) == 300) << h;
+      }
     }
   }
   ASSERT_EQ(now.state(), v1::Campaign::FINISHED) << now.DebugString();
