@@ -443,7 +443,8 @@ TEST_F(RolloutTest, GuardEventOnACanaryHostRollsBackAndTheSetIsNeverRepushed) {
   Tick();
   std::string canary;
   std::string canary_version;
-  for (const auto& h : Get(c->id()).hosts()) {
+  const v1::Change started = Get(c->id());
+  for (const auto& h : started.hosts()) {
     if (h.role() == v1::HostTarget::CANARY) {
       canary = h.host_id();
       canary_version = h.pushed_version();
