@@ -55,6 +55,7 @@ bool IsAscii(absl::string_view s) {
 
 bool DecodeCounter(const char* p, const char* end, CounterInput* out) {
   *out = CounterInput();
+  out->priority = 0;  // proto3: an absent priority is 0
   while (p < end) {
     uint32_t field = 0, type = 0;
     if (!ReadTag(p, end, &field, &type)) return false;
