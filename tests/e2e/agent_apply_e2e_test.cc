@@ -3,7 +3,9 @@
 // push -> write -> read back -> Ack; a bad set is NACKed whole and the host
 // keeps its version; the local guard restores last-known-good and the
 // controller records the rejected version and never re-pushes it.
+#include <fcntl.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -12,6 +14,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
@@ -40,15 +43,21 @@ TEST(AgentApplyE2E, PushAckNackAndGuardRestore) {
   Env env(opt);
   ASSERT_TRUE(env.StartController()) << env.ControllerLog();
   const std::string tree = absl::StrCat(env.dir(), "/host");
-  std::filesystem::copy(absl::StrCat(ROCETUNE_SOURCE_DIR, "/tests/fixtures/hosts/mlx5_ofed"), tree,
-                        std::filesystem::copy_options::recursive);
+  // cp -a keeps the tree's symlinks (sysfs is full of them).
+  std::string cp_out;
+  ASSERT_EQ(testing::RunCommand("/bin/cp",
+                                {"-a", absl::StrCat(ROCETUNE_SOURCE_DIR, "/tests/fixtures/hosts/mlx5_ofed"),
+                                 tree},
+                                &cp_out),
+            0)
+      << cp_out;
   testing::Subprocess agent(
       testing::BuiltBinary("agent/rocetune-agent"),
       {absl::StrCat("--host_id=", kHost), absl::StrCat("--controller=127.0.0.1:", env.port()),
        "--insecure_loopback", "--metrics_address=127.0.0.1:0", "--probe_udp_listen=127.0.0.1:0",
        absl::StrCat("--sysfs_root=", tree, "/sys"), absl::StrCat("--debugfs_root=", tree, "/debug"),
        absl::StrCat("--state_dir=", env.dir(), "/agent"), "--counter_source=sysfs",
-       "--sample_interval=200ms", "--guard_window=60s", "--guard_max_cnp_rate=100000",
+       "--sample_interval=200ms", "--guard_window=2s", "--guard_max_cnp_rate=100000",
        "--labels=rack=r1,role=trainer"},
       absl::StrCat(env.dir(), "/agent.log"));
   ASSERT_TRUE(agent.Start());
@@ -78,6 +87,9 @@ TEST(AgentApplyE2E, PushAckNackAndGuardRestore) {
   const std::string v1 = host().current_version();
   EXPECT_FALSE(v1.empty());
   EXPECT_EQ(host().desired_version(), v1);
+  // The guard watches a new set for --guard_window (2 s) before it becomes
+  // last-known-good.
+  absl::SleepFor(absl::Seconds(3));
   // 2. An out-of-range value: the whole set is refused, the host keeps v1.
   ASSERT_EQ(env.Ctl({"push", kHost, "mlx5_0", "rpg_ai_rate=30", "dce_tcp_g=2000", "--wait"},
                     "alice", &out),
@@ -95,11 +107,18 @@ TEST(AgentApplyE2E, PushAckNackAndGuardRestore) {
   const std::string cnp = tree + kCounters + "rp_cnp_handled";
   uint64_t before = 0;
   ASSERT_TRUE(absl::SimpleAtoi(ReadFile(cnp), &before));
+  // Rewritten in place with one write of a fixed width (zero-padded), as the
+  // kernel presents a counter: the agent keeps the file open and rereads it.
+  const int fd = open(cnp.c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
   for (int i = 1; i <= 10; ++i) {
-    std::ofstream(cnp) << before + static_cast<uint64_t>(i) * 10'000'000ull << "\n";
+    const std::string text =
+        absl::StrFormat("%020u\n", before + static_cast<uint64_t>(i) * 10'000'000ull);
+    ASSERT_EQ(pwrite(fd, text.data(), text.size(), 0), static_cast<ssize_t>(text.size()));
     absl::SleepFor(absl::Milliseconds(250));
     if (ReadFile(rp + "rpg_ai_rate") == "20") break;
   }
+  close(fd);
   EXPECT_EQ(ReadFile(rp + "rpg_ai_rate"), "20") << agent.Log();
   ASSERT_TRUE(env.WaitFor([&] { return !host().last_guard_event().empty(); }, absl::Seconds(10)));
   v1::HostInfo h = host();
