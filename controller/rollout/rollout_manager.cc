@@ -18,6 +18,10 @@
 namespace rocetune::controller {
 namespace {
 
+// The canary's own p99 rise (ratio) that fails a change whose control group
+// moved with it (see Evaluate).
+constexpr double kFabricRegressionRatio = 1.5;
+
 bool IsActiveState(v1::ChangeState s) {
   return s == v1::PROPOSED || s == v1::APPROVED || s == v1::CANARY || s == v1::STAGE;
 }
@@ -132,6 +136,10 @@ absl::Status RolloutManager::Load() {
 }
 
 // ---------------------------------------------------------------- helpers
+
+absl::Duration RolloutManager::ReportGrace() const {
+  return std::min(absl::Milliseconds(500), options_.window / 2);
+}
 
 v1::Change* RolloutManager::Find(const std::string& id) {
   auto it = changes_.find(id);
@@ -793,8 +801,11 @@ v1::Verdict RolloutManager::Evaluate(v1::Change* c, uint32_t look, uint32_t look
   const v1::Policy policy = WithDefaults(pv.ok() ? pv->policy() : v1::Policy());
   const Step& step = steps_.at(c->id());
   const absl::Time now = clock_->Now();
-  const int expected = static_cast<int>(telemetry_->WindowIndex(now - absl::Nanoseconds(1)) -
-                                        telemetry_->WindowIndex(step.after_start) + 1);
+  // Complete windows only: the last one closed at least a grace period ago,
+  // so the reports that span its end have arrived.
+  const absl::Time to = telemetry_->WindowStart(telemetry_->WindowIndex(now - ReportGrace()));
+  const int expected = static_cast<int>(telemetry_->WindowIndex(to) -
+                                        telemetry_->WindowIndex(step.after_start));
   std::vector<HostInput> inputs;
   for (const v1::HostTarget& h : c->hosts()) {
     auto b = step.baseline.find(h.host_id());
@@ -807,7 +818,9 @@ v1::Verdict RolloutManager::Evaluate(v1::Change* c, uint32_t look, uint32_t look
     in.before = b->second;
     std::shared_ptr<HostTelemetry> t = telemetry_->Find(h.host_id());
     PeriodAggregate agg;
-    if (t != nullptr) agg = t->Aggregate(step.after_start, now, policy.objective().peer_class());
+    if (t != nullptr && to > step.after_start) {
+      agg = t->Aggregate(step.after_start, to, policy.objective().peer_class());
+    }
     in.after = ToHostPeriod(agg, std::max(1, expected));
     inputs.push_back(std::move(in));
   }
@@ -837,6 +850,20 @@ v1::Verdict RolloutManager::Evaluate(v1::Change* c, uint32_t look, uint32_t look
     m->set_mean(sum / n);
     m->set_ratio(std::exp(sum / n));
     m->set_note(absl::StrCat("mean over ", n, " canary hosts of ln p99 after - ln p99 before"));
+    // In a shared fabric a bad change on canary senders fills the queues
+    // control hosts cross too, so the judge sees control move with the canary
+    // and holds ("control_shift"). When the canary's own p99 rose by half or
+    // more since the change, the change is the likely cause: fail it rather
+    // than wait out the HOLD limit.
+    if (v.outcome() == v1::Verdict::HOLD && v.rule() == "control_shift" &&
+        m->ratio() >= kFabricRegressionRatio) {
+      v.set_outcome(v1::Verdict::FAIL);
+      v.set_rule("fabric_regression");
+      v.set_summary(absl::StrFormat(
+          "FAIL: canary p99 rose %+.0f%% over its own baseline right after the change, and control "
+          "rose with it (%s): in a shared fabric the change is the likely cause",
+          100 * (m->ratio() - 1), v.summary()));
+    }
   }
   return v;
 }
@@ -877,8 +904,8 @@ void RolloutManager::Drive(v1::Change* c) {
     if (h.role() == v1::HostTarget::CONTROL && h.stage() > stage) has_control = true;
   }
   const absl::Duration interval = bake / looks;
-  const int64_t due =
-      static_cast<int64_t>(std::floor(absl::FDivDuration(now - after_start, interval)));
+  const int64_t due = static_cast<int64_t>(
+      std::floor(absl::FDivDuration(now - after_start - ReportGrace(), interval)));
   Step& step = it->second;
   if (due <= step.last_look) {
     Publish(*c, "baking", progress);

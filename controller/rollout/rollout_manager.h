@@ -114,6 +114,8 @@ class RolloutManager : public FleetListener {
     int64_t last_look = 0;   // looks evaluated so far in this step
   };
 
+  // How long after a window ends its reports are taken to have arrived.
+  absl::Duration ReportGrace() const;
   v1::Change* Find(const std::string& id);
   const v1::Change* Find(const std::string& id) const;
   v1::Campaign* FindCampaign(const std::string& id);
