@@ -101,7 +101,8 @@ TEST(RolloutE2E, BadChangeIsRolledBackWithinTwoJudgeWindows) {
   const double decided = (rolled_back - canary_start) / 1e9;
   const double complete = absl::ToDoubleSeconds(converged - absl::FromUnixNanos(canary_start));
   // A judge window (look) is bake / looks = 2 s.
-  EXPECT_LE(decided, 4.0) << "rollback decided " << decided << " s after the canary started";
+  EXPECT_LE(decided, 4.0) << "rollback decided " << decided << " s after the canary started\n"
+                          << c->DebugString().substr(0, 6000);
   std::printf("BENCH e2e_rollback decided_s=%.2f complete_s=%.2f judge_window_s=2\n", decided,
               complete);
   EXPECT_LE(complete, 6.0);
