@@ -47,7 +47,6 @@ ABSL_FLAG(int, e2e_duration_ms, 200, "simulated time of the end-to-end knob set'
 namespace {
 
 using rocetune::controller::KnobValues;
-using rocetune::controller::RehearseScenario;
 using rocetune::controller::TrialResult;
 using rocetune::controller::TunerDecision;
 
@@ -102,13 +101,15 @@ std::vector<BenchKnob> EndToEndKnobs() {
   return {
       make("rate_to_set_on_first_cnp", 0, 10000, 1000, false),
       make("dce_tcp_rtt", 1, 256, 1, true),
-      make("rpg_time_reset", 100, 3000, 10, true),
+      make("rpg_time_reset", 100, 3000, 100, true),
   };
 }
 
 struct Figures {
   double p99_us = 0;
   double throughput_gbps = 0;
+  double incast_burst_p99_us = 0;  // 0 without incast
+  double step_p99_us = 0;          // 0 without all-reduce
   bool ok = false;
 };
 
@@ -123,13 +124,18 @@ class Evaluator {
       if (it != cache_.end()) return it->second;
     }
     Figures f;
-    absl::StatusOr<rocetune::v1::RehearsalResult> r = RehearseScenario(scenario_, knobs);
-    if (r.ok()) {
-      f.p99_us = r->probe_p99_seconds() * 1e6;
-      f.throughput_gbps = r->throughput_gbps();
-      f.ok = true;
+    absl::StatusOr<rocetune::sim::SimSummary> sum =
+        rocetune::controller::SimulateWithKnobs(scenario_, knobs);
+    if (sum.ok()) {
+      const rocetune::v1::RehearsalResult r = rocetune::controller::SummaryFigures(
+          *sum, static_cast<int>(scenario_.topology().hosts()));
+      f.p99_us = r.probe_p99_seconds() * 1e6;
+      f.throughput_gbps = r.throughput_gbps();
+      f.incast_burst_p99_us = sum->incast_burst_us.p99;
+      f.step_p99_us = sum->allreduce_step_us.p99;
+      f.ok = sum->probe_rtt_us.count > 0;
     } else {
-      std::fprintf(stderr, "tuning_bench: %s\n", std::string(r.status().message()).c_str());
+      std::fprintf(stderr, "tuning_bench: %s\n", std::string(sum.status().message()).c_str());
     }
     std::lock_guard<std::mutex> l(mu_);
     ++runs_;
@@ -149,6 +155,11 @@ std::string Format(const KnobValues& v) {
   std::vector<std::string> parts;
   for (const auto& [k, x] : v) parts.push_back(absl::StrCat(k, ":", x));
   return absl::StrJoin(parts, ",");
+}
+
+// Relative change in percent; 0 when the reference is 0 (figure not present).
+double ChangePct(double value, double reference) {
+  return reference > 0 ? 100 * (value / reference - 1) : 0;
 }
 
 double Seconds(std::chrono::steady_clock::time_point t0) {
@@ -326,15 +337,18 @@ int main(int argc, char** argv) {
         "BENCH tuning_bench scenario=%s overrides=%s default_p99_us=%.1f tuner_p99_us=%.1f "
         "improvement_pct=%.1f oracle_p99_us=%.1f oracle_improvement_pct=%.1f "
         "gap_to_oracle_pct=%.1f trials=%zu throughput_change_pct=%.1f "
-        "oracle_throughput_change_pct=%.1f tuner_best=%s oracle_best=%s stop=\"%s\" "
+        "oracle_throughput_change_pct=%.1f incast_burst_p99_change_pct=%.1f "
+        "step_p99_change_pct=%.1f tuner_best=%s oracle_best=%s stop=\"%s\" "
         "meets_gap=%d meets_trials=%d tuner_seconds=%.1f oracle_seconds=%.1f sim_runs=%d\n",
         bs.name.c_str(), absl::StrJoin(bs.overrides, ",").c_str(), o->base.p99_us, o->best.p99_us,
         100 * (1 - o->best.p99_us / o->base.p99_us), o->oracle.p99_us,
         100 * (1 - o->oracle.p99_us / o->base.p99_us), gap, o->trials,
         100 * (o->best.throughput_gbps / o->base.throughput_gbps - 1),
         100 * (o->oracle.throughput_gbps / o->base.throughput_gbps - 1),
-        Format(o->best_knobs).c_str(), Format(o->oracle_knobs).c_str(), o->stop.c_str(),
-        gap_ok ? 1 : 0, trials_ok ? 1 : 0, o->tuner_seconds, o->oracle_seconds, o->sim_runs);
+        ChangePct(o->best.incast_burst_p99_us, o->base.incast_burst_p99_us),
+        ChangePct(o->best.step_p99_us, o->base.step_p99_us), Format(o->best_knobs).c_str(),
+        Format(o->oracle_knobs).c_str(), o->stop.c_str(), gap_ok ? 1 : 0, trials_ok ? 1 : 0,
+        o->tuner_seconds, o->oracle_seconds, o->sim_runs);
     std::fflush(stdout);
   }
 
@@ -354,10 +368,12 @@ int main(int argc, char** argv) {
     std::printf(
         "BENCH tuning_bench scenario=e2e_knobs_%s overrides=%s default_p99_us=%.1f "
         "tuner_p99_us=%.1f improvement_pct=%.1f trials=%zu throughput_change_pct=%.1f "
+        "incast_burst_p99_change_pct=%.1f "
         "tuner_best=%s stop=\"%s\" meets_e2e_goal=%d tuner_seconds=%.1f\n",
         bs.name.c_str(), absl::StrJoin(bs.overrides, ",").c_str(), o->base.p99_us, o->best.p99_us,
         100 * (1 - o->best.p99_us / o->base.p99_us), o->trials,
         100 * (o->best.throughput_gbps / o->base.throughput_gbps - 1),
+        ChangePct(o->best.incast_burst_p99_us, o->base.incast_burst_p99_us),
         Format(o->best_knobs).c_str(), o->stop.c_str(),
         (o->best.p99_us <= 0.7 * o->base.p99_us &&
          o->best.throughput_gbps >= 0.95 * o->base.throughput_gbps)
