@@ -32,6 +32,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <string>
@@ -254,7 +255,7 @@ absl::StatusOr<Outcome> Tune(const rocetune::v1::Scenario& scenario,
   out.best = eval.Measure(d.best);
   out.best_knobs = d.best;
   out.trials = trials.size();
-  out.stop = d.reason;
+  out.stop = d.reason.starts_with("budget") ? "budget" : "converged";
   out.tuner_seconds = Seconds(t0);
 
   out.oracle = out.base;
@@ -358,20 +359,22 @@ int main(int argc, char** argv) {
                    std::string(o.status().message()).c_str());
       return 1;
     }
-    const double gap = 100 * (o->best.p99_us / o->oracle.p99_us - 1);
+    // nan (and not met) without the grid.
+    const double gap = o->ran_oracle ? 100 * (o->best.p99_us / o->oracle.p99_us - 1)
+                                     : std::numeric_limits<double>::quiet_NaN();
     const bool gap_ok = gap <= 10;
     const bool trials_ok = o->trials <= kBudget;
     ++tuned;
     met_gap += gap_ok;
     met_trials += trials_ok;
-    worst_gap = std::max(worst_gap, gap);
+    if (o->ran_oracle) worst_gap = std::max(worst_gap, gap);
     std::printf(
         "BENCH tuning_bench scenario=%s overrides=%s default_p99_us=%.1f tuner_p99_us=%.1f "
         "improvement_pct=%.1f oracle_p99_us=%.1f oracle_improvement_pct=%.1f "
         "gap_to_oracle_pct=%.1f trials=%zu throughput_change_pct=%.1f "
         "oracle_throughput_change_pct=%.1f incast_burst_p99_change_pct=%.1f "
         "step_p99_change_pct=%.1f fresh_seeds_improvement_pct=%.1f "
-        "fresh_seeds_oracle_improvement_pct=%.1f tuner_best=%s oracle_best=%s stop=\"%s\" "
+        "fresh_seeds_oracle_improvement_pct=%.1f tuner_best=%s oracle_best=%s stop=%s "
         "meets_gap=%d meets_trials=%d tuner_seconds=%.1f oracle_seconds=%.1f sim_runs=%d\n",
         bs.name.c_str(), absl::StrJoin(bs.overrides, ",").c_str(), o->base.p99_us, o->best.p99_us,
         100 * (1 - o->best.p99_us / o->base.p99_us), o->oracle.p99_us,
@@ -404,7 +407,7 @@ int main(int argc, char** argv) {
         "BENCH tuning_bench scenario=e2e_knobs_%s overrides=%s default_p99_us=%.1f "
         "tuner_p99_us=%.1f improvement_pct=%.1f trials=%zu throughput_change_pct=%.1f "
         "incast_burst_p99_change_pct=%.1f fresh_seeds_improvement_pct=%.1f "
-        "tuner_best=%s stop=\"%s\" meets_e2e_goal=%d tuner_seconds=%.1f\n",
+        "tuner_best=%s stop=%s meets_e2e_goal=%d tuner_seconds=%.1f\n",
         bs.name.c_str(), absl::StrJoin(bs.overrides, ",").c_str(), o->base.p99_us, o->best.p99_us,
         100 * (1 - o->best.p99_us / o->base.p99_us), o->trials,
         100 * (o->best.throughput_gbps / o->base.throughput_gbps - 1),
