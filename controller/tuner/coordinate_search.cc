@@ -38,7 +38,9 @@ struct Axis {
   int64_t max_units = 1;  // largest additive move, in steps
 
   int64_t step() const { return knob->step(); }
+  // The grid point nearest to v, inside [lo, hi].
   int64_t Snap(int64_t v) const {
+    v = std::clamp(v, lo, hi);  // first, so that any int64 is safe
     const int64_t n = FloorDiv(v - origin + step() / 2, step());
     return std::clamp(origin + n * step(), lo, hi);
   }

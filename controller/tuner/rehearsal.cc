@@ -18,13 +18,8 @@ constexpr double kMaxThroughputLoss = 0.05;
 
 }  // namespace
 
-absl::StatusOr<v1::RehearsalResult> RehearseScenario(const v1::Scenario& scenario,
-                                                     const std::map<std::string, int64_t>& knobs) {
-  if (!(scenario.probe().interval_us() > 0)) {
-    return absl::InvalidArgumentError(absl::StrCat("scenario \"", scenario.name(),
-                                                   "\" sends no latency probes "
-                                                   "(probe.interval_us is 0): no p99 to predict"));
-  }
+absl::StatusOr<sim::SimSummary> SimulateWithKnobs(const v1::Scenario& scenario,
+                                                  const std::map<std::string, int64_t>& knobs) {
   v1::Scenario s = scenario;
   for (const auto& [name, value] : knobs) {
     if (absl::Status st = sim::SetDcqcnValue(s.mutable_dcqcn(), name, value); !st.ok()) {
@@ -38,19 +33,37 @@ absl::StatusOr<v1::RehearsalResult> RehearseScenario(const v1::Scenario& scenari
         absl::StrCat("rehearsal of \"", scenario.name(), "\": ", fabric.status().message()));
   }
   (*fabric)->RunToEnd();
-  const sim::SimSummary sum = (*fabric)->Summary(0);
-  const int hosts = (*fabric)->host_count();
+  return (*fabric)->Summary(0);
+}
+
+absl::StatusOr<v1::RehearsalResult> RehearseScenario(const v1::Scenario& scenario,
+                                                     const std::map<std::string, int64_t>& knobs) {
+  if (!(scenario.probe().interval_us() > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("scenario \"", scenario.name(),
+                                                   "\" sends no latency probes "
+                                                   "(probe.interval_us is 0): no p99 to predict"));
+  }
+  absl::StatusOr<sim::SimSummary> summary = SimulateWithKnobs(scenario, knobs);
+  if (!summary.ok()) return summary.status();
+  const sim::SimSummary& sum = *summary;
+  const int hosts = static_cast<int>(scenario.topology().hosts());
   const double measured_s = sum.measured_seconds;
   if (!(measured_s > 0) || sum.probe_rtt_us.count == 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "rehearsal of \"", scenario.name(), "\": no measured probes (measured ", measured_s,
         " s, duration_ms ", scenario.duration_ms(), ", warmup_ms ", scenario.warmup_ms(), ")"));
   }
-  double worst_paused_us = 0;
-  for (const sim::SimSummary::Link& l : sum.links)
-    worst_paused_us = std::max(worst_paused_us, l.paused_us);
+  return SummaryFigures(sum, hosts);
+}
 
+v1::RehearsalResult SummaryFigures(const sim::SimSummary& sum, int hosts) {
+  const double measured_s = sum.measured_seconds;
+  double worst_paused_us = 0;
+  for (const sim::SimSummary::Link& l : sum.links) {
+    worst_paused_us = std::max(worst_paused_us, l.paused_us);
+  }
   v1::RehearsalResult r;
+  if (hosts <= 0 || !(measured_s > 0)) return r;
   r.set_probe_p99_seconds(sum.probe_rtt_us.p99 * 1e-6);
   r.set_probe_p999_seconds(sum.probe_rtt_us.p999 * 1e-6);
   r.set_throughput_gbps(sum.delivered_gbps / hosts);

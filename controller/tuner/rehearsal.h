@@ -7,14 +7,29 @@
 #include "absl/status/statusor.h"
 #include "rocetune/v1/admin.pb.h"
 #include "rocetune/v1/scenario.pb.h"
+#include "sim/summary.h"
 
 namespace rocetune::controller {
 
 // Runs `scenario` in the fabric simulator (in process) with the DCQCN knob
+// values `knobs` set on every host and returns the simulator's summary.
+// kInvalidArgument for an unknown knob name, a value outside the parameter's
+// range or an invalid scenario.
+absl::StatusOr<sim::SimSummary> SimulateWithKnobs(const v1::Scenario& scenario,
+                                                  const std::map<std::string, int64_t>& knobs);
+
+// Runs `scenario` in the fabric simulator (in process) with the DCQCN knob
 // values `knobs` set on every host (canonical names; unknown or out-of-range
-// names are kInvalidArgument) and returns the predicted figures.
+// names are kInvalidArgument) and returns the predicted figures: probe RTT
+// p99 and p99.9, mean per-host throughput, CNPs sent per host and second, the
+// worst link's paused share of the measured time, and the all-reduce step-time
+// p99. kInvalidArgument also for a scenario without latency probes.
 absl::StatusOr<v1::RehearsalResult> RehearseScenario(const v1::Scenario& scenario,
                                                      const std::map<std::string, int64_t>& knobs);
+
+// The RehearsalResult figures of a simulator summary of `hosts` hosts (all
+// zero when hosts <= 0 or nothing was measured).
+v1::RehearsalResult SummaryFigures(const sim::SimSummary& summary, int hosts);
 
 // Runs both sets and fills a Rehearsal; `regression` when the proposed p99 is
 // worse than the current one by more than `tolerance` (relative) or throughput

@@ -44,8 +44,10 @@ class Tuner {
 };
 
 // The policy's tuner: COORDINATE_DESCENT (coordinate search with adaptive
-// steps) or FIXED. kInvalidArgument for a policy without knobs or an unknown
-// kind. `budget` 0 = the policy's tuner.trial_budget (default 20).
+// steps, controller/tuner/coordinate_search.h; also for KIND_UNSPECIFIED, a
+// policy without a tuner section) or FIXED (controller/tuner/fixed_tuner.h).
+// kInvalidArgument for a policy without knobs, invalid knob bounds or steps,
+// or an unknown kind. `budget` 0 = the policy's tuner.trial_budget (default 20).
 absl::StatusOr<std::unique_ptr<Tuner>> MakeTuner(const v1::Policy& policy, uint32_t budget = 0);
 
 }  // namespace rocetune::controller

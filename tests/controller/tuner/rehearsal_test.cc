@@ -53,6 +53,20 @@ TEST(RehearsalTest, RejectsUnknownAndOutOfRangeKnobs) {
   EXPECT_THAT(r.status().message(), HasSubstr("rpg_min_dec_fac"));
 }
 
+TEST(RehearsalTest, SummaryFiguresMatchTheRehearsal) {
+  absl::StatusOr<sim::SimSummary> sum = SimulateWithKnobs(VictimFlow(), {{"dce_tcp_rtt", 4}});
+  ASSERT_TRUE(sum.ok()) << sum.status();
+  absl::StatusOr<v1::RehearsalResult> r = RehearseScenario(VictimFlow(), {{"dce_tcp_rtt", 4}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  const v1::RehearsalResult f = SummaryFigures(*sum, 16);
+  EXPECT_DOUBLE_EQ(f.probe_p99_seconds(), r->probe_p99_seconds());
+  EXPECT_DOUBLE_EQ(f.throughput_gbps(), r->throughput_gbps());
+  EXPECT_DOUBLE_EQ(f.throughput_gbps(), sum->delivered_gbps / 16);
+  EXPECT_EQ(SummaryFigures(*sum, 0).probe_p99_seconds(), 0);
+  EXPECT_EQ(SimulateWithKnobs(VictimFlow(), {{"bogus", 1}}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(RehearsalTest, RejectsAScenarioWithoutProbes) {
   v1::Scenario s = VictimFlow();
   s.mutable_probe()->set_interval_us(0);

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -258,6 +259,23 @@ TEST(CoordinateSearchTest, AcceptsOnlyImprovementsAboveMinImprovement) {
   // A trial without a verdict is no improvement.
   TrialResult hold{*first.next, std::nullopt, true};
   EXPECT_EQ(tuner->Next({{"a", 50}}, {hold}).best.at("a"), 50);
+}
+
+TEST(CoordinateSearchTest, TrialsItDidNotProposeAreSnappedIntoBounds) {
+  auto tuner = MustMake(MakePolicy({MakeKnob("a", 0, 100, 10)}));
+  // Someone else's trials: off the grid, and far outside the bounds.
+  TrialResult off_grid{{{"a", 43}}, 0.5, true};
+  TunerDecision d = tuner->Next({{"a", 50}}, {off_grid});
+  EXPECT_EQ(d.best.at("a"), 40);
+  TrialResult huge{{{"a", std::numeric_limits<int64_t>::max()}}, 0.5, true};
+  d = tuner->Next({{"a", 50}}, {huge});
+  EXPECT_EQ(d.best.at("a"), 100);
+  TrialResult tiny{{{"a", std::numeric_limits<int64_t>::min()}}, 0.5, true};
+  d = tuner->Next({{"a", 50}}, {tiny});
+  EXPECT_EQ(d.best.at("a"), 0);
+  ASSERT_TRUE(d.next.has_value());
+  EXPECT_GE(d.next->at("a"), 0);
+  EXPECT_LE(d.next->at("a"), 100);
 }
 
 TEST(CoordinateSearchTest, RespectsMaxStepAndStartsFromKnobStart) {
