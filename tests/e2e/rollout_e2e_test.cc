@@ -116,8 +116,10 @@ TEST(RolloutE2E, BadChangeIsRolledBackWithinTwoJudgeWindows) {
 
 TEST(RolloutE2E, LocalGuardOnACanaryHostRollsBackEverywhereAndIsNotRepushed) {
   EnvOptions opt;
-  // The agents' guard trips at 2% paused time; the judge looks late.
-  opt.fabricsim_flags = {"--guard_max_pfc_pause_ratio=0.02", "--guard_window=60s"};
+  // The agents' guard trips at 2% paused time; the judge looks late. The
+  // simulated NIC counts paused time in simulated microseconds while the agent
+  // divides by wall-clock intervals, so at pace 0.05 a 2% pause reads 0.1%.
+  opt.fabricsim_flags = {"--guard_max_pfc_pause_ratio=0.001", "--guard_window=60s"};
   Env env(opt);
   ASSERT_TRUE(env.Start()) << env.ControllerLog() << env.FabricLog();
   const std::string policy = env.WriteFile("guard.textproto", TestPolicy("e2e-guard", 30));
@@ -125,7 +127,7 @@ TEST(RolloutE2E, LocalGuardOnACanaryHostRollsBackEverywhereAndIsNotRepushed) {
   ASSERT_EQ(env.Ctl({"policy", "apply", policy}, "alice", &out), 0) << out;
   absl::SleepFor(absl::Seconds(5));
   const std::string id = Propose(env, "e2e-guard", "rpg_min_dec_fac=100");
-  ASSERT_EQ(env.Ctl({"change", "approve", id}, "bob", &out), 0) << out;
+  ASSERT_EQ(env.Ctl({"change", "approve", id, "--reason=e2e"}, "bob", &out), 0) << out;
   ASSERT_TRUE(env.WaitFor(
       [&] {
         auto c = env.GetChange(id);
@@ -167,7 +169,7 @@ TEST(RolloutE2E, ControllerKilledDuringCanaryAndStageLeavesHostsOnRecordedVersio
   for (const v1::ChangeState kill_in : {v1::CANARY, v1::STAGE}) {
     const std::string id = Propose(env, "e2e-kill", kill_in == v1::CANARY ? "rpg_time_reset=290"
                                                                           : "rpg_time_reset=310");
-    ASSERT_EQ(env.Ctl({"change", "approve", id}, "bob", &out), 0) << out;
+    ASSERT_EQ(env.Ctl({"change", "approve", id, "--reason=e2e"}, "bob", &out), 0) << out;
     ASSERT_TRUE(env.WaitFor(
         [&] {
           auto c = env.GetChange(id);
