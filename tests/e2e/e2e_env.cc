@@ -197,25 +197,24 @@ std::string Env::ControllerLog() const { return controller_ ? controller_->Log()
 std::string Env::FabricLog() const { return fabric_ ? fabric_->Log() : ""; }
 
 std::string TestPolicy(const std::string& name, int bake_seconds, int approvers,
-                       uint32_t trial_budget) {
+                       uint32_t trial_budget, int looks) {
   return absl::StrCat(R"(# A policy for the end-to-end tests: short bakes on 1 s windows.
 name: ")", name, R"("
 description: "incast plus background on the simulated fabric"
 selector { match_labels { key: "role" value: "trainer" } }
 objective { metric: PROBE_RTT_P99 }
-constraints { metric: "throughput_gbps" max_ratio: 0 }
-knobs { parameter: "rpg_time_reset" min: 2 max: 1000 step: 2 log_scale: true }
-knobs { parameter: "rpg_min_dec_fac" min: 1 max: 100 step: 1 }
-knobs { parameter: "min_time_between_cnps" min: 0 max: 100 step: 1 }
-knobs { parameter: "dce_tcp_g" min: 16 max: 1023 step: 16 log_scale: true }
-knobs { parameter: "rate_reduce_monitor_period" min: 1 max: 100 step: 1 log_scale: true }
+constraints { metric: "throughput_gbps" max_ratio: 1.03 }
+knobs { parameter: "rate_to_set_on_first_cnp" min: 0 max: 10000 step: 1000 }
+knobs { parameter: "dce_tcp_rtt" min: 1 max: 256 step: 1 log_scale: true }
+knobs { parameter: "rpg_time_reset" min: 100 max: 3000 step: 100 log_scale: true }
+knobs { parameter: "rpg_min_dec_fac" min: 50 max: 100 step: 5 }
 tuner { kind: COORDINATE_DESCENT trial_budget: )", trial_budget, R"( min_improvement: 0.03 }
 rollout {
   canary_fraction: 0.25
   min_canary_hosts: 8
   bake_seconds: )", bake_seconds, R"(
   baseline_seconds: 4
-  looks: 3
+  looks: )", looks, R"(
   stages: [0.5, 1.0]
   rack_label: "tor"
 }

@@ -72,7 +72,7 @@ class Env {
 
 // A policy for the tests: the knobs the simulator responds to, short bakes.
 std::string TestPolicy(const std::string& name, int bake_seconds, int approvers = 1,
-                       uint32_t trial_budget = 20);
+                       uint32_t trial_budget = 20, int looks = 3);
 
 }  // namespace rocetune::e2e
 

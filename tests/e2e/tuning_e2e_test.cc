@@ -1,0 +1,123 @@
+// End to end: a tuning campaign on the simulated fabric (32 hosts in 8 ToRs,
+// a 16:1 incast every 500 us plus WebSearch background at 30% load), from
+// firmware defaults. Every trial runs canary-only under the campaign's one
+// approval; the winner is promoted through a second approval, the canary and
+// the stages; the fleet's probe p99 is measured before and after.
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/e2e_env.h"
+
+namespace rocetune::e2e {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Fleet {
+  double p99_us = 0;
+  double gbps = 0;
+};
+
+// Median p99 and mean throughput over `n` summaries a second apart.
+Fleet Measure(Env& env, int n) {
+  std::vector<double> p99;
+  double gbps = 0;
+  for (int i = 0; i < n; ++i) {
+    absl::SleepFor(absl::Seconds(1));
+    auto s = env.Summary(absl::Seconds(2));
+    if (!s.ok()) continue;
+    p99.push_back(s->probe_rtt_p99_seconds() * 1e6);
+    gbps += s->tx_gbps_per_host() / n;
+  }
+  std::sort(p99.begin(), p99.end());
+  return Fleet{p99.empty() ? 0 : p99[p99.size() / 2], gbps};
+}
+
+std::string IdIn(const std::string& out, const std::string& prefix) {
+  size_t at = out.find(prefix);
+  if (at == std::string::npos) return "";
+  size_t end = at + prefix.size();
+  while (end < out.size() && isdigit(static_cast<unsigned char>(out[end]))) ++end;
+  return out.substr(at, end - at);
+}
+
+TEST(TuningE2E, CampaignFromFirmwareDefaultsLowersFleetP99) {
+  EnvOptions opt;
+  opt.fabricsim_flags = {"--guard_max_pfc_pause_ratio=0", "--guard_max_cnp_rate=0"};
+  Env env(opt);
+  ASSERT_TRUE(env.Start()) << env.ControllerLog() << env.FabricLog();
+  const std::string policy =
+      env.WriteFile("tune.textproto", TestPolicy("e2e-tune", /*bake_seconds=*/4, /*approvers=*/1,
+                                                 /*trial_budget=*/20, /*looks=*/2));
+  std::string out;
+  ASSERT_EQ(env.Ctl({"policy", "apply", policy, "--reason=e2e"}, "alice", &out), 0) << out;
+  absl::SleepFor(absl::Seconds(3));
+  const Fleet before = Measure(env, 7);
+  ASSERT_GT(before.p99_us, 0);
+
+  ASSERT_EQ(env.Ctl({"tuning", "start", "e2e-tune", "--reason=e2e tuning"}, "alice", &out), 0)
+      << out;
+  const std::string campaign = IdIn(out, "t-");
+  ASSERT_FALSE(campaign.empty()) << out;
+  EXPECT_EQ(env.Ctl({"tuning", "approve", campaign, "--reason=mine"}, "alice", &out), 1);
+  EXPECT_THAT(out, HasSubstr("PERMISSION_DENIED"));
+  ASSERT_EQ(env.Ctl({"tuning", "approve", campaign, "--reason=go"}, "bob", &out), 0) << out;
+  ASSERT_TRUE(env.WaitFor(
+      [&] {
+        auto t = env.GetCampaign(campaign);
+        return t.ok() && t->state() != v1::Campaign::RUNNING;
+      },
+      absl::Seconds(540), absl::Seconds(1)))
+      << env.GetCampaign(campaign)->DebugString();
+  auto t = env.GetCampaign(campaign);
+  ASSERT_TRUE(t.ok());
+  ASSERT_EQ(t->state(), v1::Campaign::FINISHED) << t->DebugString();
+  EXPECT_LE(t->trials_size(), 20);
+  for (const v1::Trial& tr : t->trials()) {
+    auto c = env.GetChange(tr.change_id());
+    ASSERT_TRUE(c.ok());
+    EXPECT_TRUE(c->canary_only());
+    bool stage = false;
+    for (const auto& x : c->transitions()) stage |= x.to() == v1::STAGE;
+    EXPECT_FALSE(stage) << "a trial went beyond its canary: " << tr.change_id();
+  }
+  ASSERT_EQ(env.Ctl({"tuning", "show", campaign}, "carol", &out), 0);
+  std::printf("%s\n", out.c_str());
+  ASSERT_FALSE(t->promotion_change_id().empty()) << "the tuner found nothing better: " << out;
+  const std::string promo = t->promotion_change_id();
+  EXPECT_EQ(env.Ctl({"change", "approve", promo, "--reason=mine"}, "alice", &out), 1)
+      << "the campaign's proposer cannot approve its promotion";
+  ASSERT_EQ(env.Ctl({"change", "approve", promo, "--reason=promote"}, "bob", &out), 0) << out;
+  ASSERT_TRUE(env.WaitFor(
+      [&] {
+        auto c = env.GetChange(promo);
+        return c.ok() && c->state() != v1::APPROVED && c->state() != v1::CANARY &&
+               c->state() != v1::STAGE;
+      },
+      absl::Seconds(120), absl::Seconds(1)));
+  auto c = env.GetChange(promo);
+  ASSERT_TRUE(c.ok());
+  ASSERT_EQ(c->state(), v1::DONE) << c->DebugString().substr(0, 4000);
+  const Fleet after = Measure(env, 7);
+  const double improvement = 1 - after.p99_us / before.p99_us;
+  const double tput = after.gbps / before.gbps - 1;
+  std::printf(
+      "BENCH e2e_tuning p99_before_us=%.1f p99_after_us=%.1f improvement_pct=%.1f "
+      "throughput_change_pct=%.1f trials=%d best_trial_ratio=%.3f\n",
+      before.p99_us, after.p99_us, 100 * improvement, 100 * tput, t->trials_size(),
+      t->best_objective_ratio());
+  // The goal (30%) is out of reach for host DCQCN knobs on this scenario (see
+  // bench/tuning_bench and the README); the test asserts what the loop must
+  // deliver here: a real improvement without the throughput cost.
+  EXPECT_GE(improvement, 0.10);
+  EXPECT_GE(tput, -0.05);
+}
+
+}  // namespace
+}  // namespace rocetune::e2e
