@@ -36,6 +36,9 @@ ABSL_FLAG(std::string, state_dir, "/var/lib/rocetune-agent",
           "Where the last-known-good parameter set is kept.");
 ABSL_FLAG(std::string, labels, "", "Host labels sent to the controller: k1=v1,k2=v2.");
 ABSL_FLAG(std::string, sample_interval, "1s", "Counter sampling interval (10ms .. 1h).");
+ABSL_FLAG(std::string, drift_interval, "60s",
+          "How often every managed DCQCN/PFC parameter is re-read and compared with the "
+          "applied set; differences are reported to the controller (10ms .. 24h).");
 ABSL_FLAG(std::string, counter_source, "auto",
           "Counter mechanism: auto (netlink, else sysfs), netlink or sysfs.");
 ABSL_FLAG(bool, insecure_loopback, false,
@@ -133,6 +136,13 @@ int main(int argc, char** argv) {
                  absl::GetFlag(FLAGS_sample_interval).c_str());
     return 2;
   }
+  absl::Duration drift_interval;
+  if (!absl::ParseDuration(absl::GetFlag(FLAGS_drift_interval), &drift_interval) ||
+      drift_interval < absl::Milliseconds(10) || drift_interval > absl::Hours(24)) {
+    std::fprintf(stderr, "rocetune-agent: --drift_interval=%s: want a duration in 10ms..24h\n",
+                 absl::GetFlag(FLAGS_drift_interval).c_str());
+    return 2;
+  }
   std::vector<std::pair<std::string, std::string>> labels;
   if (absl::Status s = rocetune::ParseLabels(absl::GetFlag(FLAGS_labels), &labels); !s.ok()) {
     std::fprintf(stderr, "rocetune-agent: --labels: %s\n", std::string(s.message()).c_str());
@@ -213,6 +223,7 @@ int main(int argc, char** argv) {
   options.controller = absl::GetFlag(FLAGS_controller);
   options.labels = labels;
   options.sample_interval = interval;
+  options.drift_interval = drift_interval;
   options.state_dir = absl::GetFlag(FLAGS_state_dir);
   options.metrics = &metrics;
   options.guard = rocetune::LocalGuardOptionsFromFlags();

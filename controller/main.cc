@@ -37,6 +37,9 @@ ABSL_FLAG(int32_t, max_outbound_queue, 8,
           "Messages queued per agent stream before further ones are dropped (and counted).");
 ABSL_FLAG(std::string, group_label, "rack",
           "Host label whose values form the groups of the per-group /metrics series.");
+ABSL_FLAG(bool, observe_only, false,
+          "Audit parameter drift that agents report, but never correct it (by default the "
+          "host's desired state is pushed again).");
 ABSL_FLAG(int32_t, stream_threads, 0,
           "Threads, each with its own gRPC completion queue, that agent streams are spread "
           "over (0 = one per CPU; at most 256).");
@@ -92,6 +95,7 @@ int main(int argc, char** argv) {
   opt.group_label = absl::GetFlag(FLAGS_group_label);
   opt.probe_replan_delay = absl::GetFlag(FLAGS_probe_replan_delay);
   opt.stream_threads = absl::GetFlag(FLAGS_stream_threads);
+  opt.observe_only = absl::GetFlag(FLAGS_observe_only);
   opt.rollout_tick = absl::GetFlag(FLAGS_rollout_tick);
   opt.probe_rate = absl::GetFlag(FLAGS_probe_rate);
   opt.probe_peers = absl::GetFlag(FLAGS_probe_peers);
