@@ -90,8 +90,8 @@ int Hosts(Context& ctx, const std::vector<std::string>&) {
     ctx.PrintJson(all);
     return kExitOk;
   }
-  Table t({"HOST", "STATE", "NICS", "APPLIED", "DESIRED", "DRIFT", "CHANGE", "LAST REPORT",
-           "LABELS"});
+  Table t(
+      {"HOST", "STATE", "NICS", "APPLIED", "DESIRED", "DRIFT", "CHANGE", "LAST REPORT", "LABELS"});
   absl::Time now = ctx.now();
   for (const auto& h : all.hosts()) {
     t.AddRow({h.host_id(), HostStateName(h.state()), absl::StrCat(h.devices_size()),

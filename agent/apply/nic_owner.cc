@@ -127,8 +127,8 @@ std::vector<DriftItem> NicOwner::Compare(const v1::ParameterSet& expected,
     if (want.has_pfc()) {
       const v1::PfcSettings& w = want.pfc();
       const v1::PfcSettings& h = have.pfc();
-      CompareOne(dev, "pfc.enable_mask", w.enable_mask(),
-                 Opt(have.has_pfc(), h.enable_mask()), &out);
+      CompareOne(dev, "pfc.enable_mask", w.enable_mask(), Opt(have.has_pfc(), h.enable_mask()),
+                 &out);
       if (w.has_delay()) {
         CompareOne(dev, "pfc.delay", w.delay(), Opt(h.has_delay(), h.delay()), &out);
       }

@@ -258,7 +258,9 @@ void Fleet::HandleDrift(const std::string& host_id, const v1::GuardEvent& event)
     info.set_last_guard_event(found);
     info.clear_drift();
     info.add_drift(event.detail());
-    if (!observe_only && h.stored.desired_seq != 0 && h.conn != nullptr) {
+    // A version the host rejected (Nack, guard restore) is never re-pushed.
+    if (!observe_only && h.stored.desired_seq != 0 && h.conn != nullptr &&
+        !Contains(info.rejected_versions(), info.desired_version())) {
       conn = h.conn;
       version = info.desired_version();
       desired = h.stored.desired;
@@ -274,7 +276,8 @@ void Fleet::HandleDrift(const std::string& host_id, const v1::GuardEvent& event)
     detail = absl::StrCat("re-pushed desired version ", version, "; found ", event.detail());
   } else {
     action = "drift_observed";
-    detail = absl::StrCat("no desired state to re-push; found ", event.detail());
+    detail = absl::StrCat("no desired state to re-push (none, rejected, or not connected); found ",
+                          event.detail());
   }
   // A finding that repeats without a correction is audited once.
   if (repeated && conn == nullptr) {

@@ -64,7 +64,7 @@ class MemoryCcStore : public CcParamStore {
   void Leave() { --inside_; }
   absl::Mutex mu_;
   std::map<std::string, int64_t> values_ ABSL_GUARDED_BY(mu_) = {{"rpg_ai_rate", 5},
-                                                                  {"rpg_hai_rate", 50}};
+                                                                 {"rpg_hai_rate", 50}};
   std::atomic<int> inside_{0};
   std::atomic<int> max_inside_{0};
 };
