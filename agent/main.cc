@@ -21,6 +21,7 @@
 #include "daemon/logging.h"
 #include "daemon/metrics_exposer.h"
 #include "daemon/shutdown.h"
+#include "daemon/state_dir_lock.h"
 #include "daemon/systemd_notify.h"
 #include "google/protobuf/util/json_util.h"
 #include "rocetune/v1/config.pb.h"
@@ -174,6 +175,16 @@ int main(int argc, char** argv) {
                  "rocetune-agent: TLS is not built yet; run with --insecure_loopback against a "
                  "controller on a loopback address\n");
     return 2;
+  }
+  // One agent per state dir: two would fight over the NIC and the journal.
+  std::unique_ptr<rocetune::StateDirLock> state_lock;
+  if (const std::string dir = absl::GetFlag(FLAGS_state_dir); !dir.empty()) {
+    auto lock = rocetune::StateDirLock::Acquire(dir, "rocetune-agent");
+    if (!lock.ok()) {
+      std::fprintf(stderr, "rocetune-agent: %s\n", std::string(lock.status().message()).c_str());
+      return 1;
+    }
+    state_lock = std::move(*lock);
   }
   auto registry = std::make_shared<prometheus::Registry>();
   rocetune::AgentMetrics metrics(registry, host_id);

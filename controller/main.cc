@@ -11,6 +11,7 @@
 #include "daemon/init.h"
 #include "daemon/logging.h"
 #include "daemon/shutdown.h"
+#include "daemon/state_dir_lock.h"
 #include "daemon/systemd_notify.h"
 #include "rocetune/v1/config.pb.h"
 
@@ -100,6 +101,17 @@ int main(int argc, char** argv) {
   opt.probe_rate = absl::GetFlag(FLAGS_probe_rate);
   opt.probe_peers = absl::GetFlag(FLAGS_probe_peers);
 
+  // One controller per state dir: two would hand out the same versions.
+  std::unique_ptr<rocetune::StateDirLock> state_lock;
+  if (!opt.state_dir.empty()) {
+    auto lock = rocetune::StateDirLock::Acquire(opt.state_dir, "rocetune-controller");
+    if (!lock.ok()) {
+      std::fprintf(stderr, "rocetune-controller: %s\n",
+                   std::string(lock.status().message()).c_str());
+      return 1;
+    }
+    state_lock = std::move(*lock);
+  }
   auto controller = rocetune::controller::Controller::Start(opt);
   if (!controller.ok()) {
     std::fprintf(stderr, "rocetune-controller: %s\n",
