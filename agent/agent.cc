@@ -124,10 +124,8 @@ absl::Status Agent::InitParameters() {
     t.cc = seams_.cc;
     t.pfc = seams_.pfc;
     for (const auto& p : d.ports()) {
-      if (!p.netdev().empty()) {
-        t.netdev = p.netdev();
-        break;
-      }
+      if (t.netdev.empty() && !p.netdev().empty()) t.netdev = p.netdev();
+      t.speed_mbps = std::max<int64_t>(t.speed_mbps, p.speed_mbps());
     }
     targets[d.name()] = t;
   }

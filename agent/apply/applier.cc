@@ -173,6 +173,37 @@ absl::Status Applier::Validate(const v1::ParameterSet& set, Transaction* txn) {
   return unknown_device ? absl::InvalidArgumentError(msg) : absl::FailedPreconditionError(msg);
 }
 
+std::vector<std::string> Applier::CheckLink(const v1::ParameterSet& set,
+                                            const Transaction& txn) const {
+  std::vector<std::string> out;
+  for (const v1::DeviceParameters& d : set.devices()) {
+    const ApplyTarget& t = targets_.at(d.device());
+    for (const auto& [name, value] : DcqcnRequests(d)) {
+      const CcParamSpec* spec = FindCcParam(name);
+      if (spec == nullptr || std::string(spec->unit) != "Mbps" || t.speed_mbps <= 0) continue;
+      if (value > t.speed_mbps) {
+        out.push_back(absl::StrCat(d.device(), ": ", name, " ", value,
+                                   " Mb/s exceeds the port speed ", t.speed_mbps, " Mb/s"));
+      }
+    }
+    auto it = txn.snap.find(d.device());
+    if (it == txn.snap.end()) continue;
+    auto after = [&](const std::string& name) -> std::optional<int64_t> {
+      if (auto r = d.dcqcn().find(name); r != d.dcqcn().end()) return r->second;
+      if (auto c = it->second.dcqcn().find(name); c != it->second.dcqcn().end()) return c->second;
+      return std::nullopt;
+    };
+    std::optional<int64_t> lo = after("rpg_min_rate");
+    std::optional<int64_t> hi = after("rpg_max_rate");
+    if ((d.dcqcn().contains("rpg_min_rate") || d.dcqcn().contains("rpg_max_rate")) &&
+        lo.has_value() && hi.has_value() && *hi != 0 && *lo > *hi) {
+      out.push_back(absl::StrCat(d.device(), ": rpg_min_rate ", *lo, " Mb/s above rpg_max_rate ",
+                                 *hi, " Mb/s"));
+    }
+  }
+  return out;
+}
+
 absl::Status Applier::Snapshot(const v1::ParameterSet& set, Transaction* txn) {
   std::vector<std::string> problems;
   for (const v1::DeviceParameters& d : set.devices()) {
@@ -213,7 +244,7 @@ absl::Status Applier::Snapshot(const v1::ParameterSet& set, Transaction* txn) {
       txn->pfc_snap[d.device()] = ToSettings(*cur);
     }
   }
-  std::vector<std::string> out_of_range;
+  std::vector<std::string> out_of_range = CheckLink(set, *txn);
   for (const CcRangeViolation& v : txn->range) {
     const v1::DeviceParameters& held = txn->snap[v.device];
     auto it = held.dcqcn().find(v.name);

@@ -21,6 +21,9 @@ struct ApplyTarget {
   CcParamStore* cc = nullptr;  // required when a set carries DCQCN values or masks
   PfcConfig* pfc = nullptr;    // required when a set carries PFC settings
   std::string netdev;          // the netdev PFC is configured on
+  // The fastest port's link speed; rate parameters (Mb/s) above it are
+  // refused. 0: unknown, not checked.
+  int64_t speed_mbps = 0;
 };
 
 struct ApplyResult {
@@ -74,8 +77,13 @@ class Applier {
   absl::Status Validate(const v1::ParameterSet& set, Transaction* txn)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Snapshot: reads every device in the set; checks the layout has each
-  // requested parameter and that out-of-range values are already held.
+  // requested parameter, that out-of-range values are already held, and the
+  // link: rates at most the port speed, rpg_min_rate <= rpg_max_rate (0 = no
+  // limit) as they would be after the apply.
   absl::Status Snapshot(const v1::ParameterSet& set, Transaction* txn)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Link checks of Snapshot, one line per violation.
+  std::vector<std::string> CheckLink(const v1::ParameterSet& set, const Transaction& txn) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Plan: the writes, DCQCN values first, then masks, then PFC.
   void Plan(const v1::ParameterSet& set, Transaction* txn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
