@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "agent/report_wire.h"
 #include "daemon/logging.h"
 #include "grpcpp/grpcpp.h"
@@ -35,6 +36,11 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options, HostS
   }
   if (seams.discovery == nullptr || seams.counters == nullptr || seams.clock == nullptr) {
     return absl::InvalidArgumentError("agent: discovery, counters and clock seams are required");
+  }
+  if (options.drift_interval < absl::Milliseconds(10)) {
+    return absl::InvalidArgumentError(absl::StrCat("agent: drift interval ",
+                                                   absl::FormatDuration(options.drift_interval),
+                                                   " is below the 10ms minimum"));
   }
   if (options.sample_interval < absl::Milliseconds(10)) {
     return absl::InvalidArgumentError(absl::StrCat("agent: sample interval ",
@@ -83,8 +89,18 @@ void Agent::Stop() {
 }
 
 AgentStats Agent::stats() const {
-  absl::MutexLock lock(&mu_);
-  return stats_;
+  AgentStats out;
+  {
+    absl::MutexLock lock(&mu_);
+    out = stats_;
+  }
+  out.applied_version = AppliedVersion();
+  return out;
+}
+
+std::string Agent::AppliedVersion() const {
+  std::string v = owner_ != nullptr ? owner_->expected_version() : "";
+  return v == "baseline" ? "" : v;
 }
 
 absl::Status Agent::InitParameters() {
@@ -108,10 +124,8 @@ absl::Status Agent::InitParameters() {
     t.cc = seams_.cc;
     t.pfc = seams_.pfc;
     for (const auto& p : d.ports()) {
-      if (!p.netdev().empty()) {
-        t.netdev = p.netdev();
-        break;
-      }
+      if (t.netdev.empty() && !p.netdev().empty()) t.netdev = p.netdev();
+      t.speed_mbps = std::max<int64_t>(t.speed_mbps, p.speed_mbps());
     }
     targets[d.name()] = t;
   }
@@ -132,6 +146,9 @@ absl::Status Agent::InitParameters() {
     LogOnce(absl::StrCat("agent.read_params:", e), LogLevel::kWarning,
             "cannot read device parameters", {{"error", e}});
   }
+  guard_ =
+      std::make_unique<LocalGuard>(options_.guard, seams_.clock, applier_.get(), journal_.get());
+  owner_ = std::make_unique<NicOwner>(applier_.get(), journal_.get(), guard_.get());
   std::optional<LkgEntry> lkg = journal_->Get();
   if (!lkg.has_value()) {
     if (current.devices_size() > 0) {
@@ -140,28 +157,22 @@ absl::Status Agent::InitParameters() {
                    {{"error", std::string(s.message())}});
       }
     }
+    owner_->SetExpected("baseline", current);
   } else {
-    drift_ = journal_->Drift(current);
-    for (const auto& d : drift_) LogWarning("parameter drift from last-known-good", {{"drift", d}});
-    if (lkg->version != "baseline") {
-      absl::MutexLock lock(&mu_);
-      stats_.applied_version = lkg->version;
-    }
+    std::vector<std::string> drift = journal_->Drift(current);
+    for (const auto& d : drift) LogWarning("parameter drift from last-known-good", {{"drift", d}});
+    absl::MutexLock lock(&mu_);
+    drift_ = std::move(drift);
+    owner_->SetExpected(lkg->version, lkg->parameters);
   }
-  guard_ =
-      std::make_unique<LocalGuard>(options_.guard, seams_.clock, applier_.get(), journal_.get());
   if (options_.metrics != nullptr) options_.metrics->SetParameters(current);
   return absl::OkStatus();
 }
 
 v1::AgentMessage Agent::ApplyDesiredState(const v1::DesiredState& ds) {
   v1::AgentMessage reply;
-  std::string kept;
-  {
-    absl::MutexLock lock(&mu_);
-    kept = stats_.applied_version;
-  }
-  absl::StatusOr<ApplyResult> result = applier_->Apply(ds.parameters());
+  const std::string kept = AppliedVersion();
+  absl::StatusOr<ApplyResult> result = owner_->Apply(ds.version(), ds.parameters());
   if (options_.metrics != nullptr) options_.metrics->RecordApply(result.ok());
   if (!result.ok()) {
     v1::Nack* nack = reply.mutable_nack();
@@ -176,11 +187,11 @@ v1::AgentMessage Agent::ApplyDesiredState(const v1::DesiredState& ds) {
     ++stats_.nacks;
     return reply;
   }
-  guard_->Arm(ds.version(), result->applied);
   for (const auto& d : result->disruptive) {
     LogWarning("disruptive parameter change applied", {{"change", d}});
   }
   if (options_.metrics != nullptr) options_.metrics->SetParameters(result->applied);
+  check_drift_now_ = true;
   LogInfo("applied desired state",
           {{"version", ds.version()}, {"writes", absl::StrCat(result->writes)}});
   v1::Ack* ack = reply.mutable_ack();
@@ -189,7 +200,6 @@ v1::AgentMessage Agent::ApplyDesiredState(const v1::DesiredState& ds) {
   ack->set_nonce(ds.nonce());
   *ack->mutable_applied() = std::move(result->applied);
   absl::MutexLock lock(&mu_);
-  stats_.applied_version = ds.version();
   ++stats_.acks;
   return reply;
 }
@@ -209,8 +219,11 @@ absl::StatusOr<v1::Hello> Agent::BuildHello() {
     }
     *hello.add_devices() = std::move(d);
   }
-  *hello.mutable_current_parameters() = applier_->ReadCurrent();
-  for (const auto& d : drift_) hello.add_drift(d);
+  *hello.mutable_current_parameters() = owner_->ReadCurrent();
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& d : drift_) hello.add_drift(d);
+  }
   hello.add_capabilities(absl::StrCat("counters.", seams_.counters->name()));
   if (seams_.cc != nullptr) hello.add_capabilities(absl::StrCat("dcqcn.", seams_.cc->layout()));
   if (seams_.pfc != nullptr) hello.add_capabilities("pfc");
@@ -220,7 +233,7 @@ absl::StatusOr<v1::Hello> Agent::BuildHello() {
   *hello.mutable_probe_endpoint() = options_.probe_endpoint;
   {
     absl::MutexLock lock(&mu_);
-    hello.set_current_version(stats_.applied_version);
+    hello.set_current_version(AppliedVersion());
     hello.set_current_probe_plan_version(stats_.probe_plan_version);
   }
   return hello;
@@ -355,7 +368,7 @@ void Agent::Round(SampleBatch* batch, v1::Report* report, bool* lent) {
     if (options_.metrics != nullptr) options_.metrics->RecordSampling(batch->collect_duration);
     report->set_start_unix_nanos(absl::ToUnixNanos(batch->start));
     report->set_end_unix_nanos(absl::ToUnixNanos(batch->end));
-    if (std::optional<v1::GuardEvent> ev = guard_->Observe(batch->samples); ev.has_value()) {
+    if (std::optional<v1::GuardEvent> ev = owner_->Observe(batch->samples); ev.has_value()) {
       LogWarning(
           "local guard restored the last-known-good set",
           {{"kind", ev->kind()}, {"detail", ev->detail()}, {"restored", ev->restored_version()}});
@@ -363,10 +376,10 @@ void Agent::Round(SampleBatch* batch, v1::Report* report, bool* lent) {
       {
         absl::MutexLock lock(&mu_);
         ++stats_.guard_rollbacks;
-        stats_.applied_version = ev->restored_version() == "baseline" ? "" : ev->restored_version();
       }
       *report->add_guard_events() = std::move(*ev);
     }
+    MaybeCheckDrift(report, check_drift_now_.exchange(false));
     // Both fields live on the heap (no arena): Swap exchanges pointers.
     report->mutable_counters()->Swap(&batch->samples);
     *lent = true;
@@ -387,6 +400,34 @@ void Agent::Round(SampleBatch* batch, v1::Report* report, bool* lent) {
     report->set_seq(++report_seq_);
   }
   if (options_.metrics != nullptr) options_.metrics->ObserveReport(*report);
+}
+
+void Agent::MaybeCheckDrift(v1::Report* report, bool force) {
+  const absl::Duration now = seams_.clock->Monotonic();
+  if (!force && now < next_drift_check_) return;
+  next_drift_check_ = now + options_.drift_interval;
+  v1::ParameterSet current;
+  std::vector<DriftItem> drift = owner_->CheckDrift(&current);
+  // /metrics shows what the device holds, as last read.
+  if (options_.metrics != nullptr) {
+    options_.metrics->SetParameters(current);
+    options_.metrics->RecordDriftCheck(drift.size());
+  }
+  std::vector<std::string> lines;
+  for (const DriftItem& d : drift) lines.push_back(d.Text());
+  {
+    absl::MutexLock lock(&mu_);
+    drift_ = lines;
+  }
+  if (drift.empty()) return;
+  const std::string detail =
+      absl::StrCat("version ", owner_->expected_version(), ": ", absl::StrJoin(lines, "; "));
+  LogWarning("parameter drift: the NIC holds values other than the applied set",
+             {{"detail", detail}});
+  v1::GuardEvent* ev = report->add_guard_events();
+  ev->set_unix_nanos(absl::ToUnixNanos(seams_.clock->Now()));
+  ev->set_kind("drift");
+  ev->set_detail(detail);
 }
 
 void Agent::KeepUnsentGuardEvents(v1::Report* report) {

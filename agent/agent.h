@@ -17,6 +17,7 @@
 #include "agent/apply/applier.h"
 #include "agent/apply/lkg_journal.h"
 #include "agent/apply/local_guard.h"
+#include "agent/apply/nic_owner.h"
 #include "agent/host/cc_param_store.h"
 #include "agent/host/counter_source.h"
 #include "agent/host/nic_discovery.h"
@@ -51,6 +52,9 @@ struct AgentOptions {
   // Where the last-known-good parameter set is journaled; "" = a private temp dir.
   std::string state_dir;
   LocalGuardOptions guard;
+  // How often every managed parameter is re-read and compared with the
+  // applied set; a difference goes out as a "drift" GuardEvent.
+  absl::Duration drift_interval = absl::Seconds(60);
   // Where this host's probe responders listen, advertised in Hello.
   v1::ProbeEndpoint probe_endpoint;
   // Channel credentials: plaintext is only allowed to loopback controllers.
@@ -90,6 +94,8 @@ class Agent {
   // Builds the Hello this agent sends (inventory, labels, current parameters).
   absl::StatusOr<v1::Hello> BuildHello();
   AgentStats stats() const;
+  // The version the NIC is expected to hold ("" for none or the baseline).
+  std::string AppliedVersion() const;
 
  private:
   Agent(AgentOptions options, HostSeams seams);
@@ -103,6 +109,10 @@ class Agent {
   // local guard do not depend on the controller. Guard events are kept for
   // the next Report sent. Returns true when stopped.
   bool LocalRoundsFor(absl::Duration d);
+  // Re-reads the NIC's parameters when a drift check is due (or `force`):
+  // updates /metrics with what the device holds and adds a "drift" event
+  // naming each parameter (expected, found) to `report` when any differ.
+  void MaybeCheckDrift(v1::Report* report, bool force);
   // Moves `report`'s guard events to unsent_guard_events_ (bounded).
   void KeepUnsentGuardEvents(v1::Report* report);
   // Loads the journal, records the baseline on first start, computes drift.
@@ -125,8 +135,12 @@ class Agent {
   std::unique_ptr<Applier> applier_;
   std::unique_ptr<LkgJournal> journal_;
   std::unique_ptr<LocalGuard> guard_;
-  std::vector<std::string> drift_;  // set by InitParameters
+  // Every write of the NIC's parameters goes through the owner.
+  std::unique_ptr<NicOwner> owner_;
+  std::vector<std::string> drift_ ABSL_GUARDED_BY(mu_);  // for Hello: start and last check
   std::atomic<bool> stopping_{false};
+  // Set by an apply: the next round re-reads the NIC at once.
+  std::atomic<bool> check_drift_now_{false};
   absl::Notification stopped_;
 
   absl::Mutex write_mu_;
@@ -140,6 +154,8 @@ class Agent {
   std::vector<v1::GuardEvent> unsent_guard_events_;
   // When the next round is due while disconnected (kept across backoffs).
   absl::Time next_local_round_ = absl::InfinitePast();
+  // When the next drift check is due (Run() thread only).
+  absl::Duration next_drift_check_ = absl::ZeroDuration();
 };
 
 }  // namespace rocetune

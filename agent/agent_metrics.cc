@@ -77,6 +77,17 @@ AgentMetrics::AgentMetrics(std::shared_ptr<prometheus::Registry> registry, std::
                            .Help("Local guard restores of the last-known-good set.")
                            .Register(*registry_)
                            .Add({{"host", host_}})),
+      drift_found_(prometheus::BuildCounter()
+                       .Name("rocetune_agent_parameter_drift_total")
+                       .Help("Parameters found on the NIC with a value other than the applied "
+                             "set's, summed over drift checks.")
+                       .Register(*registry_)
+                       .Add({{"host", host_}})),
+      drifted_now_(prometheus::BuildGauge()
+                       .Name("rocetune_agent_parameters_drifted")
+                       .Help("Parameters off the applied set at the last drift check.")
+                       .Register(*registry_)
+                       .Add({{"host", host_}})),
       sampling_seconds_(prometheus::BuildHistogram()
                             .Name("rocetune_agent_sampling_duration_seconds")
                             .Help("Time to collect one round of counters.")
@@ -178,6 +189,11 @@ void AgentMetrics::RecordApply(bool ok) {
 }
 
 void AgentMetrics::RecordGuardRollback() { guard_rollbacks_.Increment(); }
+
+void AgentMetrics::RecordDriftCheck(size_t drifted) {
+  drift_found_.Increment(static_cast<double>(drifted));
+  drifted_now_.Set(static_cast<double>(drifted));
+}
 
 void AgentMetrics::RecordSampling(absl::Duration d) {
   sampling_seconds_.Observe(absl::ToDoubleSeconds(d));

@@ -35,6 +35,8 @@ class AgentMetrics {
   void SetParameters(const v1::ParameterSet& params);
   void RecordApply(bool ok);
   void RecordGuardRollback();
+  // One drift check found `drifted` parameters off the applied set.
+  void RecordDriftCheck(size_t drifted);
   void RecordSampling(absl::Duration collection_time);
   void SetConnected(bool connected);
   void RecordReportSent();
@@ -68,6 +70,8 @@ class AgentMetrics {
   prometheus::Family<prometheus::Gauge>& params_;
   prometheus::Family<prometheus::Counter>& applies_;
   prometheus::Counter& guard_rollbacks_;
+  prometheus::Counter& drift_found_;
+  prometheus::Gauge& drifted_now_;
   prometheus::Histogram& sampling_seconds_;
   prometheus::Gauge& connected_;
   prometheus::Counter& reports_sent_;

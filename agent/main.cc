@@ -21,6 +21,7 @@
 #include "daemon/logging.h"
 #include "daemon/metrics_exposer.h"
 #include "daemon/shutdown.h"
+#include "daemon/state_dir_lock.h"
 #include "daemon/systemd_notify.h"
 #include "google/protobuf/util/json_util.h"
 #include "rocetune/v1/config.pb.h"
@@ -36,6 +37,9 @@ ABSL_FLAG(std::string, state_dir, "/var/lib/rocetune-agent",
           "Where the last-known-good parameter set is kept.");
 ABSL_FLAG(std::string, labels, "", "Host labels sent to the controller: k1=v1,k2=v2.");
 ABSL_FLAG(std::string, sample_interval, "1s", "Counter sampling interval (10ms .. 1h).");
+ABSL_FLAG(std::string, drift_interval, "60s",
+          "How often every managed DCQCN/PFC parameter is re-read and compared with the "
+          "applied set; differences are reported to the controller (10ms .. 24h).");
 ABSL_FLAG(std::string, counter_source, "auto",
           "Counter mechanism: auto (netlink, else sysfs), netlink or sysfs.");
 ABSL_FLAG(bool, insecure_loopback, false,
@@ -133,6 +137,13 @@ int main(int argc, char** argv) {
                  absl::GetFlag(FLAGS_sample_interval).c_str());
     return 2;
   }
+  absl::Duration drift_interval;
+  if (!absl::ParseDuration(absl::GetFlag(FLAGS_drift_interval), &drift_interval) ||
+      drift_interval < absl::Milliseconds(10) || drift_interval > absl::Hours(24)) {
+    std::fprintf(stderr, "rocetune-agent: --drift_interval=%s: want a duration in 10ms..24h\n",
+                 absl::GetFlag(FLAGS_drift_interval).c_str());
+    return 2;
+  }
   std::vector<std::pair<std::string, std::string>> labels;
   if (absl::Status s = rocetune::ParseLabels(absl::GetFlag(FLAGS_labels), &labels); !s.ok()) {
     std::fprintf(stderr, "rocetune-agent: --labels: %s\n", std::string(s.message()).c_str());
@@ -164,6 +175,16 @@ int main(int argc, char** argv) {
                  "rocetune-agent: TLS is not built yet; run with --insecure_loopback against a "
                  "controller on a loopback address\n");
     return 2;
+  }
+  // One agent per state dir: two would fight over the NIC and the journal.
+  std::unique_ptr<rocetune::StateDirLock> state_lock;
+  if (const std::string dir = absl::GetFlag(FLAGS_state_dir); !dir.empty()) {
+    auto lock = rocetune::StateDirLock::Acquire(dir, "rocetune-agent");
+    if (!lock.ok()) {
+      std::fprintf(stderr, "rocetune-agent: %s\n", std::string(lock.status().message()).c_str());
+      return 1;
+    }
+    state_lock = std::move(*lock);
   }
   auto registry = std::make_shared<prometheus::Registry>();
   rocetune::AgentMetrics metrics(registry, host_id);
@@ -213,6 +234,7 @@ int main(int argc, char** argv) {
   options.controller = absl::GetFlag(FLAGS_controller);
   options.labels = labels;
   options.sample_interval = interval;
+  options.drift_interval = drift_interval;
   options.state_dir = absl::GetFlag(FLAGS_state_dir);
   options.metrics = &metrics;
   options.guard = rocetune::LocalGuardOptionsFromFlags();

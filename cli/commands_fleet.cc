@@ -90,11 +90,13 @@ int Hosts(Context& ctx, const std::vector<std::string>&) {
     ctx.PrintJson(all);
     return kExitOk;
   }
-  Table t({"HOST", "STATE", "NICS", "APPLIED", "DESIRED", "CHANGE", "LAST REPORT", "LABELS"});
+  Table t(
+      {"HOST", "STATE", "NICS", "APPLIED", "DESIRED", "DRIFT", "CHANGE", "LAST REPORT", "LABELS"});
   absl::Time now = ctx.now();
   for (const auto& h : all.hosts()) {
     t.AddRow({h.host_id(), HostStateName(h.state()), absl::StrCat(h.devices_size()),
-              OrDash(h.current_version()), OrDash(h.desired_version()), OrDash(h.active_change()),
+              OrDash(h.current_version()), OrDash(h.desired_version()),
+              h.drift().empty() ? "-" : "drift", OrDash(h.active_change()),
               FormatAgo(h.last_report_unix_nanos(), now), FormatLabels(h.labels())});
   }
   ctx.out() << t.Render() << all.hosts_size() << " host(s)";

@@ -115,6 +115,7 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(const ControllerOp
   fopt.stale_after = options.stale_after;
   fopt.gone_after = options.gone_after;
   fopt.probe_replan_delay = options.probe_replan_delay;
+  fopt.observe_only = options.observe_only;
   fopt.probes.probes_per_second = options.probe_rate;
   fopt.probes.max_peers = options.probe_peers;
   c->fleet_ =

@@ -37,6 +37,8 @@ struct ControllerOptions {
   std::string group_label = "rack";  // label whose values are the metric groups
   // Joins and leaves within this delay share one probe replan (0: inline).
   absl::Duration probe_replan_delay = absl::Milliseconds(200);
+  // Drift agents report is audited, never corrected.
+  bool observe_only = false;
   // Latency probes the controller plans for every agent: probes per second
   // to each peer, and peers per host.
   double probe_rate = 10;

@@ -11,6 +11,7 @@
 #include "daemon/init.h"
 #include "daemon/logging.h"
 #include "daemon/shutdown.h"
+#include "daemon/state_dir_lock.h"
 #include "daemon/systemd_notify.h"
 #include "rocetune/v1/config.pb.h"
 
@@ -37,6 +38,9 @@ ABSL_FLAG(int32_t, max_outbound_queue, 8,
           "Messages queued per agent stream before further ones are dropped (and counted).");
 ABSL_FLAG(std::string, group_label, "rack",
           "Host label whose values form the groups of the per-group /metrics series.");
+ABSL_FLAG(bool, observe_only, false,
+          "Audit parameter drift that agents report, but never correct it (by default the "
+          "host's desired state is pushed again).");
 ABSL_FLAG(int32_t, stream_threads, 0,
           "Threads, each with its own gRPC completion queue, that agent streams are spread "
           "over (0 = one per CPU; at most 256).");
@@ -92,10 +96,22 @@ int main(int argc, char** argv) {
   opt.group_label = absl::GetFlag(FLAGS_group_label);
   opt.probe_replan_delay = absl::GetFlag(FLAGS_probe_replan_delay);
   opt.stream_threads = absl::GetFlag(FLAGS_stream_threads);
+  opt.observe_only = absl::GetFlag(FLAGS_observe_only);
   opt.rollout_tick = absl::GetFlag(FLAGS_rollout_tick);
   opt.probe_rate = absl::GetFlag(FLAGS_probe_rate);
   opt.probe_peers = absl::GetFlag(FLAGS_probe_peers);
 
+  // One controller per state dir: two would hand out the same versions.
+  std::unique_ptr<rocetune::StateDirLock> state_lock;
+  if (!opt.state_dir.empty()) {
+    auto lock = rocetune::StateDirLock::Acquire(opt.state_dir, "rocetune-controller");
+    if (!lock.ok()) {
+      std::fprintf(stderr, "rocetune-controller: %s\n",
+                   std::string(lock.status().message()).c_str());
+      return 1;
+    }
+    state_lock = std::move(*lock);
+  }
   auto controller = rocetune::controller::Controller::Start(opt);
   if (!controller.ok()) {
     std::fprintf(stderr, "rocetune-controller: %s\n",

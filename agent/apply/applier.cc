@@ -109,23 +109,47 @@ std::vector<std::pair<std::string, int64_t>> MaskRequests(const v1::DeviceParame
 
 Applier::Applier(std::map<std::string, ApplyTarget> targets) : targets_(std::move(targets)) {}
 
+struct Applier::Transaction {
+  std::vector<CcRangeViolation> range;  // out-of-range values, allowed only if already held
+  std::map<std::string, v1::DeviceParameters> snap;
+  std::map<std::string, v1::PfcSettings> pfc_snap;
+  std::vector<Step> steps;
+  size_t attempted = 0;  // steps tried by Write (the failed one included)
+  // Parameters outside the set that a write changes as a side effect are
+  // written back to their snapshot value, and are checked on read-back.
+  std::map<std::string, std::vector<std::pair<std::string, int64_t>>> kept;
+  ApplyResult result;
+};
+
 absl::StatusOr<ApplyResult> Applier::Apply(const v1::ParameterSet& set) {
   absl::MutexLock lock(&mu_);
-  std::vector<CcRangeViolation> range;
-  if (absl::Status st = ValidateParameterSetExceptDcqcnRanges(set, &range); !st.ok()) {
+  Transaction txn;
+  if (absl::Status st = Validate(set, &txn); !st.ok()) return st;
+  if (absl::Status st = Snapshot(set, &txn); !st.ok()) return st;
+  Plan(set, &txn);
+  absl::Status failure = Write(&txn);
+  if (failure.ok()) failure = ReadBack(set, &txn);
+  if (!failure.ok()) return Restore(failure, &txn);
+  for (const std::string& line : txn.result.disruptive) {
+    LogWarning("disruptive PFC change applied", {{"change", line}});
+  }
+  return std::move(txn.result);
+}
+
+absl::Status Applier::Validate(const v1::ParameterSet& set, Transaction* txn) {
+  if (absl::Status st = ValidateParameterSetExceptDcqcnRanges(set, &txn->range); !st.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("parameter set rejected, nothing written: ", st.message()));
   }
   // An out-of-range value is tolerated only if the device already holds it
-  // (checked against the snapshot below); it is then never written.
-  if (absl::c_any_of(range, [&](const CcRangeViolation& v) {
+  // (checked against the snapshot); it is then never written.
+  if (absl::c_any_of(txn->range, [&](const CcRangeViolation& v) {
         auto it = targets_.find(v.device);
         return it == targets_.end() || it->second.cc == nullptr;
       })) {
     return absl::InvalidArgumentError(absl::StrCat("parameter set rejected, nothing written: ",
                                                    ValidateParameterSet(set).message()));
   }
-
   // Every device must be known and able to take what the set asks for.
   std::vector<std::string> problems;
   bool unknown_device = false;
@@ -143,15 +167,45 @@ absl::StatusOr<ApplyResult> Applier::Apply(const v1::ParameterSet& set) {
       problems.push_back(absl::StrCat(d.device(), ": no PFC configuration (dcbnl) available"));
     }
   }
-  if (!problems.empty()) {
-    std::string msg =
-        absl::StrCat("parameter set rejected, nothing written: ", absl::StrJoin(problems, "; "));
-    return unknown_device ? absl::InvalidArgumentError(msg) : absl::FailedPreconditionError(msg);
-  }
+  if (problems.empty()) return absl::OkStatus();
+  std::string msg =
+      absl::StrCat("parameter set rejected, nothing written: ", absl::StrJoin(problems, "; "));
+  return unknown_device ? absl::InvalidArgumentError(msg) : absl::FailedPreconditionError(msg);
+}
 
-  // Snapshot.
-  std::map<std::string, v1::DeviceParameters> snap;
-  std::map<std::string, v1::PfcSettings> pfc_snap;
+std::vector<std::string> Applier::CheckLink(const v1::ParameterSet& set,
+                                            const Transaction& txn) const {
+  std::vector<std::string> out;
+  for (const v1::DeviceParameters& d : set.devices()) {
+    const ApplyTarget& t = targets_.at(d.device());
+    for (const auto& [name, value] : DcqcnRequests(d)) {
+      const CcParamSpec* spec = FindCcParam(name);
+      if (spec == nullptr || std::string(spec->unit) != "Mbps" || t.speed_mbps <= 0) continue;
+      if (value > t.speed_mbps) {
+        out.push_back(absl::StrCat(d.device(), ": ", name, " ", value,
+                                   " Mb/s exceeds the port speed ", t.speed_mbps, " Mb/s"));
+      }
+    }
+    auto it = txn.snap.find(d.device());
+    if (it == txn.snap.end()) continue;
+    auto after = [&](const std::string& name) -> std::optional<int64_t> {
+      if (auto r = d.dcqcn().find(name); r != d.dcqcn().end()) return r->second;
+      if (auto c = it->second.dcqcn().find(name); c != it->second.dcqcn().end()) return c->second;
+      return std::nullopt;
+    };
+    std::optional<int64_t> lo = after("rpg_min_rate");
+    std::optional<int64_t> hi = after("rpg_max_rate");
+    if ((d.dcqcn().contains("rpg_min_rate") || d.dcqcn().contains("rpg_max_rate")) &&
+        lo.has_value() && hi.has_value() && *hi != 0 && *lo > *hi) {
+      out.push_back(absl::StrCat(d.device(), ": rpg_min_rate ", *lo, " Mb/s above rpg_max_rate ",
+                                 *hi, " Mb/s"));
+    }
+  }
+  return out;
+}
+
+absl::Status Applier::Snapshot(const v1::ParameterSet& set, Transaction* txn) {
+  std::vector<std::string> problems;
   for (const v1::DeviceParameters& d : set.devices()) {
     const ApplyTarget& t = targets_.at(d.device());
     if (NeedsCc(d)) {
@@ -174,7 +228,7 @@ absl::StatusOr<ApplyResult> Applier::Apply(const v1::ParameterSet& set) {
                                           t.cc->layout()));
         }
       }
-      snap[d.device()] = *std::move(cur);
+      txn->snap[d.device()] = *std::move(cur);
     }
     if (d.has_pfc()) {
       absl::StatusOr<PfcState> cur = t.pfc->Read(t.netdev);
@@ -187,15 +241,14 @@ absl::StatusOr<ApplyResult> Applier::Apply(const v1::ParameterSet& set) {
         problems.push_back(
             absl::StrCat(d.device(), ": ", t.netdev, " has no pfc-prevention-tout tunable"));
       }
-      pfc_snap[d.device()] = ToSettings(*cur);
+      txn->pfc_snap[d.device()] = ToSettings(*cur);
     }
   }
-  std::vector<std::string> out_of_range;
-  for (const CcRangeViolation& v : range) {
-    auto it = snap[v.device].dcqcn().find(v.name);
-    if (it == snap[v.device].dcqcn().end() || it->second != v.value) {
-      out_of_range.push_back(v.text);
-    }
+  std::vector<std::string> out_of_range = CheckLink(set, *txn);
+  for (const CcRangeViolation& v : txn->range) {
+    const v1::DeviceParameters& held = txn->snap[v.device];
+    auto it = held.dcqcn().find(v.name);
+    if (it == held.dcqcn().end() || it->second != v.value) out_of_range.push_back(v.text);
   }
   if (!out_of_range.empty()) {
     return absl::InvalidArgumentError(
@@ -206,15 +259,13 @@ absl::StatusOr<ApplyResult> Applier::Apply(const v1::ParameterSet& set) {
     return absl::FailedPreconditionError(
         absl::StrCat("parameter set rejected, nothing written: ", absl::StrJoin(problems, "; ")));
   }
+  return absl::OkStatus();
+}
 
-  // Plan: DCQCN values on every device, then masks, then PFC last.
-  std::vector<Step> steps;
-  ApplyResult result;
-  // Parameters outside the set that a write changes as a side effect are
-  // written back to their snapshot value, and are checked on read-back.
-  std::map<std::string, std::vector<std::pair<std::string, int64_t>>> kept;
+void Applier::Plan(const v1::ParameterSet& set, Transaction* txn) {
+  std::vector<Step>& steps = txn->steps;
   for (const v1::DeviceParameters& d : set.devices()) {
-    const v1::DeviceParameters& cur = snap[d.device()];
+    const v1::DeviceParameters& cur = txn->snap[d.device()];
     std::set<std::string> written;
     for (const auto& [name, value] : DcqcnRequests(d)) {
       const int64_t old = cur.dcqcn().at(name);
@@ -234,33 +285,32 @@ absl::StatusOr<ApplyResult> Applier::Apply(const v1::ParameterSet& set) {
       auto it = cur.dcqcn().find(se.affected);
       if (it == cur.dcqcn().end() || it->second == se.value) continue;
       steps.push_back({d.device(), StepKind::kDcqcn, se.affected, it->second, it->second, {}, {}});
-      kept[d.device()].emplace_back(se.affected, it->second);
+      txn->kept[d.device()].emplace_back(se.affected, it->second);
     }
   }
   for (const v1::DeviceParameters& d : set.devices()) {
     for (const auto& [name, value] : MaskRequests(d)) {
-      int64_t old = *Lookup(snap[d.device()], name);
+      int64_t old = *Lookup(txn->snap[d.device()], name);
       if (old != value) steps.push_back({d.device(), StepKind::kMask, name, old, value, {}, {}});
     }
   }
   for (const v1::DeviceParameters& d : set.devices()) {
     if (!d.has_pfc()) continue;
-    const v1::PfcSettings& old = pfc_snap[d.device()];
+    const v1::PfcSettings& old = txn->pfc_snap[d.device()];
     if (PfcMatches(d.pfc(), old)) continue;
     Step s{d.device(), StepKind::kPfc, "pfc", 0, 0, old, d.pfc()};
     if (old.enable_mask() != d.pfc().enable_mask()) {
-      result.disruptive.push_back(absl::StrCat(
+      txn->result.disruptive.push_back(absl::StrCat(
           d.device(), "/", targets_.at(d.device()).netdev, ": pfc enable_mask ",
           Hex(old.enable_mask()), " -> ", Hex(d.pfc().enable_mask()), " (mlx5 flaps the link)"));
     }
     steps.push_back(std::move(s));
   }
+}
 
-  // Execute.
-  absl::Status failure;
-  size_t attempted = 0;
-  for (const Step& s : steps) {
-    ++attempted;
+absl::Status Applier::Write(Transaction* txn) {
+  for (const Step& s : txn->steps) {
+    ++txn->attempted;
     const ApplyTarget& t = targets_.at(s.device);
     absl::Status st;
     if (s.kind == StepKind::kPfc) {
@@ -272,70 +322,63 @@ absl::StatusOr<ApplyResult> Applier::Apply(const v1::ParameterSet& set) {
     } else {
       st = t.cc->Write(s.device, s.name, s.new_value);
     }
-    if (!st.ok()) {
-      failure = absl::Status(st.code(), absl::StrCat("apply failed: ", st.message()));
-      break;
-    }
-    ++result.writes;
+    if (!st.ok()) return absl::Status(st.code(), absl::StrCat("apply failed: ", st.message()));
+    ++txn->result.writes;
   }
+  return absl::OkStatus();
+}
 
-  // Read back and compare.
-  if (failure.ok()) {
-    std::vector<std::string> mismatches;
-    for (const v1::DeviceParameters& d : set.devices()) {
-      const ApplyTarget& t = targets_.at(d.device());
-      v1::DeviceParameters* out = result.applied.add_devices();
-      out->set_device(d.device());
-      if (NeedsCc(d)) {
-        absl::StatusOr<v1::DeviceParameters> back = t.cc->Read(d.device());
-        if (!back.ok()) {
+absl::Status Applier::ReadBack(const v1::ParameterSet& set, Transaction* txn) {
+  std::vector<std::string> mismatches;
+  for (const v1::DeviceParameters& d : set.devices()) {
+    const ApplyTarget& t = targets_.at(d.device());
+    v1::DeviceParameters* out = txn->result.applied.add_devices();
+    out->set_device(d.device());
+    if (NeedsCc(d)) {
+      absl::StatusOr<v1::DeviceParameters> back = t.cc->Read(d.device());
+      if (!back.ok()) {
+        mismatches.push_back(
+            absl::StrCat(d.device(), ": read-back failed: ", back.status().message()));
+        continue;
+      }
+      std::vector<std::pair<std::string, int64_t>> wanted = DcqcnRequests(d);
+      for (auto& m : MaskRequests(d)) wanted.push_back(m);
+      for (auto& k : txn->kept[d.device()]) wanted.push_back(k);
+      for (const auto& [name, value] : wanted) {
+        std::optional<int64_t> got = Lookup(*back, name);
+        if (!got.has_value() || *got != value) {
           mismatches.push_back(
-              absl::StrCat(d.device(), ": read-back failed: ", back.status().message()));
-          continue;
+              absl::StrCat(d.device(), ": ", name, " wrote ", value, ", read back ",
+                           got.has_value() ? absl::StrCat(*got) : std::string("nothing"),
+                           " (layout ", t.cc->layout(), ")"));
         }
-        std::vector<std::pair<std::string, int64_t>> wanted = DcqcnRequests(d);
-        for (auto& m : MaskRequests(d)) wanted.push_back(m);
-        for (auto& k : kept[d.device()]) wanted.push_back(k);
-        for (const auto& [name, value] : wanted) {
-          std::optional<int64_t> got = Lookup(*back, name);
-          if (!got.has_value() || *got != value) {
-            mismatches.push_back(
-                absl::StrCat(d.device(), ": ", name, " wrote ", value, ", read back ",
-                             got.has_value() ? absl::StrCat(*got) : std::string("nothing"),
-                             " (layout ", t.cc->layout(), ")"));
-          }
-        }
-        *out = *std::move(back);
       }
-      if (d.has_pfc()) {
-        absl::StatusOr<PfcState> back = t.pfc->Read(t.netdev);
-        if (!back.ok()) {
-          mismatches.push_back(absl::StrCat(d.device(), ": PFC read-back on ", t.netdev,
-                                            " failed: ", back.status().message()));
-          continue;
-        }
-        v1::PfcSettings got = ToSettings(*back);
-        if (!PfcMatches(d.pfc(), got)) {
-          mismatches.push_back(absl::StrCat(d.device(), ": pfc on ", t.netdev, " wrote ",
-                                            PfcText(d.pfc()), ", read back ", PfcText(got)));
-        }
-        *out->mutable_pfc() = got;
-      }
+      *out = *std::move(back);
     }
-    if (!mismatches.empty()) {
-      failure =
-          absl::AbortedError(absl::StrCat("read-back mismatch: ", absl::StrJoin(mismatches, "; ")));
+    if (d.has_pfc()) {
+      absl::StatusOr<PfcState> back = t.pfc->Read(t.netdev);
+      if (!back.ok()) {
+        mismatches.push_back(absl::StrCat(d.device(), ": PFC read-back on ", t.netdev,
+                                          " failed: ", back.status().message()));
+        continue;
+      }
+      v1::PfcSettings got = ToSettings(*back);
+      if (!PfcMatches(d.pfc(), got)) {
+        mismatches.push_back(absl::StrCat(d.device(), ": pfc on ", t.netdev, " wrote ",
+                                          PfcText(d.pfc()), ", read back ", PfcText(got)));
+      }
+      *out->mutable_pfc() = got;
     }
   }
-  if (failure.ok()) {
-    for (const std::string& line : result.disruptive) {
-      LogWarning("disruptive PFC change applied", {{"change", line}});
-    }
-    return result;
-  }
+  if (mismatches.empty()) return absl::OkStatus();
+  return absl::AbortedError(absl::StrCat("read-back mismatch: ", absl::StrJoin(mismatches, "; ")));
+}
 
-  // Restore the snapshot, newest change first. A value already equal to the
-  // snapshot (the failed write did not take) is not rewritten.
+absl::Status Applier::Restore(const absl::Status& failure, Transaction* txn) {
+  const std::vector<Step>& steps = txn->steps;
+  const size_t attempted = txn->attempted;
+  // Newest change first. A value already equal to the snapshot (the failed
+  // write did not take) is not rewritten.
   std::vector<std::string> restore_errors;
   std::map<std::string, std::optional<v1::DeviceParameters>> current;
   std::set<std::string> touched;
@@ -388,7 +431,7 @@ absl::StatusOr<ApplyResult> Applier::Apply(const v1::ParameterSet& set) {
     expects.push_back({s.device, s.name, s.old_value});
     for (const CcWriteSideEffect& se : CcWriteSideEffects()) {
       if (s.name != se.written) continue;
-      std::optional<int64_t> v = Lookup(snap[s.device], se.affected);
+      std::optional<int64_t> v = Lookup(txn->snap[s.device], se.affected);
       if (v.has_value()) expects.push_back({s.device, se.affected, *v});
     }
   }
@@ -401,7 +444,7 @@ absl::StatusOr<ApplyResult> Applier::Apply(const v1::ParameterSet& set) {
   // Verify the restore.
   for (const std::string& dev : touched) {
     const ApplyTarget& t = targets_.at(dev);
-    if (snap.contains(dev)) {
+    if (txn->snap.contains(dev)) {
       absl::StatusOr<v1::DeviceParameters> back = t.cc->Read(dev);
       if (!back.ok()) {
         restore_errors.push_back(

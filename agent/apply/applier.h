@@ -21,6 +21,9 @@ struct ApplyTarget {
   CcParamStore* cc = nullptr;  // required when a set carries DCQCN values or masks
   PfcConfig* pfc = nullptr;    // required when a set carries PFC settings
   std::string netdev;          // the netdev PFC is configured on
+  // The fastest port's link speed; rate parameters (Mb/s) above it are
+  // refused. 0: unknown, not checked.
+  int64_t speed_mbps = 0;
 };
 
 struct ApplyResult {
@@ -66,6 +69,33 @@ class Applier {
   v1::ParameterSet ReadCurrent(std::vector<std::string>* errors = nullptr);
 
  private:
+  // One Apply's working state: snapshot, planned steps, how far they got.
+  struct Transaction;
+
+  // The steps of Apply, in order. Each returns the error Apply returns.
+  // Validate: ranges, known devices, a store for what the set carries.
+  absl::Status Validate(const v1::ParameterSet& set, Transaction* txn)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Snapshot: reads every device in the set; checks the layout has each
+  // requested parameter, that out-of-range values are already held, and the
+  // link: rates at most the port speed, rpg_min_rate <= rpg_max_rate (0 = no
+  // limit) as they would be after the apply.
+  absl::Status Snapshot(const v1::ParameterSet& set, Transaction* txn)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Link checks of Snapshot, one line per violation.
+  std::vector<std::string> CheckLink(const v1::ParameterSet& set, const Transaction& txn) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Plan: the writes, DCQCN values first, then masks, then PFC.
+  void Plan(const v1::ParameterSet& set, Transaction* txn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Write: executes the plan until the first failure.
+  absl::Status Write(Transaction* txn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // ReadBack: reads every device in the set into the result and compares.
+  absl::Status ReadBack(const v1::ParameterSet& set, Transaction* txn)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Restore: puts the snapshot back after `failure`; returns the final error.
+  absl::Status Restore(const absl::Status& failure, Transaction* txn)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   std::map<std::string, ApplyTarget> targets_;
   absl::Mutex mu_;
 };

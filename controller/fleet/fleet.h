@@ -41,6 +41,8 @@ struct FleetOptions {
   // thread runs it), so a fleet reconnecting at once costs O(hosts) per delay
   // instead of O(hosts) per host. Zero: recompute inline on every change.
   absl::Duration probe_replan_delay = absl::Milliseconds(200);
+  // Drift an agent reports is audited but never corrected (--observe_only).
+  bool observe_only = false;
 };
 
 struct FleetCounts {
@@ -125,6 +127,9 @@ class Fleet {
   // The stored state of one host (info, desired state), kNotFound if unknown.
   absl::StatusOr<StoredHost> GetStored(const std::string& host_id) const;
   void SetListener(FleetListener* listener) { listener_.store(listener); }
+  // Hosts for which `check` answers true are observe-only (their policy says
+  // so): drift is reported, never corrected. Set before agents connect.
+  void SetObserveOnlyCheck(std::function<bool(const std::string& host_id)> check);
   // Desired version of `host_id`, "" if none.
   std::string DesiredVersion(const std::string& host_id) const;
 
@@ -194,6 +199,11 @@ class Fleet {
                            const std::string& host_id, const std::string& detail) const;
   void Publish(const std::vector<v1::Event>& events);
   absl::Status ValidateHello(const v1::Hello& hello) const;
+  // A "drift" guard event: level-triggered correction. Unless the host is
+  // observe-only, re-pushes its desired state (when it has one and is
+  // connected) and audits "drift_corrected" with what the agent found;
+  // otherwise audits "drift_observed" once per distinct finding.
+  void HandleDrift(const std::string& host_id, const v1::GuardEvent& event);
 
   Clock* const clock_;
   TelemetryStore* const telemetry_;
@@ -202,6 +212,8 @@ class Fleet {
   const FleetOptions options_;
 
   std::atomic<FleetListener*> listener_{nullptr};
+  absl::Mutex observe_mu_;
+  std::function<bool(const std::string&)> observe_only_check_ ABSL_GUARDED_BY(observe_mu_);
   // Serialises desired-state writers (held across their store write).
   absl::Mutex desired_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   // Orders host writes to the store (held across snapshot and write).

@@ -201,6 +201,10 @@ void Fleet::HandleNack(const std::string& host_id, const v1::Nack& nack) {
 void Fleet::HandleGuardEvents(const std::string& host_id,
                               const google::protobuf::RepeatedPtrField<v1::GuardEvent>& events) {
   for (const v1::GuardEvent& e : events) {
+    if (e.kind() == "drift") {
+      HandleDrift(host_id, e);
+      continue;
+    }
     const std::string text =
         absl::StrCat(e.kind(), ": ", e.detail(),
                      e.restored_version().empty() && e.kind() != "drift"
@@ -226,6 +230,67 @@ void Fleet::HandleGuardEvents(const std::string& host_id,
     if (FleetListener* l = listener_.load()) l->OnGuardEvent(host_id, e);
     Publish({MakeEvent("guard_event", host_id, text)});
   }
+}
+
+void Fleet::SetObserveOnlyCheck(std::function<bool(const std::string& host_id)> check) {
+  absl::MutexLock lock(&observe_mu_);
+  observe_only_check_ = std::move(check);
+}
+
+void Fleet::HandleDrift(const std::string& host_id, const v1::GuardEvent& event) {
+  bool observe_only = options_.observe_only;
+  if (!observe_only) {
+    absl::MutexLock lock(&observe_mu_);
+    observe_only = observe_only_check_ != nullptr && observe_only_check_(host_id);
+  }
+  const std::string found = absl::StrCat("drift: ", event.detail());
+  std::shared_ptr<AgentConnection> conn;
+  std::string version;
+  v1::ParameterSet desired;
+  bool repeated = false;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = hosts_.find(host_id);
+    if (it == hosts_.end()) return;
+    Host& h = *it->second;
+    v1::HostInfo& info = h.stored.info;
+    repeated = info.last_guard_event() == found;
+    info.set_last_guard_event(found);
+    info.clear_drift();
+    info.add_drift(event.detail());
+    // A version the host rejected (Nack, guard restore) is never re-pushed.
+    if (!observe_only && h.stored.desired_seq != 0 && h.conn != nullptr &&
+        !Contains(info.rejected_versions(), info.desired_version())) {
+      conn = h.conn;
+      version = info.desired_version();
+      desired = h.stored.desired;
+    }
+  }
+  std::string action;
+  std::string detail;
+  if (observe_only) {
+    action = "drift_observed";
+    detail = absl::StrCat("observe-only, not corrected; found ", event.detail());
+  } else if (conn != nullptr) {
+    action = "drift_corrected";
+    detail = absl::StrCat("re-pushed desired version ", version, "; found ", event.detail());
+  } else {
+    action = "drift_observed";
+    detail = absl::StrCat("no desired state to re-push (none, rejected, or not connected); found ",
+                          event.detail());
+  }
+  // A finding that repeats without a correction is audited once.
+  if (repeated && conn == nullptr) {
+    PersistHost(host_id, nullptr);
+    return;
+  }
+  v1::AuditEntry audit = MakeAudit(host_id, action, host_id, detail);
+  PersistHost(host_id, &audit);
+  LogWarning("agent reported parameter drift",
+             {{"host", host_id}, {"action", action}, {"detail", event.detail()}});
+  if (conn != nullptr) conn->PushDesiredState(version, desired);
+  if (FleetListener* l = listener_.load()) l->OnGuardEvent(host_id, event);
+  Publish({MakeEvent(action, host_id, detail)});
 }
 
 }  // namespace rocetune::controller

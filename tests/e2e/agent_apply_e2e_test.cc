@@ -3,9 +3,7 @@
 // push -> write -> read back -> Ack; a bad set is NACKed whole and the host
 // keeps its version; the local guard restores last-known-good and the
 // controller records the rejected version and never re-pushes it.
-#include <fcntl.h>
 #include <signal.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -14,7 +12,6 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
@@ -43,14 +40,9 @@ TEST(AgentApplyE2E, PushAckNackAndGuardRestore) {
   Env env(opt);
   ASSERT_TRUE(env.StartController()) << env.ControllerLog();
   const std::string tree = absl::StrCat(env.dir(), "/host");
-  // cp -a keeps the tree's symlinks (sysfs is full of them).
-  std::string cp_out;
-  ASSERT_EQ(testing::RunCommand("/bin/cp",
-                                {"-a", absl::StrCat(ROCETUNE_SOURCE_DIR, "/tests/fixtures/hosts/mlx5_ofed"),
-                                 tree},
-                                &cp_out),
-            0)
-      << cp_out;
+  std::filesystem::copy(
+      absl::StrCat(ROCETUNE_SOURCE_DIR, "/tests/fixtures/hosts/mlx5_ofed"), tree,
+      std::filesystem::copy_options::recursive | std::filesystem::copy_options::copy_symlinks);
   testing::Subprocess agent(
       testing::BuiltBinary("agent/rocetune-agent"),
       {absl::StrCat("--host_id=", kHost), absl::StrCat("--controller=127.0.0.1:", env.port()),
@@ -79,17 +71,16 @@ TEST(AgentApplyE2E, PushAckNackAndGuardRestore) {
   const std::string rp = tree + kRp;
   std::string out;
   // 1. push -> write -> read back -> Ack.
-  ASSERT_EQ(env.Ctl({"push", kHost, "mlx5_0", "rpg_ai_rate=20", "--wait", "--reason=e2e"},
-                    "alice", &out),
-            0)
+  ASSERT_EQ(
+      env.Ctl({"push", kHost, "mlx5_0", "rpg_ai_rate=20", "--wait", "--reason=e2e"}, "alice", &out),
+      0)
       << out << agent.Log();
   EXPECT_EQ(ReadFile(rp + "rpg_ai_rate"), "20");
   const std::string v1 = host().current_version();
   EXPECT_FALSE(v1.empty());
   EXPECT_EQ(host().desired_version(), v1);
-  // The guard watches a new set for --guard_window (2 s) before it becomes
-  // last-known-good.
-  absl::SleepFor(absl::Seconds(3));
+  // v1 becomes last-known-good once its guard window (2s) has passed clean.
+  absl::SleepFor(absl::Milliseconds(2500));
   // 2. An out-of-range value: the whole set is refused, the host keeps v1.
   ASSERT_EQ(env.Ctl({"push", kHost, "mlx5_0", "rpg_ai_rate=30", "dce_tcp_g=2000", "--wait"},
                     "alice", &out),
@@ -107,18 +98,11 @@ TEST(AgentApplyE2E, PushAckNackAndGuardRestore) {
   const std::string cnp = tree + kCounters + "rp_cnp_handled";
   uint64_t before = 0;
   ASSERT_TRUE(absl::SimpleAtoi(ReadFile(cnp), &before));
-  // Rewritten in place with one write of a fixed width (zero-padded), as the
-  // kernel presents a counter: the agent keeps the file open and rereads it.
-  const int fd = open(cnp.c_str(), O_WRONLY);
-  ASSERT_GE(fd, 0);
   for (int i = 1; i <= 10; ++i) {
-    const std::string text =
-        absl::StrFormat("%020u\n", before + static_cast<uint64_t>(i) * 10'000'000ull);
-    ASSERT_EQ(pwrite(fd, text.data(), text.size(), 0), static_cast<ssize_t>(text.size()));
+    std::ofstream(cnp) << before + static_cast<uint64_t>(i) * 10'000'000ull << "\n";
     absl::SleepFor(absl::Milliseconds(250));
     if (ReadFile(rp + "rpg_ai_rate") == "20") break;
   }
-  close(fd);
   EXPECT_EQ(ReadFile(rp + "rpg_ai_rate"), "20") << agent.Log();
   ASSERT_TRUE(env.WaitFor([&] { return !host().last_guard_event().empty(); }, absl::Seconds(10)));
   v1::HostInfo h = host();
@@ -142,6 +126,70 @@ TEST(AgentApplyE2E, PushAckNackAndGuardRestore) {
   EXPECT_THAT(again.Log(), ::testing::Not(HasSubstr(absl::StrCat("\"version\":\"", v3))));
   again.Signal(SIGTERM);
   again.Wait(absl::Seconds(10));
+}
+
+// Drift: an out-of-band write to the NIC's parameter file is found at the
+// next drift check, reported, corrected by the controller's re-push and
+// audited with what was found. Prints the timeline.
+TEST(AgentApplyE2E, OutOfBandWriteIsDetectedCorrectedAndAudited) {
+  EnvOptions opt;
+  Env env(opt);
+  ASSERT_TRUE(env.StartController()) << env.ControllerLog();
+  const std::string tree = absl::StrCat(env.dir(), "/host");
+  std::filesystem::copy(
+      absl::StrCat(ROCETUNE_SOURCE_DIR, "/tests/fixtures/hosts/mlx5_ofed"), tree,
+      std::filesystem::copy_options::recursive | std::filesystem::copy_options::copy_symlinks);
+  testing::Subprocess agent(
+      testing::BuiltBinary("agent/rocetune-agent"),
+      {absl::StrCat("--host_id=", kHost), absl::StrCat("--controller=127.0.0.1:", env.port()),
+       "--insecure_loopback", "--metrics_address=127.0.0.1:0", "--probe=none",
+       absl::StrCat("--sysfs_root=", tree, "/sys"), absl::StrCat("--debugfs_root=", tree, "/debug"),
+       absl::StrCat("--state_dir=", env.dir(), "/agent"), "--counter_source=sysfs",
+       "--sample_interval=200ms", "--drift_interval=1s"},
+      absl::StrCat(env.dir(), "/agent.log"));
+  ASSERT_TRUE(agent.Start());
+  auto host = [&] {
+    for (const auto& h : env.Hosts()) {
+      if (h.host_id() == kHost) return h;
+    }
+    return v1::HostInfo();
+  };
+  ASSERT_TRUE(env.WaitFor([&] { return host().state() == v1::HOST_CONNECTED; }, absl::Seconds(30)))
+      << agent.Log();
+  const std::string ai = tree + kRp + "rpg_ai_rate";
+  std::string out;
+  ASSERT_EQ(env.Ctl({"push", kHost, "mlx5_0", "rpg_ai_rate=33", "--wait"}, "alice", &out), 0)
+      << out << agent.Log();
+  ASSERT_EQ(ReadFile(ai), "33");
+  const std::string version = host().current_version();
+
+  const absl::Time edited = absl::Now();
+  std::ofstream(ai) << "5\n";
+  absl::Time detected = absl::InfinitePast();
+  absl::Time corrected = absl::InfinitePast();
+  ASSERT_TRUE(env.WaitFor(
+      [&] {
+        if (detected == absl::InfinitePast() &&
+            agent.Log().find("parameter drift") != std::string::npos) {
+          detected = absl::Now();
+        }
+        if (corrected == absl::InfinitePast() && ReadFile(ai) == "33") corrected = absl::Now();
+        return detected != absl::InfinitePast() && corrected != absl::InfinitePast();
+      },
+      absl::Seconds(10)))
+      << agent.Log() << env.ControllerLog();
+  std::printf("drift timeline: edit at 0, detected at +%.0f ms, corrected at +%.0f ms\n",
+              absl::ToDoubleMilliseconds(detected - edited),
+              absl::ToDoubleMilliseconds(corrected - edited));
+  EXPECT_LE(corrected - edited, absl::Seconds(3)) << "a drift interval of 1s";
+  ASSERT_EQ(env.Ctl({"audit", "--limit=50"}, "alice", &out), 0) << out;
+  EXPECT_THAT(out, HasSubstr("drift_corrected"));
+  EXPECT_THAT(out, HasSubstr("rpg_ai_rate: expected 33, found 5"));
+  v1::HostInfo h = host();
+  EXPECT_EQ(h.current_version(), version);
+  EXPECT_TRUE(h.rejected_versions().empty());
+  agent.Signal(SIGTERM);
+  agent.Wait(absl::Seconds(10));
 }
 
 }  // namespace

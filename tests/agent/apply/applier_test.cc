@@ -130,6 +130,40 @@ TEST_F(ApplierTest, OutOfRangeRejectsWholeSetAndWritesNothing) {
   EXPECT_EQ(TreeContents(NetDir()), before);
 }
 
+// The link bounds rates: nothing above the port speed, min under max; each
+// violation names the device and the parameter, and nothing is written.
+TEST_F(ApplierTest, RatesAboveThePortSpeedOrMinAboveMaxAreRefused) {
+  Applier applier({{"mlx5_0", {&store_, &pfc_, "ens1f0np0", 100000}}});
+  const auto before = TreeContents(NetDir());
+  v1::ParameterSet set;
+  *set.add_devices() = Dev("mlx5_0", {{"rpg_ai_rate", 999999999}, {"rpg_min_rate", 200000000}});
+  absl::StatusOr<ApplyResult> r = applier.Apply(set);
+  ASSERT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("nothing written"));
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("mlx5_0: rpg_ai_rate 999999999 Mb/s exceeds the port speed 100000 Mb/s"));
+  EXPECT_THAT(r.status().message(), HasSubstr("mlx5_0: rpg_min_rate 200000000 Mb/s exceeds"));
+  EXPECT_THAT(log_, IsEmpty());
+  set.Clear();
+  *set.add_devices() = Dev("mlx5_0", {{"rpg_max_rate", 40000}, {"rpg_min_rate", 50000}});
+  r = applier.Apply(set);
+  ASSERT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("mlx5_0: rpg_min_rate 50000 Mb/s above rpg_max_rate 40000 Mb/s"));
+  EXPECT_THAT(log_, IsEmpty());
+  EXPECT_EQ(TreeContents(NetDir()), before);
+  // The pair is checked against what the device holds for the other one.
+  set.Clear();
+  *set.add_devices() = Dev("mlx5_0", {{"rpg_max_rate", 40000}});
+  ASSERT_TRUE(applier.Apply(set).ok());
+  set.Clear();
+  *set.add_devices() = Dev("mlx5_0", {{"rpg_min_rate", 40001}});
+  EXPECT_EQ(applier.Apply(set).status().code(), absl::StatusCode::kInvalidArgument);
+  set.Clear();
+  *set.add_devices() = Dev("mlx5_0", {{"rpg_min_rate", 40000}});
+  EXPECT_TRUE(applier.Apply(set).ok());
+}
+
 // Firmware may hold a value outside our hard range: re-applying it (a
 // last-known-good set read from the NIC) is fine, proposing it is not.
 TEST_F(ApplierTest, OutOfRangeValueTheDeviceAlreadyHoldsIsAccepted) {

@@ -1,5 +1,6 @@
 #include "controller/fleet/fleet.h"
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -116,6 +117,65 @@ TEST_F(FleetTest, DesiredStateVersionsPushesAndDrift) {
   auto d = std::make_shared<FakeConnection>(2);
   ASSERT_TRUE(fleet_.Register(MakeHello("h1"), d).ok());
   EXPECT_EQ(d->pushed, (std::vector<std::string>{*v2}));
+}
+
+v1::GuardEvent Drift(const std::string& detail) {
+  v1::GuardEvent e;
+  e.set_kind("drift");
+  e.set_detail(detail);
+  return e;
+}
+
+google::protobuf::RepeatedPtrField<v1::GuardEvent> Events(const v1::GuardEvent& e) {
+  google::protobuf::RepeatedPtrField<v1::GuardEvent> out;
+  *out.Add() = e;
+  return out;
+}
+
+TEST_F(FleetTest, DriftIsCorrectedByRepushingTheDesiredState) {
+  auto c = std::make_shared<FakeConnection>(1);
+  ASSERT_TRUE(fleet_.Register(MakeHello("h1"), c).ok());
+  auto v = fleet_.SetDesiredState("h1", Params(33));
+  ASSERT_TRUE(v.ok());
+  v1::Ack ack;
+  ack.set_version(*v);
+  fleet_.HandleAck("h1", ack);
+  const std::string found = "version 1: mlx5_0/rpg_ai_rate: expected 33, found 5";
+  fleet_.HandleGuardEvents("h1", Events(Drift(found)));
+  EXPECT_EQ(c->pushed, (std::vector<std::string>{*v, *v}));
+  v1::HostInfo info = *fleet_.GetHost("h1");
+  ASSERT_EQ(info.drift_size(), 1);
+  EXPECT_EQ(info.drift(0), found);
+  EXPECT_EQ(info.current_version(), *v);  // drift is not a rejection
+  EXPECT_TRUE(info.rejected_versions().empty());
+  EXPECT_THAT(sub_->kinds, ::testing::Contains("drift_corrected:h1"));
+  // Level-triggered: the same finding again is corrected again.
+  fleet_.HandleGuardEvents("h1", Events(Drift(found)));
+  EXPECT_EQ(c->pushed.size(), 3u);
+  // The Ack of the re-push clears the drift.
+  fleet_.HandleAck("h1", ack);
+  EXPECT_EQ(fleet_.GetHost("h1")->drift_size(), 0);
+}
+
+TEST_F(FleetTest, ObserveOnlyHostsReportDriftWithoutCorrection) {
+  FleetOptions o;
+  o.observe_only = true;
+  Fleet fleet(&clock_, &telemetry_, nullptr, &events_, o);
+  auto c = std::make_shared<FakeConnection>(1);
+  ASSERT_TRUE(fleet.Register(MakeHello("h1"), c).ok());
+  ASSERT_TRUE(fleet.SetDesiredState("h1", Params(33)).ok());
+  fleet.HandleGuardEvents("h1", Events(Drift("x: expected 33, found 5")));
+  fleet.HandleGuardEvents("h1", Events(Drift("x: expected 33, found 5")));
+  EXPECT_EQ(c->pushed.size(), 1u);
+  EXPECT_EQ(std::count(sub_->kinds.begin(), sub_->kinds.end(), "drift_observed:h1"), 1);
+  // Per host (a policy's observe_only): the fleet-wide flag off, the check on.
+  auto d = std::make_shared<FakeConnection>(2);
+  ASSERT_TRUE(fleet_.Register(MakeHello("h2"), d).ok());
+  ASSERT_TRUE(fleet_.SetDesiredState("h2", Params(33)).ok());
+  fleet_.SetObserveOnlyCheck([](const std::string& id) { return id == "h2"; });
+  fleet_.HandleGuardEvents("h2", Events(Drift("y: expected 33, found 6")));
+  EXPECT_EQ(d->pushed.size(), 1u);
+  EXPECT_EQ(fleet_.GetHost("h2")->drift(0), "y: expected 33, found 6");
 }
 
 TEST_F(FleetTest, SweepPublishesStateChangesOnce) {

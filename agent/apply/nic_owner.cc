@@ -1,0 +1,144 @@
+#include "agent/apply/nic_owner.h"
+
+#include <map>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace rocetune {
+namespace {
+
+void CompareOne(const std::string& device, const std::string& parameter, int64_t expected,
+                std::optional<int64_t> found, std::vector<DriftItem>* out) {
+  if (found == expected) return;
+  out->push_back({device, parameter, expected, found});
+}
+
+std::optional<int64_t> Opt(bool has, int64_t v) {
+  return has ? std::optional<int64_t>(v) : std::nullopt;
+}
+
+}  // namespace
+
+std::string DriftItem::Text() const {
+  return absl::StrCat(device, "/", parameter, ": expected ", expected, ", found ",
+                      found.has_value() ? absl::StrCat(*found) : std::string("nothing"));
+}
+
+NicOwner::NicOwner(Applier* applier, LkgJournal* journal, LocalGuard* guard)
+    : applier_(applier), journal_(journal), guard_(guard) {}
+
+void NicOwner::SetExpected(const std::string& version, const v1::ParameterSet& parameters) {
+  absl::MutexLock lock(&mu_);
+  version_ = version;
+  expected_ = parameters;
+}
+
+absl::StatusOr<ApplyResult> NicOwner::Apply(const std::string& version,
+                                            const v1::ParameterSet& set) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<ApplyResult> result = applier_->Apply(set);
+  if (!result.ok()) return result;
+  guard_->Arm(version, result->applied);
+  version_ = version;
+  // The read-back of the devices in the set replaces their expected values;
+  // devices the set did not name keep theirs.
+  std::map<std::string, const v1::DeviceParameters*> fresh;
+  for (const v1::DeviceParameters& d : result->applied.devices()) fresh[d.device()] = &d;
+  v1::ParameterSet next;
+  for (const v1::DeviceParameters& d : expected_.devices()) {
+    auto it = fresh.find(d.device());
+    if (it == fresh.end()) {
+      *next.add_devices() = d;
+      continue;
+    }
+    v1::DeviceParameters merged = *it->second;
+    if (!merged.has_pfc() && d.has_pfc()) *merged.mutable_pfc() = d.pfc();
+    *next.add_devices() = std::move(merged);
+    fresh.erase(it);
+  }
+  for (const auto& [name, d] : fresh) *next.add_devices() = *d;
+  expected_ = std::move(next);
+  return result;
+}
+
+std::optional<v1::GuardEvent> NicOwner::Observe(
+    const google::protobuf::RepeatedPtrField<v1::CounterSample>& samples) {
+  absl::MutexLock lock(&mu_);
+  std::optional<v1::GuardEvent> ev = guard_->Observe(samples);
+  if (ev.has_value() && !ev->restored_version().empty()) {
+    version_ = ev->restored_version();
+    std::optional<LkgEntry> lkg = journal_->Get();
+    v1::ParameterSet current = applier_->ReadCurrent();
+    // What the restore wrote is what is expected from now on, as read back.
+    expected_ = current;
+    if (lkg.has_value() && current.devices_size() == 0) expected_ = lkg->parameters;
+  }
+  return ev;
+}
+
+std::vector<DriftItem> NicOwner::CheckDrift(v1::ParameterSet* current) {
+  absl::MutexLock lock(&mu_);
+  v1::ParameterSet now = applier_->ReadCurrent();
+  std::vector<DriftItem> out = Compare(expected_, now);
+  if (current != nullptr) *current = std::move(now);
+  return out;
+}
+
+v1::ParameterSet NicOwner::ReadCurrent(std::vector<std::string>* errors) {
+  absl::MutexLock lock(&mu_);
+  return applier_->ReadCurrent(errors);
+}
+
+std::string NicOwner::expected_version() const {
+  absl::MutexLock lock(&mu_);
+  return version_;
+}
+
+v1::ParameterSet NicOwner::expected() const {
+  absl::MutexLock lock(&mu_);
+  return expected_;
+}
+
+std::vector<DriftItem> NicOwner::Compare(const v1::ParameterSet& expected,
+                                         const v1::ParameterSet& current) {
+  std::vector<DriftItem> out;
+  std::map<std::string, const v1::DeviceParameters*> cur;
+  for (const v1::DeviceParameters& d : current.devices()) cur[d.device()] = &d;
+  for (const v1::DeviceParameters& want : expected.devices()) {
+    auto it = cur.find(want.device());
+    const v1::DeviceParameters empty;
+    const v1::DeviceParameters& have = it == cur.end() ? empty : *it->second;
+    const std::string& dev = want.device();
+    std::map<std::string, int64_t> sorted(want.dcqcn().begin(), want.dcqcn().end());
+    for (const auto& [name, value] : sorted) {
+      auto h = have.dcqcn().find(name);
+      CompareOne(dev, name, value,
+                 h == have.dcqcn().end() ? std::nullopt : std::optional<int64_t>(h->second), &out);
+    }
+    if (want.has_rp_enable_mask()) {
+      CompareOne(dev, "rp_enable_mask", want.rp_enable_mask(),
+                 Opt(have.has_rp_enable_mask(), have.rp_enable_mask()), &out);
+    }
+    if (want.has_np_enable_mask()) {
+      CompareOne(dev, "np_enable_mask", want.np_enable_mask(),
+                 Opt(have.has_np_enable_mask(), have.np_enable_mask()), &out);
+    }
+    if (want.has_pfc()) {
+      const v1::PfcSettings& w = want.pfc();
+      const v1::PfcSettings& h = have.pfc();
+      CompareOne(dev, "pfc.enable_mask", w.enable_mask(), Opt(have.has_pfc(), h.enable_mask()),
+                 &out);
+      if (w.has_delay()) {
+        CompareOne(dev, "pfc.delay", w.delay(), Opt(h.has_delay(), h.delay()), &out);
+      }
+      if (w.has_prevention_timeout_ms()) {
+        CompareOne(dev, "pfc.prevention_timeout_ms", w.prevention_timeout_ms(),
+                   Opt(h.has_prevention_timeout_ms(), h.prevention_timeout_ms()), &out);
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace rocetune

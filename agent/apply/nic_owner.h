@@ -1,0 +1,86 @@
+#ifndef ROCETUNE_AGENT_APPLY_NIC_OWNER_H_
+#define ROCETUNE_AGENT_APPLY_NIC_OWNER_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "agent/apply/applier.h"
+#include "agent/apply/lkg_journal.h"
+#include "agent/apply/local_guard.h"
+#include "google/protobuf/repeated_ptr_field.h"
+#include "rocetune/v1/agent.pb.h"
+#include "rocetune/v1/params.pb.h"
+
+namespace rocetune {
+
+// One parameter whose device value differs from the set the agent applied.
+struct DriftItem {
+  std::string device;
+  std::string parameter;  // DCQCN name, "rp_enable_mask", "pfc.enable_mask", ...
+  int64_t expected = 0;
+  std::optional<int64_t> found;  // nullopt: the device no longer reports it
+  // "mlx5_0/rpg_ai_rate: expected 33, found 5"
+  std::string Text() const;
+};
+
+// The single owner of a host's NIC parameters. Every path that writes them
+// (a controller apply, the local guard's restore, a drift correction) and
+// every path that compares them with what was applied runs under one lock,
+// held from the snapshot through the writes, the read-back, arming the guard
+// and the journal. So the NIC, the version the agent acknowledges and the
+// last-known-good journal never disagree: a guard restore cannot land between
+// an apply's read-back and arming the guard for it.
+//
+// The owner also keeps the expected state: the version and read-back values
+// of the last successful apply or restore. Thread-safe; `applier`, `journal`
+// and `guard` must outlive it and must not be used by anyone else for writes.
+class NicOwner {
+ public:
+  NicOwner(Applier* applier, LkgJournal* journal, LocalGuard* guard);
+
+  // Sets the expected state without writing (agent start: the journal's
+  // last-known-good set, or the values read from the NIC).
+  void SetExpected(const std::string& version, const v1::ParameterSet& parameters);
+
+  // Applies `set` as `version` (Applier::Apply); on success arms the guard with
+  // the read-back values, which become the expected state.
+  absl::StatusOr<ApplyResult> Apply(const std::string& version, const v1::ParameterSet& set);
+
+  // Feeds one sampler round to the guard. When it trips and restores, the
+  // restored version and its read-back become the expected state.
+  std::optional<v1::GuardEvent> Observe(
+      const google::protobuf::RepeatedPtrField<v1::CounterSample>& samples);
+
+  // Re-reads every parameter of the expected state and returns each one that
+  // differs. `current` (optional) receives everything read.
+  std::vector<DriftItem> CheckDrift(v1::ParameterSet* current = nullptr);
+
+  // Reads every device's current values (under the owner's lock).
+  v1::ParameterSet ReadCurrent(std::vector<std::string>* errors = nullptr);
+
+  // The version of the expected state ("" before any apply; "baseline" for
+  // the values read at the first start).
+  std::string expected_version() const;
+  v1::ParameterSet expected() const;
+
+  // Drift of `current` against `expected`: only what `expected` names is compared.
+  static std::vector<DriftItem> Compare(const v1::ParameterSet& expected,
+                                        const v1::ParameterSet& current);
+
+ private:
+  Applier* applier_;
+  LkgJournal* journal_;
+  LocalGuard* guard_;
+  mutable absl::Mutex mu_;
+  std::string version_ ABSL_GUARDED_BY(mu_);
+  v1::ParameterSet expected_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace rocetune
+
+#endif  // ROCETUNE_AGENT_APPLY_NIC_OWNER_H_

@@ -1,0 +1,217 @@
+#include "agent/apply/nic_owner.h"
+
+#include <stdlib.h>
+
+#include <atomic>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "agent/host/cc_param_store.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace rocetune {
+namespace {
+
+using ::testing::IsEmpty;
+
+// An in-memory DCQCN store of one device. Thread-safe. Counts overlapping
+// callers: the owner must never let two of them in at once.
+class MemoryCcStore : public CcParamStore {
+ public:
+  std::string layout() const override { return "memory"; }
+  absl::StatusOr<v1::DeviceParameters> Read(const std::string& device) override {
+    Enter();
+    absl::MutexLock lock(&mu_);
+    v1::DeviceParameters d;
+    d.set_device(device);
+    for (const auto& [k, v] : values_) (*d.mutable_dcqcn())[k] = v;
+    Leave();
+    return d;
+  }
+  absl::Status Write(const std::string&, const std::string& name, int64_t value) override {
+    Enter();
+    {
+      absl::MutexLock lock(&mu_);
+      values_[name] = value;
+    }
+    Leave();
+    return absl::OkStatus();
+  }
+  // An out-of-band write (an operator, a script): not through the owner.
+  void Poke(const std::string& name, int64_t value) {
+    absl::MutexLock lock(&mu_);
+    values_[name] = value;
+  }
+  int64_t Get(const std::string& name) {
+    absl::MutexLock lock(&mu_);
+    return values_[name];
+  }
+  int max_inside() const { return max_inside_.load(); }
+
+ private:
+  void Enter() {
+    int n = ++inside_;
+    int m = max_inside_.load();
+    while (n > m && !max_inside_.compare_exchange_weak(m, n)) {
+    }
+  }
+  void Leave() { --inside_; }
+  absl::Mutex mu_;
+  std::map<std::string, int64_t> values_ ABSL_GUARDED_BY(mu_) = {{"rpg_ai_rate", 5},
+                                                                 {"rpg_hai_rate", 50}};
+  std::atomic<int> inside_{0};
+  std::atomic<int> max_inside_{0};
+};
+
+v1::ParameterSet AiRate(int64_t v) {
+  v1::ParameterSet set;
+  v1::DeviceParameters* d = set.add_devices();
+  d->set_device("mlx5_0");
+  (*d->mutable_dcqcn())["rpg_ai_rate"] = v;
+  return set;
+}
+
+google::protobuf::RepeatedPtrField<v1::CounterSample> CnpStorm() {
+  google::protobuf::RepeatedPtrField<v1::CounterSample> round;
+  v1::CounterSample* s = round.Add();
+  s->set_device("mlx5_0");
+  s->set_port(1);
+  s->set_priority(-1);
+  s->set_name("cnp_handled");
+  s->set_rate_per_second(1e9);
+  return round;
+}
+
+class NicOwnerTest : public ::testing::Test {
+ protected:
+  NicOwnerTest() {
+    dir_ = absl::StrCat(::testing::TempDir(), "/nic_owner_", getpid(), "_",
+                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    journal_ = std::make_unique<LkgJournal>(dir_);
+    LocalGuardOptions o;
+    o.window = absl::Seconds(10);
+    o.max_cnp_rate_per_second = 1000;
+    o.max_pfc_pause_ratio = 0;
+    guard_ = std::make_unique<LocalGuard>(o, &clock_, &applier_, journal_.get());
+    owner_ = std::make_unique<NicOwner>(&applier_, journal_.get(), guard_.get());
+    v1::ParameterSet base = applier_.ReadCurrent();
+    EXPECT_TRUE(journal_->Save("baseline", base).ok());
+    owner_->SetExpected("baseline", base);
+  }
+  ~NicOwnerTest() override { std::filesystem::remove_all(dir_); }
+
+  std::string dir_;
+  MemoryCcStore store_;
+  Applier applier_{{{"mlx5_0", {&store_, nullptr, ""}}}};
+  FakeClock clock_;
+  std::unique_ptr<LkgJournal> journal_;
+  std::unique_ptr<LocalGuard> guard_;
+  std::unique_ptr<NicOwner> owner_;
+};
+
+TEST_F(NicOwnerTest, OutOfBandWriteIsDriftUntilReapplied) {
+  ASSERT_TRUE(owner_->Apply("12", AiRate(33)).ok());
+  EXPECT_THAT(owner_->CheckDrift(), IsEmpty());
+  store_.Poke("rpg_ai_rate", 5);
+  v1::ParameterSet current;
+  std::vector<DriftItem> drift = owner_->CheckDrift(&current);
+  ASSERT_EQ(drift.size(), 1u);
+  EXPECT_EQ(drift[0].Text(), "mlx5_0/rpg_ai_rate: expected 33, found 5");
+  EXPECT_EQ(current.devices(0).dcqcn().at("rpg_ai_rate"), 5);
+  // Re-applying the same version corrects it.
+  ASSERT_TRUE(owner_->Apply("12", AiRate(33)).ok());
+  EXPECT_THAT(owner_->CheckDrift(), IsEmpty());
+  EXPECT_EQ(store_.Get("rpg_ai_rate"), 33);
+}
+
+TEST_F(NicOwnerTest, GuardRestoreBecomesTheExpectedState) {
+  ASSERT_TRUE(owner_->Apply("7", AiRate(40)).ok());
+  std::optional<v1::GuardEvent> ev = owner_->Observe(CnpStorm());
+  ASSERT_TRUE(ev.has_value());
+  EXPECT_EQ(ev->restored_version(), "baseline");
+  EXPECT_EQ(owner_->expected_version(), "baseline");
+  EXPECT_EQ(store_.Get("rpg_ai_rate"), 5);
+  EXPECT_THAT(owner_->CheckDrift(), IsEmpty());
+}
+
+TEST(NicOwnerCompareTest, NamesMissingDevicesAndPfc) {
+  v1::ParameterSet want = AiRate(10);
+  v1::PfcSettings* pfc = want.mutable_devices(0)->mutable_pfc();
+  pfc->set_enable_mask(0x08);
+  v1::ParameterSet have;
+  std::vector<DriftItem> d = NicOwner::Compare(want, have);
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0].Text(), "mlx5_0/rpg_ai_rate: expected 10, found nothing");
+  EXPECT_EQ(d[1].Text(), "mlx5_0/pfc.enable_mask: expected 8, found nothing");
+}
+
+// Applies in flight on one thread while the guard fires on another, and a
+// third checks for drift, many times. With one owner the NIC always holds
+// the expected set (no drift is ever seen), no two store calls overlap, and
+// the journal only ever holds a version with the values of that version.
+TEST_F(NicOwnerTest, GuardFiringDuringAppliesNeverDisagrees) {
+  // At least this many applies and guard trips, whichever takes longer.
+  constexpr int kApplies = 500;
+  constexpr int kTrips = 100;
+  std::atomic<bool> done{false};
+  std::atomic<int> trips{0};
+  std::atomic<int> drift_seen{0};
+  std::atomic<int> journal_bad{0};
+  auto value_of = [](const std::string& version) -> int64_t {
+    return version == "baseline" ? 5 : 100 + std::stoll(version);
+  };
+  std::thread applies([&]() {
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    for (int i = 1; (i <= kApplies || trips.load() < kTrips) && absl::Now() < deadline; ++i) {
+      const std::string v = absl::StrCat(i);
+      absl::StatusOr<ApplyResult> r = owner_->Apply(v, AiRate(value_of(v)));
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_EQ(r->applied.devices(0).dcqcn().at("rpg_ai_rate"), value_of(v));
+      std::this_thread::yield();
+    }
+    done = true;
+  });
+  std::thread guard([&]() {
+    int n = 0;
+    while (!done.load()) {
+      // Alternate a storm with a clean round after the window: trips and
+      // promotions both race the applies.
+      if (++n % 8 == 0) {
+        clock_.Advance(absl::Seconds(11));
+        google::protobuf::RepeatedPtrField<v1::CounterSample> calm;
+        (void)owner_->Observe(calm);
+      } else if (owner_->Observe(CnpStorm()).has_value()) {
+        ++trips;
+      }
+      std::optional<LkgEntry> lkg = journal_->Get();
+      if (lkg.has_value() && lkg->parameters.devices_size() > 0 &&
+          lkg->parameters.devices(0).dcqcn().at("rpg_ai_rate") != value_of(lkg->version)) {
+        ++journal_bad;
+      }
+    }
+  });
+  std::thread drift([&]() {
+    while (!done.load()) {
+      if (!owner_->CheckDrift().empty()) ++drift_seen;
+    }
+  });
+  applies.join();
+  guard.join();
+  drift.join();
+  EXPECT_GE(trips.load(), kTrips) << "the guard seldom fired; the test raced too little";
+  EXPECT_EQ(drift_seen.load(), 0);
+  EXPECT_EQ(journal_bad.load(), 0);
+  EXPECT_EQ(store_.max_inside(), 1) << "two callers were inside the store at once";
+  EXPECT_EQ(store_.Get("rpg_ai_rate"), value_of(owner_->expected_version()));
+  EXPECT_THAT(owner_->CheckDrift(), IsEmpty());
+}
+
+}  // namespace
+}  // namespace rocetune
