@@ -17,7 +17,7 @@ namespace rocetune {
 enum class CcSide { kRp, kNp, kGeneral };
 
 // One canonical DCQCN parameter (mlx5 firmware names, lower case). Facts and sources:
-// /work/shared/reference/nic_facts.md sections 1.2 to 1.5.
+// docs/nic-facts.md sections 1.2 to 1.5.
 struct CcParamSpec {
   const char* name;  // canonical name, the key in v1::DeviceParameters.dcqcn
   const char* unit;  // "us", "Mbps", "bool", "percent", "fixed_1/1024", ...

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Two Soft-RoCE (rdma_rxe) guests on host loopback, for tests of the real verbs path.
-# See /work/shared/reference/softroce-vm.md for what this relies on.
+# See docs/soft-roce-vm.md for what this relies on.
 #
 # Usage:
 #   vm_harness.sh prepare
