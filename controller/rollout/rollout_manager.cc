@@ -123,7 +123,7 @@ absl::Status RolloutManager::Load() {
           "the controller restarted during the bake: the baseline measured before the change "
           "was lost with the previous process, so the change is rolled back";
       if (!c.campaign_id().empty()) {
-        TrialFinished(&c);
+        TrialFinished(&c, /*restarted=*/true);
         continue;
       }
       if (absl::Status s = Restore(&c, v1::ROLLED_BACK, "controller", false, reason); !s.ok()) {
@@ -929,8 +929,9 @@ void RolloutManager::Drive(v1::Change* c) {
       return;
     }
   } else {
-    const uint32_t look = static_cast<uint32_t>(std::min<int64_t>(due, looks));
-    AddVerdict(c, Evaluate(c, look, looks));
+    // Looks past the plan (a HOLD at the final look) are not charged to the
+    // alpha budget: the judge can only HOLD on them, and the HOLD limit aborts.
+    AddVerdict(c, Evaluate(c, static_cast<uint32_t>(due), looks));
   }
   const v1::Verdict& v = c->verdicts(c->verdicts_size() - 1);
   switch (v.outcome()) {
@@ -1251,7 +1252,7 @@ v1::ListCampaignsResponse RolloutManager::ListCampaigns() const {
   return resp;
 }
 
-void RolloutManager::TrialFinished(v1::Change* c) {
+void RolloutManager::TrialFinished(v1::Change* c, bool restarted) {
   v1::Campaign* t = FindCampaign(c->campaign_id());
   std::string outcome = "hold";
   std::optional<double> ratio;
@@ -1271,9 +1272,9 @@ void RolloutManager::TrialFinished(v1::Change* c) {
     if (v->outcome() == v1::Verdict::FAIL) outcome = "fail";
     if (v->outcome() == v1::Verdict::PASS) outcome = "measured";
   }
-  if (!InFlight(c->state())) {
+  if (restarted) {
     outcome = "aborted";
-    note = "the controller restarted during the trial";
+    note = "the controller restarted during the trial; its baseline was lost";
   }
   const std::string reason = absl::StrCat("trial ", c->trial(), " of campaign ", c->campaign_id(),
                                           " ended (", outcome, "); canary hosts restored");
@@ -1290,7 +1291,9 @@ void RolloutManager::TrialFinished(v1::Change* c) {
     tr.set_note(note);
     if (ratio.has_value()) tr.set_objective_ratio(*ratio);
     if (outcome == "measured") {
-      const double min_improvement = 0.02;
+      absl::StatusOr<v1::PolicyVersion> pv = policies_.Get(next.policy_name(), next.policy_version());
+      const double min_improvement =
+          WithDefaults(pv.ok() ? pv->policy() : v1::Policy()).tuner().min_improvement();
       tr.set_outcome(ratio.has_value() &&
                              *ratio < next.best_objective_ratio() * (1 - min_improvement)
                          ? "improved"

@@ -153,7 +153,9 @@ class RolloutManager : public FleetListener {
 
   // Campaigns.
   void DriveCampaign(v1::Campaign* t);
-  void TrialFinished(v1::Change* c);
+  // Records a trial's result in its campaign and restores its canary hosts.
+  // `restarted`: the trial was found mid-bake after a restart (aborted).
+  void TrialFinished(v1::Change* c, bool restarted = false);
   absl::Status SaveCampaign(const v1::Campaign& t, std::vector<v1::AuditEntry> audit);
   Knobs CurrentKnobValues(const v1::Policy& policy, const std::vector<std::string>& hosts) const;
 
