@@ -503,15 +503,18 @@ TEST_F(ControllerServiceTest, RestartReloadsStoreAndRepushesDesiredState) {
   EXPECT_EQ(info->last_nack_error(), "boom");
   EXPECT_EQ(info->labels().at("rack"), "r1");
 
+  // The NACKed version is remembered as rejected and never pushed again.
+  EXPECT_THAT(info->rejected_versions(), ::testing::Contains(v));
   TestAgent agent(controller_->grpc_port());
   ASSERT_TRUE(agent.Hello("h1"));
-  auto ds = NextDesired(agent);
-  ASSERT_TRUE(ds.has_value());
-  EXPECT_EQ(ds->version(), v);
-  EXPECT_EQ(ds->parameters().devices(0).dcqcn().at("rpg_ai_rate"), 11);
-  // A later change continues the version sequence.
+  ASSERT_TRUE(Eventually([&] { return HostOrEmpty("h1").state() == v1::HOST_CONNECTED; }));
+  // A later change continues the version sequence, and is pushed.
   std::string next = SetDesired("h1", Params(12));
   EXPECT_NE(next, v);
+  auto ds = NextDesired(agent);
+  ASSERT_TRUE(ds.has_value());
+  EXPECT_EQ(ds->version(), next);
+  EXPECT_EQ(ds->parameters().devices(0).dcqcn().at("rpg_ai_rate"), 12);
 }
 
 TEST_F(ControllerServiceTest, LivenessStaleThenGoneThenRecovered) {
@@ -613,20 +616,22 @@ TEST_F(ControllerServiceTest, SeveralWatchersEachGetEveryEventAndStopEndsThem) {
   EXPECT_FALSE(r2->Finish().ok());
 }
 
-TEST_F(ControllerServiceTest, MethodsOfLaterIssuesAnswerUnimplementedNamingThemselves) {
-  // Every admin method is served; none is left waiting for a handler.
+TEST_F(ControllerServiceTest, EveryAdminMethodIsServed) {
+  // Policy and change calls run on the rollout executor and answer from there.
   grpc::ClientContext c1;
   c1.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
   v1::ListPoliciesResponse policies;
   grpc::Status s = admin_->ListPolicies(&c1, v1::ListPoliciesRequest(), &policies);
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << s.error_message();
-  EXPECT_THAT(s.error_message(), HasSubstr("ListPolicies"));
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(policies.policies_size(), 0);
   grpc::ClientContext c2;
   c2.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
   v1::Change change;
-  s = admin_->Approve(&c2, v1::ChangeActionRequest(), &change);
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << s.error_message();
-  EXPECT_THAT(s.error_message(), HasSubstr("Approve"));
+  v1::ChangeActionRequest approve;
+  approve.set_id("c-404");
+  s = admin_->Approve(&c2, approve, &change);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("c-404"));
   // Repeated calls keep being answered (each call puts up the next).
   for (int i = 0; i < 3; ++i) {
     grpc::ClientContext c;

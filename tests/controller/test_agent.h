@@ -49,6 +49,10 @@ class TestAgent {
     m.mutable_hello()->set_hostname(host_id + ".example");
     for (auto& [k, v] : labels) (*m.mutable_hello()->mutable_labels())[k] = v;
     m.mutable_hello()->set_current_version(current_version);
+    // One RDMA device, so the controller accepts parameter sets for it.
+    v1::NicDevice* dev = m.mutable_hello()->add_devices();
+    dev->set_name("mlx5_0");
+    dev->set_cc_param_layout("ofed_sysfs");
     return Send(m);
   }
 
