@@ -908,7 +908,12 @@ void RolloutManager::Drive(v1::Change* c) {
       std::floor(absl::FDivDuration(now - after_start - ReportGrace(), interval)));
   Step& step = it->second;
   if (due <= step.last_look) {
-    Publish(*c, "baking", progress);
+    // Progress events at most every tenth of the bake.
+    const int tenth = static_cast<int>(progress * 10);
+    if (tenth != step.last_progress_tenth) {
+      step.last_progress_tenth = tenth;
+      Publish(*c, "baking", progress);
+    }
     return;
   }
   step.last_look = due;

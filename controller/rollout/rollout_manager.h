@@ -112,6 +112,7 @@ class RolloutManager : public FleetListener {
     std::map<std::string, HostPeriod> baseline;
     absl::Time after_start;  // first window boundary after the push
     int64_t last_look = 0;   // looks evaluated so far in this step
+    int last_progress_tenth = -1;
   };
 
   // How long after a window ends its reports are taken to have arrived.
