@@ -255,7 +255,18 @@ class Fabric {
   // Drains every switch egress queue for one step, in FIFO order.
   void ServeQueues();
   void Dequeue(Link& l, int p, double budget);
+  // One step of byte movement: ArriveBytes, ServeQueues, ShareNicLinks, SendFromNics.
   void MoveBytes();
+  // Bytes that finished crossing a link this step: delivered at the receiver,
+  // or admitted into the next egress queue (dropped beyond the shared buffer or
+  // the PFC admit limit, and then resent by the sender).
+  void ArriveBytes(bool measure);
+  // Each NIC's flows share its link in proportion to demand; nothing is sent on
+  // a priority the ToR has paused (when the host honours PFC on it).
+  void ShareNicLinks();
+  // Each active flow sends its share, then runs its notification and reaction
+  // points; completed flows finish; next step's demand is set.
+  void SendFromNics(bool measure);
   // Notification point: turns the flow's marked packets of this step into
   // CNPs (at most one per min_time_between_cnps) on their way to the sender.
   void Notify(Flow& f, bool measure);

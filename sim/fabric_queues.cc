@@ -112,7 +112,13 @@ void Fabric::Dequeue(Link& l, int p, double budget) {
 
 void Fabric::MoveBytes() {
   const bool measure = measuring();
-  // Arrivals: bytes that finished crossing a link this step.
+  ArriveBytes(measure);
+  ServeQueues();
+  ShareNicLinks();
+  SendFromNics(measure);
+}
+
+void Fabric::ArriveBytes(bool measure) {
   std::vector<double>& admit_limit = admit_limit_;
   admit_limit.assign(switch_total_.size(), kInf);
   if (pfc_enabled_) {
@@ -161,10 +167,9 @@ void Fabric::MoveBytes() {
       switch_total_[sw] += in;
     }
   }
-  ServeQueues();
-  // NIC: flows of one host share its link in proportion to demand; nothing
-  // is sent on a priority the ToR has paused (when the host honours PFC on it).
-  const double step_bytes_per_mbps = static_cast<double>(step_ns_) / 8000.0;
+}
+
+void Fabric::ShareNicLinks() {
   for (HostState& hs : hosts_) {
     const uint8_t blocked = links_[hs.up].pfc.paused_mask() & hs.pfc_mask;
     double d = 0;
@@ -174,7 +179,10 @@ void Fabric::MoveBytes() {
     const double cap = links_[hs.up].bytes_per_step;
     hs.scale = d > cap ? cap / d : 1.0;
   }
-  // Departures, then the notification and reaction points.
+}
+
+void Fabric::SendFromNics(bool measure) {
+  const double step_bytes_per_mbps = static_cast<double>(step_ns_) / 8000.0;
   for (size_t i = active_.size(); i-- > 0;) {
     const int slot = active_[i];
     Flow& f = flows_[slot];
