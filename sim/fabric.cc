@@ -66,7 +66,7 @@ void Fabric::RunUntil(int64_t t_ns) {
 void Fabric::Sync() {
   absl::MutexLock lock(&mu_);
   if (ecn_dirty_) {
-    ecn_ = pending_ecn_;
+    ecn_ = EcnMarker::FromSettings(pending_ecn_);
     ecn_dirty_ = false;
   }
   for (int h = 0; h < num_hosts_; ++h) {

@@ -15,8 +15,11 @@
 #include "daemon/quantile_sketch.h"
 #include "rocetune/v1/agent.pb.h"
 #include "rocetune/v1/scenario.pb.h"
+#include "sim/byte_fifo.h"
 #include "sim/dcqcn_config.h"
+#include "sim/ecn_marker.h"
 #include "sim/flow_size_cdf.h"
+#include "sim/pfc_port.h"
 #include "sim/reaction_point.h"
 #include "sim/summary.h"
 
@@ -106,20 +109,6 @@ class Fabric {
     uint32_t count = 0;
     bool measured = false;  // sent inside the measurement window
   };
-  // Bytes of one flow that arrived at an egress queue in one run of steps
-  // (consecutive arrivals of the same flow merge).
-  struct Segment {
-    uint64_t flow_id = 0;  // stale (skipped) when the slot holds another flow
-    int slot = 0;
-    int hop = 0;  // index of this queue's link in the flow's path
-    double bytes = 0;
-  };
-  // The arrival order of one egress (port, priority) queue.
-  struct SegmentFifo {
-    std::vector<Segment> items;
-    size_t head = 0;
-    bool empty() const { return head == items.size(); }
-  };
   struct Link {
     int from = 0, to = 0;
     bool from_switch = false, to_switch = false;
@@ -131,12 +120,13 @@ class Fabric {
     std::string name;
     // Egress queue at `from` (switch links only), per priority.
     std::array<double, 8> q{};
-    std::array<SegmentFifo, 8> fifo;
+    std::array<ByteFifo, 8> fifo;
     std::array<double, 8> mark_p{};
     // Bytes that arrived over this link at switch `to` and are still buffered there.
     std::array<double, 8> ingress{};
-    uint8_t paused = 0;  // bit p: the transmitter at `from` may not send priority p
-    std::array<int64_t, 8> refresh_left_ns{};
+    // PFC at `to` (links into a switch): bit p of pfc.paused_mask(): the
+    // transmitter at `from` may not send priority p.
+    PfcPort pfc;
     double tx_bytes_measured = 0;
     uint64_t pause_frames = 0;
     double paused_ns = 0;
@@ -231,7 +221,30 @@ class Fabric {
   };
 
   explicit Fabric(const v1::Scenario& scenario);
+  // Init validates the scenario and builds the model, in this order; each step
+  // returns kInvalidArgument naming the offending field.
   absl::Status Init();
+  // Step length, run and warm-up length, MTU, statistics intervals.
+  absl::Status ConfigureRun();
+  // Hosts, ToRs, spines and the links between them.
+  absl::Status BuildTopology();
+  // DCQCN parameters of every host's reaction points.
+  absl::Status ConfigureHosts();
+  // ECN marking and PFC thresholds of the switch queues.
+  absl::Status ConfigureQueues();
+  // The workload generators; each ORs the priorities it uses (bit p) into *used.
+  absl::Status ConfigureWorkloads(uint8_t* used);
+  absl::Status ConfigureLongFlows(uint8_t* used);
+  absl::Status ConfigureIncasts(uint8_t* used);
+  absl::Status ConfigureAllReduce(uint8_t* used);
+  absl::Status ConfigureBackground(uint8_t* used);
+  // The standalone probe plan; ORs the probe priority into *used.
+  absl::Status ConfigureProbes(uint8_t* used);
+  // Queue statistics for the `used` priorities, and the FCT bins.
+  absl::Status ConfigureStatistics(uint8_t used);
+  // kInvalidArgument naming `field` unless `host` exists / `prio` is in [0, 7].
+  absl::Status CheckHost(const std::string& field, uint32_t host) const;
+  static absl::Status CheckPriority(const std::string& field, uint32_t prio);
   int AddLink(int from, int to, double gbps, bool from_switch, bool to_switch);
   void Route(int src, int dst, uint64_t hash, std::vector<int>* links) const;
   std::string NodeName(int node) const;
@@ -242,7 +255,18 @@ class Fabric {
   // Drains every switch egress queue for one step, in FIFO order.
   void ServeQueues();
   void Dequeue(Link& l, int p, double budget);
+  // One step of byte movement: ArriveBytes, ServeQueues, ShareNicLinks, SendFromNics.
   void MoveBytes();
+  // Bytes that finished crossing a link this step: delivered at the receiver,
+  // or admitted into the next egress queue (dropped beyond the shared buffer or
+  // the PFC admit limit, and then resent by the sender).
+  void ArriveBytes(bool measure);
+  // Each NIC's flows share its link in proportion to demand; nothing is sent on
+  // a priority the ToR has paused (when the host honours PFC on it).
+  void ShareNicLinks();
+  // Each active flow sends its share, then runs its notification and reaction
+  // points; completed flows finish; next step's demand is set.
+  void SendFromNics(bool measure);
   // Notification point: turns the flow's marked packets of this step into
   // CNPs (at most one per min_time_between_cnps) on their way to the sender.
   void Notify(Flow& f, bool measure);
@@ -254,8 +278,8 @@ class Fabric {
   void RecordProbe(const Probe& p, int64_t done_ns);
   void Sample();
   void Sync();
-  double MarkProbability(double q) const;
-  double XoffThreshold(int sw) const;
+  // XOFF of every ingress (port, priority) of switch node `sw` now.
+  double XoffThreshold(int sw) const { return pfc_.Xoff(switch_buffer_, switch_total_[sw]); }
   bool measuring() const { return now_ns_ >= warmup_ns_; }
   uint64_t Hash(uint64_t a, uint64_t b) const;
 
@@ -270,6 +294,7 @@ class Fabric {
   uint64_t events_ = 0;
   double mtu_ = 1024;
   double host_gbps_ = 100;
+  double uplink_gbps_ = 100;  // ToR-spine links (nominal when there is no spine)
   int num_hosts_ = 0, num_tors_ = 0, num_spines_ = 0;
   std::vector<Link> links_;
   std::vector<int> switch_links_;   // links leaving a switch
@@ -282,9 +307,8 @@ class Fabric {
   std::vector<int> used_prios_;
   uint8_t pfc_prio_mask_ = 0;
   bool pfc_enabled_ = false;
-  double xoff_static_ = 0, pfc_alpha_ = 0.125, xon_hyst_ = 0, headroom_ = 0;
-  int64_t refresh_ns_ = 0;
-  v1::EcnSettings ecn_;
+  PfcPortConfig pfc_;
+  EcnMarker ecn_;
   std::vector<QueueStat> queue_stats_;
   int64_t stats_every_steps_ = 10;
   int64_t sync_every_steps_ = 100;

@@ -1,5 +1,7 @@
 // Fabric: latency probes crossing the fabric hop by hop.
 #include <algorithm>
+#include <random>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "sim/fabric.h"
@@ -7,7 +9,51 @@
 
 namespace rocetune::sim {
 
+using fabric_internal::Invalid;
 using fabric_internal::PrioOr3;
+
+absl::Status Fabric::ConfigureProbes(uint8_t* used) {
+  const v1::ProbeSettings& pr = scenario_.probe();
+  if (pr.interval_us() < 0 || pr.interval_us() > 1e9) {
+    return Invalid("probe.interval_us", "must be in [0, 1e9]");
+  }
+  if (auto st = CheckPriority("probe.priority", pr.priority()); !st.ok()) return st;
+  *used |= 1 << PrioOr3(pr.priority());
+  for (uint32_t h : pr.hosts()) {
+    if (auto st = CheckHost("probe.hosts", h); !st.ok()) return st;
+  }
+  for (uint32_t h : pr.targets()) {
+    if (auto st = CheckHost("probe.targets", h); !st.ok()) return st;
+  }
+  if (pr.interval_us() == 0) return absl::OkStatus();
+  // Standalone plan: every probing host round-robins over its targets, from a
+  // random phase.
+  std::vector<int> probers;
+  for (uint32_t h : pr.hosts()) probers.push_back(static_cast<int>(h));
+  if (probers.empty()) {
+    for (int h = 0; h < num_hosts_; ++h) probers.push_back(h);
+  }
+  std::uniform_real_distribution<double> phase(0, pr.interval_us() * 1000);
+  for (int h : probers) {
+    HostState& hs = hosts_[h];
+    hs.class_names = {"intra_tor", "inter_tor"};
+    hs.window.assign(2, QuantileSketch());
+    hs.window_sent.assign(2, 0);
+    for (int peer = 0; peer < num_hosts_; ++peer) {
+      if (peer == h) continue;
+      if (pr.targets_size() > 0 && std::find(pr.targets().begin(), pr.targets().end(),
+                                             static_cast<uint32_t>(peer)) == pr.targets().end()) {
+        continue;
+      }
+      hs.probe_peers.push_back(peer);
+      hs.probe_cls.push_back(hosts_[peer].tor == hs.tor ? 0 : 1);
+    }
+    if (hs.probe_peers.empty()) continue;
+    hs.probe_interval_ns = pr.interval_us() * 1000;
+    hs.next_probe_ns = static_cast<int64_t>(phase(rng_));
+  }
+  return absl::OkStatus();
+}
 
 void Fabric::SendProbe(int host, int peer, int cls, int prio, double bytes) {
   static thread_local std::vector<int> fwd, rev;
@@ -59,7 +105,7 @@ void Fabric::RunProbes() {
       }
       const Link& l = links_[p.links[p.hop]];
       const bool host_nic = !l.from_switch;
-      if ((l.paused >> p.prio & 1) && (!host_nic || (hosts_[l.from].pfc_mask >> p.prio & 1))) {
+      if (l.pfc.paused(p.prio) && (!host_nic || (hosts_[l.from].pfc_mask >> p.prio & 1))) {
         p.ready_ns = horizon;  // waits for the pause to end
         break;
       }

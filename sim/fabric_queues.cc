@@ -10,22 +10,44 @@
 
 namespace rocetune::sim {
 
+using fabric_internal::Invalid;
 using fabric_internal::kByteDust;
 using fabric_internal::kEps;
 using fabric_internal::kInf;
+using fabric_internal::UsToNs;
 
-double Fabric::MarkProbability(double q) const {
-  if (ecn_.disabled()) return 0;
-  const double kmin = static_cast<double>(ecn_.kmin_bytes());
-  const double kmax = static_cast<double>(ecn_.kmax_bytes());
-  if (q <= kmin) return 0;
-  if (q > kmax) return 1;
-  return ecn_.pmax() * (q - kmin) / (kmax - kmin);
-}
-
-double Fabric::XoffThreshold(int sw) const {
-  if (xoff_static_ > 0) return xoff_static_;
-  return pfc_alpha_ * std::max(0.0, switch_buffer_ - switch_total_[sw]);
+absl::Status Fabric::ConfigureQueues() {
+  const v1::EcnSettings& ecn = scenario_.ecn();
+  if (ecn.pmax() < 0 || ecn.pmax() > 1) return Invalid("ecn.pmax", "must be in [0, 1]");
+  if (ecn.kmin_bytes() > ecn.kmax_bytes()) {
+    return Invalid("ecn.kmin_bytes", "must be <= ecn.kmax_bytes");
+  }
+  ecn_ = EcnMarker::FromSettings(ecn);
+  const v1::PfcFabricSettings& pfc = scenario_.pfc();
+  pfc_enabled_ = pfc.enabled();
+  if (pfc.priority_mask() > 255) return Invalid("pfc.priority_mask", "must be in [0, 255]");
+  pfc_prio_mask_ = pfc.priority_mask() == 0 ? 0xff : static_cast<uint8_t>(pfc.priority_mask());
+  if (pfc.dynamic_alpha() < 0) return Invalid("pfc.dynamic_alpha", "must be >= 0");
+  if (pfc.refresh_us() < 0 || pfc.refresh_us() > 1e9) {
+    return Invalid("pfc.refresh_us", "must be in [0, 1e9]");
+  }
+  pfc_.xoff_static_bytes = static_cast<double>(pfc.xoff_bytes());
+  pfc_.dynamic_alpha = pfc.dynamic_alpha() > 0 ? pfc.dynamic_alpha() : 0.125;
+  pfc_.xon_hysteresis_bytes =
+      pfc.xon_hysteresis_bytes() > 0 ? static_cast<double>(pfc.xon_hysteresis_bytes()) : 2 * mtu_;
+  // Default headroom: what the fastest link delivers in a round trip of the
+  // link delay plus the step granularity, and two packets.
+  const double fastest = std::max(host_gbps_, uplink_gbps_) / 8.0;  // bytes per ns
+  const int delay_steps = links_[0].delay_steps;
+  pfc_.headroom_bytes =
+      pfc.headroom_bytes() > 0
+          ? static_cast<double>(pfc.headroom_bytes())
+          : (2.0 * delay_steps + 2.0) * fastest * static_cast<double>(step_ns_) + 2 * mtu_;
+  const int64_t refresh_ns = pfc.refresh_us() > 0
+                                 ? UsToNs(pfc.refresh_us())
+                                 : static_cast<int64_t>(65535.0 * 512.0 / host_gbps_ / 2.0);
+  pfc_.refresh_ns = std::max<int64_t>(refresh_ns, step_ns_);
+  return absl::OkStatus();
 }
 
 void Fabric::ServeQueues() {
@@ -36,7 +58,7 @@ void Fabric::ServeQueues() {
     std::array<int, 8> ps;
     for (int p : used_prios_) {
       l.mark_p[p] = 0;
-      if (l.q[p] > 0 && !(l.paused >> p & 1)) ps[n++] = p;
+      if (l.q[p] > 0 && !l.pfc.paused(p)) ps[n++] = p;
     }
     if (n == 0) continue;
     std::array<double, 8> served{};
@@ -61,7 +83,7 @@ void Fabric::ServeQueues() {
     for (int i = 0; i < n; ++i) {
       const int p = ps[i];
       if (!done[i]) served[i] = cap / left;
-      l.mark_p[p] = MarkProbability(l.q[p] - served[i]);
+      l.mark_p[p] = ecn_.Probability(l.q[p] - served[i]);
       Dequeue(l, p, served[i]);
     }
   }
@@ -69,50 +91,39 @@ void Fabric::ServeQueues() {
 
 void Fabric::Dequeue(Link& l, int p, double budget) {
   const bool measure = measuring();
-  SegmentFifo& fifo = l.fifo[p];
-  while (!fifo.empty()) {
-    Segment& seg = fifo.items[fifo.head];
-    Flow& f = flows_[seg.slot];
-    if (f.id != seg.flow_id) {  // the flow finished; its dust left with it
-      ++fifo.head;
-      continue;
-    }
-    if (budget <= 0) break;
-    double out = std::min(seg.bytes, budget);
-    if (seg.bytes - out < kEps) out = seg.bytes;
-    ++events_;
-    budget -= out;
-    seg.bytes -= out;
-    const int h = seg.hop;
-    f.marks += out / mtu_ * l.mark_p[p];
-    f.backlog[h] = std::max(0.0, f.backlog[h] - out);
-    l.q[p] -= out;
-    Link& in_link = links_[f.links[h - 1]];
-    in_link.ingress[p] = std::max(0.0, in_link.ingress[p] - out);
-    switch_total_[in_link.to] = std::max(0.0, switch_total_[in_link.to] - out);
-    f.pipe()[f.pipe_off[h] + l.slot] += out;
-    if (measure) l.tx_bytes_measured += out;
-    if (seg.bytes <= 0) ++fifo.head;
-  }
-  if (fifo.empty()) {
-    fifo.items.clear();
-    fifo.head = 0;
-    l.q[p] = 0;  // no floating-point residue without bytes behind it
-  } else if (fifo.head > 64 && fifo.head * 2 > fifo.items.size()) {
-    fifo.items.erase(fifo.items.begin(), fifo.items.begin() + static_cast<ptrdiff_t>(fifo.head));
-    fifo.head = 0;
-  }
-  if (l.q[p] < 0) l.q[p] = 0;
+  l.fifo[p].Serve(
+      budget, kEps, [this](const ByteRun& run) { return flows_[run.slot].id == run.flow_id; },
+      [&](const ByteRun& run, double out) {
+        Flow& f = flows_[run.slot];
+        ++events_;
+        const int h = run.hop;
+        f.marks += out / mtu_ * l.mark_p[p];
+        f.backlog[h] = std::max(0.0, f.backlog[h] - out);
+        l.q[p] -= out;
+        Link& in_link = links_[f.links[h - 1]];
+        in_link.ingress[p] = std::max(0.0, in_link.ingress[p] - out);
+        switch_total_[in_link.to] = std::max(0.0, switch_total_[in_link.to] - out);
+        f.pipe()[f.pipe_off[h] + l.slot] += out;
+        if (measure) l.tx_bytes_measured += out;
+      });
+  // No floating-point residue without bytes behind it.
+  if (l.fifo[p].empty() || l.q[p] < 0) l.q[p] = 0;
 }
 
 void Fabric::MoveBytes() {
   const bool measure = measuring();
-  // Arrivals: bytes that finished crossing a link this step.
+  ArriveBytes(measure);
+  ServeQueues();
+  ShareNicLinks();
+  SendFromNics(measure);
+}
+
+void Fabric::ArriveBytes(bool measure) {
   std::vector<double>& admit_limit = admit_limit_;
   admit_limit.assign(switch_total_.size(), kInf);
   if (pfc_enabled_) {
     for (size_t sw = num_hosts_; sw < switch_total_.size(); ++sw) {
-      admit_limit[sw] = XoffThreshold(static_cast<int>(sw)) + headroom_;
+      admit_limit[sw] = pfc_.AdmitLimit(XoffThreshold(static_cast<int>(sw)));
     }
   }
   for (Link& l : links_) {
@@ -151,23 +162,16 @@ void Fabric::MoveBytes() {
       f.backlog[h] += in;
       Link& out_link = links_[f.links[h]];
       out_link.q[p] += in;
-      SegmentFifo& fifo = out_link.fifo[p];
-      if (!fifo.empty() && fifo.items.back().slot == slot && fifo.items.back().flow_id == f.id &&
-          fifo.items.back().hop == h) {
-        fifo.items.back().bytes += in;
-      } else {
-        fifo.items.push_back(Segment{f.id, slot, h, in});
-      }
+      out_link.fifo[p].Push(f.id, slot, h, in);
       in_link.ingress[p] += in;
       switch_total_[sw] += in;
     }
   }
-  ServeQueues();
-  // NIC: flows of one host share its link in proportion to demand; nothing
-  // is sent on a priority the ToR has paused (when the host honours PFC on it).
-  const double step_bytes_per_mbps = static_cast<double>(step_ns_) / 8000.0;
+}
+
+void Fabric::ShareNicLinks() {
   for (HostState& hs : hosts_) {
-    const uint8_t blocked = links_[hs.up].paused & hs.pfc_mask;
+    const uint8_t blocked = links_[hs.up].pfc.paused_mask() & hs.pfc_mask;
     double d = 0;
     for (int p : used_prios_) {
       if (!(blocked >> p & 1)) d += hs.demand[p];
@@ -175,13 +179,16 @@ void Fabric::MoveBytes() {
     const double cap = links_[hs.up].bytes_per_step;
     hs.scale = d > cap ? cap / d : 1.0;
   }
-  // Departures, then the notification and reaction points.
+}
+
+void Fabric::SendFromNics(bool measure) {
+  const double step_bytes_per_mbps = static_cast<double>(step_ns_) / 8000.0;
   for (size_t i = active_.size(); i-- > 0;) {
     const int slot = active_[i];
     Flow& f = flows_[slot];
     const int p = f.prio;
     HostState& hs = hosts_[f.src];
-    const bool blocked = (links_[hs.up].paused & hs.pfc_mask) >> p & 1;
+    const bool blocked = (links_[hs.up].pfc.paused_mask() & hs.pfc_mask) >> p & 1;
     double x = blocked ? 0.0 : f.want * hs.scale;
     f.sent += x;
     hs.tx_bytes += x;
@@ -219,29 +226,13 @@ void Fabric::MoveBytes() {
 void Fabric::UpdatePfc() {
   if (!pfc_enabled_) return;
   const bool measure = measuring();
+  const double dt = static_cast<double>(step_ns_);
   for (int id : ingress_links_) {
     Link& l = links_[id];
-    const double thr = XoffThreshold(l.to);
+    const double xoff = XoffThreshold(l.to);
     for (int p : used_prios_) {
       if (!(pfc_prio_mask_ >> p & 1)) continue;
-      const uint8_t bit = static_cast<uint8_t>(1 << p);
-      bool frame = false;
-      if (!(l.paused & bit)) {
-        if (l.ingress[p] > thr) {
-          l.paused |= bit;
-          l.refresh_left_ns[p] = refresh_ns_;
-          frame = true;
-        }
-      } else if (l.ingress[p] <= std::max(0.0, thr - xon_hyst_)) {
-        l.paused &= static_cast<uint8_t>(~bit);
-      } else {
-        l.refresh_left_ns[p] -= step_ns_;
-        if (l.refresh_left_ns[p] <= 0) {
-          l.refresh_left_ns[p] += refresh_ns_;
-          frame = true;
-        }
-      }
-      if (frame) {
+      if (l.pfc.Step(p, l.ingress[p], xoff, pfc_, step_ns_)) {
         if (!l.from_switch) hosts_[l.from].rx_pause_frames[p] += 1;
         if (measure) {
           ++l.pause_frames;
@@ -249,8 +240,7 @@ void Fabric::UpdatePfc() {
           if (!l.from_switch) ++host_rx_pause_frames_;
         }
       }
-      if (l.paused & bit) {
-        const double dt = static_cast<double>(step_ns_);
+      if (l.pfc.paused(p)) {
         if (!l.from_switch) hosts_[l.from].rx_pause_ns[p] += dt;
         if (measure) {
           l.paused_ns += dt;

@@ -2,6 +2,7 @@
 // (CNP delivery, DCQCN rate state via ReactionPoint).
 #include <algorithm>
 #include <random>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "sim/fabric.h"
@@ -9,7 +10,19 @@
 
 namespace rocetune::sim {
 
+using fabric_internal::Invalid;
 using fabric_internal::kByteDust;
+
+absl::Status Fabric::ConfigureHosts() {
+  absl::StatusOr<DcqcnConfig> dcqcn = ResolveDcqcn(scenario_.dcqcn());
+  if (!dcqcn.ok()) return Invalid("dcqcn", std::string(dcqcn.status().message()));
+  for (HostState& h : hosts_) {
+    h.rp = dcqcn->rp;
+    h.min_cnp_gap_ns = dcqcn->min_time_between_cnps_us * 1000;
+    h.dcqcn = dcqcn->enabled;
+  }
+  return absl::OkStatus();
+}
 
 void Fabric::Notify(Flow& f, bool measure) {
   const double marks = f.marks;

@@ -1,5 +1,6 @@
 // Fabric: queue sampling and the run summary of the measurement window.
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -37,6 +38,30 @@ std::string SizeLabel(uint64_t b) {
 }
 
 }  // namespace
+
+absl::Status Fabric::ConfigureStatistics(uint8_t used) {
+  for (int p = 0; p < 8; ++p) {
+    if (used & (1 << p)) used_prios_.push_back(p);
+  }
+  for (int l : switch_links_) {
+    for (int p : used_prios_) {
+      links_[l].stat[p] = static_cast<int>(queue_stats_.size());
+      QueueStat qs;
+      qs.link = l;
+      qs.prio = p;
+      queue_stats_.push_back(std::move(qs));
+    }
+  }
+  for (uint64_t b : scenario_.fct_bin_bounds_bytes()) fct_bounds_.push_back(b);
+  if (fct_bounds_.empty()) fct_bounds_ = {10000, 100000, 1000000, 10000000};
+  for (size_t i = 1; i < fct_bounds_.size(); ++i) {
+    if (fct_bounds_[i] <= fct_bounds_[i - 1]) {
+      return fabric_internal::Invalid("fct_bin_bounds_bytes", "must be strictly increasing");
+    }
+  }
+  fct_bins_.resize(fct_bounds_.size() + 1);
+  return absl::OkStatus();
+}
 
 void Fabric::Sample() {
   if (!measuring()) return;

@@ -2,6 +2,8 @@
 // (long flows, incasts, ring all-reduce, Poisson background).
 #include <algorithm>
 #include <memory>
+#include <random>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "sim/fabric.h"
@@ -9,10 +11,113 @@
 
 namespace rocetune::sim {
 
+using fabric_internal::Invalid;
 using fabric_internal::kByteDust;
 using fabric_internal::kInf;
 using fabric_internal::PrioOr3;
 using fabric_internal::UsToNs;
+
+absl::Status Fabric::ConfigureWorkloads(uint8_t* used) {
+  if (absl::Status st = ConfigureLongFlows(used); !st.ok()) return st;
+  if (absl::Status st = ConfigureIncasts(used); !st.ok()) return st;
+  if (absl::Status st = ConfigureAllReduce(used); !st.ok()) return st;
+  return ConfigureBackground(used);
+}
+
+absl::Status Fabric::ConfigureLongFlows(uint8_t* used) {
+  const v1::Workload& w = scenario_.workload();
+  for (int i = 0; i < w.long_flows_size(); ++i) {
+    const auto& lf = w.long_flows(i);
+    const std::string f = absl::StrCat("workload.long_flows[", i, "]");
+    if (auto st = CheckHost(f + ".src", lf.src()); !st.ok()) return st;
+    if (auto st = CheckHost(f + ".dst", lf.dst()); !st.ok()) return st;
+    if (lf.src() == lf.dst()) return Invalid(f, "src and dst are the same host");
+    if (lf.start_us() < 0) return Invalid(f + ".start_us", "must be >= 0");
+    if (auto st = CheckPriority(f + ".priority", lf.priority()); !st.ok()) return st;
+    *used |= 1 << PrioOr3(lf.priority());
+    long_order_.push_back(i);
+  }
+  std::stable_sort(long_order_.begin(), long_order_.end(), [&](int a, int b) {
+    return w.long_flows(a).start_us() < w.long_flows(b).start_us();
+  });
+  long_flow_slot_.assign(w.long_flows_size(), -1);
+  long_results_.resize(w.long_flows_size());
+  return absl::OkStatus();
+}
+
+absl::Status Fabric::ConfigureIncasts(uint8_t* used) {
+  const v1::Workload& w = scenario_.workload();
+  for (int i = 0; i < w.incast_size(); ++i) {
+    const auto& in = w.incast(i);
+    const std::string f = absl::StrCat("workload.incast[", i, "]");
+    if (auto st = CheckHost(f + ".receiver", in.receiver()); !st.ok()) return st;
+    for (uint32_t snd : in.senders()) {
+      if (auto st = CheckHost(f + ".senders", snd); !st.ok()) return st;
+      if (snd == in.receiver()) return Invalid(f + ".senders", "contains the receiver");
+    }
+    if (in.senders_size() == 0 && in.sender_count() >= static_cast<uint32_t>(num_hosts_)) {
+      return Invalid(f + ".sender_count", absl::StrCat("at most ", num_hosts_ - 1));
+    }
+    if (in.bytes_per_sender() == 0) return Invalid(f + ".bytes_per_sender", "must be > 0");
+    if (in.start_us() < 0 || in.period_us() < 0) {
+      return Invalid(f + ".start_us", "start_us and period_us must be >= 0");
+    }
+    if (auto st = CheckPriority(f + ".priority", in.priority()); !st.ok()) return st;
+    *used |= 1 << PrioOr3(in.priority());
+    incast_next_ns_.push_back(UsToNs(in.start_us()));
+    incast_done_.push_back(0);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Fabric::ConfigureAllReduce(uint8_t* used) {
+  if (!scenario_.workload().has_allreduce()) return absl::OkStatus();
+  const auto& ar = scenario_.workload().allreduce();
+  for (uint32_t h : ar.hosts()) {
+    if (auto st = CheckHost("workload.allreduce.hosts", h); !st.ok()) return st;
+    ring_.push_back(static_cast<int>(h));
+  }
+  if (ring_.empty()) {
+    if (ar.host_count() > static_cast<uint32_t>(num_hosts_)) {
+      return Invalid("workload.allreduce.host_count", absl::StrCat("at most ", num_hosts_));
+    }
+    for (uint32_t h = 0; h < ar.host_count(); ++h) ring_.push_back(static_cast<int>(h));
+  }
+  if (ring_.empty()) return absl::OkStatus();
+  if (ring_.size() < 2) return Invalid("workload.allreduce", "a ring needs at least 2 hosts");
+  if (ar.chunk_bytes() == 0) return Invalid("workload.allreduce.chunk_bytes", "must be > 0");
+  if (ar.gap_us() < 0) return Invalid("workload.allreduce.gap_us", "must be >= 0");
+  if (auto st = CheckPriority("workload.allreduce.priority", ar.priority()); !st.ok()) return st;
+  *used |= 1 << PrioOr3(ar.priority());
+  ar_next_ns_ = UsToNs(ar.start_us());
+  return absl::OkStatus();
+}
+
+absl::Status Fabric::ConfigureBackground(uint8_t* used) {
+  const v1::Workload& w = scenario_.workload();
+  if (!w.has_background() || w.background().load() == 0) return absl::OkStatus();
+  const auto& bg = w.background();
+  if (bg.load() < 0 || bg.load() >= 1) {
+    return Invalid("workload.background.load", "must be in [0, 1)");
+  }
+  for (uint32_t h : bg.hosts()) {
+    if (auto st = CheckHost("workload.background.hosts", h); !st.ok()) return st;
+    bg_hosts_.push_back(static_cast<int>(h));
+  }
+  if (bg_hosts_.empty()) {
+    for (int h = 0; h < num_hosts_; ++h) bg_hosts_.push_back(h);
+  }
+  if (bg_hosts_.size() < 2) return Invalid("workload.background.hosts", "need at least 2 hosts");
+  if (auto st = CheckPriority("workload.background.priority", bg.priority()); !st.ok()) return st;
+  *used |= 1 << PrioOr3(bg.priority());
+  bg_cdf_ = std::make_unique<FlowSizeCdf>(FlowSizeCdf::For(bg.distribution()));
+  bg_mean_gap_ns_ = bg_cdf_->MeanBytes() * 8.0 / (host_gbps_ * bg.load());
+  std::exponential_distribution<double> gap(1.0 / bg_mean_gap_ns_);
+  for (size_t i = 0; i < bg_hosts_.size(); ++i) {
+    bg_next_ns_.push_back(UsToNs(bg.start_us() + gap(rng_) / 1000));
+  }
+  return absl::OkStatus();
+}
 
 int Fabric::StartFlow(FlowKind kind, int group, int src, int dst, double bytes, int prio) {
   int slot;
