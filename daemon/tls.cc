@@ -80,6 +80,10 @@ std::shared_ptr<grpc::experimental::CertificateProviderInterface> Provider(const
 absl::Status CheckTlsOptions(const TlsOptions& tls) {
   absl::StatusOr<X509Ptr> cert = ReadCert(tls.cert_file, "--tls_cert");
   if (!cert.ok()) return cert.status();
+  if (X509_cmp_current_time(X509_get0_notAfter(cert->get())) < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tls_cert=", tls.cert_file, ": the certificate has expired"));
+  }
   absl::StatusOr<BioPtr> key_bio = OpenFile(tls.key_file, "--tls_key");
   if (!key_bio.ok()) return key_bio.status();
   KeyPtr key(PEM_read_bio_PrivateKey(key_bio->get(), nullptr, nullptr, nullptr));

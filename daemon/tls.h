@@ -28,7 +28,8 @@ struct TlsOptions {
 };
 
 // Checks that all three files are given, readable and parse: the certificate
-// and CA as X.509, the key as a private key matching the certificate.
+// and CA as X.509, the key as a private key matching the certificate, and
+// the certificate has not expired.
 // kInvalidArgument naming the flag (`--tls_cert`, ...) and the file otherwise.
 absl::Status CheckTlsOptions(const TlsOptions& tls);
 
