@@ -188,13 +188,16 @@ absl::StatusOr<QuantileSketch> QuantileSketch::FromProto(const v1::Sketch& p) {
                      "; values above ", kMaxIndexable, " s are refused)"));
   }
   QuantileSketch s(a);
-  const int lowest = s.Index(kMinIndexable);
-  const int highest = s.Index(kMaxIndexable);
-  if (highest - lowest + 1 > kMaxBuckets) {
+  // Buckets the accepted value range spans, in doubles first: a tiny accuracy
+  // makes log(gamma) 0 and the indices infinite.
+  const double span = (std::log(kMaxIndexable) - std::log(kMinIndexable)) * s.inv_log_gamma_;
+  if (!(span + 2 <= kMaxBuckets)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "sketch: relative_accuracy ", a, " is too fine: ", kMinIndexable, " .. ", kMaxIndexable,
-        " s would need ", highest - lowest + 1, " buckets, more than ", kMaxBuckets));
+        " s would need more than ", kMaxBuckets, " buckets"));
   }
+  const int lowest = s.Index(kMinIndexable);
+  const int highest = s.Index(kMaxIndexable);
   const int64_t first = p.bucket_offset();
   const int64_t last = first + p.counts_size() - 1;
   if (p.counts_size() > 0 && (first < lowest || last > highest)) {
