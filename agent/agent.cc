@@ -354,7 +354,14 @@ absl::Status Agent::RunStream() {
     absl::MutexLock lock(&write_mu_);
     stream->WritesDone();
   }
-  ctx.TryCancel();
+  // When the controller ended the stream, Finish returns its status (a
+  // refusal must be seen as one); cancelling first would replace it with
+  // CANCELLED. A write that failed may precede the controller's status by a
+  // moment.
+  if (!stopping_.load() && !reader_done.HasBeenNotified()) {
+    reader_done.WaitForNotificationWithTimeout(absl::Milliseconds(200));
+  }
+  if (!reader_done.HasBeenNotified()) ctx.TryCancel();
   reader.join();
   grpc::Status st = stream->Finish();
   clear_ctx();
