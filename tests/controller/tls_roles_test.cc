@@ -1,6 +1,7 @@
 // Mutual TLS and roles end to end on loopback: certificates made at run time
 // by deploy/pki/make-dev-pki.sh; a controller started in process.
 #include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <string>
 
@@ -311,6 +312,36 @@ TEST_F(TlsRolesTest, WatchNeedsARole) {
   }
   EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_TRUE(Audited("host-02", "admin_denied", "Watch"));
+}
+
+TEST_F(TlsRolesTest, TrustedCaIsReloadedWithoutRestart) {
+  // A second controller whose CA file can be rewritten.
+  const std::string dir = testing::MakeTempDir();
+  for (const char* f : {"controller.pem", "controller.key", "ca.pem", "roles.textproto"}) {
+    std::ifstream in(*pki_ + "/" + f, std::ios::binary);
+    std::ofstream(dir + "/" + f, std::ios::binary) << in.rdbuf();
+  }
+  ControllerOptions opt;
+  opt.listen = "127.0.0.1:0";
+  opt.metrics_address = "";
+  opt.tls.cert_file = dir + "/controller.pem";
+  opt.tls.key_file = dir + "/controller.key";
+  opt.tls.ca_file = dir + "/ca.pem";
+  opt.tls.refresh = absl::Seconds(1);
+  opt.roles_file = dir + "/roles.textproto";
+  opt.tick_interval = absl::ZeroDuration();
+  opt.rollout_tick = absl::ZeroDuration();
+  auto c = Controller::Start(opt);
+  ASSERT_TRUE(c.ok()) << c.status();
+  target_ = absl::StrCat("127.0.0.1:", (*c)->grpc_port());
+  const std::string cert = *other_ + "/user-carol.pem", key = *other_ + "/user-carol.key";
+  EXPECT_EQ(ListHosts(RawChannel(cert, key)).error_code(), grpc::StatusCode::UNAVAILABLE);
+  {
+    // Trust the other CA too (a CA rotation's first step).
+    std::ifstream other(*other_ + "/ca.pem", std::ios::binary);
+    std::ofstream(dir + "/ca.pem", std::ios::app | std::ios::binary) << other.rdbuf();
+  }
+  EXPECT_TRUE(testing::Eventually([&] { return ListHosts(RawChannel(cert, key)).ok(); }, 10));
 }
 
 TEST(TlsStartTest, RolesFileRequiredWithTlsAndRefusedWithout) {
