@@ -64,7 +64,9 @@ struct AgentOptions {
   // tries again, instead of flapping.
   absl::Duration refused_backoff = absl::Seconds(60);
   absl::Duration reconnect_min = absl::Milliseconds(200);
-  absl::Duration reconnect_max = absl::Seconds(10);
+  // Reconnect attempts back off from reconnect_min, doubling to reconnect_max,
+  // each wait jittered to half to all of it.
+  absl::Duration reconnect_max = absl::Seconds(3);
   // Optional, not owned: where the agent records its host series.
   AgentMetrics* metrics = nullptr;
 };
