@@ -192,9 +192,9 @@ absl::StatusOr<QuantileSketch> QuantileSketch::FromProto(const v1::Sketch& p) {
   // makes log(gamma) 0 and the indices infinite.
   const double span = (std::log(kMaxIndexable) - std::log(kMinIndexable)) * s.inv_log_gamma_;
   if (!(span + 2 <= kMaxBuckets)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "sketch: relative_accuracy ", a, " is too fine: ", kMinIndexable, " .. ", kMaxIndexable,
-        " s would need more than ", kMaxBuckets, " buckets"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("sketch: relative_accuracy ", a, " is too fine: ", kMinIndexable, " .. ",
+                     kMaxIndexable, " s would need more than ", kMaxBuckets, " buckets"));
   }
   const int lowest = s.Index(kMinIndexable);
   const int highest = s.Index(kMaxIndexable);
