@@ -8,7 +8,9 @@ export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 export CCACHE_MAXSIZE ?= 5G
 
-.PHONY: all deps configure build test bench demo clean format
+.PHONY: all deps configure build test fuzz bench demo clean format
+FUZZ_BUILD   ?= build-fuzz
+FUZZ_SECONDS ?= 120
 all: build
 
 deps:
@@ -23,7 +25,16 @@ build: configure
 # Builds once, runs every ctest label (unit, integration, e2e, vm), then the unit
 # tests again under AddressSanitizer + UndefinedBehaviorSanitizer.
 test: deps
-	@BUILD=$(BUILD) ASAN_BUILD=$(ASAN_BUILD) JOBS=$(JOBS) scripts/run-tests
+	@BUILD=$(BUILD) ASAN_BUILD=$(ASAN_BUILD) FUZZ_BUILD=$(FUZZ_BUILD) JOBS=$(JOBS) scripts/run-tests
+
+# Every libFuzzer target for FUZZ_SECONDS each (make test runs them for 5 s).
+# Crashers are kept under tests/fuzz/corpus/NAME/ as regression inputs.
+fuzz: deps
+	@CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" -DROCETUNE_FUZZ=ON \
+	  -DROCETUNE_FUZZ_SECONDS=$(FUZZ_SECONDS) >/dev/null
+	@ninja -C $(FUZZ_BUILD) -j $(JOBS) fuzz_targets
+	@cd $(FUZZ_BUILD) && ctest -L fuzz --output-on-failure --timeout 0
 
 bench: build
 	@scripts/run-benches $(BUILD)
@@ -35,4 +46,4 @@ format:
 	@git ls-files '*.cc' '*.h' '*.proto' | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

@@ -25,6 +25,7 @@
 #include "agent/probe/prober.h"
 #include "agent/sampler.h"
 #include "daemon/clock.h"
+#include "daemon/tls.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/impl/rpc_method.h"
 #include "rocetune/v1/agent.grpc.pb.h"
@@ -57,10 +58,19 @@ struct AgentOptions {
   absl::Duration drift_interval = absl::Seconds(60);
   // Where this host's probe responders listen, advertised in Hello.
   v1::ProbeEndpoint probe_endpoint;
-  // Channel credentials: plaintext is only allowed to loopback controllers.
+  // Mutual TLS to the controller; when not enabled, plaintext, which needs
+  // insecure_loopback and a numeric loopback controller address or localhost.
+  TlsOptions tls;
   bool insecure_loopback = true;
+  // After the controller refused this agent's identity (PERMISSION_DENIED,
+  // UNAUTHENTICATED) or another live stream holds it (a superseded stream,
+  // ALREADY_EXISTS), the agent logs an error and waits this long before it
+  // tries again, instead of flapping.
+  absl::Duration refused_backoff = absl::Seconds(60);
   absl::Duration reconnect_min = absl::Milliseconds(200);
-  absl::Duration reconnect_max = absl::Seconds(10);
+  // Reconnect attempts back off from reconnect_min, doubling to reconnect_max,
+  // each wait jittered to half to all of it.
+  absl::Duration reconnect_max = absl::Seconds(3);
   // Optional, not owned: where the agent records its host series.
   AgentMetrics* metrics = nullptr;
 };
@@ -99,6 +109,8 @@ class Agent {
 
  private:
   Agent(AgentOptions options, HostSeams seams);
+  // Creates the channel to `target` (the checked controller address).
+  absl::Status MakeChannel(const std::string& target);
   // One connection lifetime; returns when the stream ends.
   absl::Status RunStream();
   // One sampling round into `report` (counters lent from `batch` when *lent,

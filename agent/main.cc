@@ -23,6 +23,7 @@
 #include "daemon/shutdown.h"
 #include "daemon/state_dir_lock.h"
 #include "daemon/systemd_notify.h"
+#include "daemon/tls.h"
 #include "google/protobuf/util/json_util.h"
 #include "rocetune/v1/config.pb.h"
 
@@ -43,7 +44,17 @@ ABSL_FLAG(std::string, drift_interval, "60s",
 ABSL_FLAG(std::string, counter_source, "auto",
           "Counter mechanism: auto (netlink, else sysfs), netlink or sysfs.");
 ABSL_FLAG(bool, insecure_loopback, false,
-          "Allow plaintext gRPC to a loopback controller (TLS is not built yet, so required).");
+          "Without TLS files: plaintext gRPC, allowed only to a numeric loopback --controller "
+          "address or localhost.");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate of this agent (its CN is the host id); with --tls_key and --tls_ca "
+          "the agent talks mutual TLS to the controller.");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert.");
+ABSL_FLAG(std::string, tls_ca, "", "PEM CA bundle the controller's certificate must chain to.");
+ABSL_FLAG(absl::Duration, tls_refresh, absl::Seconds(10),
+          "How often the TLS files are re-read (rotation needs no restart).");
+ABSL_FLAG(std::string, tls_server_name, "",
+          "Name the controller's certificate must carry (default: the host of --controller).");
 ABSL_FLAG(std::string, kernel_netdevs, "auto",
           "Read ethtool statistics (per-priority PFC pauses) and configure PFC through dcbnl "
           "on this kernel's netdevs: on, off, or auto (on when --sysfs_root is /sys).");
@@ -169,11 +180,33 @@ int main(int argc, char** argv) {
   }
   if (absl::GetFlag(FLAGS_once)) return Once(**host);
 
+  rocetune::TlsOptions tls;
+  tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
+  tls.key_file = absl::GetFlag(FLAGS_tls_key);
+  tls.ca_file = absl::GetFlag(FLAGS_tls_ca);
+  tls.refresh = absl::GetFlag(FLAGS_tls_refresh);
+  tls.server_name = absl::GetFlag(FLAGS_tls_server_name);
   std::string host_id = HostId();
-  if (!absl::GetFlag(FLAGS_insecure_loopback)) {
+  if (tls.enabled()) {
+    // The controller accepts a host only under its certificate's identity.
+    absl::StatusOr<std::string> cn = rocetune::CertificateCommonName(tls.cert_file);
+    if (!cn.ok()) {
+      std::fprintf(stderr, "rocetune-agent: %s\n", std::string(cn.status().message()).c_str());
+      return 2;
+    }
+    if (absl::GetFlag(FLAGS_host_id).empty()) {
+      host_id = *cn;
+    } else if (host_id != *cn) {
+      std::fprintf(stderr,
+                   "rocetune-agent: --host_id=%s but the certificate's CN is %s; the controller "
+                   "accepts a host only under its certificate's identity\n",
+                   host_id.c_str(), cn->c_str());
+      return 2;
+    }
+  } else if (!absl::GetFlag(FLAGS_insecure_loopback)) {
     std::fprintf(stderr,
-                 "rocetune-agent: TLS is not built yet; run with --insecure_loopback against a "
-                 "controller on a loopback address\n");
+                 "rocetune-agent: pass --tls_cert, --tls_key and --tls_ca for mutual TLS, or "
+                 "--insecure_loopback for plaintext to a controller on a loopback address\n");
     return 2;
   }
   // One agent per state dir: two would fight over the NIC and the journal.
@@ -232,6 +265,8 @@ int main(int argc, char** argv) {
   options.probe_endpoint = endpoint;
   options.host_id = host_id;
   options.controller = absl::GetFlag(FLAGS_controller);
+  options.tls = tls;
+  options.insecure_loopback = absl::GetFlag(FLAGS_insecure_loopback);
   options.labels = labels;
   options.sample_interval = interval;
   options.drift_interval = drift_interval;

@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "daemon/address.h"
 
 namespace rocetune::cli {
 
@@ -33,22 +34,29 @@ bool IsLoopbackAddress(const std::string& address) {
 }
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
-  if (!options.insecure_loopback) {
-    return absl::FailedPreconditionError(
-        "TLS is not built yet: pass --insecure_loopback to talk plaintext to a controller on "
-        "a loopback address");
-  }
-  if (!IsLoopbackAddress(options.controller)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("--insecure_loopback allows plaintext only to a loopback address, not \"",
-                     options.controller, "\""));
-  }
   grpc::ChannelArguments args;
   // Host listings of large fleets come in pages, but one page of hosts with many
   // NICs can exceed gRPC's 4 MiB default.
   args.SetMaxReceiveMessageSize(256 << 20);
-  auto channel =
-      grpc::CreateCustomChannel(options.controller, grpc::InsecureChannelCredentials(), args);
+  std::string target = options.controller;
+  std::shared_ptr<grpc::ChannelCredentials> creds;
+  if (options.tls.enabled()) {
+    absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> tls =
+        MakeChannelCredentials(options.tls, &args);
+    if (!tls.ok()) return tls.status();
+    creds = *std::move(tls);
+  } else {
+    if (!options.insecure_loopback) {
+      return absl::FailedPreconditionError(
+          "no TLS files given: pass --tls_cert, --tls_key and --tls_ca for mutual TLS, or "
+          "--insecure_loopback to talk plaintext to a controller on a loopback address");
+    }
+    absl::StatusOr<std::string> resolved = ResolveLoopback(options.controller, "--controller");
+    if (!resolved.ok()) return resolved.status();
+    target = *resolved;
+    creds = grpc::InsecureChannelCredentials();
+  }
+  auto channel = grpc::CreateCustomChannel(target, creds, args);
   return std::unique_ptr<Client>(new Client(options, v1::AdminService::NewStub(channel)));
 }
 

@@ -6,13 +6,15 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "daemon/tls.h"
 #include "grpcpp/grpcpp.h"
 #include "rocetune/v1/admin.grpc.pb.h"
 
 namespace rocetune::cli {
 
 // gRPC metadata key carrying the operator's name; the controller's identity
-// seam reads it from loopback peers until mTLS exists.
+// seam reads it from plaintext loopback peers (with mTLS the certificate's
+// identity is used instead).
 inline constexpr char kActorMetadataKey[] = "rocetune-actor";
 
 struct ClientOptions {
@@ -20,6 +22,7 @@ struct ClientOptions {
   std::string actor;
   absl::Duration timeout = absl::Seconds(10);
   bool insecure_loopback = false;
+  TlsOptions tls;  // mutual TLS when enabled
 };
 
 // True for "localhost:P", "127.x.y.z:P", "[::1]:P" (and without a port).
@@ -28,9 +31,10 @@ bool IsLoopbackAddress(const std::string& address);
 // A channel and stub to the controller's AdminService.
 class Client {
  public:
-  // TLS is not built yet, so plaintext is the only transport: refused
-  // (kFailedPrecondition, saying what to do) unless insecure_loopback is set
-  // and the address is a loopback one.
+  // Mutual TLS when options.tls is enabled (kInvalidArgument for bad files).
+  // Otherwise plaintext, refused (kFailedPrecondition, saying what to do)
+  // unless insecure_loopback is set and the address is a numeric loopback
+  // address or localhost.
   static absl::StatusOr<std::unique_ptr<Client>> Connect(const ClientOptions& options);
 
   v1::AdminService::Stub& stub() { return *stub_; }

@@ -61,7 +61,8 @@ bool PrintableAscii(const std::string& s) {
 }  // namespace
 
 std::vector<std::string> GlobalFlagNames() {
-  return {"controller", "output", "actor", "timeout", "insecure_loopback", "help"};
+  return {"controller", "output",  "actor",  "timeout",         "insecure_loopback",
+          "tls_cert",   "tls_key", "tls_ca", "tls_server_name", "help"};
 }
 
 std::vector<FlagSpec> AllFlags() {
@@ -70,7 +71,12 @@ std::vector<FlagSpec> AllFlags() {
       {"output", false, "table (default) or json"},
       {"actor", false, "who you are, sent with every call (default $USER, else \"unknown\")"},
       {"timeout", false, "deadline of each call, and of push --wait (default 10s)"},
-      {"insecure_loopback", true, "plaintext gRPC to a loopback controller (TLS is not built yet)"},
+      {"insecure_loopback", true,
+       "without TLS files: plaintext gRPC, only to a numeric loopback address or localhost"},
+      {"tls_cert", false, "PEM client certificate (its CN is your identity) for mutual TLS"},
+      {"tls_key", false, "PEM private key of --tls_cert"},
+      {"tls_ca", false, "PEM CA bundle the controller's certificate must chain to"},
+      {"tls_server_name", false, "name the controller's certificate must carry (default: host)"},
       {"help", true, "list commands (exit 0)"},
       {"dry_run", true, "mutating commands: ask the controller to check, not to act"},
       {"reason", false, "why; recorded in the audit log"},
@@ -214,6 +220,10 @@ int RunCli(const std::vector<std::string>& argv, const std::string& env_user, bo
     return probe.UsageError("--actor must be non-empty printable ASCII");
   }
   options.insecure_loopback = args.GetBool("insecure_loopback");
+  options.tls.cert_file = args.Get("tls_cert");
+  options.tls.key_file = args.Get("tls_key");
+  options.tls.ca_file = args.Get("tls_ca");
+  options.tls.server_name = args.Get("tls_server_name");
   if (args.Has("timeout") && (!absl::ParseDuration(args.Get("timeout"), &options.timeout) ||
                               options.timeout <= absl::ZeroDuration())) {
     return probe.UsageError(

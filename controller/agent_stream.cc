@@ -4,6 +4,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "controller/admin/identity.h"
 #include "controller/telemetry/report_decoder.h"
 #include "daemon/logging.h"
 #include "grpcpp/support/proto_buffer_reader.h"
@@ -295,6 +296,10 @@ absl::Status AgentStream::HandleMessage() {
         return absl::FailedPreconditionError(
             absl::StrCat("second Hello on the stream of host ", host_id_));
       }
+      if (absl::Status s = CheckHelloIdentity(in_->hello()); !s.ok()) {
+        deps_.metrics->Rejected(Rejection::kNoIdentity);
+        return s;
+      }
       absl::StatusOr<Registration> reg = deps_.fleet->Register(in_->hello(), shared_from_this());
       if (!reg.ok()) {
         deps_.metrics->Rejected(Rejection::kNoIdentity);
@@ -350,6 +355,30 @@ absl::Status AgentStream::HandleMessage() {
   deps_.metrics->Rejected(Rejection::kBadMessage);
   return absl::InvalidArgumentError(
       "AgentMessage has no known message set (unknown protocol version?)");
+}
+
+absl::Status AgentStream::CheckHelloIdentity(const v1::Hello& hello) {
+  if (deps_.authorizer == nullptr) return absl::OkStatus();
+  const Identity who = IdentityOf(ctx_);
+  absl::Status s = deps_.authorizer->Check(who, "Connect");
+  if (s.ok() && who.name != hello.host_id()) {
+    s = absl::PermissionDeniedError(absl::StrCat("identity \"", who.name,
+                                                 "\" may only report as host \"", who.name,
+                                                 "\", not as \"", hello.host_id(), "\""));
+  }
+  if (s.ok()) return s;
+  if (deps_.audit) {
+    v1::AuditEntry e;
+    e.set_unix_nanos(absl::ToUnixNanos(deps_.clock->Now()));
+    e.set_actor(who.name);
+    e.set_authenticated(who.authenticated);
+    e.set_action("agent_denied");
+    e.set_subject(hello.host_id());
+    e.set_detail(std::string(s.message()));
+    if (!hello.host_id().empty()) e.add_host_ids(hello.host_id());
+    deps_.audit(e);
+  }
+  return s;
 }
 
 // OK: current; kAlreadyExists: stale (ignore); other: refuse.

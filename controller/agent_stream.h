@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/synchronization/mutex.h"
+#include "controller/admin/authorizer.h"
 #include "controller/controller_metrics.h"
 #include "controller/cq_tag.h"
 #include "controller/fleet/agent_connection.h"
@@ -28,6 +29,11 @@ struct AgentStreamDeps {
   size_t max_outbound_queue = 8;
   // Inbound messages above this size are refused (kResourceExhausted) and counted.
   size_t max_message_bytes = 1 << 20;
+  // With mutual TLS: only an identity with the agent role may register, and
+  // only as the host id equal to its identity. Null: not enforced.
+  const Authorizer* authorizer = nullptr;
+  // Appends an audit row (a refused Hello); may be empty.
+  std::function<void(const v1::AuditEntry&)> audit = nullptr;
 };
 
 class AgentStream;
@@ -101,6 +107,9 @@ class AgentStream final : public AgentConnection, public std::enable_shared_from
   // Decodes in_bytes_ as a Report with ReportDecoder (this thread's fast-path
   // state); false: parse it with protobuf instead.
   bool DecodeReportInPlace();
+  // OK when the caller may register as `hello`'s host (see AgentStreamDeps);
+  // else PERMISSION_DENIED, audited.
+  absl::Status CheckHelloIdentity(const v1::Hello& hello);
   // A Report of the registered host: telemetry, then counted.
   absl::Status HandleReport(const v1::Report& head, absl::Span<const CounterInput> counters);
   // Queues `msg` (replacing a queued message of the same kind) and starts a write.

@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "daemon/address.h"
 #include "daemon/logging.h"
 
 namespace rocetune::controller {
@@ -80,7 +81,8 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(const ControllerOp
     return absl::InvalidArgumentError("--max_outbound_queue must be at least 1");
   }
   if (!(options.probe_rate > 0 && options.probe_rate <= 1e6)) {
-    return absl::InvalidArgumentError("--probe_rate must be in (0, 1e6] probes per second per peer");
+    return absl::InvalidArgumentError(
+        "--probe_rate must be in (0, 1e6] probes per second per peer");
   }
   if (options.probe_peers < 1 || options.probe_peers > 1024) {
     return absl::InvalidArgumentError("--probe_peers must be 1 to 1024");
@@ -88,17 +90,41 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(const ControllerOp
   if (options.stream_threads < 0 || options.stream_threads > 256) {
     return absl::InvalidArgumentError("--stream_threads must be 0 (automatic) to 256");
   }
-  if (!options.insecure_loopback) {
-    return absl::FailedPreconditionError(
-        "TLS is not implemented yet: run with --insecure_loopback and a loopback --listen "
-        "address");
-  }
-  if (!IsLoopbackAddress(options.listen)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "--insecure_loopback allows plaintext only on a loopback address, not ", options.listen));
+  std::shared_ptr<grpc::ServerCredentials> creds;
+  std::unique_ptr<Authorizer> authorizer;
+  std::string listen = options.listen;
+  if (options.tls.enabled()) {
+    absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> tls =
+        MakeServerCredentials(options.tls);
+    if (!tls.ok()) return tls.status();
+    creds = *std::move(tls);
+    if (options.roles_file.empty()) {
+      return absl::InvalidArgumentError(
+          "--roles_file is required with mutual TLS: it says which certificate identities are "
+          "viewers, operators, approvers and agents");
+    }
+    absl::StatusOr<std::unique_ptr<Authorizer>> a = Authorizer::Load(options.roles_file);
+    if (!a.ok()) return a.status();
+    authorizer = *std::move(a);
+  } else {
+    if (!options.insecure_loopback) {
+      return absl::FailedPreconditionError(
+          "no TLS files given: pass --tls_cert, --tls_key and --tls_ca, or --insecure_loopback "
+          "for plaintext on a loopback --listen address");
+    }
+    if (!options.roles_file.empty()) {
+      return absl::InvalidArgumentError(
+          "--roles_file needs mutual TLS: without certificates no identity is verified and "
+          "roles are not enforced");
+    }
+    absl::StatusOr<std::string> resolved = ResolveLoopback(options.listen, "--listen");
+    if (!resolved.ok()) return resolved.status();
+    listen = *resolved;
+    creds = grpc::InsecureServerCredentials();
   }
 
   std::unique_ptr<Controller> c(new Controller(options, clock));
+  c->authorizer_ = std::move(authorizer);
   c->metrics_ = std::make_unique<ControllerMetrics>();
   if (!options.state_dir.empty()) {
     absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(options.state_dir);
@@ -131,6 +157,19 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(const ControllerOp
 
   AgentStreamDeps adeps{c->fleet_.get(), c->metrics_.get(), clock, options.max_outbound_queue,
                         static_cast<size_t>(options.max_message_bytes)};
+  adeps.authorizer = c->authorizer_.get();
+  if (c->store_ != nullptr) {
+    Store* store = c->store_.get();
+    RolloutManager* rollout = c->rollout_.get();
+    adeps.audit = [store, rollout](const v1::AuditEntry& e) {
+      auto write = [store, e] {
+        if (absl::StatusOr<int64_t> id = store->AppendAudit(e); !id.ok()) {
+          LogError("cannot audit a refused agent", {{"error", id.status().ToString()}});
+        }
+      };
+      if (!rollout->executor().Post(write)) write();
+    };
+  }
   int stream_threads = options.stream_threads;
   if (stream_threads <= 0) {
     stream_threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
@@ -139,10 +178,11 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(const ControllerOp
   AdminDeps mdeps{c->fleet_.get(),  c->telemetry_.get(), c->store_.get(),
                   &c->events_,      c->metrics_.get(),   clock,
                   c->rollout_.get()};
+  mdeps.authorizer = c->authorizer_.get();
   c->admin_service_ = std::make_unique<AdminService>(mdeps);
 
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &c->grpc_port_);
+  builder.AddListeningPort(listen, creds, &c->grpc_port_);
   c->agent_service_->AddTo(&builder);
   builder.RegisterService(c->admin_service_.get());
   // The agent streams check --max_message_bytes themselves (and count what they

@@ -18,6 +18,7 @@
 #include "controller/telemetry/telemetry_store.h"
 #include "daemon/clock.h"
 #include "daemon/metrics_exposer.h"
+#include "daemon/tls.h"
 #include "grpcpp/grpcpp.h"
 
 namespace rocetune::controller {
@@ -26,8 +27,14 @@ struct ControllerOptions {
   std::string listen = "127.0.0.1:7070";           // port 0 picks a free port
   std::string metrics_address = "127.0.0.1:9470";  // "" = no /metrics endpoint
   std::string state_dir;                           // "" = no durable store
-  // Plaintext gRPC; required (TLS is not implemented yet) and only on loopback.
+  // Mutual TLS for agents and CLI (client certificates required). Without it
+  // the controller only serves plaintext, with insecure_loopback and on a
+  // numeric loopback address or localhost.
+  TlsOptions tls;
   bool insecure_loopback = false;
+  // Text-format RolesConfig mapping certificate identities to roles; required
+  // with TLS, refused without it (roles need verified identities).
+  std::string roles_file;
   absl::Duration window = absl::Seconds(10);
   absl::Duration retention = absl::Minutes(10);
   absl::Duration stale_after = absl::Seconds(30);
@@ -58,8 +65,8 @@ struct ControllerOptions {
 class Controller {
  public:
   // Validates options, opens the store, reloads the fleet and starts serving.
-  // kInvalidArgument for bad options, kFailedPrecondition when plaintext is not
-  // allowed, kUnavailable when an address cannot be bound.
+  // kInvalidArgument for bad options (TLS files, roles file), kFailedPrecondition
+  // when plaintext is not allowed, kUnavailable when an address cannot be bound.
   static absl::StatusOr<std::unique_ptr<Controller>> Start(const ControllerOptions& options,
                                                            Clock* clock = Clock::Real());
   ~Controller();
@@ -92,6 +99,7 @@ class Controller {
   std::unique_ptr<TelemetryStore> telemetry_;
   std::unique_ptr<Fleet> fleet_;
   std::unique_ptr<RolloutManager> rollout_;
+  std::unique_ptr<Authorizer> authorizer_;  // null without TLS
   std::unique_ptr<AgentService> agent_service_;
   std::unique_ptr<AdminService> admin_service_;
   std::unique_ptr<grpc::Server> server_;

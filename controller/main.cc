@@ -29,7 +29,19 @@ ABSL_FLAG(absl::Duration, stale_after, absl::Seconds(30),
 ABSL_FLAG(absl::Duration, gone_after, absl::Seconds(120),
           "A host without a report for this long is gone.");
 ABSL_FLAG(bool, insecure_loopback, false,
-          "Serve plaintext gRPC. Allowed only on a loopback --listen address (TLS comes later).");
+          "Serve plaintext gRPC without TLS files. Allowed only on a numeric loopback --listen "
+          "address or localhost; identities are then declared, not verified, and roles are not "
+          "enforced.");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate (chain) of the controller; with --tls_key and --tls_ca enables mutual "
+          "TLS: every agent and rocetunectl must present a certificate signed by --tls_ca.");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert.");
+ABSL_FLAG(std::string, tls_ca, "", "PEM CA bundle that client certificates must chain to.");
+ABSL_FLAG(absl::Duration, tls_refresh, absl::Seconds(10),
+          "How often the TLS files are re-read (certificate and CA rotation needs no restart).");
+ABSL_FLAG(std::string, roles_file, "",
+          "Text-format RolesConfig mapping certificate identities (CN) to the roles viewer, "
+          "operator, approver and agent; required with TLS.");
 ABSL_FLAG(std::string, ready_file, "",
           "Once serving, write {\"grpc_port\":N,\"metrics_port\":M} to this file (atomically).");
 ABSL_FLAG(int32_t, max_message_bytes, 1 << 20,
@@ -77,7 +89,8 @@ int main(int argc, char** argv) {
   rocetune::v1::ControllerConfig config_prototype;
   rocetune::InitDaemon(argc, argv, "controller",
                        "rocetune-controller: fleet registry, telemetry and desired state for "
-                       "rocetune agents.\nUsage: rocetune-controller --insecure_loopback "
+                       "rocetune agents.\nUsage: rocetune-controller (--tls_cert=F --tls_key=F "
+                       "--tls_ca=F --roles_file=F | --insecure_loopback) "
                        "[--listen=127.0.0.1:7070] [--state_dir=DIR] [flags]",
                        &config_prototype);
 
@@ -86,6 +99,11 @@ int main(int argc, char** argv) {
   opt.metrics_address = absl::GetFlag(FLAGS_metrics_address);
   opt.state_dir = absl::GetFlag(FLAGS_state_dir);
   opt.insecure_loopback = absl::GetFlag(FLAGS_insecure_loopback);
+  opt.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
+  opt.tls.key_file = absl::GetFlag(FLAGS_tls_key);
+  opt.tls.ca_file = absl::GetFlag(FLAGS_tls_ca);
+  opt.tls.refresh = absl::GetFlag(FLAGS_tls_refresh);
+  opt.roles_file = absl::GetFlag(FLAGS_roles_file);
   opt.window = absl::GetFlag(FLAGS_window);
   opt.retention = absl::GetFlag(FLAGS_retention);
   opt.stale_after = absl::GetFlag(FLAGS_stale_after);

@@ -7,10 +7,6 @@
 #include "absl/strings/str_cat.h"
 
 namespace rocetune {
-namespace {
-constexpr int kIndexLimit = 1 << 20;  // |bucket index| accepted from the wire
-}
-
 QuantileSketch::QuantileSketch(double relative_accuracy)
     : relative_accuracy_(relative_accuracy),
       gamma_((1 + relative_accuracy) / (1 - relative_accuracy)),
@@ -185,16 +181,30 @@ absl::StatusOr<QuantileSketch> QuantileSketch::FromProto(const v1::Sketch& p) {
     return absl::InvalidArgumentError(
         absl::StrCat("sketch: ", p.counts_size(), " buckets exceeds the limit of ", kMaxBuckets));
   }
-  if (std::abs(static_cast<int64_t>(p.bucket_offset())) > kIndexLimit) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("sketch: bucket_offset ", p.bucket_offset(), " out of range"));
-  }
   if (!std::isfinite(p.min()) || !std::isfinite(p.max()) || !std::isfinite(p.sum()) ||
-      p.min() < 0 || p.min() > p.max()) {
-    return absl::InvalidArgumentError(absl::StrCat("sketch: bad min/max/sum (min=", p.min(),
-                                                   " max=", p.max(), " sum=", p.sum(), ")"));
+      p.min() < 0 || p.min() > p.max() || p.max() > kMaxIndexable) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sketch: bad min/max/sum (min=", p.min(), " max=", p.max(), " sum=", p.sum(),
+                     "; values above ", kMaxIndexable, " s are refused)"));
   }
   QuantileSketch s(a);
+  // Buckets the accepted value range spans, in doubles first: a tiny accuracy
+  // makes log(gamma) 0 and the indices infinite.
+  const double span = (std::log(kMaxIndexable) - std::log(kMinIndexable)) * s.inv_log_gamma_;
+  if (!(span + 2 <= kMaxBuckets)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sketch: relative_accuracy ", a, " is too fine: ", kMinIndexable, " .. ",
+                     kMaxIndexable, " s would need more than ", kMaxBuckets, " buckets"));
+  }
+  const int lowest = s.Index(kMinIndexable);
+  const int highest = s.Index(kMaxIndexable);
+  const int64_t first = p.bucket_offset();
+  const int64_t last = first + p.counts_size() - 1;
+  if (p.counts_size() > 0 && (first < lowest || last > highest)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sketch: buckets ", first, " .. ", last, " lie outside ", lowest, " .. ",
+                     highest, " (values ", kMinIndexable, " .. ", kMaxIndexable, " s)"));
+  }
   uint64_t total = p.zero_count();
   for (uint64_t c : p.counts()) {
     if (total > std::numeric_limits<uint64_t>::max() - c) {

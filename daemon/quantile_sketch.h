@@ -24,6 +24,11 @@ class QuantileSketch {
   // Bound on memory: with 1% accuracy this covers 1 ns .. > 10^15 s. When a sketch would
   // exceed it, the lowest buckets are folded together (only the lowest quantiles lose accuracy).
   static constexpr int kMaxBuckets = 4096;
+  // Largest value a sketch from the wire may hold (seconds; about 11.6 days).
+  // FromProto accepts only buckets within [kMinIndexable, kMaxIndexable], a
+  // range that fits kMaxBuckets, so that merging untrusted sketches never
+  // folds buckets: one host's sketch cannot move another's quantiles.
+  static constexpr double kMaxIndexable = 1e6;
 
   // REQUIRES: 0 < relative_accuracy < 1.
   explicit QuantileSketch(double relative_accuracy = kDefaultRelativeAccuracy);
@@ -65,8 +70,9 @@ class QuantileSketch {
 
   void ToProto(v1::Sketch* out) const;
   v1::Sketch ToProto() const;
-  // Validates untrusted input: accuracy range, bucket count and index range,
-  // min <= max, count overflow. kInvalidArgument on violation.
+  // Validates untrusted input: accuracy range (the value range must fit
+  // kMaxBuckets), bucket count, buckets and max within [kMinIndexable,
+  // kMaxIndexable], min <= max, count overflow. kInvalidArgument on violation.
   static absl::StatusOr<QuantileSketch> FromProto(const v1::Sketch& proto);
 
  private:

@@ -6,6 +6,8 @@
 #include <atomic>
 #include <thread>
 
+#include "daemon/logging.h"
+
 namespace rocetune {
 namespace {
 
@@ -25,12 +27,20 @@ void Shutdown::Install() {
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   // Writes to a closed gRPC/HTTP socket must not kill the daemon.
   signal(SIGPIPE, SIG_IGN);
   std::thread([set]() {
     int sig = 0;
-    while (sigwait(&set, &sig) != 0) {
+    while (sigwait(&set, &sig) != 0 || sig == SIGHUP) {
+      if (sig == SIGHUP) {
+        // Nothing to reload by signal: TLS files are re-read on a timer.
+        LogInfo(
+            "SIGHUP: certificates, keys and CAs are re-read every --tls_refresh; "
+            "nothing else is reloaded");
+        sig = 0;
+      }
     }
     g_signal.store(sig);
     Shutdown::Request();

@@ -6,9 +6,11 @@
 
 namespace rocetune {
 
-// Graceful shutdown on SIGTERM / SIGINT. Install() blocks both signals in the
-// calling thread (call it in main() before starting any thread, so all threads
-// inherit the mask) and starts a thread that waits for them with sigwait.
+// Graceful shutdown on SIGTERM / SIGINT. Install() blocks both signals (and
+// SIGHUP, which is logged and otherwise ignored: TLS files are re-read on a
+// timer) in the calling thread (call it in main() before starting any thread,
+// so all threads inherit the mask) and starts a thread that waits for them
+// with sigwait.
 class Shutdown {
  public:
   // REQUIRES: called once, before other threads are created.

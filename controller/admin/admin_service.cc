@@ -11,6 +11,7 @@
 #include "controller/admin/watch_stream.h"
 #include "controller/tuner/rehearsal.h"
 #include "daemon/init.h"
+#include "daemon/logging.h"
 
 namespace rocetune::controller {
 namespace {
@@ -40,6 +41,7 @@ class UnaryCall final : public CqTag {
   struct Method {
     AdminService* service;
     Requester request;
+    const char* name;  // the AdminService method, for authorisation and audit
     Handler handle;
     grpc::ServerCompletionQueue* cq;
     CallTracker* calls;
@@ -56,7 +58,12 @@ class UnaryCall final : public CqTag {
     if (ok && !finishing_) {
       finishing_ = true;
       Request(m_);  // the next call of this method
+      if (grpc::Status allowed = m_->service->Authorize(ctx_, m_->name); !allowed.ok()) {
+        writer_.FinishWithError(allowed, this);
+        return;
+      }
       m_->handle(ctx_, req_, [this](grpc::Status status, Resp resp) {
+        m_->service->AuditOutcome(ctx_, m_->name, status);
         resp_ = std::move(resp);
         if (status.ok()) {
           writer_.Finish(resp_, status, this);
@@ -83,20 +90,20 @@ class UnaryCall final : public CqTag {
 
 template <typename Req, typename Resp>
 void ServeDeferred(AdminService* service, typename UnaryCall<Req, Resp>::Requester request,
-                   typename UnaryCall<Req, Resp>::Handler handle, grpc::ServerCompletionQueue* cq,
-                   CallTracker* calls) {
+                   const char* name, typename UnaryCall<Req, Resp>::Handler handle,
+                   grpc::ServerCompletionQueue* cq, CallTracker* calls) {
   using Call = UnaryCall<Req, Resp>;
   Call::Request(std::make_shared<const typename Call::Method>(
-      typename Call::Method{service, request, std::move(handle), cq, calls}));
+      typename Call::Method{service, request, name, std::move(handle), cq, calls}));
 }
 
 // A handler answered at once on the queue's thread.
 template <typename Req, typename Resp>
 void Serve(AdminService* service, typename UnaryCall<Req, Resp>::Requester request,
-           std::function<grpc::Status(const Req&, Resp*)> handle, grpc::ServerCompletionQueue* cq,
-           CallTracker* calls) {
+           const char* name, std::function<grpc::Status(const Req&, Resp*)> handle,
+           grpc::ServerCompletionQueue* cq, CallTracker* calls) {
   ServeDeferred<Req, Resp>(
-      service, request,
+      service, request, name,
       [handle](const grpc::ServerContext&, const Req& req,
                typename UnaryCall<Req, Resp>::Done done) {
         Resp resp;
@@ -109,11 +116,11 @@ void Serve(AdminService* service, typename UnaryCall<Req, Resp>::Requester reque
 // A rollout call: runs `op(req, who)` on the rollout manager's executor.
 template <typename Req, typename Resp>
 void ServeRollout(
-    AdminService* service, typename UnaryCall<Req, Resp>::Requester request,
+    AdminService* service, typename UnaryCall<Req, Resp>::Requester request, const char* name,
     std::function<absl::StatusOr<Resp>(RolloutManager*, const Req&, const Identity&)> op,
     grpc::ServerCompletionQueue* cq, CallTracker* calls) {
   ServeDeferred<Req, Resp>(
-      service, request,
+      service, request, name,
       [service, op](const grpc::ServerContext& ctx, const Req& req,
                     typename UnaryCall<Req, Resp>::Done done) {
         const Identity who = IdentityOf(ctx);
@@ -126,6 +133,50 @@ void ServeRollout(
 }  // namespace
 
 AdminService::~AdminService() { rehearsals_.Stop(); }
+
+grpc::Status AdminService::Authorize(const grpc::ServerContext& ctx, const char* method) {
+  if (deps_.authorizer == nullptr) return grpc::Status::OK;
+  const Identity who = IdentityOf(ctx);
+  const absl::Status s = deps_.authorizer->Check(who, method);
+  if (s.ok()) return grpc::Status::OK;
+  LogWarning("admin call refused",
+             {{"actor", who.name}, {"method", method}, {"error", s.ToString()}});
+  const grpc::Status refused = ToGrpc(s);
+  AuditCall(who, method, refused);
+  return refused;
+}
+
+void AdminService::AuditOutcome(const grpc::ServerContext& ctx, const char* method,
+                                const grpc::Status& outcome) {
+  if (deps_.authorizer == nullptr) return;
+  AuditCall(IdentityOf(ctx), method, outcome);
+}
+
+void AdminService::AuditCall(const Identity& who, const std::string& method,
+                             const grpc::Status& outcome) {
+  if (deps_.store == nullptr) return;
+  v1::AuditEntry e;
+  e.set_unix_nanos(absl::ToUnixNanos(deps_.clock->Now()));
+  e.set_actor(who.name);
+  e.set_authenticated(who.authenticated);
+  e.set_action(outcome.error_code() == grpc::StatusCode::PERMISSION_DENIED ? "admin_denied"
+                                                                           : "admin_call");
+  e.set_subject(method);
+  e.set_detail(outcome.ok() ? std::string("OK")
+                            : absl::StrCat(absl::StatusCodeToString(
+                                               static_cast<absl::StatusCode>(outcome.error_code())),
+                                           ": ", outcome.error_message()));
+  Store* store = deps_.store;
+  auto write = [store, e] {
+    if (absl::StatusOr<int64_t> id = store->AppendAudit(e); !id.ok()) {
+      LogError("cannot audit an admin call",
+               {{"actor", e.actor()}, {"method", e.subject()}, {"error", id.status().ToString()}});
+    }
+  };
+  // Store writes belong on the rollout executor; without one (or when it is
+  // stopping) the row is written here.
+  if (deps_.rollout == nullptr || !deps_.rollout->executor().Post(write)) write();
+}
 
 template <typename Resp>
 void AdminService::OnExecutor(std::function<absl::StatusOr<Resp>()> op,
@@ -195,80 +246,80 @@ void AdminService::Start(grpc::ServerCompletionQueue* cq, CallTracker* calls) {
   auto bind = [this](auto method) {
     return [this, method](const auto& req, auto* resp) { return (this->*method)(req, resp); };
   };
-  Serve<v1::ListHostsRequest, v1::ListHostsResponse>(this, &AS::RequestListHosts,
+  Serve<v1::ListHostsRequest, v1::ListHostsResponse>(this, &AS::RequestListHosts, "ListHosts",
                                                      bind(&AdminService::ListHosts), cq, calls);
-  Serve<v1::GetHostRequest, v1::HostInfo>(this, &AS::RequestGetHost, bind(&AdminService::GetHost),
-                                          cq, calls);
+  Serve<v1::GetHostRequest, v1::HostInfo>(this, &AS::RequestGetHost, "GetHost",
+                                          bind(&AdminService::GetHost), cq, calls);
   Serve<v1::FleetSummaryRequest, v1::FleetSummaryResponse>(
-      this, &AS::RequestFleetSummary, bind(&AdminService::FleetSummary), cq, calls);
-  Serve<v1::ListAuditRequest, v1::ListAuditResponse>(this, &AS::RequestListAudit,
+      this, &AS::RequestFleetSummary, "FleetSummary", bind(&AdminService::FleetSummary), cq, calls);
+  Serve<v1::ListAuditRequest, v1::ListAuditResponse>(this, &AS::RequestListAudit, "ListAudit",
                                                      bind(&AdminService::ListAudit), cq, calls);
   Serve<v1::VerifyAuditRequest, v1::VerifyAuditResponse>(
-      this, &AS::RequestVerifyAudit, bind(&AdminService::VerifyAudit), cq, calls);
+      this, &AS::RequestVerifyAudit, "VerifyAudit", bind(&AdminService::VerifyAudit), cq, calls);
 
   ServeRollout<v1::ApplyPolicyRequest, v1::ApplyPolicyResponse>(
-      this, &AS::RequestApplyPolicy,
+      this, &AS::RequestApplyPolicy, "ApplyPolicy",
       [](M* m, const v1::ApplyPolicyRequest& r, Who w) { return m->ApplyPolicy(r, w); }, cq, calls);
   ServeRollout<v1::ListPoliciesRequest, v1::ListPoliciesResponse>(
-      this, &AS::RequestListPolicies,
+      this, &AS::RequestListPolicies, "ListPolicies",
       [](M* m, const v1::ListPoliciesRequest& r, Who) -> absl::StatusOr<v1::ListPoliciesResponse> {
         return m->ListPolicies(r);
       },
       cq, calls);
   ServeRollout<v1::GetPolicyRequest, v1::PolicyVersion>(
-      this, &AS::RequestGetPolicy,
+      this, &AS::RequestGetPolicy, "GetPolicy",
       [](M* m, const v1::GetPolicyRequest& r, Who) { return m->GetPolicy(r); }, cq, calls);
   ServeRollout<v1::ProposeChangeRequest, v1::Change>(
-      this, &AS::RequestProposeChange,
+      this, &AS::RequestProposeChange, "ProposeChange",
       [](M* m, const v1::ProposeChangeRequest& r, Who w) { return m->Propose(r, w); }, cq, calls);
   ServeRollout<v1::ListChangesRequest, v1::ListChangesResponse>(
-      this, &AS::RequestListChanges,
+      this, &AS::RequestListChanges, "ListChanges",
       [](M* m, const v1::ListChangesRequest& r, Who) { return m->ListChanges(r); }, cq, calls);
   ServeRollout<v1::GetChangeRequest, v1::Change>(
-      this, &AS::RequestGetChange,
+      this, &AS::RequestGetChange, "GetChange",
       [](M* m, const v1::GetChangeRequest& r, Who) { return m->GetChange(r.id()); }, cq, calls);
   ServeRollout<v1::ChangeActionRequest, v1::Change>(
-      this, &AS::RequestApprove,
+      this, &AS::RequestApprove, "Approve",
       [](M* m, const v1::ChangeActionRequest& r, Who w) { return m->Approve(r, w); }, cq, calls);
   ServeRollout<v1::ChangeActionRequest, v1::Change>(
-      this, &AS::RequestReject,
+      this, &AS::RequestReject, "Reject",
       [](M* m, const v1::ChangeActionRequest& r, Who w) { return m->Reject(r, w); }, cq, calls);
   ServeRollout<v1::ChangeActionRequest, v1::Change>(
-      this, &AS::RequestRollback,
+      this, &AS::RequestRollback, "Rollback",
       [](M* m, const v1::ChangeActionRequest& r, Who w) { return m->Rollback(r, w); }, cq, calls);
   ServeRollout<v1::ChangeActionRequest, v1::Change>(
-      this, &AS::RequestAbort,
+      this, &AS::RequestAbort, "Abort",
       [](M* m, const v1::ChangeActionRequest& r, Who w) { return m->Abort(r, w); }, cq, calls);
   ServeDeferred<v1::RehearseChangeRequest, v1::Rehearsal>(
-      this, &AS::RequestRehearseChange,
+      this, &AS::RequestRehearseChange, "RehearseChange",
       [this](const grpc::ServerContext& ctx, const v1::RehearseChangeRequest& r,
              UnaryCall<v1::RehearseChangeRequest, v1::Rehearsal>::Done done) {
         Rehearse(r, IdentityOf(ctx), std::move(done));
       },
       cq, calls);
   ServeRollout<v1::StartCampaignRequest, v1::Campaign>(
-      this, &AS::RequestStartCampaign,
+      this, &AS::RequestStartCampaign, "StartCampaign",
       [](M* m, const v1::StartCampaignRequest& r, Who w) { return m->StartCampaign(r, w); }, cq,
       calls);
   ServeRollout<v1::ChangeActionRequest, v1::Campaign>(
-      this, &AS::RequestApproveCampaign,
+      this, &AS::RequestApproveCampaign, "ApproveCampaign",
       [](M* m, const v1::ChangeActionRequest& r, Who w) { return m->ApproveCampaign(r, w); }, cq,
       calls);
   ServeRollout<v1::ChangeActionRequest, v1::Campaign>(
-      this, &AS::RequestStopCampaign,
+      this, &AS::RequestStopCampaign, "StopCampaign",
       [](M* m, const v1::ChangeActionRequest& r, Who w) { return m->StopCampaign(r, w); }, cq,
       calls);
   ServeRollout<v1::GetCampaignRequest, v1::Campaign>(
-      this, &AS::RequestGetCampaign,
+      this, &AS::RequestGetCampaign, "GetCampaign",
       [](M* m, const v1::GetCampaignRequest& r, Who) { return m->GetCampaign(r.id()); }, cq, calls);
   ServeRollout<v1::ListCampaignsRequest, v1::ListCampaignsResponse>(
-      this, &AS::RequestListCampaigns,
+      this, &AS::RequestListCampaigns, "ListCampaigns",
       [](M* m, const v1::ListCampaignsRequest&, Who) -> absl::StatusOr<v1::ListCampaignsResponse> {
         return m->ListCampaigns();
       },
       cq, calls);
   ServeRollout<v1::SetDesiredStateRequest, v1::SetDesiredStateResponse>(
-      this, &AS::RequestSetDesiredState,
+      this, &AS::RequestSetDesiredState, "SetDesiredState",
       [](M* m, const v1::SetDesiredStateRequest& r,
          Who w) -> absl::StatusOr<v1::SetDesiredStateResponse> {
         if (r.host_id().empty()) return absl::InvalidArgumentError("host_id is empty");

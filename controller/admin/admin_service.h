@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "controller/admin/authorizer.h"
 #include "controller/admin/identity.h"
 #include "controller/controller_metrics.h"
 #include "controller/cq_tag.h"
@@ -29,6 +30,8 @@ struct AdminDeps {
   Clock* clock;
   RolloutManager* rollout;  // policies, changes, campaigns
   size_t max_watch_queue = 256;
+  // Roles; null when they are not enforced (plaintext on loopback).
+  const Authorizer* authorizer = nullptr;
 };
 
 // AdminService on gRPC's async API, on one of the agent streams' completion
@@ -52,6 +55,15 @@ class AdminService final : public v1::AdminService::AsyncService {
 
   const AdminDeps& deps() const { return deps_; }
 
+  // Whether the caller of `ctx` may call `method` (an AdminService method
+  // name): OK when roles are not enforced; else the authorizer's decision,
+  // and with roles enforced every call, allowed or denied, is appended to the
+  // audit log (on the rollout executor when there is one).
+  grpc::Status Authorize(const grpc::ServerContext& ctx, const char* method);
+  // With roles enforced, appends the outcome of an allowed call to the audit log.
+  void AuditOutcome(const grpc::ServerContext& ctx, const char* method,
+                    const grpc::Status& outcome);
+
   // Runs `op` on the rollout executor and answers with its result from there
   // (UNAVAILABLE when the controller is stopping).
   template <typename Resp>
@@ -69,6 +81,10 @@ class AdminService final : public v1::AdminService::AsyncService {
   grpc::Status FleetSummary(const v1::FleetSummaryRequest& req, v1::FleetSummaryResponse* resp);
   grpc::Status ListAudit(const v1::ListAuditRequest& req, v1::ListAuditResponse* resp);
   grpc::Status VerifyAudit(const v1::VerifyAuditRequest& req, v1::VerifyAuditResponse* resp);
+
+  // One audit row: "admin_denied" for PERMISSION_DENIED, else "admin_call",
+  // with the method as subject and the outcome as detail.
+  void AuditCall(const Identity& who, const std::string& method, const grpc::Status& outcome);
 
   const AdminDeps deps_;
   Executor rehearsals_;

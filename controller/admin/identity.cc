@@ -1,6 +1,7 @@
 #include "controller/admin/identity.h"
 
 #include <string>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "grpcpp/security/auth_context.h"
@@ -22,8 +23,13 @@ Identity IdentityOf(const grpc::ServerContext& ctx) {
   Identity id;
   std::shared_ptr<const grpc::AuthContext> auth = ctx.auth_context();
   if (auth != nullptr && auth->IsPeerAuthenticated()) {
-    for (const grpc::string_ref& name : auth->GetPeerIdentity()) {
-      id.name.assign(name.data(), name.size());
+    // The certificate's CN; gRPC's peer identity (its SANs, else the CN) when
+    // the subject has none.
+    std::vector<grpc::string_ref> names = auth->FindPropertyValues("x509_common_name");
+    if (names.empty()) names = auth->GetPeerIdentity();
+    if (!names.empty()) {
+      std::string name(names.front().data(), names.front().size());
+      id.name = ValidName(name) ? name : "invalid-identity";
       id.authenticated = true;
       return id;
     }

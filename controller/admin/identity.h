@@ -19,8 +19,9 @@ struct Identity {
 
 inline constexpr char kActorMetadataKey[] = "rocetune-actor";
 
-// The identity of the caller of `ctx`: the certificate's identity when the
-// channel is authenticated, else the declared actor ("anonymous" when none).
+// The identity of the caller of `ctx`: the client certificate's common name
+// (its first SAN when the subject has no CN) when the channel is
+// authenticated, else the declared actor ("anonymous" when none).
 // Declared names are limited to 64 printable characters; anything else is
 // replaced by "invalid-actor".
 Identity IdentityOf(const grpc::ServerContext& ctx);

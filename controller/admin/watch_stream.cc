@@ -31,10 +31,19 @@ void WatchCall::OnAccepted(bool ok) {
     return;
   }
   Request(service_, cq_, calls_);  // the next Watch
+  const grpc::Status allowed = service_->Authorize(ctx_, "Watch");
   {
     absl::MutexLock lock(&mu_);
     accepted_ = true;
+    if (!allowed.ok()) {
+      // Refused: finished at once, never subscribed.
+      closing_ = true;
+      finish_pending_ = true;
+      writer_.Finish(allowed, &finish_op_);
+      return;
+    }
   }
+  service_->AuditOutcome(ctx_, "Watch", grpc::Status::OK);
   bus_->Subscribe(shared_from_this());
 }
 

@@ -157,7 +157,9 @@ absl::StatusOr<Registration> Fleet::Register(const v1::Hello& hello,
     bool is_new = slot == nullptr;
     if (is_new) slot = std::make_unique<Host>();
     Host& h = *slot;
+    if (absl::Status s = CheckSupersede(h, hello.host_id(), conn->stream_id()); !s.ok()) return s;
     if (h.conn != nullptr && h.stream_id != conn->stream_id()) superseded = std::move(h.conn);
+    h.superseded_another = superseded != nullptr;
     v1::HostInfo& info = h.stored.info;
     info.set_host_id(hello.host_id());
     info.set_hostname(hello.hostname());
@@ -197,6 +199,23 @@ absl::StatusOr<Registration> Fleet::Register(const v1::Hello& hello,
   LogInfo("host registered",
           {{"host", hello.host_id()}, {"stream", absl::StrCat(conn->stream_id())}});
   return reg;
+}
+
+absl::Status Fleet::CheckSupersede(const Host& h, const std::string& host_id,
+                                   uint64_t stream_id) const {
+  if (h.conn == nullptr || h.stream_id == stream_id || !h.superseded_another) {
+    return absl::OkStatus();
+  }
+  // The live stream already took over from another one. While it reports,
+  // a further stream of the same host is two agents sharing one identity:
+  // refused, so that they do not take turns.
+  const absl::Time now = clock_->Now();
+  const absl::Time last =
+      std::max(h.connected_at, h.telemetry != nullptr ? h.telemetry->last_report() : absl::Time());
+  if (now - last > options_.stale_after) return absl::OkStatus();
+  return absl::AlreadyExistsError(absl::StrCat(
+      "host ", host_id, " is already connected on another live stream (stream ", h.stream_id,
+      ") that superseded an earlier one: two agents report with the same identity"));
 }
 
 void Fleet::Unregister(const std::string& host_id, uint64_t stream_id) {

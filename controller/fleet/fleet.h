@@ -100,7 +100,9 @@ class Fleet {
   absl::Status LoadFromStore();
 
   // Registers `conn` as the stream of the host named by `hello`. An older
-  // stream of the same host is closed with kAborted. Pushes the desired state
+  // stream of the same host is closed with kAborted, once: while a stream
+  // that superseded another keeps reporting, a further one is refused with
+  // kAlreadyExists (two agents with one identity). Pushes the desired state
   // (if any) to `conn`. kInvalidArgument when the Hello lacks an identity or
   // is malformed; nothing is stored then.
   absl::StatusOr<Registration> Register(const v1::Hello& hello,
@@ -178,7 +180,13 @@ class Fleet {
     v1::HostState last_swept = v1::HOST_STATE_UNSPECIFIED;
     v1::ProbeEndpoint probe_endpoint;  // from Hello
     std::string probe_plan_version;    // last plan pushed on the current stream
+    bool superseded_another = false;   // the current stream closed an older live one
   };
+
+  // kAlreadyExists when `h`'s live stream superseded another and still
+  // reports: a stream supersedes another once, not back and forth.
+  absl::Status CheckSupersede(const Host& h, const std::string& host_id, uint64_t stream_id) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Recomputes every connected host's pinglist and pushes the ones that changed.
   // The plan is computed outside mu_; replans never overlap (replan_mu_).

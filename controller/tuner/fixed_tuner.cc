@@ -17,8 +17,9 @@ absl::StatusOr<std::unique_ptr<FixedTuner>> FixedTuner::Create(const v1::Policy&
   std::vector<v1::Knob> knobs(policy.knobs().begin(), policy.knobs().end());
   KnobValues fixed;
   for (const auto& [name, value] : policy.tuner().fixed()) {
+    const std::string& knob = name;  // clang 14 cannot capture a structured binding
     auto it = std::find_if(knobs.begin(), knobs.end(),
-                           [&](const v1::Knob& k) { return k.parameter() == name; });
+                           [&knob](const v1::Knob& k) { return k.parameter() == knob; });
     if (it == knobs.end()) {
       return absl::InvalidArgumentError(absl::StrCat("policy \"", policy.name(),
                                                      "\": tuner.fixed names \"", name,

@@ -1,5 +1,6 @@
 #include "daemon/quantile_sketch.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -220,6 +221,48 @@ TEST(QuantileSketchTest, BucketOfRankFlagsFoldedBuckets) {
   EXPECT_EQ(low.lower, s.min());
   EXPECT_GE(low.upper, 1e-6 * 1.5);
   EXPECT_FALSE(s.BucketOfRank(101).may_hold_folded);
+}
+
+}  // namespace
+}  // namespace rocetune
+
+namespace rocetune {
+namespace {
+
+// One host's sketch from the wire must not be able to fold a group's buckets.
+TEST(QuantileSketchTest, ExtremeBucketsFromTheWireCannotMoveAGroupsP99) {
+  QuantileSketch group(0.01);
+  std::vector<double> data = Lognormal(50'000, 7);
+  for (double x : data) group.Insert(x * 1e-5);
+  const double p99 = group.Quantile(0.99);
+
+  for (int offset : {1 << 20, -(1 << 20), 100'000, -100'000}) {
+    v1::Sketch bad;
+    bad.set_relative_accuracy(0.01);
+    bad.set_bucket_offset(offset);
+    bad.add_counts(1);
+    bad.set_max(1);
+    absl::StatusOr<QuantileSketch> s = QuantileSketch::FromProto(bad);
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument) << offset;
+    EXPECT_THAT(std::string(s.status().message()), ::testing::HasSubstr("outside"));
+  }
+  // The widest sketch accepted: one value at each end of the allowed range.
+  QuantileSketch wide(0.01);
+  wide.Insert(QuantileSketch::kMinIndexable * 1.0001);
+  wide.Insert(QuantileSketch::kMaxIndexable);
+  absl::StatusOr<QuantileSketch> accepted = QuantileSketch::FromProto(wide.ToProto());
+  ASSERT_TRUE(accepted.ok()) << accepted.status();
+  ASSERT_TRUE(group.Merge(*accepted).ok());
+  EXPECT_NEAR(group.Quantile(0.99), p99, 0.02 * p99);
+  // A value beyond the range, or an accuracy too fine to cover it, is refused.
+  v1::Sketch beyond = wide.ToProto();
+  beyond.set_max(2 * QuantileSketch::kMaxIndexable);
+  EXPECT_FALSE(QuantileSketch::FromProto(beyond).ok());
+  v1::Sketch fine = QuantileSketch(0.001).ToProto();
+  fine.add_counts(1);
+  fine.set_max(1);
+  EXPECT_THAT(std::string(QuantileSketch::FromProto(fine).status().message()),
+              ::testing::HasSubstr("too fine"));
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <cstdio>
 #include <memory>
 #include <string>
 
@@ -171,6 +172,31 @@ TEST_F(AgentControllerTest, AgentKeepsSamplingWhileTheControllerIsDown) {
   const double after = MetricValue(metrics, rounds);
   EXPECT_GE(after - before, 10) << agent->Log();
   EXPECT_NE(agent->Log().find("controller unreachable"), std::string::npos) << agent->Log();
+  agent->Signal(SIGTERM);
+  EXPECT_EQ(agent->Wait(absl::Seconds(10)), 0) << agent->Log();
+}
+
+TEST_F(AgentControllerTest, AgentReconnectsWithinSecondsOfAControllerRestart) {
+  auto agent = StartAgent("host-r", "mlx5_ofed");
+  ASSERT_TRUE(WaitForHost("host-r", absl::Seconds(20)).has_value()) << agent->Log();
+  controller_->Signal(SIGTERM);
+  ASSERT_EQ(controller_->Wait(absl::Seconds(10)), 0) << controller_->Log();
+  // Down long enough for every backoff to reach its cap.
+  absl::SleepFor(absl::Seconds(12));
+  const int port = grpc_port_;
+  controller_ = std::make_unique<Subprocess>(
+      BuiltBinary("controller/rocetune-controller"),
+      std::vector<std::string>{absl::StrCat("--listen=127.0.0.1:", port),
+                               "--metrics_address=127.0.0.1:0", "--insecure_loopback",
+                               "--state_dir=" + dir_ + "/controller"},
+      dir_ + "/controller2.log");
+  ASSERT_TRUE(controller_->Start());
+  const absl::Time restarted = absl::Now();
+  ASSERT_TRUE(WaitForHost("host-r", absl::Seconds(30)).has_value()) << agent->Log();
+  const absl::Duration took = absl::Now() - restarted;
+  std::printf("agent reconnected %.2f s after the controller restarted\n",
+              absl::ToDoubleSeconds(took));
+  EXPECT_LT(took, absl::Seconds(5)) << agent->Log();
   agent->Signal(SIGTERM);
   EXPECT_EQ(agent->Wait(absl::Seconds(10)), 0) << agent->Log();
 }

@@ -96,6 +96,28 @@ TEST_F(FleetTest, NewerStreamSupersedesOlderAndOlderUnregisterIsIgnored) {
   EXPECT_EQ(fleet_.GetHost("h1")->state(), v1::HOST_GONE);
 }
 
+TEST_F(FleetTest, AStreamSupersedesOnceThenTwinsAreRefused) {
+  auto a = std::make_shared<FakeConnection>(1);
+  auto b = std::make_shared<FakeConnection>(2);
+  auto c = std::make_shared<FakeConnection>(3);
+  ASSERT_TRUE(fleet_.Register(MakeHello("h1"), a).ok());
+  ASSERT_TRUE(fleet_.Register(MakeHello("h1"), b).ok());  // a reconnect: supersedes a
+  ASSERT_TRUE(a->closed.has_value());
+  // a's agent comes back while b reports: two agents share h1's identity.
+  absl::StatusOr<Registration> again = fleet_.Register(MakeHello("h1"), c);
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_FALSE(b->closed.has_value());
+  EXPECT_FALSE(c->closed.has_value());
+  // Once b has been silent for stale_after, a new stream may take over.
+  clock_.Advance(FleetOptions{}.stale_after + absl::Seconds(1));
+  ASSERT_TRUE(fleet_.Register(MakeHello("h1"), c).ok());
+  ASSERT_TRUE(b->closed.has_value());
+  EXPECT_EQ(b->closed->code(), absl::StatusCode::kAborted);
+  // After b's stream ends, a plain reconnect registers again.
+  fleet_.Unregister("h1", 3);
+  EXPECT_TRUE(fleet_.Register(MakeHello("h1"), std::make_shared<FakeConnection>(4)).ok());
+}
+
 TEST_F(FleetTest, DesiredStateVersionsPushesAndDrift) {
   auto c = std::make_shared<FakeConnection>(1);
   ASSERT_TRUE(fleet_.Register(MakeHello("h1"), c).ok());

@@ -1,0 +1,371 @@
+// Mutual TLS and roles end to end on loopback: certificates made at run time
+// by deploy/pki/make-dev-pki.sh; a controller started in process.
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "controller/controller.h"
+#include "daemon/tls.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/security/tls_certificate_provider.h"
+#include "grpcpp/security/tls_credentials_options.h"
+#include "gtest/gtest.h"
+#include "rocetune/v1/admin.grpc.pb.h"
+#include "rocetune/v1/agent.grpc.pb.h"
+#include "tests/controller/controller_test_util.h"
+
+namespace rocetune::controller {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Runs the dev PKI script; false when it failed.
+bool MakePki(const std::string& dir, const std::string& args) {
+  const std::string cmd = absl::StrCat(ROCETUNE_SOURCE_DIR, "/deploy/pki/make-dev-pki.sh -o ", dir,
+                                       " ", args, " >/dev/null");
+  return std::system(cmd.c_str()) == 0;
+}
+
+class FakeConn final : public AgentConnection {
+ public:
+  explicit FakeConn(uint64_t id) : id_(id) {}
+  uint64_t stream_id() const override { return id_; }
+  void PushDesiredState(const std::string&, const v1::ParameterSet&) override {}
+  void Close(const absl::Status&) override {}
+
+ private:
+  uint64_t id_;
+};
+
+class TlsRolesTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    pki_ = new std::string(testing::MakeTempDir());
+    other_ = new std::string(testing::MakeTempDir());
+    ASSERT_TRUE(MakePki(*pki_,
+                        "-a host-01 -a host-02 -u alice:operator -u alice:approver "
+                        "-u bob:approver -u carol:viewer -u olga:operator -x dave:viewer"));
+    ASSERT_TRUE(MakePki(*other_, "-c other-ca -u carol:viewer -u mallory:operator"));
+  }
+  static void TearDownTestSuite() {
+    delete pki_;
+    delete other_;
+  }
+
+  void SetUp() override {
+    ControllerOptions opt;
+    opt.listen = "127.0.0.1:0";
+    opt.metrics_address = "";
+    opt.state_dir = testing::MakeTempDir();
+    opt.tls.cert_file = *pki_ + "/controller.pem";
+    opt.tls.key_file = *pki_ + "/controller.key";
+    opt.tls.ca_file = *pki_ + "/ca.pem";
+    opt.roles_file = *pki_ + "/roles.textproto";
+    opt.tick_interval = absl::ZeroDuration();
+    opt.rollout_tick = absl::ZeroDuration();
+    auto c = Controller::Start(opt);
+    ASSERT_TRUE(c.ok()) << c.status();
+    controller_ = *std::move(c);
+    target_ = absl::StrCat("127.0.0.1:", controller_->grpc_port());
+  }
+
+  // A channel presenting `name`'s certificate from `dir` ("user-alice", ...).
+  std::shared_ptr<grpc::Channel> Channel(const std::string& dir, const std::string& name) {
+    TlsOptions tls;
+    tls.cert_file = absl::StrCat(dir, "/", name, ".pem");
+    tls.key_file = absl::StrCat(dir, "/", name, ".key");
+    tls.ca_file = *pki_ + "/ca.pem";
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    auto creds = MakeChannelCredentials(tls, &args);
+    EXPECT_TRUE(creds.ok()) << creds.status();
+    return grpc::CreateCustomChannel(target_, *creds, args);
+  }
+  // A channel built straight from gRPC's TLS options, bypassing the local
+  // checks of daemon/tls (to present what a careless or hostile client would).
+  std::shared_ptr<grpc::Channel> RawChannel(const std::string& cert, const std::string& key) {
+    grpc::experimental::TlsChannelCredentialsOptions o;
+    o.set_certificate_provider(std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+        key, cert, *pki_ + "/ca.pem", 1));
+    o.watch_root_certs();
+    if (!cert.empty()) o.watch_identity_key_cert_pairs();
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    return grpc::CreateCustomChannel(target_, grpc::experimental::TlsCredentials(o), args);
+  }
+
+  static std::unique_ptr<grpc::ClientContext> Ctx() {
+    auto ctx = std::make_unique<grpc::ClientContext>();
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    ctx->AddMetadata(kActorMetadataKey, "admin");  // must be ignored under mTLS
+    return ctx;
+  }
+
+  grpc::Status ListHosts(const std::shared_ptr<grpc::Channel>& ch) {
+    auto stub = v1::AdminService::NewStub(ch);
+    v1::ListHostsResponse resp;
+    return stub->ListHosts(Ctx().get(), v1::ListHostsRequest(), &resp);
+  }
+
+  // The audit rows, oldest first (read as an operator).
+  std::vector<v1::AuditEntry> Audit() {
+    auto stub = v1::AdminService::NewStub(Channel(*pki_, "user-carol"));
+    v1::ListAuditRequest req;
+    req.set_limit(1000);
+    v1::ListAuditResponse resp;
+    grpc::Status s = stub->ListAudit(Ctx().get(), req, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return {resp.entries().begin(), resp.entries().end()};
+  }
+  bool Audited(const std::string& actor, const std::string& action, const std::string& subject) {
+    return testing::Eventually([&] {
+      for (const v1::AuditEntry& e : Audit()) {
+        if (e.actor() == actor && e.action() == action && e.subject() == subject &&
+            e.authenticated()) {
+          return true;
+        }
+      }
+      return false;
+    });
+  }
+
+  // Opens a Connect stream as `cert` sending a Hello for `host_id`; returns
+  // the status the controller ends it with (OK when still open after 1 s).
+  grpc::Status HelloAs(const std::shared_ptr<grpc::Channel>& ch, const std::string& host_id) {
+    auto stub = v1::AgentService::NewStub(ch);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    auto stream = stub->Connect(&ctx);
+    v1::AgentMessage m;
+    m.mutable_hello()->set_host_id(host_id);
+    stream->Write(m);
+    v1::ControllerMessage in;
+    while (stream->Read(&in)) {
+    }
+    return stream->Finish();
+  }
+
+  static std::string* pki_;
+  static std::string* other_;
+  std::unique_ptr<Controller> controller_;
+  std::string target_;
+};
+
+std::string* TlsRolesTest::pki_ = nullptr;
+std::string* TlsRolesTest::other_ = nullptr;
+
+TEST_F(TlsRolesTest, ViewerReadsAndIsAuditedUnderItsCertificateName) {
+  grpc::Status s = ListHosts(Channel(*pki_, "user-carol"));
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_TRUE(Audited("carol", "admin_call", "ListHosts"));
+  for (const v1::AuditEntry& e : Audit()) EXPECT_NE(e.actor(), "admin");
+}
+
+TEST_F(TlsRolesTest, NoCertificateIsRefusedInTheHandshake) {
+  grpc::Status s = ListHosts(RawChannel("", ""));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+}
+
+TEST_F(TlsRolesTest, CertificateOfAnotherCaIsRefused) {
+  grpc::Status s =
+      ListHosts(RawChannel(*other_ + "/user-mallory.pem", *other_ + "/user-mallory.key"));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+  // The same name from the wrong CA is no better.
+  s = ListHosts(RawChannel(*other_ + "/user-carol.pem", *other_ + "/user-carol.key"));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+}
+
+TEST_F(TlsRolesTest, ExpiredCertificateIsRefusedByServerAndLocally) {
+  grpc::Status s = ListHosts(RawChannel(*pki_ + "/user-dave.pem", *pki_ + "/user-dave.key"));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+  TlsOptions tls;
+  tls.cert_file = *pki_ + "/user-dave.pem";
+  tls.key_file = *pki_ + "/user-dave.key";
+  tls.ca_file = *pki_ + "/ca.pem";
+  absl::Status local = CheckTlsOptions(tls);
+  EXPECT_EQ(local.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(local.message(), HasSubstr("expired"));
+}
+
+TEST_F(TlsRolesTest, ViewerApprovingIsDeniedAndAudited) {
+  auto stub = v1::AdminService::NewStub(Channel(*pki_, "user-carol"));
+  v1::ChangeActionRequest req;
+  req.set_id("c-1");
+  v1::Change resp;
+  grpc::Status s = stub->Approve(Ctx().get(), req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(s.error_message(), HasSubstr("carol"));
+  EXPECT_THAT(s.error_message(), HasSubstr("approver"));
+  EXPECT_TRUE(Audited("carol", "admin_denied", "Approve"));
+}
+
+TEST_F(TlsRolesTest, OperatorCannotApproveAndApproverCannotPush) {
+  v1::ChangeActionRequest req;
+  req.set_id("c-1");
+  v1::Change resp;
+  grpc::Status s =
+      v1::AdminService::NewStub(Channel(*pki_, "user-olga"))->Approve(Ctx().get(), req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  v1::SetDesiredStateRequest push;
+  push.set_host_id("host-01");
+  v1::SetDesiredStateResponse pushed;
+  s = v1::AdminService::NewStub(Channel(*pki_, "user-bob"))
+          ->SetDesiredState(Ctx().get(), push, &pushed);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_TRUE(Audited("olga", "admin_denied", "Approve"));
+  EXPECT_TRUE(Audited("bob", "admin_denied", "SetDesiredState"));
+}
+
+TEST_F(TlsRolesTest, OperatorApprovingItsOwnChangeIsDeniedAndAudited) {
+  // Hosts the policy selects, registered in process.
+  for (int i = 0; i < 16; ++i) {
+    v1::Hello h;
+    h.set_host_id(absl::StrCat("h", i));
+    (*h.mutable_labels())["rack"] = absl::StrCat("r", i % 4);
+    (*h.mutable_labels())["role"] = "trainer";
+    v1::NicDevice* d = h.add_devices();
+    d->set_name("mlx5_0");
+    d->set_cc_param_layout("ofed_sysfs");
+    d->add_ports()->set_speed_mbps(100000);
+    v1::DeviceParameters* p = h.mutable_current_parameters()->add_devices();
+    p->set_device("mlx5_0");
+    (*p->mutable_dcqcn())["rpg_time_reset"] = 300;
+    ASSERT_TRUE(controller_->fleet().Register(h, std::make_shared<FakeConn>(1000 + i)).ok());
+  }
+  auto alice = v1::AdminService::NewStub(Channel(*pki_, "user-alice"));
+  v1::ApplyPolicyRequest apply;
+  apply.set_file_name("p.textproto");
+  apply.set_text(R"pb(
+    name: "p"
+    selector { match_labels { key: "role" value: "trainer" } }
+    objective { metric: PROBE_RTT_P99 }
+    knobs { parameter: "rpg_time_reset" min: 2 max: 600 step: 2 }
+    tuner { kind: COORDINATE_DESCENT trial_budget: 8 min_improvement: 0.03 }
+    rollout {
+      canary_fraction: 0.25
+      min_canary_hosts: 4
+      bake_seconds: 6
+      stages: [ 1.0 ]
+      rack_label: "rack"
+      baseline_seconds: 4
+      looks: 3
+    }
+  )pb");
+  v1::ApplyPolicyResponse applied;
+  grpc::Status s = alice->ApplyPolicy(Ctx().get(), apply, &applied);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  v1::ProposeChangeRequest propose;
+  propose.set_policy_name("p");
+  (*propose.mutable_knobs())["rpg_time_reset"] = 100;
+  v1::Change change;
+  s = alice->ProposeChange(Ctx().get(), propose, &change);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(change.proposer(), "alice");
+  EXPECT_TRUE(change.proposer_authenticated());
+  v1::ChangeActionRequest approve;
+  approve.set_id(change.id());
+  v1::Change after;
+  s = alice->Approve(Ctx().get(), approve, &after);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("proposer"));
+  EXPECT_TRUE(Audited("alice", "admin_denied", "Approve"));
+  // Someone else may.
+  s = v1::AdminService::NewStub(Channel(*pki_, "user-bob"))->Approve(Ctx().get(), approve, &after);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+}
+
+TEST_F(TlsRolesTest, AgentReportsOnlyAsItself) {
+  grpc::Status s = HelloAs(Channel(*pki_, "agent-host-01"), "host-02");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("may only report as host \"host-01\""));
+  EXPECT_TRUE(Audited("host-01", "agent_denied", "host-02"));
+  EXPECT_FALSE(controller_->fleet().GetHost("host-02").ok());
+  // As itself it registers (the stream stays open until the deadline).
+  s = HelloAs(Channel(*pki_, "agent-host-01"), "host-01");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << s.error_message();
+  EXPECT_TRUE(controller_->fleet().GetHost("host-01").ok());
+}
+
+TEST_F(TlsRolesTest, CliCertificateUsedAsAgentIsDenied) {
+  grpc::Status s = HelloAs(Channel(*pki_, "user-alice"), "alice");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("agent"));
+  EXPECT_TRUE(Audited("alice", "agent_denied", "alice"));
+  EXPECT_FALSE(controller_->fleet().GetHost("alice").ok());
+}
+
+TEST_F(TlsRolesTest, AgentCertificateUsedOnTheAdminApiIsDenied) {
+  grpc::Status s = ListHosts(Channel(*pki_, "agent-host-01"));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_TRUE(Audited("host-01", "admin_denied", "ListHosts"));
+}
+
+TEST_F(TlsRolesTest, WatchNeedsARole) {
+  auto stub = v1::AdminService::NewStub(Channel(*pki_, "agent-host-02"));
+  auto ctx = Ctx();
+  auto reader = stub->Watch(ctx.get(), v1::WatchRequest());
+  v1::Event ev;
+  while (reader->Read(&ev)) {
+  }
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_TRUE(Audited("host-02", "admin_denied", "Watch"));
+}
+
+TEST_F(TlsRolesTest, TrustedCaIsReloadedWithoutRestart) {
+  // A second controller whose CA file can be rewritten.
+  const std::string dir = testing::MakeTempDir();
+  for (const char* f : {"controller.pem", "controller.key", "ca.pem", "roles.textproto"}) {
+    std::ifstream in(*pki_ + "/" + f, std::ios::binary);
+    std::ofstream(dir + "/" + f, std::ios::binary) << in.rdbuf();
+  }
+  ControllerOptions opt;
+  opt.listen = "127.0.0.1:0";
+  opt.metrics_address = "";
+  opt.tls.cert_file = dir + "/controller.pem";
+  opt.tls.key_file = dir + "/controller.key";
+  opt.tls.ca_file = dir + "/ca.pem";
+  opt.tls.refresh = absl::Seconds(1);
+  opt.roles_file = dir + "/roles.textproto";
+  opt.tick_interval = absl::ZeroDuration();
+  opt.rollout_tick = absl::ZeroDuration();
+  auto c = Controller::Start(opt);
+  ASSERT_TRUE(c.ok()) << c.status();
+  target_ = absl::StrCat("127.0.0.1:", (*c)->grpc_port());
+  const std::string cert = *other_ + "/user-carol.pem", key = *other_ + "/user-carol.key";
+  EXPECT_EQ(ListHosts(RawChannel(cert, key)).error_code(), grpc::StatusCode::UNAVAILABLE);
+  {
+    // Trust the other CA too (a CA rotation's first step).
+    std::ifstream other(*other_ + "/ca.pem", std::ios::binary);
+    std::ofstream(dir + "/ca.pem", std::ios::app | std::ios::binary) << other.rdbuf();
+  }
+  EXPECT_TRUE(testing::Eventually([&] { return ListHosts(RawChannel(cert, key)).ok(); }, 10));
+}
+
+TEST(TlsStartTest, RolesFileRequiredWithTlsAndRefusedWithout) {
+  const std::string dir = testing::MakeTempDir();
+  ASSERT_TRUE(MakePki(dir, "-u carol:viewer"));
+  ControllerOptions opt;
+  opt.listen = "127.0.0.1:0";
+  opt.metrics_address = "";
+  opt.tls.cert_file = dir + "/controller.pem";
+  opt.tls.key_file = dir + "/controller.key";
+  opt.tls.ca_file = dir + "/ca.pem";
+  auto c = Controller::Start(opt);
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(c.status().message(), HasSubstr("--roles_file"));
+  opt.tls = TlsOptions();
+  opt.insecure_loopback = true;
+  opt.roles_file = dir + "/roles.textproto";
+  c = Controller::Start(opt);
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  opt.roles_file.clear();
+  opt.listen = "127.evil.example:0";
+  c = Controller::Start(opt);
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace rocetune::controller
