@@ -85,8 +85,9 @@ struct Settings {
   double pass_max_ucb_regression = 0;
   uint32_t look = 0;
   uint32_t looks = 0;
-  bool planned = false;  // 1 <= look <= looks
-  bool final_look = false;
+  bool planned = false;   // 1 <= look <= looks
+  bool extended = false;  // look > looks: a HOLD at the final look goes on
+  bool final_look = false;  // look >= looks: PASS may be decided
 };
 
 Settings Resolve(const JudgeConfig& config) {
@@ -104,7 +105,8 @@ Settings Resolve(const JudgeConfig& config) {
   s.look = config.look;
   s.looks = std::max<uint32_t>(1, config.looks);
   s.planned = s.look >= 1 && s.look <= s.looks;
-  s.final_look = s.look == s.looks;
+  s.extended = s.look > s.looks;
+  s.final_look = s.look >= s.looks;
   return s;
 }
 
@@ -750,7 +752,7 @@ v1::Verdict Judge(const std::vector<HostInput>& hosts, const JudgeConfig& config
   Decision d;
   if (!fails.empty()) {
     d = fails.front();
-  } else if (!s.planned) {
+  } else if (!s.planned && !s.extended) {
     d = {v1::Verdict::HOLD, "unplanned_look",
          absl::StrFormat("HOLD: look %d is outside the %d planned looks, so no test may decide.",
                          s.look, s.looks)};

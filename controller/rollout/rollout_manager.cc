@@ -122,7 +122,7 @@ absl::Status RolloutManager::Load() {
       const std::string reason =
           "the controller restarted during the bake: the baseline measured before the change "
           "was lost with the previous process, so the change is rolled back";
-      if (!c.campaign_id().empty()) {
+      if (c.canary_only()) {
         TrialFinished(&c, /*restarted=*/true);
         continue;
       }
@@ -870,7 +870,7 @@ v1::Verdict RolloutManager::Evaluate(v1::Change* c, uint32_t look, uint32_t look
 
 void RolloutManager::Fail(v1::Change* c, const std::string& rule, const std::string& why) {
   LogWarning("change failed", {{"change", c->id()}, {"rule", rule}, {"why", why}});
-  if (!c->campaign_id().empty()) {
+  if (c->canary_only()) {
     // The trial's verdict is recorded, its canary restored.
     TrialFinished(c);
     return;
@@ -980,7 +980,7 @@ void RolloutManager::Drive(v1::Change* c) {
       *c = next;
       const std::string why = absl::StrCat("HOLD for ", absl::FormatDuration(held), " (limit ",
                                            policy.guard().max_hold_seconds(), " s): ", v.summary());
-      if (!c->campaign_id().empty()) {
+      if (c->canary_only()) {
         TrialFinished(c);
       } else {
         Restore(c, v1::ABORTED, "judge", false, why).IgnoreError();

@@ -592,6 +592,14 @@ TEST_F(RolloutTest, CampaignTrialsRunCanaryOnlyAndPromotionNeedsApproval) {
   EXPECT_FALSE(promo.canary_only());
   EXPECT_EQ(Act("approve", promo.id(), {"alice", false}).status().code(),
             absl::StatusCode::kPermissionDenied);
+  // The promotion is an ordinary change: canary, stages, DONE on every host.
+  ASSERT_TRUE(Act("approve", promo.id(), {"bob", false}).ok());
+  for (int i = 0; i < 60 && Get(promo.id()).state() != v1::DONE; ++i) Run(1);
+  v1::Change done = Get(promo.id());
+  EXPECT_EQ(done.state(), v1::DONE) << done.DebugString().substr(0, 2000);
+  for (const std::string& h : hosts_) {
+    EXPECT_EQ(DesiredValue(h), now.best().at("rpg_time_reset")) << h;
+  }
 }
 
 }  // namespace
