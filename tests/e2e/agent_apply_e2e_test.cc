@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -35,22 +36,42 @@ std::string ReadFile(const std::string& path) {
   return std::string(absl::StripAsciiWhitespace(s.str()));
 }
 
-TEST(AgentApplyE2E, PushAckNackAndGuardRestore) {
-  EnvOptions opt;
-  Env env(opt);
-  ASSERT_TRUE(env.StartController()) << env.ControllerLog();
+// A copy of the mlx5 OFED fixture tree under the test's directory (symlinks
+// kept, as sysfs is full of them); returns its path.
+std::string CopyFixture(Env& env) {
   const std::string tree = absl::StrCat(env.dir(), "/host");
   std::filesystem::copy(
       absl::StrCat(ROCETUNE_SOURCE_DIR, "/tests/fixtures/hosts/mlx5_ofed"), tree,
       std::filesystem::copy_options::recursive | std::filesystem::copy_options::copy_symlinks);
+  return tree;
+}
+
+// rocetune-agent on `tree`, reporting to `env`'s controller, plus `extra` flags.
+std::vector<std::string> AgentArgs(Env& env, const std::string& tree,
+                                   std::vector<std::string> extra) {
+  std::vector<std::string> args = {absl::StrCat("--host_id=", kHost),
+                                   absl::StrCat("--controller=127.0.0.1:", env.port()),
+                                   "--insecure_loopback",
+                                   "--metrics_address=127.0.0.1:0",
+                                   absl::StrCat("--sysfs_root=", tree, "/sys"),
+                                   absl::StrCat("--debugfs_root=", tree, "/debug"),
+                                   absl::StrCat("--state_dir=", env.dir(), "/agent"),
+                                   "--counter_source=sysfs",
+                                   "--sample_interval=200ms"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+TEST(AgentApplyE2E, PushAckNackAndGuardRestore) {
+  EnvOptions opt;
+  Env env(opt);
+  ASSERT_TRUE(env.StartController()) << env.ControllerLog();
+  const std::string tree = CopyFixture(env);
   testing::Subprocess agent(
       testing::BuiltBinary("agent/rocetune-agent"),
-      {absl::StrCat("--host_id=", kHost), absl::StrCat("--controller=127.0.0.1:", env.port()),
-       "--insecure_loopback", "--metrics_address=127.0.0.1:0", "--probe_udp_listen=127.0.0.1:0",
-       absl::StrCat("--sysfs_root=", tree, "/sys"), absl::StrCat("--debugfs_root=", tree, "/debug"),
-       absl::StrCat("--state_dir=", env.dir(), "/agent"), "--counter_source=sysfs",
-       "--sample_interval=200ms", "--guard_window=2s", "--guard_max_cnp_rate=100000",
-       "--labels=rack=r1,role=trainer"},
+      AgentArgs(env, tree,
+                {"--probe_udp_listen=127.0.0.1:0", "--guard_window=2s",
+                 "--guard_max_cnp_rate=100000", "--labels=rack=r1,role=trainer"}),
       absl::StrCat(env.dir(), "/agent.log"));
   ASSERT_TRUE(agent.Start());
   ASSERT_TRUE(env.WaitFor(
@@ -114,11 +135,7 @@ TEST(AgentApplyE2E, PushAckNackAndGuardRestore) {
   agent.Wait(absl::Seconds(10));
   testing::Subprocess again(
       testing::BuiltBinary("agent/rocetune-agent"),
-      {absl::StrCat("--host_id=", kHost), absl::StrCat("--controller=127.0.0.1:", env.port()),
-       "--insecure_loopback", "--metrics_address=127.0.0.1:0", "--probe_udp_listen=127.0.0.1:0",
-       absl::StrCat("--sysfs_root=", tree, "/sys"), absl::StrCat("--debugfs_root=", tree, "/debug"),
-       absl::StrCat("--state_dir=", env.dir(), "/agent"), "--counter_source=sysfs",
-       "--sample_interval=200ms", "--labels=rack=r1,role=trainer"},
+      AgentArgs(env, tree, {"--probe_udp_listen=127.0.0.1:0", "--labels=rack=r1,role=trainer"}),
       absl::StrCat(env.dir(), "/agent2.log"));
   ASSERT_TRUE(again.Start());
   absl::SleepFor(absl::Seconds(3));
@@ -135,18 +152,10 @@ TEST(AgentApplyE2E, OutOfBandWriteIsDetectedCorrectedAndAudited) {
   EnvOptions opt;
   Env env(opt);
   ASSERT_TRUE(env.StartController()) << env.ControllerLog();
-  const std::string tree = absl::StrCat(env.dir(), "/host");
-  std::filesystem::copy(
-      absl::StrCat(ROCETUNE_SOURCE_DIR, "/tests/fixtures/hosts/mlx5_ofed"), tree,
-      std::filesystem::copy_options::recursive | std::filesystem::copy_options::copy_symlinks);
-  testing::Subprocess agent(
-      testing::BuiltBinary("agent/rocetune-agent"),
-      {absl::StrCat("--host_id=", kHost), absl::StrCat("--controller=127.0.0.1:", env.port()),
-       "--insecure_loopback", "--metrics_address=127.0.0.1:0", "--probe=none",
-       absl::StrCat("--sysfs_root=", tree, "/sys"), absl::StrCat("--debugfs_root=", tree, "/debug"),
-       absl::StrCat("--state_dir=", env.dir(), "/agent"), "--counter_source=sysfs",
-       "--sample_interval=200ms", "--drift_interval=1s"},
-      absl::StrCat(env.dir(), "/agent.log"));
+  const std::string tree = CopyFixture(env);
+  testing::Subprocess agent(testing::BuiltBinary("agent/rocetune-agent"),
+                            AgentArgs(env, tree, {"--probe=none", "--drift_interval=1s"}),
+                            absl::StrCat(env.dir(), "/agent.log"));
   ASSERT_TRUE(agent.Start());
   auto host = [&] {
     for (const auto& h : env.Hosts()) {
