@@ -85,8 +85,8 @@ struct Settings {
   double pass_max_ucb_regression = 0;
   uint32_t look = 0;
   uint32_t looks = 0;
-  bool planned = false;   // 1 <= look <= looks
-  bool extended = false;  // look > looks: a HOLD at the final look goes on
+  bool planned = false;     // 1 <= look <= looks
+  bool extended = false;    // look > looks: a HOLD at the final look goes on
   bool final_look = false;  // look >= looks: PASS may be decided
 };
 

@@ -14,14 +14,14 @@ namespace rocetune::controller {
 // What one host measured over one period (the pre-change baseline or the bake so
 // far): its windows merged.
 struct HostPeriod {
-  QuantileSketch rtt;               // network RTT probes, seconds
+  QuantileSketch rtt;  // network RTT probes, seconds
   uint64_t probes_sent = 0;
   uint64_t probes_lost = 0;
-  int windows_present = 0;          // windows with at least one report
-  int windows_expected = 0;         // windows the period spans
-  double covered_seconds = 0;       // sum of the reports' measured intervals
+  int windows_present = 0;     // windows with at least one report
+  int windows_expected = 0;    // windows the period spans
+  double covered_seconds = 0;  // sum of the reports' measured intervals
   // Summed counter deltas over the period (canonical names).
-  uint64_t cnp = 0;                 // cnp_handled (reaction point) + cnp_sent
+  uint64_t cnp = 0;  // cnp_handled (reaction point) + cnp_sent
   uint64_t retransmits = 0;
   uint64_t tx_bytes = 0;
   // Paused microseconds per priority (rx + tx pause duration), worst priority
@@ -31,8 +31,8 @@ struct HostPeriod {
 
 struct HostInput {
   std::string host_id;
-  std::string rack;                 // pairing key
-  bool canary = false;              // false: control
+  std::string rack;     // pairing key
+  bool canary = false;  // false: control
   HostPeriod before;
   HostPeriod after;
 };
@@ -43,23 +43,22 @@ struct JudgeConfig {
   // period, minimum rack pairs, PASS width rule, hard guards.
   v1::Guard guard;
   std::vector<v1::Constraint> constraints;
-  uint32_t look = 1;                // 1-based look within the bake
-  uint32_t looks = 3;               // planned looks; interim looks spend little alpha
-  uint32_t stage = 0;               // copied into the verdict
-  bool guard_event = false;         // an agent's local guard fired on a canary host: FAIL
+  uint32_t look = 1;         // 1-based look within the bake
+  uint32_t looks = 3;        // planned looks; interim looks spend little alpha
+  uint32_t stage = 0;        // copied into the verdict
+  bool guard_event = false;  // an agent's local guard fired on a canary host: FAIL
   std::string guard_event_detail;
-  int64_t now_unix_nanos = 0;       // copied into the verdict
+  int64_t now_unix_nanos = 0;  // copied into the verdict
 };
 
 // The canary judge: a pure function. Pairs canary and control hosts by rack,
 // reduces each (host, period) to ln p99 (and ln p999 when there are enough
 // samples), and tests the per-rack difference-in-differences
-// d_r = [ln q(canary, after) - ln q(canary, before)] - [ln q(control, after) - ln q(control, before)]
-// with a one-sided t test (df = R - 1) against ln(1 + tolerance), spending the
-// alpha budget over planned looks (Haybittle-Peto style) and metrics
-// (Bonferroni). Guard metrics (CNP rate, pause ratio, retransmits, throughput)
-// use the same paired DiD on log rates. Verdict order: hard guard -> FAIL; any
-// test rejects -> FAIL; every HOLD rule satisfied and the p99 ratio's upper
+// d_r = [ln q(canary, after) - ln q(canary, before)] - [ln q(control, after) - ln q(control,
+// before)] with a one-sided t test (df = R - 1) against ln(1 + tolerance), spending the alpha
+// budget over planned looks (Haybittle-Peto style) and metrics (Bonferroni). Guard metrics (CNP
+// rate, pause ratio, retransmits, throughput) use the same paired DiD on log rates. Verdict order:
+// hard guard -> FAIL; any test rejects -> FAIL; every HOLD rule satisfied and the p99 ratio's upper
 // bound below 1 + pass_max_ucb_regression at the final look -> PASS; else HOLD.
 // Missing or thin data is HOLD, never PASS. Deterministic: identical input,
 // identical verdict and evidence, whatever the order of `hosts`.

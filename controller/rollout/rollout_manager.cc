@@ -804,8 +804,8 @@ v1::Verdict RolloutManager::Evaluate(v1::Change* c, uint32_t look, uint32_t look
   // Complete windows only: the last one closed at least a grace period ago,
   // so the reports that span its end have arrived.
   const absl::Time to = telemetry_->WindowStart(telemetry_->WindowIndex(now - ReportGrace()));
-  const int expected = static_cast<int>(telemetry_->WindowIndex(to) -
-                                        telemetry_->WindowIndex(step.after_start));
+  const int expected =
+      static_cast<int>(telemetry_->WindowIndex(to) - telemetry_->WindowIndex(step.after_start));
   std::vector<HostInput> inputs;
   for (const v1::HostTarget& h : c->hosts()) {
     auto b = step.baseline.find(h.host_id());
@@ -1296,7 +1296,8 @@ void RolloutManager::TrialFinished(v1::Change* c, bool restarted) {
     tr.set_note(note);
     if (ratio.has_value()) tr.set_objective_ratio(*ratio);
     if (outcome == "measured") {
-      absl::StatusOr<v1::PolicyVersion> pv = policies_.Get(next.policy_name(), next.policy_version());
+      absl::StatusOr<v1::PolicyVersion> pv =
+          policies_.Get(next.policy_name(), next.policy_version());
       const double min_improvement =
           WithDefaults(pv.ok() ? pv->policy() : v1::Policy()).tuner().min_improvement();
       tr.set_outcome(ratio.has_value() &&
@@ -1334,9 +1335,9 @@ void RolloutManager::DriveCampaign(v1::Campaign* t) {
       last_end = std::max(last_end, c->transitions(c->transitions_size() - 1).unix_nanos());
     }
   }
-  if (last_end != 0 &&
-      clock_->Now() < absl::FromUnixNanos(last_end) + Secs(policy.rollout().baseline_seconds()) +
-                          options_.window) {
+  if (last_end != 0 && clock_->Now() < absl::FromUnixNanos(last_end) +
+                                           Secs(policy.rollout().baseline_seconds()) +
+                                           options_.window) {
     return;
   }
   absl::StatusOr<std::unique_ptr<Tuner>> tuner = MakeTuner(policy, t->trial_budget());

@@ -40,9 +40,7 @@ grpc::ClientContext* WithActor(grpc::ClientContext* ctx) {
 
 }  // namespace
 
-Env::Env(EnvOptions options) : options_(std::move(options)) {
-  dir_ = testing::MakeTempDir("e2e");
-}
+Env::Env(EnvOptions options) : options_(std::move(options)) { dir_ = testing::MakeTempDir("e2e"); }
 
 Env::~Env() {
   if (fabric_ != nullptr) {
@@ -80,8 +78,8 @@ bool Env::StartController() {
       absl::StrCat(dir_, "/controller", controller_starts_, ".log"));
   if (!controller_->Start()) return false;
   if (testing::WaitForPortInReadyFile(ready, "grpc_port", absl::Seconds(20)) != port_) return false;
-  channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_),
-                                 grpc::InsecureChannelCredentials());
+  channel_ =
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_), grpc::InsecureChannelCredentials());
   admin_ = v1::AdminService::NewStub(channel_);
   return true;
 }
@@ -183,8 +181,7 @@ absl::StatusOr<v1::FleetSummaryResponse> Env::Summary(absl::Duration over) {
   return best;
 }
 
-bool Env::WaitFor(const std::function<bool()>& cond, absl::Duration timeout,
-                  absl::Duration poll) {
+bool Env::WaitFor(const std::function<bool()>& cond, absl::Duration timeout, absl::Duration poll) {
   const absl::Time deadline = absl::Now() + timeout;
   while (absl::Now() < deadline) {
     if (cond()) return true;
@@ -199,7 +196,8 @@ std::string Env::FabricLog() const { return fabric_ ? fabric_->Log() : ""; }
 std::string TestPolicy(const std::string& name, int bake_seconds, int approvers,
                        uint32_t trial_budget, int looks) {
   return absl::StrCat(R"(# A policy for the end-to-end tests: short bakes on 1 s windows.
-name: ")", name, R"("
+name: ")",
+                      name, R"("
 description: "incast plus background on the simulated fabric"
 selector { match_labels { key: "role" value: "trainer" } }
 objective { metric: PROBE_RTT_P99 }
@@ -208,13 +206,16 @@ knobs { parameter: "rate_to_set_on_first_cnp" min: 0 max: 10000 step: 1000 }
 knobs { parameter: "dce_tcp_rtt" min: 1 max: 256 step: 1 log_scale: true }
 knobs { parameter: "rpg_time_reset" min: 100 max: 3000 step: 100 log_scale: true }
 knobs { parameter: "rpg_min_dec_fac" min: 50 max: 100 step: 5 }
-tuner { kind: COORDINATE_DESCENT trial_budget: )", trial_budget, R"( min_improvement: 0.03 }
+tuner { kind: COORDINATE_DESCENT trial_budget: )",
+                      trial_budget, R"( min_improvement: 0.03 }
 rollout {
   canary_fraction: 0.25
   min_canary_hosts: 8
-  bake_seconds: )", bake_seconds, R"(
+  bake_seconds: )",
+                      bake_seconds, R"(
   baseline_seconds: 4
-  looks: )", looks, R"(
+  looks: )",
+                      looks, R"(
   stages: [0.5, 1.0]
   rack_label: "tor"
 }
@@ -223,9 +224,11 @@ guard {
   confidence: 0.995
   min_samples: 500
   min_rack_pairs: 6
-  max_hold_seconds: )", 3 * bake_seconds, R"(
+  max_hold_seconds: )",
+                      3 * bake_seconds, R"(
 }
-approval { approvers: )", approvers, R"( }
+approval { approvers: )",
+                      approvers, R"( }
 )");
 }
 

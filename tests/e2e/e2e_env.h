@@ -21,10 +21,10 @@ namespace rocetune::e2e {
 struct EnvOptions {
   std::string scenario = "sim/scenarios/incast_background_32_hosts.textproto";
   std::vector<std::string> sets = {"topology.hosts_per_tor=4"};  // 8 ToRs of 4
-  double pace = 0.05;                 // simulated seconds per wall second
-  double probe_rate = 3000;           // per peer per simulated second
+  double pace = 0.05;        // simulated seconds per wall second
+  double probe_rate = 3000;  // per peer per simulated second
   int probe_peers = 8;
-  std::vector<std::string> fabricsim_flags;   // e.g. guard thresholds
+  std::vector<std::string> fabricsim_flags;  // e.g. guard thresholds
   std::vector<std::string> controller_flags;
   int expect_hosts = 32;
 };

@@ -94,8 +94,8 @@ TEST(RolloutE2E, BadChangeIsRolledBackWithinTwoJudgeWindows) {
   }
   // Every touched host back on its previous set, acked.
   std::string why;
-  ASSERT_TRUE(env.WaitFor([&] { return Converged(env, "rpg_min_dec_fac", 50, &why); },
-                          absl::Seconds(20)))
+  ASSERT_TRUE(
+      env.WaitFor([&] { return Converged(env, "rpg_min_dec_fac", 50, &why); }, absl::Seconds(20)))
       << why;
   const absl::Time converged = absl::Now();
   const double decided = (rolled_back - canary_start) / 1e9;
@@ -139,8 +139,8 @@ TEST(RolloutE2E, LocalGuardOnACanaryHostRollsBackEverywhereAndIsNotRepushed) {
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->verdicts(c->verdicts_size() - 1).rule(), "local_guard");
   std::string why;
-  ASSERT_TRUE(env.WaitFor([&] { return Converged(env, "rpg_min_dec_fac", 50, &why); },
-                          absl::Seconds(20)))
+  ASSERT_TRUE(
+      env.WaitFor([&] { return Converged(env, "rpg_min_dec_fac", 50, &why); }, absl::Seconds(20)))
       << why;
   // The guard-rejected version is recorded and never becomes desired again.
   std::map<std::string, std::string> rejected;
@@ -167,8 +167,8 @@ TEST(RolloutE2E, ControllerKilledDuringCanaryAndStageLeavesHostsOnRecordedVersio
   absl::SleepFor(absl::Seconds(5));
   // A neutral change: the canary passes, so it reaches a stage.
   for (const v1::ChangeState kill_in : {v1::CANARY, v1::STAGE}) {
-    const std::string id = Propose(env, "e2e-kill", kill_in == v1::CANARY ? "rpg_time_reset=290"
-                                                                          : "rpg_time_reset=310");
+    const std::string id = Propose(
+        env, "e2e-kill", kill_in == v1::CANARY ? "rpg_time_reset=290" : "rpg_time_reset=310");
     ASSERT_EQ(env.Ctl({"change", "approve", id, "--reason=e2e"}, "bob", &out), 0) << out;
     ASSERT_TRUE(env.WaitFor(
         [&] {
@@ -185,8 +185,8 @@ TEST(RolloutE2E, ControllerKilledDuringCanaryAndStageLeavesHostsOnRecordedVersio
     // Mid-bake state cannot resume (the baseline lived in memory): rolled back.
     EXPECT_EQ(c->state(), v1::ROLLED_BACK);
     std::string why;
-    ASSERT_TRUE(env.WaitFor([&] { return Converged(env, "rpg_time_reset", 300, &why); },
-                            absl::Seconds(60)))
+    ASSERT_TRUE(
+        env.WaitFor([&] { return Converged(env, "rpg_time_reset", 300, &why); }, absl::Seconds(60)))
         << why;
     ASSERT_EQ(env.Ctl({"audit", "verify"}, "carol", &out), 0) << out;
     absl::SleepFor(absl::Seconds(5));

@@ -93,21 +93,27 @@ class FakeAgent : public AgentConnection {
 };
 
 std::string PolicyText(int approvers = 1, uint32_t max_hold = 12) {
-  return absl::StrCat(R"pb(
-    name: "test-policy"
-    selector { match_labels { key: "role" value: "trainer" } }
-    objective { metric: PROBE_RTT_P99 }
-    knobs { parameter: "rpg_time_reset" min: 2 max: 600 step: 2 log_scale: true }
-    tuner { kind: COORDINATE_DESCENT trial_budget: 8 min_improvement: 0.03 }
-    rollout {
-      canary_fraction: 0.25 min_canary_hosts: 8 bake_seconds: 6 stages: [ 0.5, 1.0 ]
-      rack_label: "rack" baseline_seconds: 4 looks: 3
-    }
-    guard { max_p99_regression: 0.05 confidence: 0.995 min_samples: 1500 min_rack_pairs: 6
-            max_hold_seconds: )pb",
-                      max_hold, R"pb( }
-    approval { approvers: )pb",
-                      approvers, " }\n");
+  return absl::StrCat(
+      R"pb(
+        name: "test-policy"
+        selector { match_labels { key: "role" value: "trainer" } }
+        objective { metric: PROBE_RTT_P99 }
+        knobs { parameter: "rpg_time_reset" min: 2 max: 600 step: 2 log_scale: true }
+        tuner { kind: COORDINATE_DESCENT trial_budget: 8 min_improvement: 0.03 }
+        rollout {
+          canary_fraction: 0.25
+          min_canary_hosts: 8
+          bake_seconds: 6
+          stages: [ 0.5, 1.0 ]
+          rack_label: "rack"
+          baseline_seconds: 4
+          looks: 3
+        }
+        guard { max_p99_regression: 0.05 confidence: 0.995 min_samples: 1500 min_rack_pairs: 6
+                max_hold_seconds:)pb",
+      max_hold, R"pb(}
+                     approval { approvers: )pb",
+      approvers, " }\n");
 }
 
 class RolloutTest : public ::testing::Test {
@@ -191,7 +197,8 @@ class RolloutTest : public ::testing::Test {
         std::lognormal_distribution<double> body(std::log(10e-6), 0.25);
         std::lognormal_distribution<double> tail(std::log(30e-6), 0.5);
         std::uniform_real_distribution<double> u(0, 1);
-        const double host_offset = std::exp(0.08 * ((std::hash<std::string>()(id) % 100) / 50.0 - 1));
+        const double host_offset =
+            std::exp(0.08 * ((std::hash<std::string>()(id) % 100) / 50.0 - 1));
         for (int i = 0; i < kProbesPerWindow; ++i) {
           const double v = u(rng_) < 0.03 ? tail(rng_) * factor : body(rng_);
           sk.Insert(v * host_offset);
