@@ -1,0 +1,398 @@
+// RolloutManager, part two: tuning campaigns and their canary-only trials.
+// The change state machine is in rollout_manager.cc.
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "controller/policy/policy_loader.h"
+#include "controller/rollout/rollout_manager.h"
+#include "controller/rollout/rollout_util.h"
+#include "controller/tuner/tuner.h"
+#include "daemon/logging.h"
+
+namespace rocetune::controller {
+
+using rollout_util::FindMetric;
+using rollout_util::InFlight;
+using rollout_util::Secs;
+
+Knobs RolloutManager::CurrentKnobValues(const v1::Policy& policy,
+                                        const std::vector<std::string>& hosts) const {
+  Knobs out;
+  for (const v1::Knob& k : policy.knobs()) {
+    std::optional<int64_t> value;
+    for (const std::string& id : hosts) {
+      absl::StatusOr<StoredHost> h = fleet_->GetStored(id);
+      if (!h.ok()) continue;
+      const v1::ParameterSet previous = PreviousParameters(*h);
+      for (const v1::DeviceParameters& d : previous.devices()) {
+        auto it = d.dcqcn().find(k.parameter());
+        if (it != d.dcqcn().end()) {
+          value = it->second;
+          break;
+        }
+      }
+      if (value.has_value()) break;
+    }
+    if (!value.has_value()) value = k.has_start() ? k.start() : k.min();
+    out[k.parameter()] = std::clamp(*value, k.min(), k.max());
+  }
+  return out;
+}
+
+absl::Status RolloutManager::SaveCampaign(const v1::Campaign& t,
+                                          std::vector<v1::AuditEntry> audit) {
+  if (store_ == nullptr) return absl::OkStatus();
+  Store::Batch batch;
+  batch.campaigns.push_back(t);
+  batch.audit = std::move(audit);
+  return store_->Commit(batch);
+}
+
+absl::StatusOr<v1::Campaign> RolloutManager::StartCampaign(const v1::StartCampaignRequest& req,
+                                                           const Identity& who) {
+  absl::StatusOr<v1::PolicyVersion> pv = policies_.Get(req.policy_name(), req.policy_version());
+  if (!pv.ok()) return pv.status();
+  const v1::Policy policy = WithDefaults(pv->policy());
+  const uint32_t budget =
+      req.trial_budget() != 0 ? req.trial_budget() : policy.tuner().trial_budget();
+  if (budget == 0 || budget > 200) {
+    return absl::InvalidArgumentError(absl::StrCat("trial budget ", budget, " outside [1, 200]"));
+  }
+  absl::StatusOr<std::unique_ptr<Tuner>> tuner = MakeTuner(policy, budget);
+  if (!tuner.ok()) return tuner.status();
+  for (const auto& [id, t] : campaigns_) {
+    if ((t.state() == v1::Campaign::PROPOSED || t.state() == v1::Campaign::RUNNING) &&
+        t.policy_name() == req.policy_name()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("campaign ", id, " on policy ", t.policy_name(), " is still ",
+                       v1::Campaign::State_Name(t.state()), "; stop it first"));
+    }
+  }
+  std::map<std::string, std::string> selector(policy.selector().match_labels().begin(),
+                                              policy.selector().match_labels().end());
+  std::vector<std::string> hosts = fleet_->Select(selector);
+  std::sort(hosts.begin(), hosts.end());
+  if (hosts.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat("policy ", pv->name(), " selects no host"));
+  }
+  v1::Campaign t;
+  t.set_id(NextCampaignId());
+  t.set_policy_name(pv->name());
+  t.set_policy_version(pv->version_hash());
+  t.set_state(v1::Campaign::PROPOSED);
+  t.set_trial_budget(budget);
+  t.set_proposer(who.name);
+  t.set_reason(req.reason());
+  t.set_created_unix_nanos(absl::ToUnixNanos(clock_->Now()));
+  t.set_approvals_required(
+      static_cast<int32_t>(std::max<uint32_t>(1, policy.approval().approvers())));
+  t.set_best_objective_ratio(1.0);
+  for (const auto& [k, v] : CurrentKnobValues(policy, hosts)) {
+    (*t.mutable_start())[k] = v;
+    (*t.mutable_best())[k] = v;
+  }
+  if (req.dry_run()) return t;
+  v1::AuditEntry a;
+  a.set_unix_nanos(t.created_unix_nanos());
+  a.set_actor(who.name);
+  a.set_authenticated(who.authenticated);
+  a.set_action("campaign_start");
+  a.set_subject(t.id());
+  a.set_reason(req.reason());
+  a.set_detail(absl::StrCat(
+      "policy ", pv->name(), "@", pv->sequence(), " budget ", budget, " trials; bounds ",
+      absl::StrJoin(policy.knobs(), ", ", [](std::string* out, const v1::Knob& k) {
+        absl::StrAppend(out, k.parameter(), " [", k.min(), ", ", k.max(), "]");
+      })));
+  if (absl::Status s = SaveCampaign(t, {a}); !s.ok()) return s;
+  ++campaign_seq_;
+  campaigns_[t.id()] = t;
+  PublishCampaign(t, absl::StrCat("proposed by ", who.name));
+  return t;
+}
+
+absl::StatusOr<v1::Campaign> RolloutManager::ApproveCampaign(const v1::ChangeActionRequest& req,
+                                                             const Identity& who) {
+  v1::Campaign* t = FindCampaign(req.id());
+  if (t == nullptr) return absl::NotFoundError(absl::StrCat("no campaign ", req.id()));
+  if (t->state() != v1::Campaign::PROPOSED) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "campaign ", t->id(), " is ", v1::Campaign::State_Name(t->state()), ", not PROPOSED"));
+  }
+  if (who.name == t->proposer()) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(who.name, " proposed campaign ", t->id(), " and cannot approve it"));
+  }
+  for (const v1::Approval& a : t->approvals()) {
+    if (a.approver() == who.name) {
+      return absl::AlreadyExistsError(
+          absl::StrCat(who.name, " already approved campaign ", t->id()));
+    }
+  }
+  v1::Campaign next = *t;
+  v1::Approval* a = next.add_approvals();
+  a->set_approver(who.name);
+  a->set_unix_nanos(absl::ToUnixNanos(clock_->Now()));
+  a->set_authenticated(who.authenticated);
+  a->set_reason(req.reason());
+  if (next.approvals_size() >= next.approvals_required()) next.set_state(v1::Campaign::RUNNING);
+  if (req.dry_run()) return next;
+  v1::AuditEntry e;
+  e.set_unix_nanos(absl::ToUnixNanos(clock_->Now()));
+  e.set_actor(who.name);
+  e.set_authenticated(who.authenticated);
+  e.set_action("campaign_approve");
+  e.set_subject(next.id());
+  e.set_reason(req.reason());
+  e.set_detail(absl::StrCat("approval ", next.approvals_size(), " of ", next.approvals_required(),
+                            next.state() == v1::Campaign::RUNNING ? "; trials start" : ""));
+  if (absl::Status s = SaveCampaign(next, {e}); !s.ok()) return s;
+  *t = next;
+  PublishCampaign(*t, absl::StrCat("approved by ", who.name));
+  return *t;
+}
+
+absl::StatusOr<v1::Campaign> RolloutManager::StopCampaign(const v1::ChangeActionRequest& req,
+                                                          const Identity& who) {
+  v1::Campaign* t = FindCampaign(req.id());
+  if (t == nullptr) return absl::NotFoundError(absl::StrCat("no campaign ", req.id()));
+  if (t->state() != v1::Campaign::PROPOSED && t->state() != v1::Campaign::RUNNING) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "campaign ", t->id(), " is ", v1::Campaign::State_Name(t->state()), " already"));
+  }
+  if (req.dry_run()) {
+    v1::Campaign next = *t;
+    next.set_state(v1::Campaign::STOPPED);
+    return next;
+  }
+  for (auto& [id, c] : changes_) {
+    if (c.campaign_id() == t->id() && Active(c)) {
+      Restore(&c, v1::ABORTED, who.name, who.authenticated,
+              absl::StrCat("campaign ", t->id(), " stopped"))
+          .IgnoreError();
+    }
+  }
+  v1::Campaign next = *t;
+  next.set_state(v1::Campaign::STOPPED);
+  next.set_note(req.reason());
+  for (v1::Trial& tr : *next.mutable_trials()) {
+    if (tr.outcome() == "running") tr.set_outcome("aborted");
+  }
+  v1::AuditEntry e;
+  e.set_unix_nanos(absl::ToUnixNanos(clock_->Now()));
+  e.set_actor(who.name);
+  e.set_authenticated(who.authenticated);
+  e.set_action("campaign_stop");
+  e.set_subject(next.id());
+  e.set_reason(req.reason());
+  if (absl::Status s = SaveCampaign(next, {e}); !s.ok()) return s;
+  *t = next;
+  PublishCampaign(*t, "stopped");
+  return *t;
+}
+
+absl::StatusOr<v1::Campaign> RolloutManager::GetCampaign(const std::string& id) const {
+  auto it = campaigns_.find(id);
+  if (it == campaigns_.end()) return absl::NotFoundError(absl::StrCat("no campaign ", id));
+  return it->second;
+}
+
+v1::ListCampaignsResponse RolloutManager::ListCampaigns() const {
+  v1::ListCampaignsResponse resp;
+  for (auto it = campaigns_.rbegin(); it != campaigns_.rend(); ++it)
+    *resp.add_campaigns() = it->second;
+  return resp;
+}
+
+void RolloutManager::TrialFinished(v1::Change* c, bool restarted) {
+  v1::Campaign* t = FindCampaign(c->campaign_id());
+  std::string outcome = "hold";
+  std::optional<double> ratio;
+  std::string note;
+  const v1::Verdict* v = c->verdicts_size() > 0 ? &c->verdicts(c->verdicts_size() - 1) : nullptr;
+  if (v != nullptr) {
+    note = v->summary();
+    // The trial's objective: the canary's own before/after p99 ratio (see
+    // Evaluate), else the judge's DiD ratio.
+    for (const char* metric : {"ln_p99_canary_before_after", "ln_p99_did"}) {
+      const v1::MetricEvidence* m = FindMetric(*v, metric);
+      if (m != nullptr && std::isfinite(m->ratio()) && m->ratio() > 0) {
+        ratio = m->ratio();
+        break;
+      }
+    }
+    if (v->outcome() == v1::Verdict::FAIL) outcome = "fail";
+    if (v->outcome() == v1::Verdict::PASS) outcome = "measured";
+  }
+  if (restarted) {
+    outcome = "aborted";
+    note = "the controller restarted during the trial; its baseline was lost";
+  }
+  const std::string reason = absl::StrCat("trial ", c->trial(), " of campaign ", c->campaign_id(),
+                                          " ended (", outcome, "); canary hosts restored");
+  Restore(c, outcome == "fail" ? v1::ROLLED_BACK : v1::DONE, "controller", false, reason)
+      .IgnoreError();
+  if (t == nullptr) return;
+  v1::Campaign next = *t;
+  for (v1::Trial& tr : *next.mutable_trials()) {
+    if (tr.change_id() != c->id()) continue;
+    tr.set_note(note);
+    if (ratio.has_value()) tr.set_objective_ratio(*ratio);
+    if (outcome == "measured") {
+      absl::StatusOr<v1::PolicyVersion> pv =
+          policies_.Get(next.policy_name(), next.policy_version());
+      const double min_improvement =
+          WithDefaults(pv.ok() ? pv->policy() : v1::Policy()).tuner().min_improvement();
+      tr.set_outcome(ratio.has_value() &&
+                             *ratio < next.best_objective_ratio() * (1 - min_improvement)
+                         ? "improved"
+                         : "not_improved");
+    } else {
+      tr.set_outcome(outcome);
+    }
+    if (v != nullptr) {
+      for (const v1::MetricEvidence& m : v->metrics()) {
+        if (m.metric() != "ln_p99_did" && m.metric() != "ln_p99_canary_before_after" &&
+            std::isfinite(m.ratio())) {
+          (*tr.mutable_constraints())[m.metric()] = m.ratio();
+        }
+      }
+    }
+  }
+  if (SaveCampaign(next, {}).ok()) *t = next;
+}
+
+void RolloutManager::DriveCampaign(v1::Campaign* t) {
+  for (const auto& [id, c] : changes_) {
+    if (c.campaign_id() == t->id() && Active(c) && c.canary_only()) return;  // a trial runs
+  }
+  absl::StatusOr<v1::PolicyVersion> pv = policies_.Get(t->policy_name(), t->policy_version());
+  if (!pv.ok()) return;
+  const v1::Policy policy = WithDefaults(pv->policy());
+  // The next trial's baseline must not contain the previous trial: wait a
+  // baseline (and a window) after the canary hosts were restored.
+  int64_t last_end = 0;
+  for (const v1::Trial& tr : t->trials()) {
+    const v1::Change* c = Find(tr.change_id());
+    if (c != nullptr && c->transitions_size() > 0) {
+      last_end = std::max(last_end, c->transitions(c->transitions_size() - 1).unix_nanos());
+    }
+  }
+  if (last_end != 0 && clock_->Now() < absl::FromUnixNanos(last_end) +
+                                           Secs(policy.rollout().baseline_seconds()) +
+                                           options_.window) {
+    return;
+  }
+  absl::StatusOr<std::unique_ptr<Tuner>> tuner = MakeTuner(policy, t->trial_budget());
+  if (!tuner.ok()) return;
+  const Knobs start(t->start().begin(), t->start().end());
+  // Trials measured canary (candidate) against control (the start values);
+  // the tuner wants each relative to the incumbent of its time.
+  std::vector<TrialResult> results;
+  for (const v1::Trial& tr : t->trials()) {
+    if (tr.outcome() == "running") continue;
+    const double incumbent = (*tuner)->Next(start, results).best_ratio;
+    TrialResult r;
+    r.knobs = Knobs(tr.knobs().begin(), tr.knobs().end());
+    if (tr.outcome() == "improved" || tr.outcome() == "not_improved") {
+      r.objective_ratio = tr.objective_ratio() / (incumbent > 0 ? incumbent : 1.0);
+    } else if (tr.outcome() == "fail") {
+      r.constraints_ok = false;
+      if (tr.objective_ratio() > 0) r.objective_ratio = tr.objective_ratio() / incumbent;
+    }
+    results.push_back(std::move(r));
+  }
+  TunerDecision d = (*tuner)->Next(start, results);
+  v1::Campaign next = *t;
+  next.clear_best();
+  for (const auto& [k, v] : d.best) (*next.mutable_best())[k] = v;
+  next.set_best_objective_ratio(d.best_ratio);
+  if (!d.next.has_value()) {
+    next.set_state(v1::Campaign::FINISHED);
+    next.set_note(d.reason);
+    std::vector<v1::AuditEntry> audit;
+    v1::AuditEntry e;
+    e.set_unix_nanos(absl::ToUnixNanos(clock_->Now()));
+    e.set_actor("tuner");
+    e.set_action("campaign_finished");
+    e.set_subject(next.id());
+    e.set_reason(d.reason);
+    e.set_detail(absl::StrFormat("%d trials; best p99 ratio %.3f: %s", next.trials_size(),
+                                 d.best_ratio,
+                                 absl::StrJoin(d.best, ",", absl::PairFormatter("="))));
+    audit.push_back(e);
+    if (d.best != start) {
+      // Promoting the winner beyond the canary needs approval again.
+      v1::ProposeChangeRequest req;
+      req.set_policy_name(next.policy_name());
+      req.set_policy_version(next.policy_version());
+      for (const auto& [k, v] : d.best) (*req.mutable_knobs())[k] = v;
+      req.set_reason(absl::StrFormat("promote the best of campaign %s (p99 ratio %.3f vs start)",
+                                     next.id(), d.best_ratio));
+      absl::StatusOr<v1::Change> c = Propose(req, Identity{t->proposer(), false});
+      if (c.ok()) {
+        next.set_promotion_change_id(c->id());
+        changes_[c->id()].set_campaign_id(next.id());
+      } else {
+        next.set_note(absl::StrCat(d.reason, "; promotion not proposed: ", c.status().message()));
+      }
+    }
+    if (SaveCampaign(next, audit).ok()) *t = next;
+    if (!next.promotion_change_id().empty()) {
+      // Persist the promotion's campaign link.
+      v1::Change* c = Find(next.promotion_change_id());
+      if (c != nullptr) Commit(c, std::nullopt, {}, {}).IgnoreError();
+    }
+    PublishCampaign(*t, absl::StrCat("finished: ", d.reason));
+    return;
+  }
+  const uint32_t index = static_cast<uint32_t>(t->trials_size() + 1);
+  const std::string id = NextChangeId();
+  Identity proposer{t->proposer(), false};
+  absl::StatusOr<v1::Change> c =
+      BuildChange(*pv, *d.next, proposer,
+                  absl::StrCat("trial ", index, " of campaign ", t->id(), ": ", d.reason), t->id());
+  if (!c.ok()) {
+    next.set_state(v1::Campaign::STOPPED);
+    next.set_note(absl::StrCat("trial ", index, " could not be built: ", c.status().message()));
+    if (SaveCampaign(next, {}).ok()) *t = next;
+    PublishCampaign(*t, next.note());
+    return;
+  }
+  c->set_id(id);
+  c->set_campaign_id(t->id());
+  c->set_trial(index);
+  c->set_canary_only(true);
+  *c->mutable_approvals() = t->approvals();
+  v1::ChangeTransition proposed = Transition(*c, v1::PROPOSED, "tuner", c->reason());
+  proposed.set_from(v1::CHANGE_STATE_UNSPECIFIED);
+  *c->add_transitions() = proposed;
+  v1::Trial* tr = next.add_trials();
+  tr->set_index(index);
+  for (const auto& [k, v] : *d.next) (*tr->mutable_knobs())[k] = v;
+  tr->set_change_id(id);
+  tr->set_outcome("running");
+  tr->set_unix_nanos(absl::ToUnixNanos(clock_->Now()));
+  if (absl::Status s = Commit(
+          &*c,
+          Transition(*c, v1::APPROVED, "tuner",
+                     absl::StrCat("inside campaign ", t->id(), " approved by its approvers")),
+          {MakeAudit("trial_start", *c, Identity{"tuner", false}, c->reason(),
+                     absl::StrJoin(*d.next, ",", absl::PairFormatter("=")))},
+          {});
+      !s.ok()) {
+    return;
+  }
+  ++change_seq_;
+  changes_[id] = *c;
+  if (SaveCampaign(next, {}).ok()) *t = next;
+  PublishCampaign(*t, absl::StrCat("trial ", index, " (", id,
+                                   "): ", absl::StrJoin(*d.next, ",", absl::PairFormatter("="))));
+}
+
+}  // namespace rocetune::controller

@@ -1,0 +1,52 @@
+#ifndef ROCETUNE_CONTROLLER_ROLLOUT_ROLLOUT_UTIL_H_
+#define ROCETUNE_CONTROLLER_ROLLOUT_ROLLOUT_UTIL_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/time/time.h"
+#include "rocetune/v1/admin.pb.h"
+#include "rocetune/v1/policy.pb.h"
+
+// Small helpers shared by the rollout manager's files (rollout_manager.cc,
+// rollout_manager_campaigns.cc).
+namespace rocetune::controller::rollout_util {
+
+inline bool IsActiveState(v1::ChangeState s) {
+  return s == v1::PROPOSED || s == v1::APPROVED || s == v1::CANARY || s == v1::STAGE;
+}
+
+inline bool InFlight(v1::ChangeState s) { return s == v1::CANARY || s == v1::STAGE; }
+
+inline int64_t IdNumber(const std::string& id) {
+  int64_t n = 0;
+  const size_t dash = id.find('-');
+  if (dash == std::string::npos || !absl::SimpleAtoi(id.substr(dash + 1), &n)) return 0;
+  return n;
+}
+
+inline std::string StateName(v1::ChangeState s) { return v1::ChangeState_Name(s); }
+
+inline absl::Duration Secs(uint32_t s) { return absl::Seconds(static_cast<int64_t>(s)); }
+
+inline uint32_t LooksOf(const v1::Policy& p) { return std::max<uint32_t>(1, p.rollout().looks()); }
+
+// Number of stages after the canary (the plan's stages, ending at 1.0).
+inline uint32_t StageCount(const v1::Policy& p) {
+  const auto& st = p.rollout().stages();
+  if (st.empty() || st[st.size() - 1] < 1.0) return static_cast<uint32_t>(st.size() + 1);
+  return static_cast<uint32_t>(st.size());
+}
+
+inline const v1::MetricEvidence* FindMetric(const v1::Verdict& v, const std::string& name) {
+  for (const v1::MetricEvidence& m : v.metrics()) {
+    if (m.metric() == name) return &m;
+  }
+  return nullptr;
+}
+
+}  // namespace rocetune::controller::rollout_util
+
+#endif  // ROCETUNE_CONTROLLER_ROLLOUT_ROLLOUT_UTIL_H_
