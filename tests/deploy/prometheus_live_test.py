@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
 """A real Prometheus scrapes a real controller and simulated agents; every expression parses.
 
-Starts rocetune-controller, `rocetune-fabricsim --agents` (32 simulated hosts, each running
-the real agent code, all served from one /metrics endpoint) and `prometheus` (the Debian
+Starts rocetune-controller, `rocetune-fabricsim --agents` (32 simulated hosts in 8 racks,
+each running the real agent code, all served from one /metrics endpoint) and `prometheus` (the Debian
 package) on loopback ports picked here, with a generated config that loads
 deploy/prometheus/*.rules.yml and scrapes both /metrics every second. The simulated agents
 share one target, so the per-host `rack` label comes from a metric relabeling built from
 each host's `tor` label (on a fleet it is a target label in the file_sd file).
 
-After a few scrapes it drives one change through the rollout with rocetunectl (policy apply,
-change propose, approve; the change is a bad one, so the judge rolls it back), then queries,
-through the HTTP API over the whole run (query_range, 1 s steps):
+After a few scrapes it drives two changes through the rollout with rocetunectl (policy apply,
+change propose, approve): a neutral one, which stays active for several judge looks, then a
+bad one, which the judge rolls back. Then it queries, through the HTTP API, over the whole run
+(query_range, 1 s steps):
   - every expression of every rule (recording and alerting) and every recording rule's name,
   - every panel target, template variable and annotation query of every dashboard, with the
     dashboard variables replaced by values that select everything (and one real host).
@@ -308,7 +309,8 @@ def main():
                         procs=procs)
         os.makedirs(f"{work}/agents")
         procs.start("fabricsim", [
-            bins["fabricsim"], f"--scenario={src}/{SCENARIO}", "--agents",
+            bins["fabricsim"], f"--scenario={src}/{SCENARIO}", "--set=topology.hosts_per_tor=4",
+            "--agents",
             f"--controller=127.0.0.1:{grpc}", "--pace=0.05", "--duration=100000s",
             "--sample_interval=250ms", "--labels=role=trainer", f"--state_dir={work}/agents",
             "--output=none", f"--metrics_address=127.0.0.1:{sim_metrics}",
@@ -363,6 +365,7 @@ def main():
             r = prom.get("/api/v1/query", {"query": 'up{job=~"rocetune-.*"} == 1'})
             return len(r.get("data", {}).get("result", [])) == 2
         wait_for(targets_up, 30, "both targets up", procs=procs)
+        t0 = time.time()  # expressions are checked from here: both targets scraped
         time.sleep(10)  # rate() over [1m] and the recording rules need a few scrapes
 
         # One change through the rollout: a bad one, which the judge rolls back.
@@ -373,23 +376,31 @@ def main():
         if rc != 0:
             raise RuntimeError(f"policy apply failed: {out}")
         time.sleep(6)  # a baseline
-        rc, out = run_ctl("alice", "change", "propose", "prom-live", "rpg_min_dec_fac=100",
-                          "--reason=prometheus live test")
-        m = re.search(r"c-\d+", out)
-        if rc != 0 or not m:
-            raise RuntimeError(f"change propose failed: {out}")
-        change = m.group(0)
-        rc, out = run_ctl("bob", "change", "approve", change, "--reason=prometheus live test")
-        if rc != 0:
-            raise RuntimeError(f"change approve failed: {out}")
 
-        def finished():
-            rc, out = run_ctl("prom-test", "change", "show", change, "-o", "json")
-            return rc == 0 and re.search(r'"state":\s*"(ROLLED_BACK|DONE|ABORTED)"', out)
-        state = wait_for(finished, 120, f"change {change} to finish", poll=1, procs=procs)
-        print(f"change {change} finished: {state.group(1)}")
-        if state.group(1) != "ROLLED_BACK":
-            print(run_ctl("prom-test", "change", "show", change)[1][-3000:])
+        def drive(knob):
+            """Proposes, approves and waits out one change; returns its final state."""
+            rc, out = run_ctl("alice", "change", "propose", "prom-live", knob,
+                              "--reason=prometheus live test")
+            m = re.search(r"c-\d+", out)
+            if rc != 0 or not m:
+                raise RuntimeError(f"change propose {knob} failed: {out}")
+            change = m.group(0)
+            rc, out = run_ctl("bob", "change", "approve", change, "--reason=prometheus live test")
+            if rc != 0:
+                raise RuntimeError(f"change approve {change} failed: {out}")
+
+            def finished():
+                rc, out = run_ctl("prom-test", "change", "show", change, "-o", "json")
+                return rc == 0 and re.search(r'"state":\s*"(ROLLED_BACK|DONE|ABORTED)"', out)
+            state = wait_for(finished, 150, f"change {change} to finish", poll=1, procs=procs)
+            print(f"change {change} ({knob}) finished: {state.group(1)}")
+            return state.group(1)
+
+        # A neutral change stays active for several judge looks (canary versus control p99
+        # is exported while a change is active); a bad one is rolled back.
+        drive("rpg_time_reset=290")
+        time.sleep(3)
+        drive("rpg_min_dec_fac=100")
         time.sleep(5)  # scrapes and rule evaluations after the end
         procs.check_alive()
         t1 = time.time()
@@ -434,6 +445,31 @@ def main():
             if status == "FAIL":
                 failures.append(f"{where}: {detail}: {' '.join(expr.split())}")
             print(f"{status:8} {where}: {detail}")
+        # Behaviour on this healthy run: no liveness alert condition holds; the agent-side
+        # per-rack rules see the same racks as the controller's groups; pause ratios lie in
+        # [0, 1].
+        for alert in ("RocetuneAgentDown", "RocetuneAgentDisconnected", "RocetuneControllerDown"):
+            expr = next(e for w, e, k in checks if w.endswith(f"alert {alert}"))
+            r = prom.query_range(expr, t0, t1)
+            if r.get("status") != "success" or r["data"]["result"]:
+                failures.append(f"{alert}: its condition held on a healthy run: "
+                                f"{r.get('data', {}).get('result', r.get('error'))}")
+
+        def racks_of(expr):
+            r = prom.get("/api/v1/query", {"query": expr, "time": f"{t1:.3f}"})
+            return sorted({x["metric"].get("rack", "") for x in r.get("data", {}).get("result", [])})
+        controller_racks = racks_of("rack:rocetune_probe_rtt_seconds:p99")
+        for expr in ("rack:rocetune_rdma_cnp_sent:rate1m",
+                     "rack_priority:rocetune_rdma_rx_pfc_pause_ratio:mean1m"):
+            if racks_of(expr) != controller_racks:
+                failures.append(f"{expr}: racks {racks_of(expr)}, controller groups "
+                                f"{controller_racks}")
+        print(f"racks: {controller_racks}")
+        r = prom.query_range("port_priority:rocetune_rdma_rx_pfc_pause_duration_seconds:rate1m"
+                             " > 1 or port_priority:rocetune_rdma_rx_pfc_pause_duration_seconds"
+                             ":rate1m < 0", t0, t1)
+        if r.get("status") != "success" or r["data"]["result"]:
+            failures.append("a pause ratio outside [0, 1]")
         print(f"expressions: {len(checks)} checked, {counts['OK']} returned data, "
               f"{counts['EMPTY-OK']} empty as allowed, {counts['FAIL']} failed")
     except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
