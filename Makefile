@@ -39,7 +39,7 @@ fuzz: deps
 # Debian packages of the built binaries (CPack, no second build) in $(BUILD)/packages/.
 package: build
 	@rm -rf $(BUILD)/packages
-	@cd $(BUILD) && cpack -B $(CURDIR)/$(BUILD)/packages >/dev/null
+	@cd $(BUILD) && cpack -B $(CURDIR)/$(BUILD)/packages >packages.log 2>&1 || { cat packages.log; exit 1; }
 	@rm -rf $(BUILD)/packages/_CPack_Packages
 	@ls -1 $(BUILD)/packages/*.deb
 
