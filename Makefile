@@ -8,7 +8,7 @@ export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 export CCACHE_MAXSIZE ?= 5G
 
-.PHONY: all deps configure build test fuzz bench demo clean format
+.PHONY: all deps configure build test fuzz bench demo clean format package
 FUZZ_BUILD   ?= build-fuzz
 FUZZ_SECONDS ?= 120
 all: build
@@ -35,6 +35,13 @@ fuzz: deps
 	  -DROCETUNE_FUZZ_SECONDS=$(FUZZ_SECONDS) >/dev/null
 	@ninja -C $(FUZZ_BUILD) -j $(JOBS) fuzz_targets
 	@cd $(FUZZ_BUILD) && ctest -L fuzz --output-on-failure --timeout 0
+
+# Debian packages of the built binaries (CPack, no second build) in $(BUILD)/packages/.
+package: build
+	@rm -rf $(BUILD)/packages
+	@cd $(BUILD) && cpack -B $(CURDIR)/$(BUILD)/packages >packages.log 2>&1 || { cat packages.log; exit 1; }
+	@rm -rf $(BUILD)/packages/_CPack_Packages
+	@ls -1 $(BUILD)/packages/*.deb
 
 bench: build
 	@scripts/run-benches $(BUILD)

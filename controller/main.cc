@@ -19,7 +19,7 @@ ABSL_FLAG(std::string, listen, "127.0.0.1:7070",
           "gRPC address (host:port) for agents and rocetunectl; port 0 picks a free port.");
 ABSL_FLAG(std::string, metrics_address, "127.0.0.1:9470",
           "Prometheus /metrics address (host:port); port 0 picks a free port.");
-ABSL_FLAG(std::string, state_dir, "/var/lib/rocetune",
+ABSL_FLAG(std::string, state_dir, "/var/lib/rocetune-controller",
           "Directory of the SQLite store (controller.db); empty keeps state in memory only.");
 ABSL_FLAG(absl::Duration, window, absl::Seconds(10), "Telemetry window length.");
 ABSL_FLAG(absl::Duration, retention, absl::Minutes(10),

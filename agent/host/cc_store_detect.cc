@@ -24,9 +24,13 @@ absl::StatusOr<std::unique_ptr<CcParamStore>> DetectCcParamStore(const std::stri
   auto debugfs = std::make_unique<DebugfsCcStore>(sysfs_root, debugfs_root, io);
   absl::StatusOr<std::string> cc = debugfs->CcParamsDir(device);
   if (cc.ok()) return std::unique_ptr<CcParamStore>(std::move(debugfs));
-  return absl::UnavailableError(absl::StrCat("no DCQCN parameter layout for RDMA device ", device,
-                                             " (ofed_sysfs: ", ecn.status().message(),
-                                             "; debugfs: ", cc.status().message(), ")"));
+  // A layout the agent may not look into is a permission problem, not a missing layout.
+  const bool denied =
+      absl::IsPermissionDenied(ecn.status()) || absl::IsPermissionDenied(cc.status());
+  return absl::Status(denied ? absl::StatusCode::kPermissionDenied : absl::StatusCode::kUnavailable,
+                      absl::StrCat("no DCQCN parameter layout for RDMA device ", device,
+                                   " (ofed_sysfs: ", ecn.status().message(),
+                                   "; debugfs: ", cc.status().message(), ")"));
 }
 
 }  // namespace rocetune

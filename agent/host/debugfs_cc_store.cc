@@ -18,11 +18,16 @@ absl::StatusOr<std::string> DebugfsCcStore::CcParamsDir(const std::string& devic
   if (!bdf.ok()) return bdf.status();
   std::string dir = absl::StrCat(debugfs_root_, "/mlx5/", *bdf, "/cc_params");
   std::error_code ec;
-  if (!std::filesystem::is_directory(dir, ec)) {
-    return absl::UnavailableError(absl::StrCat("RDMA device ", device, " (", *bdf,
-                                               ") has no debugfs cc_params directory ", dir));
+  if (std::filesystem::is_directory(dir, ec)) return dir;
+  if (ec == std::errc::permission_denied) {
+    // debugfs is mounted 0700 root: without CAP_DAC_OVERRIDE nothing below it
+    // can be seen, which is not the same as the device having no cc_params.
+    return absl::PermissionDeniedError(
+        absl::StrCat("RDMA device ", device, " (", *bdf, "): cannot look into ", dir, ": ",
+                     ec.message(), " (debugfs is root-only; the agent needs CAP_DAC_OVERRIDE)"));
   }
-  return dir;
+  return absl::UnavailableError(absl::StrCat("RDMA device ", device, " (", *bdf,
+                                             ") has no debugfs cc_params directory ", dir));
 }
 
 absl::StatusOr<v1::DeviceParameters> DebugfsCcStore::Read(const std::string& device) {

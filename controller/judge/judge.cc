@@ -387,6 +387,37 @@ struct Decision {
 
 }  // namespace
 
+ConstraintTolerance ToleranceOf(const v1::Constraint& c) {
+  ConstraintTolerance t;
+  const GuardSpec* spec = FindGuardSpec(c.metric());
+  if (spec == nullptr) {
+    t.ratio = std::numeric_limits<double>::quiet_NaN();
+    return t;
+  }
+  const double max_ratio = c.max_ratio() > 0 ? c.max_ratio() : spec->default_max_ratio;
+  t.higher_is_worse = spec->higher_is_worse;
+  // As in Judge: max_ratio < 1 for a lower-is-worse metric is the floor itself.
+  t.ratio = spec->higher_is_worse ? max_ratio : (max_ratio < 1 ? max_ratio : 1 / max_ratio);
+  return t;
+}
+
+std::string ConstraintPointExceeded(const v1::Verdict& v,
+                                    const std::vector<v1::Constraint>& constraints) {
+  for (const v1::Constraint& k : constraints) {
+    const ConstraintTolerance tol = ToleranceOf(k);
+    if (std::isnan(tol.ratio)) continue;
+    const std::string name = absl::StrCat("ln_", k.metric(), "_did");
+    for (const v1::MetricEvidence& m : v.metrics()) {
+      if (m.metric() != name || !std::isfinite(m.ratio()) || m.ratio() <= 0) continue;
+      if (!tol.Within(m.ratio())) {
+        return absl::StrFormat("%s canary/control %.3f is beyond the tolerated %.3f;", k.metric(),
+                               m.ratio(), tol.ratio);
+      }
+    }
+  }
+  return "";
+}
+
 v1::Verdict Judge(const std::vector<HostInput>& hosts, const JudgeConfig& config) {
   const Settings s = Resolve(config);
   v1::Verdict v;

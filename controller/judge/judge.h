@@ -67,6 +67,27 @@ struct JudgeConfig {
 // header.
 v1::Verdict Judge(const std::vector<HostInput>& hosts, const JudgeConfig& config);
 
+// The canary/control ratio a constraint tolerates on its metric, as the judge
+// applies it: a floor for a metric where lower is worse (throughput), a
+// ceiling otherwise. NaN for a metric the judge does not know.
+struct ConstraintTolerance {
+  double ratio = 0;
+  bool higher_is_worse = true;
+  // True when `observed` (canary/control) is inside the tolerance.
+  bool Within(double observed) const {
+    return higher_is_worse ? observed <= ratio : observed >= ratio;
+  }
+};
+ConstraintTolerance ToleranceOf(const v1::Constraint& c);
+
+// The judge FAILs a constraint only when the loss is significant. A tuner
+// choosing between trials needs the point estimate too: names the first of
+// `constraints` whose canary/control ratio in `v` (evidence "ln_<metric>_did")
+// lies outside its tolerance, as "<metric> canary/control R is beyond the
+// tolerated T;", or returns "" when all are within (or not measured).
+std::string ConstraintPointExceeded(const v1::Verdict& v,
+                                    const std::vector<v1::Constraint>& constraints);
+
 }  // namespace rocetune::controller
 
 #endif  // ROCETUNE_CONTROLLER_JUDGE_JUDGE_H_

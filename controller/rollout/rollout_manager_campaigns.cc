@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "controller/judge/judge.h"
 #include "controller/policy/policy_loader.h"
 #include "controller/rollout/rollout_manager.h"
 #include "controller/rollout/rollout_util.h"
@@ -246,12 +247,24 @@ void RolloutManager::TrialFinished(v1::Change* c, bool restarted) {
     if (outcome == "measured") {
       absl::StatusOr<v1::PolicyVersion> pv =
           policies_.Get(next.policy_name(), next.policy_version());
-      const double min_improvement =
-          WithDefaults(pv.ok() ? pv->policy() : v1::Policy()).tuner().min_improvement();
-      tr.set_outcome(ratio.has_value() &&
-                             *ratio < next.best_objective_ratio() * (1 - min_improvement)
-                         ? "improved"
-                         : "not_improved");
+      const v1::Policy policy = WithDefaults(pv.ok() ? pv->policy() : v1::Policy());
+      const double min_improvement = policy.tuner().min_improvement();
+      // A trial the judge passed may still cost more than the policy
+      // tolerates (the judge fails a constraint only on a significant loss);
+      // such a trial must not become the winner.
+      const std::string exceeded =
+          v != nullptr ? ConstraintPointExceeded(
+                             *v, {policy.constraints().begin(), policy.constraints().end()})
+                       : "";
+      if (!exceeded.empty()) {
+        tr.set_outcome("constraint_exceeded");
+        tr.set_note(absl::StrCat(exceeded, " ", note));
+      } else {
+        tr.set_outcome(ratio.has_value() &&
+                               *ratio < next.best_objective_ratio() * (1 - min_improvement)
+                           ? "improved"
+                           : "not_improved");
+      }
     } else {
       tr.set_outcome(outcome);
     }
@@ -301,7 +314,7 @@ void RolloutManager::DriveCampaign(v1::Campaign* t) {
     r.knobs = Knobs(tr.knobs().begin(), tr.knobs().end());
     if (tr.outcome() == "improved" || tr.outcome() == "not_improved") {
       r.objective_ratio = tr.objective_ratio() / (incumbent > 0 ? incumbent : 1.0);
-    } else if (tr.outcome() == "fail") {
+    } else if (tr.outcome() == "fail" || tr.outcome() == "constraint_exceeded") {
       r.constraints_ok = false;
       if (tr.objective_ratio() > 0) r.objective_ratio = tr.objective_ratio() / incumbent;
     }

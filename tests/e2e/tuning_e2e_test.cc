@@ -113,15 +113,15 @@ TEST(TuningE2E, CampaignFromFirmwareDefaultsLowersFleetP99) {
       before.p99_us, after.p99_us, 100 * improvement, 100 * tput, t->trials_size(),
       t->best_objective_ratio());
   // The goal (p99 30% lower at most 5% throughput lost) is out of
-  // reach for host DCQCN knobs on this scenario (bench/tuning_bench, README):
-  // across runs the promoted winner lowered the fleet's p99 by 4-21% at 2-8%
-  // less throughput. The trials' throughput constraint is judged canary
-  // against control, which a shared fabric blurs, so the fleet can lose more
-  // than the policy's 3%. What must hold on every run: the winner, promoted
-  // through the judge, is no worse than the firmware defaults on p99, and
-  // costs at most 12% of throughput.
+  // reach for host DCQCN knobs on this scenario (bench/tuning_bench, README).
+  // Trials whose canary/control throughput is outside the policy's 3%
+  // tolerance are never picked (constraint_exceeded), so the promoted winner
+  // keeps the fleet's throughput within the measurement's noise. What must
+  // hold on every run: the winner, promoted through the judge, is no worse
+  // than the firmware defaults on p99, and costs at most 8% of throughput
+  // (7-second fleet means vary by a few percent between measurements).
   EXPECT_LE(after.p99_us, before.p99_us * 1.05);
-  EXPECT_GE(tput, -0.12);
+  EXPECT_GE(tput, -0.08);
 }
 
 }  // namespace

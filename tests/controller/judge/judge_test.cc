@@ -449,6 +449,42 @@ TEST(JudgeGuardTest, AbsoluteConstraintBoundFailsOnlyWhenControlMeetsIt) {
   EXPECT_NE(Judge(hosts, config).rule(), "constraint_bound:pfc_pause_ratio");
 }
 
+TEST(JudgeGuardTest, PointEstimateBeyondToleranceIsNamedEvenWhenTheJudgePasses) {
+  v1::Constraint tput;
+  tput.set_metric("throughput_gbps");
+  tput.set_max_ratio(1.03);
+  EXPECT_NEAR(ToleranceOf(tput).ratio, 1 / 1.03, 1e-12);
+  EXPECT_FALSE(ToleranceOf(tput).higher_is_worse);
+  v1::Constraint cnp;
+  cnp.set_metric("cnp_per_second");
+  EXPECT_DOUBLE_EQ(ToleranceOf(cnp).ratio, 1.5);  // the judge's default
+  v1::Constraint odd;
+  odd.set_metric("latency_of_the_moon");
+  EXPECT_TRUE(std::isnan(ToleranceOf(odd).ratio));
+
+  JudgeConfig config = FinalConfig();
+  config.constraints = {tput, odd};
+  auto hosts = FinalLook(sim::SimConfig{}, 67);
+  v1::Verdict v = Judge(hosts, config);
+  ASSERT_NE(v.outcome(), v1::Verdict::FAIL) << v.summary();
+  EXPECT_EQ(ConstraintPointExceeded(v, config.constraints), "");
+  // Every canary loses 8% of its throughput: outside a 3% tolerance,
+  // whether or not the judge can call it significant.
+  for (HostInput& h : hosts) {
+    if (h.canary) h.after.tx_bytes = static_cast<uint64_t>(h.after.tx_bytes * 0.92);
+  }
+  v = Judge(hosts, config);
+  const v1::MetricEvidence* tp = FindMetric(v, "ln_throughput_gbps_did");
+  ASSERT_NE(tp, nullptr);
+  EXPECT_LT(tp->ratio(), 1 / 1.03);
+  const std::string why = ConstraintPointExceeded(v, config.constraints);
+  EXPECT_THAT(why, StartsWith("throughput_gbps canary/control 0."));
+  EXPECT_THAT(why, HasSubstr("beyond the tolerated 0.971"));
+  // Within the tolerance: nothing named.
+  tput.set_max_ratio(1.5);
+  EXPECT_EQ(ConstraintPointExceeded(v, {tput}), "");
+}
+
 TEST(JudgeGuardTest, UnknownConstraintMetricIsNotEvaluated) {
   JudgeConfig config = FinalConfig();
   v1::Constraint odd;
