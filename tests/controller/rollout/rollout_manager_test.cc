@@ -560,10 +560,11 @@ TEST_F(RolloutTest, CampaignTrialsRunCanaryOnlyAndPromotionNeedsApproval) {
     v1::StartCampaignRequest req;
     req.set_policy_name("test-policy");
     req.set_reason("tune");
-    return manager_->StartCampaign(req, Identity{"alice", false});
+    return manager_->StartCampaign(req, Identity{"alice", true});
   });
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->start().at("rpg_time_reset"), 300);
+  EXPECT_TRUE(t->proposer_authenticated());
   auto self = OnExec<absl::StatusOr<v1::Campaign>>([&] {
     v1::ChangeActionRequest r;
     r.set_id(t->id());
@@ -597,6 +598,9 @@ TEST_F(RolloutTest, CampaignTrialsRunCanaryOnlyAndPromotionNeedsApproval) {
   v1::Change promo = Get(now.promotion_change_id());
   EXPECT_EQ(promo.state(), v1::PROPOSED);
   EXPECT_FALSE(promo.canary_only());
+  // Proposed under the campaign proposer's verified identity.
+  EXPECT_EQ(promo.proposer(), "alice");
+  EXPECT_TRUE(promo.proposer_authenticated());
   EXPECT_EQ(Act("approve", promo.id(), {"alice", false}).status().code(),
             absl::StatusCode::kPermissionDenied);
   // The promotion is an ordinary change: canary, stages, DONE on every host.
@@ -607,6 +611,54 @@ TEST_F(RolloutTest, CampaignTrialsRunCanaryOnlyAndPromotionNeedsApproval) {
   for (const std::string& h : hosts_) {
     EXPECT_EQ(DesiredValue(h), now.best().at("rpg_time_reset")) << h;
   }
+}
+
+TEST_F(RolloutTest, StoppingACampaignBeforeItsApprovalRejectsIt) {
+  ApplyPolicy(PolicyText());
+  auto start = [&] {
+    return OnExec<absl::StatusOr<v1::Campaign>>([&] {
+      v1::StartCampaignRequest req;
+      req.set_policy_name("test-policy");
+      req.set_reason("tune");
+      return manager_->StartCampaign(req, Identity{"alice", true});
+    });
+  };
+  auto stop = [&](const std::string& id) {
+    return OnExec<absl::StatusOr<v1::Campaign>>([&] {
+      v1::ChangeActionRequest r;
+      r.set_id(id);
+      r.set_reason("not now");
+      return manager_->StopCampaign(r, Identity{"bob", true});
+    });
+  };
+  auto t = start();
+  ASSERT_TRUE(t.ok()) << t.status();
+  auto rejected = stop(t->id());
+  ASSERT_TRUE(rejected.ok()) << rejected.status();
+  EXPECT_EQ(rejected->state(), v1::Campaign::REJECTED);
+  EXPECT_EQ(rejected->trials_size(), 0);
+  EXPECT_EQ(stop(t->id()).status().code(), absl::StatusCode::kFailedPrecondition);
+  // Once approved and running, stopping it is STOPPED.
+  auto u = start();
+  ASSERT_TRUE(u.ok()) << u.status();
+  ASSERT_TRUE(OnExec<absl::StatusOr<v1::Campaign>>([&] {
+                v1::ChangeActionRequest r;
+                r.set_id(u->id());
+                return manager_->ApproveCampaign(r, Identity{"bob", true});
+              }).ok());
+  Run(2);
+  auto stopped = stop(u->id());
+  ASSERT_TRUE(stopped.ok()) << stopped.status();
+  EXPECT_EQ(stopped->state(), v1::Campaign::STOPPED);
+  bool reject_row = false, stop_row = false;
+  auto audit = store_->ListAudit(0, 1000);
+  ASSERT_TRUE(audit.ok()) << audit.status();
+  for (const v1::AuditEntry& e : *audit) {
+    reject_row |= e.action() == "campaign_reject" && e.subject() == t->id() && e.actor() == "bob";
+    stop_row |= e.action() == "campaign_stop" && e.subject() == u->id();
+  }
+  EXPECT_TRUE(reject_row);
+  EXPECT_TRUE(stop_row);
 }
 
 }  // namespace
