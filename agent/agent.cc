@@ -441,8 +441,8 @@ void Agent::Round(SampleBatch* batch, v1::Report* report, bool* lent) {
   }
   if (options_.metrics != nullptr) {
     // batch->values lists the lent counters' values as read, in the report's order.
-    options_.metrics->ObserveReport(*report, *lent ? absl::Span<const uint64_t>(batch->values)
-                                                   : absl::Span<const uint64_t>());
+    options_.metrics->ObserveReport(
+        *report, *lent ? absl::Span<const uint64_t>(batch->values) : absl::Span<const uint64_t>());
     // Applies, guard restores and the start's journal all move the applied version.
     options_.metrics->SetAppliedVersion(AppliedVersion());
   }
