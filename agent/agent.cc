@@ -199,6 +199,7 @@ absl::Status Agent::InitParameters() {
 v1::AgentMessage Agent::ApplyDesiredState(const v1::DesiredState& ds) {
   v1::AgentMessage reply;
   const std::string kept = AppliedVersion();
+  if (options_.metrics != nullptr) options_.metrics->SetDesiredVersion(ds.version());
   absl::StatusOr<ApplyResult> result = owner_->Apply(ds.version(), ds.parameters());
   if (options_.metrics != nullptr) options_.metrics->RecordApply(result.ok());
   if (!result.ok()) {
@@ -438,7 +439,13 @@ void Agent::Round(SampleBatch* batch, v1::Report* report, bool* lent) {
     absl::MutexLock lock(&mu_);
     report->set_seq(++report_seq_);
   }
-  if (options_.metrics != nullptr) options_.metrics->ObserveReport(*report);
+  if (options_.metrics != nullptr) {
+    // batch->values lists the lent counters' values as read, in the report's order.
+    options_.metrics->ObserveReport(
+        *report, *lent ? absl::Span<const uint64_t>(batch->values) : absl::Span<const uint64_t>());
+    // Applies, guard restores and the start's journal all move the applied version.
+    options_.metrics->SetAppliedVersion(AppliedVersion());
+  }
 }
 
 void Agent::MaybeCheckDrift(v1::Report* report, bool force) {

@@ -20,6 +20,7 @@
 #include "daemon/json.h"
 #include "daemon/logging.h"
 #include "daemon/metrics_exposer.h"
+#include "daemon/process_metrics.h"
 #include "daemon/shutdown.h"
 #include "daemon/state_dir_lock.h"
 #include "daemon/systemd_notify.h"
@@ -226,6 +227,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "rocetune-agent: %s\n", std::string(exposer.status().message()).c_str());
     return 1;
   }
+  (*exposer)->AddCollectable(std::make_shared<rocetune::ProcessMetrics>("agent"));
   // Probes: a responder so peers can measure this host, and a prober for the plan.
   std::string probe_mode = absl::GetFlag(FLAGS_probe);
   if (probe_mode != "auto" && probe_mode != "verbs" && probe_mode != "udp" &&

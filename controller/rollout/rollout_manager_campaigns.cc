@@ -186,7 +186,9 @@ absl::StatusOr<v1::Campaign> RolloutManager::StopCampaign(const v1::ChangeAction
   next.set_state(end);
   next.set_note(req.reason());
   for (v1::Trial& tr : *next.mutable_trials()) {
-    if (tr.outcome() == "running") tr.set_outcome("aborted");
+    if (tr.outcome() != "running") continue;
+    tr.set_outcome("aborted");
+    if (metrics_ != nullptr) metrics_->RecordTrial(tr.outcome());
   }
   v1::AuditEntry e;
   e.set_unix_nanos(absl::ToUnixNanos(clock_->Now()));
@@ -272,6 +274,7 @@ void RolloutManager::TrialFinished(v1::Change* c, bool restarted) {
     } else {
       tr.set_outcome(outcome);
     }
+    if (metrics_ != nullptr) metrics_->RecordTrial(tr.outcome());
     if (v != nullptr) {
       for (const v1::MetricEvidence& m : v->metrics()) {
         if (m.metric() != "ln_p99_did" && m.metric() != "ln_p99_canary_before_after" &&
@@ -406,6 +409,7 @@ void RolloutManager::DriveCampaign(v1::Campaign* t) {
       !s.ok()) {
     return;
   }
+  if (metrics_ != nullptr) metrics_->RecordTransition(v1::PROPOSED);
   ++change_seq_;
   changes_[id] = *c;
   if (SaveCampaign(next, {}).ok()) *t = next;
