@@ -149,8 +149,8 @@ class Agent {
   std::shared_ptr<grpc::Channel> channel_;
   std::string connect_method_;  // "/rocetune.v1.AgentService/Connect"
   std::unique_ptr<grpc::internal::RpcMethod> connect_;
-  std::unique_ptr<Sampler> sampler_;  // used only by the Run() thread
-  std::unique_ptr<Applier> applier_;  // the NIC applier, unless seams_.applier is set
+  std::unique_ptr<Sampler> sampler_;            // used only by the Run() thread
+  std::unique_ptr<Applier> applier_;            // the NIC applier, unless seams_.applier is set
   ParameterApplier* active_applier_ = nullptr;  // seams_.applier or applier_
   std::unique_ptr<LkgJournal> journal_;
   std::unique_ptr<LocalGuard> guard_;

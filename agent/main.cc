@@ -166,11 +166,11 @@ int OnceSwitch(rocetune::SonicSwitch& sw) {
   bool first = true;
   for (const auto& v : values) {
     const bool queue = rocetune::IsSwitchQueueCounter(v.key.name);
-    absl::StrAppend(&out, first ? "\n" : ",\n", "  {\"device\": ", rocetune::JsonQuote(v.key.device),
+    absl::StrAppend(&out, first ? "\n" : ",\n",
+                    "  {\"device\": ", rocetune::JsonQuote(v.key.device),
                     queue ? ", \"queue\": " : ", \"priority\": ",
                     queue ? static_cast<int64_t>(v.key.port) : v.key.priority,
-                    ", \"name\": ", rocetune::JsonQuote(v.key.name), ", \"value\": ", v.value,
-                    "}");
+                    ", \"name\": ", rocetune::JsonQuote(v.key.name), ", \"value\": ", v.value, "}");
     first = false;
   }
   absl::StrAppend(&out, "\n],\n\"counter_source\": ", rocetune::JsonQuote(sw.counters()->name()),
@@ -252,8 +252,7 @@ int main(int argc, char** argv) {
     absl::StatusOr<std::unique_ptr<rocetune::RealHost>> created =
         rocetune::RealHost::Create(host_options);
     if (!created.ok()) {
-      std::fprintf(stderr, "rocetune-agent: %s\n",
-                   std::string(created.status().message()).c_str());
+      std::fprintf(stderr, "rocetune-agent: %s\n", std::string(created.status().message()).c_str());
       return 1;
     }
     host = std::move(*created);

@@ -1,9 +1,11 @@
 #include "agent/switch/redis_client.h"
 
 #include <hiredis/hiredis.h>
+#include <signal.h>
 #include <sys/time.h>
 
 #include <algorithm>
+#include <mutex>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -99,7 +101,18 @@ void RedisBatch::Clear() {
 }
 
 RedisClient::RedisClient(RedisEndpoint endpoint, int db, RedisClientOptions options)
-    : endpoint_(std::move(endpoint)), db_(db), options_(options) {}
+    : endpoint_(std::move(endpoint)), db_(db), options_(options) {
+  // hiredis writes with write(2): a server that died would raise SIGPIPE and
+  // kill the process instead of failing the call. Ignore it unless the process
+  // installed its own handler.
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction old {};
+    if (sigaction(SIGPIPE, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) {
+      signal(SIGPIPE, SIG_IGN);
+    }
+  });
+}
 
 RedisClient::~RedisClient() {
   absl::MutexLock lock(&mu_);

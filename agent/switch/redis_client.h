@@ -74,7 +74,8 @@ struct RedisClientOptions {
 // A connection to one Redis database (SELECT is per connection, so one client
 // per SONiC database). Connects lazily, reconnects after any I/O error with
 // exponential backoff. Errors are kUnavailable and name the endpoint, the
-// database and hiredis' reason. Thread-safe (calls are serialised).
+// database and hiredis' reason. Thread-safe (calls are serialised). The first
+// client constructed sets SIGPIPE to ignored when it has the default action.
 class RedisClient {
  public:
   RedisClient(RedisEndpoint endpoint, int db, RedisClientOptions options = {});
