@@ -160,7 +160,12 @@ absl::Status Agent::InitParameters() {
     LogOnce("agent.no_rdma_devices", LogLevel::kInfo,
             "no RDMA device on this host; reporting an empty inventory");
   }
-  applier_ = std::make_unique<Applier>(std::move(targets));
+  if (seams_.applier != nullptr) {
+    active_applier_ = seams_.applier;
+  } else {
+    applier_ = std::make_unique<Applier>(std::move(targets));
+    active_applier_ = applier_.get();
+  }
   journal_ = std::make_unique<LkgJournal>(options_.state_dir);
   if (absl::Status s = journal_->Load(); !s.ok()) {
     // A corrupt journal is not fatal: the NIC's values are the truth; say so.
@@ -168,14 +173,14 @@ absl::Status Agent::InitParameters() {
              {{"error", std::string(s.message())}});
   }
   std::vector<std::string> read_errors;
-  v1::ParameterSet current = applier_->ReadCurrent(&read_errors);
+  v1::ParameterSet current = active_applier_->ReadCurrent(&read_errors);
   for (const auto& e : read_errors) {
     LogOnce(absl::StrCat("agent.read_params:", e), LogLevel::kWarning,
             "cannot read device parameters", {{"error", e}});
   }
   guard_ =
-      std::make_unique<LocalGuard>(options_.guard, seams_.clock, applier_.get(), journal_.get());
-  owner_ = std::make_unique<NicOwner>(applier_.get(), journal_.get(), guard_.get());
+      std::make_unique<LocalGuard>(options_.guard, seams_.clock, active_applier_, journal_.get());
+  owner_ = std::make_unique<NicOwner>(active_applier_, journal_.get(), guard_.get());
   std::optional<LkgEntry> lkg = journal_->Get();
   if (!lkg.has_value()) {
     if (current.devices_size() > 0) {
@@ -255,6 +260,7 @@ absl::StatusOr<v1::Hello> Agent::BuildHello() {
   hello.add_capabilities(absl::StrCat("counters.", seams_.counters->name()));
   if (seams_.cc != nullptr) hello.add_capabilities(absl::StrCat("dcqcn.", seams_.cc->layout()));
   if (seams_.pfc != nullptr) hello.add_capabilities("pfc");
+  for (const std::string& c : seams_.capabilities) hello.add_capabilities(c);
   if (seams_.prober != nullptr)
     hello.add_capabilities(absl::StrCat("probe.", seams_.prober->kind()));
   hello.set_agent_version("0.1.0");
