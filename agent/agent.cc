@@ -160,7 +160,12 @@ absl::Status Agent::InitParameters() {
     LogOnce("agent.no_rdma_devices", LogLevel::kInfo,
             "no RDMA device on this host; reporting an empty inventory");
   }
-  applier_ = std::make_unique<Applier>(std::move(targets));
+  if (seams_.applier != nullptr) {
+    active_applier_ = seams_.applier;
+  } else {
+    applier_ = std::make_unique<Applier>(std::move(targets));
+    active_applier_ = applier_.get();
+  }
   journal_ = std::make_unique<LkgJournal>(options_.state_dir);
   if (absl::Status s = journal_->Load(); !s.ok()) {
     // A corrupt journal is not fatal: the NIC's values are the truth; say so.
@@ -168,14 +173,14 @@ absl::Status Agent::InitParameters() {
              {{"error", std::string(s.message())}});
   }
   std::vector<std::string> read_errors;
-  v1::ParameterSet current = applier_->ReadCurrent(&read_errors);
+  v1::ParameterSet current = active_applier_->ReadCurrent(&read_errors);
   for (const auto& e : read_errors) {
     LogOnce(absl::StrCat("agent.read_params:", e), LogLevel::kWarning,
             "cannot read device parameters", {{"error", e}});
   }
   guard_ =
-      std::make_unique<LocalGuard>(options_.guard, seams_.clock, applier_.get(), journal_.get());
-  owner_ = std::make_unique<NicOwner>(applier_.get(), journal_.get(), guard_.get());
+      std::make_unique<LocalGuard>(options_.guard, seams_.clock, active_applier_, journal_.get());
+  owner_ = std::make_unique<NicOwner>(active_applier_, journal_.get(), guard_.get());
   std::optional<LkgEntry> lkg = journal_->Get();
   if (!lkg.has_value()) {
     if (current.devices_size() > 0) {
@@ -199,6 +204,7 @@ absl::Status Agent::InitParameters() {
 v1::AgentMessage Agent::ApplyDesiredState(const v1::DesiredState& ds) {
   v1::AgentMessage reply;
   const std::string kept = AppliedVersion();
+  if (options_.metrics != nullptr) options_.metrics->SetDesiredVersion(ds.version());
   absl::StatusOr<ApplyResult> result = owner_->Apply(ds.version(), ds.parameters());
   if (options_.metrics != nullptr) options_.metrics->RecordApply(result.ok());
   if (!result.ok()) {
@@ -254,6 +260,7 @@ absl::StatusOr<v1::Hello> Agent::BuildHello() {
   hello.add_capabilities(absl::StrCat("counters.", seams_.counters->name()));
   if (seams_.cc != nullptr) hello.add_capabilities(absl::StrCat("dcqcn.", seams_.cc->layout()));
   if (seams_.pfc != nullptr) hello.add_capabilities("pfc");
+  for (const std::string& c : seams_.capabilities) hello.add_capabilities(c);
   if (seams_.prober != nullptr)
     hello.add_capabilities(absl::StrCat("probe.", seams_.prober->kind()));
   hello.set_agent_version("0.1.0");
@@ -438,7 +445,13 @@ void Agent::Round(SampleBatch* batch, v1::Report* report, bool* lent) {
     absl::MutexLock lock(&mu_);
     report->set_seq(++report_seq_);
   }
-  if (options_.metrics != nullptr) options_.metrics->ObserveReport(*report);
+  if (options_.metrics != nullptr) {
+    // batch->values lists the lent counters' values as read, in the report's order.
+    options_.metrics->ObserveReport(
+        *report, *lent ? absl::Span<const uint64_t>(batch->values) : absl::Span<const uint64_t>());
+    // Applies, guard restores and the start's journal all move the applied version.
+    options_.metrics->SetAppliedVersion(AppliedVersion());
+  }
 }
 
 void Agent::MaybeCheckDrift(v1::Report* report, bool force) {

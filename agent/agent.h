@@ -43,6 +43,12 @@ struct HostSeams {
   PfcConfig* pfc = nullptr;
   Prober* prober = nullptr;
   Clock* clock = nullptr;
+  // When set, every parameter write goes through it instead of the NIC Applier
+  // the agent builds from discovery, `cc` and `pfc` (a switch's WRED/ECN and PFC
+  // configuration: agent/switch/). Not owned.
+  ParameterApplier* applier = nullptr;
+  // Extra Hello capabilities of the platform, e.g. "switch.sonic".
+  std::vector<std::string> capabilities;
 };
 
 struct AgentOptions {
@@ -143,8 +149,9 @@ class Agent {
   std::shared_ptr<grpc::Channel> channel_;
   std::string connect_method_;  // "/rocetune.v1.AgentService/Connect"
   std::unique_ptr<grpc::internal::RpcMethod> connect_;
-  std::unique_ptr<Sampler> sampler_;  // used only by the Run() thread
-  std::unique_ptr<Applier> applier_;
+  std::unique_ptr<Sampler> sampler_;            // used only by the Run() thread
+  std::unique_ptr<Applier> applier_;            // the NIC applier, unless seams_.applier is set
+  ParameterApplier* active_applier_ = nullptr;  // seams_.applier or applier_
   std::unique_ptr<LkgJournal> journal_;
   std::unique_ptr<LocalGuard> guard_;
   // Every write of the NIC's parameters goes through the owner.

@@ -1,8 +1,10 @@
 #include "agent/agent_metrics.h"
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "agent/host/counter_names.h"
 
 namespace rocetune {
 namespace {
@@ -17,35 +19,9 @@ bool ValidMetricChars(const std::string& s) {
   return true;
 }
 
-// Canonical names rocetune knows (agent/host/counter_names.h); anything else is a
-// vendor pass-through and goes into a label instead of a metric name.
-bool IsCanonical(const std::string& n) {
-  static const char* const kKnown[] = {"cnp_sent",
-                                       "cnp_handled",
-                                       "cnp_ignored",
-                                       "ecn_marked_packets",
-                                       "out_of_sequence",
-                                       "packet_seq_err",
-                                       "local_ack_timeout_err",
-                                       "retransmits",
-                                       "tx_bytes",
-                                       "rx_bytes",
-                                       "tx_packets",
-                                       "rx_packets",
-                                       "rx_pfc_pause_frames",
-                                       "tx_pfc_pause_frames",
-                                       "rx_pfc_pause_duration_us",
-                                       "tx_pfc_pause_duration_us",
-                                       "rx_pfc_pause_transitions",
-                                       "tx_pause_storm_warning_events",
-                                       "tx_pause_storm_error_events",
-                                       "rx_discards_phy",
-                                       "tx_discards_phy",
-                                       "rx_prio_discards"};
-  for (const char* k : kKnown) {
-    if (n == k) return true;
-  }
-  return false;
+double VersionNumber(const std::string& version) {
+  double v = 0;
+  return absl::SimpleAtod(version, &v) ? v : 0.0;
 }
 
 }  // namespace
@@ -105,7 +81,19 @@ AgentMetrics::AgentMetrics(std::shared_ptr<prometheus::Registry> registry, std::
                         .Help("Reports sent to the controller.")
                         .Register(*registry_)
                         .Add({{"host", host_}})),
-      probe_metrics_(*registry_) {
+      applied_version_(prometheus::BuildGauge()
+                           .Name("rocetune_agent_applied_version")
+                           .Help("Version of the parameter set the NIC is expected to hold "
+                                 "(0: the baseline found at first start).")
+                           .Register(*registry_)
+                           .Add({{"host", host_}})),
+      desired_version_(prometheus::BuildGauge()
+                           .Name("rocetune_agent_desired_version")
+                           .Help("Version of the last desired state the controller pushed "
+                                 "(0: none since the agent started).")
+                           .Register(*registry_)
+                           .Add({{"host", host_}})),
+      probe_metrics_(*registry_, host_) {
   applies_.Add({{"host", host_}, {"result", "success"}});
   applies_.Add({{"host", host_}, {"result", "failure"}});
 }
@@ -129,7 +117,7 @@ prometheus::Counter& AgentMetrics::SeriesFor(const v1::CounterSample& c, double*
   if (c.priority() >= 0) labels["priority"] = absl::StrCat(c.priority());
   std::string metric;
   *factor = 1.0;
-  if (IsCanonical(c.name()) && ValidMetricChars(c.name())) {
+  if (IsCanonicalCounterName(c.name()) && ValidMetricChars(c.name())) {
     std::tie(metric, *factor) = MetricNameFor(c.name());
   } else {
     metric = "rocetune_rdma_unmapped_total";
@@ -139,7 +127,8 @@ prometheus::Counter& AgentMetrics::SeriesFor(const v1::CounterSample& c, double*
   return CounterFamily(metric).Add(labels);
 }
 
-void AgentMetrics::ObserveReport(const v1::Report& report) {
+void AgentMetrics::ObserveReport(const v1::Report& report, absl::Span<const uint64_t> values) {
+  const bool have_values = values.size() == static_cast<size_t>(report.counters_size());
   absl::MutexLock lock(&mu_);
   if (by_position_.size() < static_cast<size_t>(report.counters_size())) {
     by_position_.resize(report.counters_size());
@@ -147,6 +136,8 @@ void AgentMetrics::ObserveReport(const v1::Report& report) {
   for (int i = 0; i < report.counters_size(); ++i) {
     const v1::CounterSample& c = report.counters(i);
     Series& s = by_position_[i];
+    // A series cached at this position has had its first value.
+    bool first = false;
     if (s.counter == nullptr || s.port != c.port() || s.priority != c.priority() ||
         s.name != c.name() || s.device != c.device()) {
       s.counter = &SeriesFor(c, &s.factor);
@@ -154,8 +145,14 @@ void AgentMetrics::ObserveReport(const v1::Report& report) {
       s.port = c.port();
       s.priority = c.priority();
       s.name = c.name();
+      first = started_.insert(s.counter).second;
     }
-    s.counter->Increment(static_cast<double>(c.delta()) * s.factor);
+    if (first && have_values) {
+      // First sight: the NIC's value as read already includes this delta.
+      s.counter->Increment(static_cast<double>(values[i]) * s.factor);
+    } else {
+      s.counter->Increment(static_cast<double>(c.delta()) * s.factor);
+    }
   }
   if (report.latency_size() > 0) {
     std::vector<v1::LatencyWindow> windows(report.latency().begin(), report.latency().end());
@@ -202,5 +199,13 @@ void AgentMetrics::RecordSampling(absl::Duration d) {
 void AgentMetrics::SetConnected(bool connected) { connected_.Set(connected ? 1 : 0); }
 
 void AgentMetrics::RecordReportSent() { reports_sent_.Increment(); }
+
+void AgentMetrics::SetAppliedVersion(const std::string& version) {
+  applied_version_.Set(VersionNumber(version));
+}
+
+void AgentMetrics::SetDesiredVersion(const std::string& version) {
+  desired_version_.Set(VersionNumber(version));
+}
 
 }  // namespace rocetune

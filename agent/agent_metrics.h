@@ -6,8 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "agent/probe/probe_metrics.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
@@ -19,19 +21,31 @@
 
 namespace rocetune {
 
-// The agent's host series on /metrics. Every canonical counter becomes a
-// Prometheus counter `rocetune_rdma_<name>_total` (durations converted to
-// seconds, byte counters keep bytes) with labels host, device, port and, where it
-// applies, priority; counters without a canonical mapping go to
-// `rocetune_rdma_unmapped_total{name=...}`. DCQCN parameters are gauges
-// `rocetune_dcqcn_parameter{device,parameter}`. Probe windows in a report feed
-// ProbeMetrics (rocetune_probe_rtt_seconds etc.). Thread-safe.
+// The agent's host series on /metrics (docs/metrics.md). Every canonical
+// counter becomes a Prometheus counter `rocetune_rdma_<name>_total` (durations
+// converted to seconds, byte counters keep bytes) with labels host, device,
+// port and, where it applies, priority; counters without a canonical mapping go
+// to `rocetune_rdma_unmapped_total{name=...}`. DCQCN parameters are gauges
+// `rocetune_dcqcn_parameter{host,device,parameter}`. Probe windows in a report
+// feed ProbeMetrics (rocetune_probe_rtt_seconds etc.). Every series carries
+// `host`. Several AgentMetrics (one per host) may share one registry.
+// Thread-safe.
+//
+// Counter values are the NIC's own, like node_exporter and `ethtool -S`: a
+// series starts at the value the counter had when this process first saw it,
+// then grows by each report's delta. The deltas come from the sampler, which
+// widens 32-bit wraps and treats any other decrease as a reset (delta = the
+// new value), so a series stays monotonic across wraps and NIC resets: after
+// either it runs ahead of the raw NIC value by what the wrap or reset took away.
 class AgentMetrics {
  public:
   AgentMetrics(std::shared_ptr<prometheus::Registry> registry, std::string host);
 
-  // Adds every counter delta of `report`.
-  void ObserveReport(const v1::Report& report);
+  // Adds every counter delta of `report`. `values`, when it has one entry per
+  // counter of `report` (SampleBatch::values), holds each counter's value as
+  // read: a series seen for the first time starts there instead of at its
+  // delta. Otherwise a new series starts at its delta.
+  void ObserveReport(const v1::Report& report, absl::Span<const uint64_t> values = {});
   void SetParameters(const v1::ParameterSet& params);
   void RecordApply(bool ok);
   void RecordGuardRollback();
@@ -40,6 +54,10 @@ class AgentMetrics {
   void RecordSampling(absl::Duration collection_time);
   void SetConnected(bool connected);
   void RecordReportSent();
+  // rocetune_agent_applied_version / _desired_version: the version number
+  // (versions are decimal strings); "" or a non-numeric version is 0.
+  void SetAppliedVersion(const std::string& version);
+  void SetDesiredVersion(const std::string& version);
 
   // Converts a canonical counter name into its metric name and the factor that
   // turns the counter's unit into the metric's base unit.
@@ -75,8 +93,12 @@ class AgentMetrics {
   prometheus::Histogram& sampling_seconds_;
   prometheus::Gauge& connected_;
   prometheus::Counter& reports_sent_;
+  prometheus::Gauge& applied_version_;
+  prometheus::Gauge& desired_version_;
   ProbeMetrics probe_metrics_ ABSL_GUARDED_BY(mu_);
   std::vector<Series> by_position_ ABSL_GUARDED_BY(mu_);
+  // Series that have had their first value.
+  absl::flat_hash_set<const prometheus::Counter*> started_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace rocetune

@@ -16,10 +16,13 @@
 #include "agent/agent_metrics.h"
 #include "agent/probe/probe_stack.h"
 #include "agent/real_host.h"
+#include "agent/switch/sonic_switch.h"
+#include "agent/switch/switch_counter_names.h"
 #include "daemon/init.h"
 #include "daemon/json.h"
 #include "daemon/logging.h"
 #include "daemon/metrics_exposer.h"
+#include "daemon/process_metrics.h"
 #include "daemon/shutdown.h"
 #include "daemon/state_dir_lock.h"
 #include "daemon/systemd_notify.h"
@@ -67,6 +70,12 @@ ABSL_FLAG(std::string, probe_udp_advertise, "",
           "Address advertised to the controller for the UDP responder (default: the bound "
           "address; set it when listening on 0.0.0.0).");
 ABSL_FLAG(std::string, probe_device, "", "RDMA device for verbs probes (default: the first).");
+ABSL_FLAG(std::string, platform, "host",
+          "What this agent runs on: host (RDMA NICs) or sonic (a SONiC switch, through its "
+          "Redis databases; needs --redis).");
+ABSL_FLAG(std::string, redis, "",
+          "With --platform=sonic: the switch's Redis, unix:PATH (e.g. "
+          "unix:/var/run/redis/redis.sock) or HOST:PORT (e.g. 127.0.0.1:6379).");
 ABSL_FLAG(bool, once, false, "Print the inventory and one counter sample, then exit.");
 ABSL_FLAG(std::string, output, "json", "Output format for --once: json.");
 ABSL_FLAG(std::string, ready_file, "",
@@ -130,6 +139,47 @@ int Once(rocetune::RealHost& host) {
   return 0;
 }
 
+// --once on a switch: {"inventory": Hello, "switch": inventory, "counters", "counter_source"}.
+int OnceSwitch(rocetune::SonicSwitch& sw) {
+  absl::StatusOr<rocetune::SwitchInventory> inv = sw.discovery()->DiscoverSwitch();
+  if (!inv.ok()) {
+    std::fprintf(stderr, "rocetune-agent: %s\n", std::string(inv.status().message()).c_str());
+    return 1;
+  }
+  std::vector<rocetune::CounterValue> values;
+  if (absl::Status s = sw.counters()->Collect(&values); !s.ok()) {
+    std::fprintf(stderr, "rocetune-agent: counters: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+  rocetune::v1::Hello hello;
+  hello.set_host_id(HostId());
+  *hello.add_devices() = rocetune::SwitchNicDevice(*inv);
+  std::vector<std::string> errors;
+  *hello.mutable_current_parameters() = sw.applier()->ReadCurrent(&errors);
+  for (const auto& e : errors) std::fprintf(stderr, "rocetune-agent: parameters: %s\n", e.c_str());
+  google::protobuf::util::JsonPrintOptions opts;
+  opts.preserve_proto_field_names = true;
+  opts.add_whitespace = true;
+  std::string hello_json;
+  (void)google::protobuf::util::MessageToJsonString(hello, &hello_json, opts);
+  std::string out = "{\n\"inventory\": " + hello_json +
+                    ",\n\"switch\": " + rocetune::SwitchInventoryJson(*inv) + ",\n\"counters\": [";
+  bool first = true;
+  for (const auto& v : values) {
+    const bool queue = rocetune::IsSwitchQueueCounter(v.key.name);
+    absl::StrAppend(&out, first ? "\n" : ",\n",
+                    "  {\"device\": ", rocetune::JsonQuote(v.key.device),
+                    queue ? ", \"queue\": " : ", \"priority\": ",
+                    queue ? static_cast<int64_t>(v.key.port) : v.key.priority,
+                    ", \"name\": ", rocetune::JsonQuote(v.key.name), ", \"value\": ", v.value, "}");
+    first = false;
+  }
+  absl::StrAppend(&out, "\n],\n\"counter_source\": ", rocetune::JsonQuote(sw.counters()->name()),
+                  "\n}\n");
+  std::cout << out;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -160,25 +210,55 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "rocetune-agent: --labels: %s\n", std::string(s.message()).c_str());
     return 2;
   }
-  rocetune::RealHostOptions host_options;
-  host_options.sysfs_root = absl::GetFlag(FLAGS_sysfs_root);
-  host_options.debugfs_root = absl::GetFlag(FLAGS_debugfs_root);
-  host_options.counter_source = absl::GetFlag(FLAGS_counter_source);
-  std::string netdevs = absl::GetFlag(FLAGS_kernel_netdevs);
-  if (netdevs != "auto" && netdevs != "on" && netdevs != "off") {
-    std::fprintf(stderr, "rocetune-agent: --kernel_netdevs=%s: want auto, on or off\n",
-                 netdevs.c_str());
+  const std::string platform = absl::GetFlag(FLAGS_platform);
+  if (platform != "host" && platform != "sonic") {
+    std::fprintf(stderr, "rocetune-agent: --platform=%s: want host or sonic\n", platform.c_str());
     return 2;
   }
-  host_options.kernel_netdevs =
-      netdevs == "on" || (netdevs == "auto" && host_options.sysfs_root == "/sys");
-  absl::StatusOr<std::unique_ptr<rocetune::RealHost>> host =
-      rocetune::RealHost::Create(host_options);
-  if (!host.ok()) {
-    std::fprintf(stderr, "rocetune-agent: %s\n", std::string(host.status().message()).c_str());
-    return 1;
+  std::unique_ptr<rocetune::SonicSwitch> sonic;
+  if (platform == "sonic") {
+    if (absl::GetFlag(FLAGS_redis).empty()) {
+      std::fprintf(stderr,
+                   "rocetune-agent: --platform=sonic needs --redis=unix:PATH or HOST:PORT\n");
+      return 2;
+    }
+    rocetune::SonicSwitchOptions so;
+    so.redis = absl::GetFlag(FLAGS_redis);
+    absl::StatusOr<std::unique_ptr<rocetune::SonicSwitch>> sw = rocetune::SonicSwitch::Create(so);
+    if (!sw.ok()) {
+      std::fprintf(stderr, "rocetune-agent: --redis: %s\n",
+                   std::string(sw.status().message()).c_str());
+      return 2;
+    }
+    sonic = std::move(*sw);
+    if (absl::GetFlag(FLAGS_once)) return OnceSwitch(*sonic);
+  } else if (!absl::GetFlag(FLAGS_redis).empty()) {
+    std::fprintf(stderr, "rocetune-agent: --redis needs --platform=sonic\n");
+    return 2;
   }
-  if (absl::GetFlag(FLAGS_once)) return Once(**host);
+  std::unique_ptr<rocetune::RealHost> host;
+  if (sonic == nullptr) {
+    rocetune::RealHostOptions host_options;
+    host_options.sysfs_root = absl::GetFlag(FLAGS_sysfs_root);
+    host_options.debugfs_root = absl::GetFlag(FLAGS_debugfs_root);
+    host_options.counter_source = absl::GetFlag(FLAGS_counter_source);
+    std::string netdevs = absl::GetFlag(FLAGS_kernel_netdevs);
+    if (netdevs != "auto" && netdevs != "on" && netdevs != "off") {
+      std::fprintf(stderr, "rocetune-agent: --kernel_netdevs=%s: want auto, on or off\n",
+                   netdevs.c_str());
+      return 2;
+    }
+    host_options.kernel_netdevs =
+        netdevs == "on" || (netdevs == "auto" && host_options.sysfs_root == "/sys");
+    absl::StatusOr<std::unique_ptr<rocetune::RealHost>> created =
+        rocetune::RealHost::Create(host_options);
+    if (!created.ok()) {
+      std::fprintf(stderr, "rocetune-agent: %s\n", std::string(created.status().message()).c_str());
+      return 1;
+    }
+    host = std::move(*created);
+    if (absl::GetFlag(FLAGS_once)) return Once(*host);
+  }
 
   rocetune::TlsOptions tls;
   tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
@@ -226,6 +306,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "rocetune-agent: %s\n", std::string(exposer.status().message()).c_str());
     return 1;
   }
+  (*exposer)->AddCollectable(std::make_shared<rocetune::ProcessMetrics>("agent"));
   // Probes: a responder so peers can measure this host, and a prober for the plan.
   std::string probe_mode = absl::GetFlag(FLAGS_probe);
   if (probe_mode != "auto" && probe_mode != "verbs" && probe_mode != "udp" &&
@@ -258,7 +339,7 @@ int main(int argc, char** argv) {
       endpoint.set_udp_address(advertise.empty() ? probes.udp_responder->address() : advertise);
     }
   }
-  rocetune::HostSeams seams = (*host)->seams();
+  rocetune::HostSeams seams = sonic != nullptr ? sonic->seams() : host->seams();
   seams.prober = probes.prober.get();
 
   rocetune::AgentOptions options;

@@ -122,6 +122,8 @@ void Sampler::IngestCurrent(absl::Duration mono, absl::Time wall, SampleBatch* b
       }
     }
     v1::CounterSample* sample = used < samples.size() ? samples.Mutable(used) : samples.Add();
+    if (batch->values.size() <= static_cast<size_t>(used)) batch->values.resize(used + 1);
+    batch->values[used] = cv.value;
     ++used;
     // A reused message usually holds this counter's strings already.
     if (sample->device() != cv.key.device) sample->set_device(cv.key.device);
@@ -132,6 +134,7 @@ void Sampler::IngestCurrent(absl::Duration mono, absl::Time wall, SampleBatch* b
     sample->set_rate_per_second(seconds > 0 ? static_cast<double>(delta) / seconds : 0.0);
   }
   while (samples.size() > used) samples.RemoveLast();
+  batch->values.resize(used);
   // This snapshot becomes the baseline; the old one's storage is refilled next round.
   last_.swap(current_);
   last_mono_ = mono;

@@ -26,6 +26,10 @@ struct SampleBatch {
   // the field with a Report's counters (same arena: no copy) and back keeps
   // that reuse (see Agent::RunStream).
   google::protobuf::RepeatedPtrField<v1::CounterSample> samples;
+  // values[i]: the value samples[i]'s counter had in this snapshot, as read (in
+  // the canonical unit, before any wrap widening). /metrics seeds a series
+  // from it the first time it sees that counter.
+  std::vector<uint64_t> values;
 };
 
 // Turns successive counter snapshots into deltas and rates.

@@ -14,6 +14,7 @@
 #include "absl/strings/strip.h"
 #include "daemon/address.h"
 #include "daemon/logging.h"
+#include "daemon/process_metrics.h"
 
 namespace rocetune::controller {
 namespace {
@@ -153,6 +154,7 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(const ControllerOp
   ropt.retention = options.retention;
   c->rollout_ = std::make_unique<RolloutManager>(c->fleet_.get(), c->telemetry_.get(),
                                                  c->store_.get(), &c->events_, clock, ropt);
+  c->rollout_->set_metrics(&c->metrics_->rollout());
   if (absl::Status s = c->rollout_->Load(); !s.ok()) return s;
 
   AgentStreamDeps adeps{c->fleet_.get(), c->metrics_.get(), clock, options.max_outbound_queue,
@@ -216,6 +218,7 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(const ControllerOp
     auto exposer = MetricsExposer::Start(options.metrics_address, c->metrics_->registry());
     if (!exposer.ok()) return exposer.status();
     c->exposer_ = *std::move(exposer);
+    c->exposer_->AddCollectable(std::make_shared<ProcessMetrics>("controller"));
   }
   c->rollout_->Start();
   c->Tick();

@@ -35,7 +35,9 @@ prometheus::Histogram::BucketBoundaries ReportDelayBuckets() {
           0.04,   0.05,    0.075,  0.1,   0.15,  0.2,   0.3,   0.5,    1,    2,     5,    10};
 }
 
-ControllerMetrics::ControllerMetrics() : registry_(std::make_shared<prometheus::Registry>()) {
+ControllerMetrics::ControllerMetrics()
+    : registry_(std::make_shared<prometheus::Registry>()),
+      rollout_(std::make_unique<RolloutMetrics>(*registry_)) {
   auto& r = *registry_;
   reports_received_ = &prometheus::BuildCounter()
                            .Name("rocetune_controller_reports_received_total")
@@ -166,7 +168,7 @@ void ControllerMetrics::UpdateGroups(const std::map<std::string, TelemetrySummar
     auto& g = group_gauges_[group];
     if (g.empty()) {
       for (const char* q : kQuantileLabels) {
-        g.push_back(&group_rtt_->Add({{"group", group}, {"quantile", q}}));
+        g.push_back(&group_rtt_->Add({{"group", group}, {"q", q}}));
       }
       g.push_back(&group_cnp_->Add({{"group", group}}));
       g.push_back(&group_pfc_->Add({{"group", group}}));

@@ -9,6 +9,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "controller/fleet/fleet.h"
+#include "controller/rollout/rollout_metrics.h"
 #include "controller/telemetry/telemetry_store.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
@@ -32,12 +33,15 @@ enum class Rejection {
 // Buckets of rocetune_controller_report_delay_seconds (also used by bench/grpc_sink).
 prometheus::Histogram::BucketBoundaries ReportDelayBuckets();
 
-// The controller's Prometheus series. Fleet-level only: no per-host labels.
+// The controller's Prometheus series (docs/metrics.md). Fleet-level only: no
+// per-host labels.
 // Thread-safe.
 class ControllerMetrics {
  public:
   ControllerMetrics();
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
+  // The tuning loop's series, on the same registry.
+  RolloutMetrics& rollout() { return *rollout_; }
 
   // `delay_seconds`: ingestion time minus the report's end timestamp.
   void ReportReceived(double delay_seconds) {
@@ -71,6 +75,7 @@ class ControllerMetrics {
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<RolloutMetrics> rollout_;
   prometheus::Gauge* telemetry_windows_;
   prometheus::Gauge* telemetry_bytes_;
   prometheus::Counter* reports_received_;

@@ -41,6 +41,11 @@ absl::StatusOr<std::unique_ptr<MetricsExposer>> MetricsExposer::Start(
   return out;
 }
 
+void MetricsExposer::AddCollectable(std::shared_ptr<prometheus::Collectable> collectable) {
+  exposer_->RegisterCollectable(collectable);
+  extra_.push_back(std::move(collectable));
+}
+
 namespace {
 
 // Opens and closes one TCP connection to host:port (a wildcard host means

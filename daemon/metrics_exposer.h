@@ -3,8 +3,10 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "prometheus/collectable.h"
 #include "prometheus/exposer.h"
 #include "prometheus/registry.h"
 
@@ -23,6 +25,10 @@ class MetricsExposer {
   MetricsExposer(const MetricsExposer&) = delete;
   MetricsExposer& operator=(const MetricsExposer&) = delete;
 
+  // Serves `collectable`'s series beside the registry's from the next scrape
+  // on (e.g. ProcessMetrics); kept alive until the exposer is destroyed.
+  void AddCollectable(std::shared_ptr<prometheus::Collectable> collectable);
+
   int port() const { return port_; }
   const std::string& address() const { return address_; }
 
@@ -30,6 +36,7 @@ class MetricsExposer {
   MetricsExposer() = default;
   // Kept alive here: prometheus-cpp's exposer holds only a weak pointer.
   std::shared_ptr<prometheus::Registry> registry_;
+  std::vector<std::shared_ptr<prometheus::Collectable>> extra_;
   std::unique_ptr<prometheus::Exposer> exposer_;
   int port_ = 0;
   std::string address_;

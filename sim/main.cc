@@ -19,9 +19,12 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "agent/agent.h"
+#include "agent/agent_metrics.h"
 #include "daemon/clock.h"
 #include "daemon/init.h"
 #include "daemon/logging.h"
+#include "daemon/metrics_exposer.h"
+#include "daemon/process_metrics.h"
 #include "daemon/shutdown.h"
 #include "sim/fabric.h"
 #include "sim/scenario_loader.h"
@@ -47,6 +50,12 @@ ABSL_FLAG(absl::Duration, sample_interval, absl::Seconds(1), "Agents' report int
 ABSL_FLAG(std::string, state_dir, "",
           "Base directory for the agents' state (--agents); each agent uses <dir>/<host>. "
           "Empty = a new temporary directory.");
+ABSL_FLAG(std::string, metrics_address, "",
+          "With --agents: serve every simulated agent's /metrics series (each with its own "
+          "host label) on this host:port, one endpoint for all. Empty = none; port 0 picks "
+          "a free port (logged, and written to --ready_file).");
+ABSL_FLAG(std::string, ready_file, "",
+          "With --metrics_address: once serving, write {\"metrics_port\":N} here (atomically).");
 ABSL_FLAG(std::string, labels, "",
           "Extra labels k=v,... for every agent (--agents); each agent "
           "also gets tor=<index>.");
@@ -57,6 +66,7 @@ namespace {
 constexpr char kUsage[] =
     "rocetune-fabricsim --scenario=FILE [--set=path=value ...] [--output=json]\n"
     "                   [--agents --controller=host:port --pace=1.0 --duration=60s]\n"
+    "                   [--metrics_address=127.0.0.1:PORT --ready_file=FILE]\n"
     "Simulates a RoCE fabric (DCQCN, ECN, PFC) as a fluid model and prints a JSON summary.";
 
 // Absl replaces a vector flag on every occurrence; --set must accumulate, so
@@ -84,6 +94,16 @@ std::vector<std::string> ExtractSets(int* argc, char** argv) {
   return sets;
 }
 
+// Writes {"metrics_port":N} to `path` through a temporary file and a rename.
+bool WriteReadyFile(const std::string& path, int port) {
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "w");
+  if (f == nullptr) return false;
+  const bool written = std::fprintf(f, "{\"metrics_port\":%d}\n", port) > 0;
+  if (std::fclose(f) != 0 || !written) return false;
+  return std::rename(tmp.c_str(), path.c_str()) == 0;
+}
+
 int RunAgents(Fabric* fabric) {
   std::vector<std::pair<std::string, std::string>> extra;
   if (absl::Status s = ParseLabels(absl::GetFlag(FLAGS_labels), &extra); !s.ok()) {
@@ -108,6 +128,19 @@ int RunAgents(Fabric* fabric) {
     state_base = tmpl;
     temp_dir = tmpl;
   }
+  // One registry for every simulated agent: their series differ by host label.
+  auto registry = std::make_shared<prometheus::Registry>();
+  std::unique_ptr<MetricsExposer> exposer;
+  if (const std::string address = absl::GetFlag(FLAGS_metrics_address); !address.empty()) {
+    absl::StatusOr<std::unique_ptr<MetricsExposer>> e = MetricsExposer::Start(address, registry);
+    if (!e.ok()) {
+      std::fprintf(stderr, "--metrics_address: %s\n", std::string(e.status().message()).c_str());
+      return 1;
+    }
+    exposer = *std::move(e);
+    exposer->AddCollectable(std::make_shared<ProcessMetrics>("fabricsim"));
+  }
+  std::vector<std::unique_ptr<AgentMetrics>> metrics;
   std::vector<std::unique_ptr<SimHost>> hosts;
   std::vector<std::unique_ptr<Agent>> agents;
   for (int h = 0; h < fabric->host_count(); ++h) {
@@ -127,6 +160,10 @@ int RunAgents(Fabric* fabric) {
     // --guard_window, --guard_max_pfc_pause_ratio, --guard_max_cnp_rate.
     opt.guard = LocalGuardOptionsFromFlags();
     opt.state_dir = absl::StrCat(state_base, "/", opt.host_id);
+    if (exposer != nullptr) {
+      metrics.push_back(std::make_unique<AgentMetrics>(registry, opt.host_id));
+      opt.metrics = metrics.back().get();
+    }
     if (mkdir(opt.state_dir.c_str(), 0700) != 0 && errno != EEXIST) {
       std::fprintf(stderr, "cannot create %s: %s\n", opt.state_dir.c_str(), std::strerror(errno));
       return 1;
@@ -155,7 +192,18 @@ int RunAgents(Fabric* fabric) {
     });
   }
   LogInfo("agents started", {{"count", absl::StrCat(agents.size())},
-                             {"controller", absl::GetFlag(FLAGS_controller)}});
+                             {"controller", absl::GetFlag(FLAGS_controller)},
+                             {"metrics", exposer != nullptr ? exposer->address() : ""}});
+  if (const std::string ready = absl::GetFlag(FLAGS_ready_file);
+      exposer != nullptr && !ready.empty()) {
+    if (!WriteReadyFile(ready, exposer->port())) {
+      std::fprintf(stderr, "--ready_file=%s: cannot write: %s\n", ready.c_str(),
+                   std::strerror(errno));
+      for (auto& a : agents) a->Stop();
+      for (auto& t : threads) t.join();
+      return 1;
+    }
+  }
   const double pace = absl::GetFlag(FLAGS_pace) > 0 ? absl::GetFlag(FLAGS_pace) : 1.0;
   const absl::Time start = absl::Now();
   const int64_t chunk = 1000000;  // 1 ms of simulated time
@@ -182,6 +230,11 @@ int Main(int argc, char** argv) {
   if (output != "json" && output != "none") {
     std::fprintf(stderr, "rocetune-fabricsim: --output=%s: want json or none\n", output.c_str());
     return 1;
+  }
+  if (!absl::GetFlag(FLAGS_agents) &&
+      (!absl::GetFlag(FLAGS_metrics_address).empty() || !absl::GetFlag(FLAGS_ready_file).empty())) {
+    std::fprintf(stderr, "rocetune-fabricsim: --metrics_address and --ready_file need --agents\n");
+    return 2;
   }
   absl::StatusOr<v1::Scenario> scenario = LoadScenario(path, sets);
   if (!scenario.ok()) {

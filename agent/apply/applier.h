@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "agent/apply/parameter_applier.h"
 #include "agent/host/cc_param_store.h"
 #include "agent/host/pfc_config.h"
 #include "rocetune/v1/params.pb.h"
@@ -26,16 +27,6 @@ struct ApplyTarget {
   int64_t speed_mbps = 0;
 };
 
-struct ApplyResult {
-  // Read back after the apply: every parameter the device's store reports, and
-  // the PFC settings of devices whose set carried PFC. Goes into the Ack.
-  v1::ParameterSet applied;
-  int writes = 0;  // parameter writes issued (unchanged values are not rewritten)
-  // One line per disruptive change, e.g. "mlx5_0/ens1f0np0: pfc enable_mask 0xff -> 0x08
-  // (mlx5 flaps the link)". Empty when nothing disruptive happened.
-  std::vector<std::string> disruptive;
-};
-
 // Applies a whole v1::ParameterSet transactionally (issue 3, item 8):
 //   1. validate every value against the hard ranges and check that every
 //      requested parameter exists on its device; on any problem reject the
@@ -51,7 +42,7 @@ struct ApplyResult {
 // host never ends on a mixed set; the error then names the device, the
 // parameter, the path or mechanism and the errno text, and says whether the
 // restore succeeded. Thread-safe: applies are serialised.
-class Applier {
+class Applier : public ParameterApplier {
  public:
   explicit Applier(std::map<std::string, ApplyTarget> targets);
 
@@ -61,12 +52,12 @@ class Applier {
   // failing write's code or kAborted for a read-back mismatch (snapshot
   // restored), kInternal when the restore itself failed (host may be mixed;
   // the message lists what could not be restored).
-  absl::StatusOr<ApplyResult> Apply(const v1::ParameterSet& set);
+  absl::StatusOr<ApplyResult> Apply(const v1::ParameterSet& set) override;
 
   // Current values of every target device (DCQCN values and masks; PFC when the
   // target has a PfcConfig). Devices that cannot be read are left out and named
   // in `errors` when it is non-null.
-  v1::ParameterSet ReadCurrent(std::vector<std::string>* errors = nullptr);
+  v1::ParameterSet ReadCurrent(std::vector<std::string>* errors = nullptr) override;
 
  private:
   // One Apply's working state: snapshot, planned steps, how far they got.

@@ -26,7 +26,7 @@ LocalGuardOptions LocalGuardOptionsFromFlags() {
   return o;
 }
 
-LocalGuard::LocalGuard(LocalGuardOptions options, Clock* clock, Applier* applier,
+LocalGuard::LocalGuard(LocalGuardOptions options, Clock* clock, ParameterApplier* applier,
                        LkgJournal* journal)
     : options_(options), clock_(clock), applier_(applier), journal_(journal) {}
 

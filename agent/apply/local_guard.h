@@ -44,7 +44,8 @@ LocalGuardOptions LocalGuardOptionsFromFlags();
 // Thread-safe. `clock`, `applier` and `journal` must outlive the guard.
 class LocalGuard {
  public:
-  LocalGuard(LocalGuardOptions options, Clock* clock, Applier* applier, LkgJournal* journal);
+  LocalGuard(LocalGuardOptions options, Clock* clock, ParameterApplier* applier,
+             LkgJournal* journal);
 
   // Starts (or restarts) the window for `version`, whose read-back values are `applied`.
   void Arm(const std::string& version, const v1::ParameterSet& applied);
@@ -61,7 +62,7 @@ class LocalGuard {
  private:
   LocalGuardOptions options_;
   Clock* clock_;
-  Applier* applier_;
+  ParameterApplier* applier_;
   LkgJournal* journal_;
   mutable absl::Mutex mu_;
   bool armed_ ABSL_GUARDED_BY(mu_) = false;

@@ -25,7 +25,7 @@ std::string DriftItem::Text() const {
                       found.has_value() ? absl::StrCat(*found) : std::string("nothing"));
 }
 
-NicOwner::NicOwner(Applier* applier, LkgJournal* journal, LocalGuard* guard)
+NicOwner::NicOwner(ParameterApplier* applier, LkgJournal* journal, LocalGuard* guard)
     : applier_(applier), journal_(journal), guard_(guard) {}
 
 void NicOwner::SetExpected(const std::string& version, const v1::ParameterSet& parameters) {
@@ -69,7 +69,7 @@ std::optional<v1::GuardEvent> NicOwner::Observe(
   if (ev.has_value() && !ev->restored_version().empty()) {
     version_ = ev->restored_version();
     std::optional<LkgEntry> lkg = journal_->Get();
-    v1::ParameterSet current = applier_->ReadCurrent();
+    v1::ParameterSet current = applier_->ReadCurrent(nullptr);
     // What the restore wrote is what is expected from now on, as read back.
     expected_ = current;
     if (lkg.has_value() && current.devices_size() == 0) expected_ = lkg->parameters;
@@ -79,7 +79,7 @@ std::optional<v1::GuardEvent> NicOwner::Observe(
 
 std::vector<DriftItem> NicOwner::CheckDrift(v1::ParameterSet* current) {
   absl::MutexLock lock(&mu_);
-  v1::ParameterSet now = applier_->ReadCurrent();
+  v1::ParameterSet now = applier_->ReadCurrent(nullptr);
   std::vector<DriftItem> out = Compare(expected_, now);
   if (current != nullptr) *current = std::move(now);
   return out;

@@ -41,7 +41,7 @@ struct DriftItem {
 // and `guard` must outlive it and must not be used by anyone else for writes.
 class NicOwner {
  public:
-  NicOwner(Applier* applier, LkgJournal* journal, LocalGuard* guard);
+  NicOwner(ParameterApplier* applier, LkgJournal* journal, LocalGuard* guard);
 
   // Sets the expected state without writing (agent start: the journal's
   // last-known-good set, or the values read from the NIC).
@@ -73,7 +73,7 @@ class NicOwner {
                                         const v1::ParameterSet& current);
 
  private:
-  Applier* applier_;
+  ParameterApplier* applier_;
   LkgJournal* journal_;
   LocalGuard* guard_;
   mutable absl::Mutex mu_;

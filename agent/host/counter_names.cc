@@ -23,6 +23,10 @@ constexpr Entry kMlx5[] = {
     {"out_of_sequence", cn::kOutOfSequence},
     {"packet_seq_err", cn::kPacketSeqErr},
     {"local_ack_timeout_err", cn::kLocalAckTimeoutErr},
+    {"out_of_buffer", cn::kOutOfBuffer},
+    {"duplicate_request", cn::kDuplicateRequest},
+    {"implied_nak_seq_err", cn::kImpliedNakSeqErr},
+    {"rnr_nak_retry_err", cn::kRnrNakRetryErr},
 };
 
 // mlx5 counters that are 64-bit; every other mlx5 hw counter is a 32-bit Q counter.
@@ -42,6 +46,10 @@ constexpr Entry kBnxtRe[] = {
     {"seq_err_naks_rcvd", cn::kPacketSeqErr},
     {"to_retransmits", cn::kLocalAckTimeoutErr},
     {"hw_retransmission", cn::kRetransmits},
+    {"rx_out_of_buffer", cn::kOutOfBuffer},
+    {"dup_req", cn::kDuplicateRequest},
+    {"tx_pkts", cn::kTxPackets},
+    {"rx_pkts", cn::kRxPackets},
 };
 
 constexpr Entry kIrdma[] = {
@@ -50,6 +58,58 @@ constexpr Entry kIrdma[] = {
     {"cnpIgnored", cn::kCnpIgnored},
     {"RxECNMrkd", cn::kEcnMarkedPackets},
     {"Nak Sequence Error", cn::kPacketSeqErr},
+};
+
+// rxe (Soft-RoCE, rxe_hw_counters.c): software u64 counters.
+constexpr Entry kRxe[] = {
+    {"duplicate_request", cn::kDuplicateRequest},
+    {"out_of_seq_request", cn::kOutOfSequence},
+    {"rcvd_seq_err", cn::kPacketSeqErr},
+    {"retry_rnr_exceeded_err", cn::kRnrNakRetryErr},
+    {"completer_retry_err", cn::kRetransmits},
+    {"link_downed", cn::kLinkDowned},
+    {"sent_pkts", cn::kTxPackets},
+    {"rcvd_pkts", cn::kRxPackets},
+};
+
+// PMA port counters that keep their own (canonical) name.
+constexpr const char* kPortSame[] = {
+    cn::kPortXmitWait,      cn::kLinkDowned,    cn::kSymbolError,
+    cn::kLinkErrorRecovery, cn::kPortRcvErrors,
+};
+
+constexpr const char* kCanonical[] = {
+    cn::kCnpSent,
+    cn::kCnpHandled,
+    cn::kCnpIgnored,
+    cn::kEcnMarkedPackets,
+    cn::kOutOfSequence,
+    cn::kPacketSeqErr,
+    cn::kLocalAckTimeoutErr,
+    cn::kRetransmits,
+    cn::kTxBytes,
+    cn::kRxBytes,
+    cn::kTxPackets,
+    cn::kRxPackets,
+    cn::kRxPfcPauseFrames,
+    cn::kTxPfcPauseFrames,
+    cn::kRxPfcPauseDurationUs,
+    cn::kTxPfcPauseDurationUs,
+    cn::kRxPfcPauseTransitions,
+    cn::kTxPauseStormWarningEvents,
+    cn::kTxPauseStormErrorEvents,
+    cn::kRxDiscardsPhy,
+    cn::kTxDiscardsPhy,
+    cn::kRxPrioDiscards,
+    cn::kPortXmitWait,
+    cn::kOutOfBuffer,
+    cn::kLinkDowned,
+    cn::kSymbolError,
+    cn::kLinkErrorRecovery,
+    cn::kPortRcvErrors,
+    cn::kDuplicateRequest,
+    cn::kImpliedNakSeqErr,
+    cn::kRnrNakRetryErr,
 };
 
 constexpr const char* kIrdmaNarrow[] = {
@@ -99,11 +159,16 @@ const char* Lookup(const Entry (&table)[N], absl::string_view name) {
 }
 
 template <size_t N>
-bool Contains(const char* const (&list)[N], absl::string_view name) {
+const char* Find(const char* const (&list)[N], absl::string_view name) {
   for (const char* s : list) {
-    if (name == s) return true;
+    if (name == s) return s;
   }
-  return false;
+  return nullptr;
+}
+
+template <size_t N>
+bool Contains(const char* const (&list)[N], absl::string_view name) {
+  return Find(list, name) != nullptr;
 }
 
 MappedCounter Unmapped(absl::string_view name, uint8_t width) {
@@ -122,6 +187,8 @@ MappedCounter Mapped(const char* canonical, uint8_t width) {
 }
 
 }  // namespace
+
+bool IsCanonicalCounterName(absl::string_view name) { return Contains(kCanonical, name); }
 
 const char* CounterVendorName(CounterVendor vendor) {
   switch (vendor) {
@@ -169,6 +236,8 @@ MappedCounter MapHwCounter(CounterVendor vendor, absl::string_view name) {
       return Unmapped(name, width);
     }
     case CounterVendor::kRxe:
+      if (const char* c = Lookup(kRxe, name)) return Mapped(c, 64);
+      break;
     case CounterVendor::kUnknown:
       break;
   }
@@ -187,8 +256,10 @@ MappedCounter MapPortCounter(absl::string_view name) {
     m = Mapped(cn::kTxPackets, 64);
   } else if (name == "port_rcv_packets") {
     m = Mapped(cn::kRxPackets, 64);
+  } else if (const char* same = Find(kPortSame, name)) {
+    m = Mapped(same, name == cn::kPortXmitWait ? 32 : 64);
   } else {
-    m = Unmapped(name, name == "port_xmit_wait" ? 32 : 64);
+    m = Unmapped(name, 64);
   }
   return m;
 }

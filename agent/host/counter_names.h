@@ -34,7 +34,20 @@ inline constexpr char kTxPauseStormErrorEvents[] = "tx_pause_storm_error_events"
 inline constexpr char kRxDiscardsPhy[] = "rx_discards_phy";
 inline constexpr char kTxDiscardsPhy[] = "tx_discards_phy";
 inline constexpr char kRxPrioDiscards[] = "rx_prio_discards";  // per prio
+// Port health and transport errors (RDMA hw_counters and PMA port counters).
+inline constexpr char kPortXmitWait[] = "port_xmit_wait";  // ticks the port had data but no credit
+inline constexpr char kOutOfBuffer[] = "out_of_buffer";    // packets dropped: no receive WQE
+inline constexpr char kLinkDowned[] = "link_downed";
+inline constexpr char kSymbolError[] = "symbol_error";
+inline constexpr char kLinkErrorRecovery[] = "link_error_recovery";
+inline constexpr char kPortRcvErrors[] = "port_rcv_errors";
+inline constexpr char kDuplicateRequest[] = "duplicate_request";
+inline constexpr char kImpliedNakSeqErr[] = "implied_nak_seq_err";
+inline constexpr char kRnrNakRetryErr[] = "rnr_nak_retry_err";
 }  // namespace counter_names
+
+// True when `name` is one of the canonical names above.
+bool IsCanonicalCounterName(absl::string_view name);
 
 // Which vendor table applies to an RDMA device.
 enum class CounterVendor { kUnknown, kMlx5, kBnxtRe, kIrdma, kRxe };
@@ -57,19 +70,23 @@ struct MappedCounter {
 };
 
 // RDMA hw_counters (sysfs ports/<p>/hw_counters/ and netlink STAT_GET entries).
-//
-// | canonical             | mlx5                       | bnxt_re                            | irdma
-// |
-// |-----------------------|----------------------------|------------------------------------|--------------------|
-// | cnp_sent              | np_cnp_sent                | tx_cnp_pkts (oot: cnp_tx_pkts)     |
-// cnpSent            | | cnp_handled           | rp_cnp_handled             | rx_cnp_pkts (oot:
-// cnp_rx_pkts) [1] | cnpHandled         | | cnp_ignored           | rp_cnp_ignored             | -
-// | cnpIgnored         | | ecn_marked_packets    | np_ecn_marked_roce_packets | rx_ecn_marked_pkts
-// | RxECNMrkd          | | out_of_sequence       | out_of_sequence            | rx_out_of_sequence,
-// oos_drop_count | -                  | | packet_seq_err        | packet_seq_err             |
-// seq_err_naks_rcvd                  | "Nak Sequence Error" (gen3) | | local_ack_timeout_err |
-// local_ack_timeout_err      | to_retransmits [2]                 | -                  | |
-// retransmits           | - [3]                      | hw_retransmission (oot)            | - [4] |
+// canonical: mlx5 / bnxt_re / irdma / rxe vendor names ("-" = none)
+//   cnp_sent:              np_cnp_sent / tx_cnp_pkts, cnp_tx_pkts (oot) / cnpSent / -
+//   cnp_handled:           rp_cnp_handled / rx_cnp_pkts, cnp_rx_pkts (oot) [1] / cnpHandled / -
+//   cnp_ignored:           rp_cnp_ignored / - / cnpIgnored / -
+//   ecn_marked_packets:    np_ecn_marked_roce_packets / rx_ecn_marked_pkts / RxECNMrkd / -
+//   out_of_sequence:       out_of_sequence / rx_out_of_sequence, oos_drop_count / - /
+//                          out_of_seq_request
+//   packet_seq_err:        packet_seq_err / seq_err_naks_rcvd / "Nak Sequence Error" (gen3) /
+//                          rcvd_seq_err
+//   local_ack_timeout_err: local_ack_timeout_err / to_retransmits [2] / - / -
+//   retransmits:           - [3] / hw_retransmission (oot) / - [4] / completer_retry_err [5]
+//   out_of_buffer:         out_of_buffer / rx_out_of_buffer / - / -
+//   duplicate_request:     duplicate_request / dup_req / - / duplicate_request
+//   implied_nak_seq_err:   implied_nak_seq_err / - / - / -
+//   rnr_nak_retry_err:     rnr_nak_retry_err / - / - / retry_rnr_exceeded_err
+//   link_downed:           - / - / - / link_downed (the PMA counter elsewhere)
+//   tx_packets, rx_packets: PMA / tx_pkts, rx_pkts [6] / PMA / sent_pkts, rcvd_pkts [6]
 //
 // [1] bnxt_re counts CNPs received; every received CNP is handled by the RP,
 //     bnxt_re has no "ignored" counter.
@@ -77,10 +94,11 @@ struct MappedCounter {
 // [3] mlx5 has no total retransmission counter (roce_adp_retrans counts
 //     adaptive-retransmission events and passes through unmapped).
 // [4] irdma's tcpRetransSegs counts iWARP (TCP) segments, not RoCE; unmapped.
-// rxe has no vendor table: its counters pass through under their own names.
-// bnxt_re's own tx_bytes / rx_bytes hw counters (RoCE bytes) pass through and
-// so share the canonical byte counters' names; bnxt_re has no PMA counters/
-// directory, so the two never meet on one port.
+// [5] rxe counts each time its completer restarts sending from the oldest
+//     unacknowledged packet (timeout or sequence NAK): retransmission events.
+// [6] bnxt_re and rxe have no PMA counters/ directory; their own RoCE packet
+//     totals take the canonical packet names. bnxt_re's own tx_bytes /
+//     rx_bytes hw counters (RoCE bytes) already carry the canonical names.
 // "oot" = Broadcom's out-of-tree driver names.
 //
 // Widths (what the sampler treats as wrapping at 2^32):
@@ -100,11 +118,13 @@ MappedCounter MapHwCounter(CounterVendor vendor, absl::string_view vendor_name);
 // The PMA port counters (sysfs ports/<p>/counters/), identical on all drivers
 // that have them: port_xmit_data -> tx_bytes, port_rcv_data -> rx_bytes
 // (both count 4-byte words: multiplier 4), port_xmit_packets -> tx_packets,
-// port_rcv_packets -> rx_packets. The four are 64-bit (mlx5 advertises
-// IB_PMA_CLASS_CAP_EXT_WIDTH, so the kernel uses the extended 64-bit table).
-// port_xmit_wait is 32-bit. The remaining PMA error fields are 4..16-bit
-// saturating counters (they stop at their maximum instead of wrapping), so they
-// are reported as 64-bit: a decrease is a reset (someone cleared them).
+// port_rcv_packets -> rx_packets; port_xmit_wait, link_downed, symbol_error,
+// link_error_recovery and port_rcv_errors keep their names (canonical). The
+// four traffic counters are 64-bit (mlx5 advertises IB_PMA_CLASS_CAP_EXT_WIDTH,
+// so the kernel uses the extended 64-bit table). port_xmit_wait is 32-bit. The
+// remaining PMA error fields are 4..16-bit saturating counters (they stop at
+// their maximum instead of wrapping), so they are reported as 64-bit: a
+// decrease is a reset (someone cleared them).
 MappedCounter MapPortCounter(absl::string_view vendor_name);
 
 // ethtool -S names (mlx5 names; the same canonical names for other drivers

@@ -1,6 +1,7 @@
 #include "agent/probe/probe_metrics.h"
 
 #include <limits>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "daemon/logging.h"
@@ -12,13 +13,13 @@ namespace rocetune {
 namespace {
 
 const char* QuantileLabel(int i) {
-  static const char* kLabels[] = {"0.5", "0.99", "0.999"};
+  static const char* kLabels[] = {"0.5", "0.9", "0.99", "0.999"};
   return kLabels[i];
 }
 
 }  // namespace
 
-ProbeMetrics::ProbeMetrics(prometheus::Registry& registry)
+ProbeMetrics::ProbeMetrics(prometheus::Registry& registry, std::string host)
     : rtt_(prometheus::BuildGauge()
                .Name("rocetune_probe_rtt_seconds")
                .Help("Probe network round-trip time (responder delay removed) of the latest "
@@ -35,19 +36,21 @@ ProbeMetrics::ProbeMetrics(prometheus::Registry& registry)
       sent_(prometheus::BuildCounter()
                 .Name("rocetune_probe_sent_total")
                 .Help("Probes sent.")
-                .Register(registry)) {}
+                .Register(registry)),
+      host_(std::move(host)) {}
 
 ProbeMetrics::ClassSeries& ProbeMetrics::Series(const std::string& peer_class) {
   auto it = series_.find(peer_class);
   if (it != series_.end()) return it->second;
   ClassSeries s{};
-  for (int i = 0; i < 3; ++i) {
-    s.quantiles[i] = &rtt_.Add({{"peer_class", peer_class}, {"quantile", QuantileLabel(i)}});
+  for (int i = 0; i < kNumQuantiles; ++i) {
+    s.quantiles[i] =
+        &rtt_.Add({{"host", host_}, {"peer_class", peer_class}, {"q", QuantileLabel(i)}});
     s.quantiles[i]->Set(std::numeric_limits<double>::quiet_NaN());
   }
-  s.loss_ratio = &loss_ratio_.Add({{"peer_class", peer_class}});
-  s.timeouts = &timeouts_.Add({{"peer_class", peer_class}});
-  s.sent = &sent_.Add({{"peer_class", peer_class}});
+  s.loss_ratio = &loss_ratio_.Add({{"host", host_}, {"peer_class", peer_class}});
+  s.timeouts = &timeouts_.Add({{"host", host_}, {"peer_class", peer_class}});
+  s.sent = &sent_.Add({{"host", host_}, {"peer_class", peer_class}});
   return series_.emplace(peer_class, s).first->second;
 }
 
@@ -66,7 +69,7 @@ void ProbeMetrics::Update(const std::vector<v1::LatencyWindow>& windows) {
               {{"peer_class", w.peer_class()}, {"error", std::string(sketch.status().message())}});
       continue;
     }
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < kNumQuantiles; ++i) {
       s.quantiles[i]->Set(sketch->empty() ? std::numeric_limits<double>::quiet_NaN()
                                           : sketch->Quantile(kQuantiles[i]));
     }

@@ -105,8 +105,11 @@ absl::Status RolloutManager::Load() {
       if (absl::Status s = Restore(&c, v1::ROLLED_BACK, "controller", false, reason); !s.ok()) {
         LogError("cannot roll back a change after restart",
                  {{"change", id}, {"error", s.ToString()}});
+      } else if (metrics_ != nullptr) {
+        metrics_->RecordRollback(RollbackReason::kRestart);
       }
     }
+    if (metrics_ != nullptr) metrics_->Refresh(changes_, clock_->Now());
   });
   return result;
 }
@@ -254,6 +257,7 @@ absl::Status RolloutManager::Commit(v1::Change* change,
   if (!status.ok()) return status;
   *change = std::move(next);
   if (!change->id().empty()) IndexHosts(*change);
+  if (metrics_ != nullptr && transition.has_value()) metrics_->RecordTransition(transition->to());
   return absl::OkStatus();
 }
 
@@ -423,6 +427,7 @@ absl::StatusOr<v1::Change> RolloutManager::Propose(const v1::ProposeChangeReques
                              c->hosts_size(), " hosts"))};
   for (const v1::HostTarget& h : c->hosts()) audit.front().add_host_ids(h.host_id());
   if (absl::Status s = Commit(&*c, std::nullopt, audit, {}); !s.ok()) return s;
+  if (metrics_ != nullptr) metrics_->RecordTransition(v1::PROPOSED);
   ++change_seq_;
   changes_[id] = *c;
   Publish(*c, absl::StrCat("proposed by ", who.name));
@@ -539,6 +544,7 @@ absl::StatusOr<v1::Change> RolloutManager::Rollback(const v1::ChangeActionReques
   if (absl::Status s = Restore(c, v1::ROLLED_BACK, who.name, who.authenticated, reason); !s.ok()) {
     return s;
   }
+  if (metrics_ != nullptr && !c->canary_only()) metrics_->RecordRollback(RollbackReason::kManual);
   return *c;
 }
 
@@ -560,6 +566,7 @@ absl::StatusOr<v1::Change> RolloutManager::Abort(const v1::ChangeActionRequest& 
   if (absl::Status s = Restore(c, v1::ABORTED, who.name, who.authenticated, reason); !s.ok()) {
     return s;
   }
+  if (metrics_ != nullptr && !c->canary_only()) metrics_->RecordRollback(RollbackReason::kManual);
   return *c;
 }
 
@@ -763,6 +770,7 @@ absl::Status RolloutManager::Restore(v1::Change* c, v1::ChangeState end, const s
 }
 
 void RolloutManager::AddVerdict(v1::Change* c, v1::Verdict v) {
+  if (metrics_ != nullptr) metrics_->RecordVerdict(v);
   for (v1::Verdict& old : *c->mutable_verdicts()) {
     for (v1::GroupEvidence& g : *old.mutable_groups()) g.clear_rtt();
   }
@@ -851,8 +859,10 @@ void RolloutManager::Fail(v1::Change* c, const std::string& rule, const std::str
     TrialFinished(c);
     return;
   }
-  Restore(c, v1::ROLLED_BACK, "judge", false, absl::StrCat("FAIL (", rule, "): ", why))
-      .IgnoreError();
+  if (Restore(c, v1::ROLLED_BACK, "judge", false, absl::StrCat("FAIL (", rule, "): ", why)).ok() &&
+      metrics_ != nullptr) {
+    metrics_->RecordRollback(RollbackReasonForRule(rule));
+  }
 }
 
 void RolloutManager::Drive(v1::Change* c) {
@@ -959,7 +969,9 @@ void RolloutManager::Drive(v1::Change* c) {
       if (c->canary_only()) {
         TrialFinished(c);
       } else {
-        Restore(c, v1::ABORTED, "judge", false, why).IgnoreError();
+        if (Restore(c, v1::ABORTED, "judge", false, why).ok() && metrics_ != nullptr) {
+          metrics_->RecordRollback(RollbackReason::kHoldTimeout);
+        }
       }
       return;
     }
@@ -980,6 +992,7 @@ void RolloutManager::Tick() {
     if (t.state() == v1::Campaign::RUNNING) campaigns.push_back(id);
   }
   for (const std::string& id : campaigns) DriveCampaign(&campaigns_.at(id));
+  if (metrics_ != nullptr) metrics_->Refresh(changes_, clock_->Now());
 }
 
 void RolloutManager::OnAck(const std::string& host_id, const std::string& version) {

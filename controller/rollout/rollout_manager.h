@@ -20,6 +20,7 @@
 #include "controller/policy/policy_registry.h"
 #include "controller/rollout/change_planner.h"
 #include "controller/rollout/executor.h"
+#include "controller/rollout/rollout_metrics.h"
 #include "controller/store/store.h"
 #include "controller/telemetry/telemetry_store.h"
 #include "daemon/clock.h"
@@ -61,6 +62,9 @@ class RolloutManager : public FleetListener {
   void Stop();
 
   Executor& executor() { return executor_; }
+  // Optional, not owned: where transitions, rollbacks, verdicts and trials are
+  // counted. Call before Load.
+  void set_metrics(RolloutMetrics* metrics) { metrics_ = metrics; }
 
   // ---- Admin operations. REQUIRES: on the executor thread. ----
   absl::StatusOr<v1::ApplyPolicyResponse> ApplyPolicy(const v1::ApplyPolicyRequest& req,
@@ -166,6 +170,7 @@ class RolloutManager : public FleetListener {
   EventBus* const events_;
   Clock* const clock_;
   const RolloutOptions options_;
+  RolloutMetrics* metrics_ = nullptr;
 
   PolicyRegistry policies_;
   std::map<std::string, v1::Change> changes_;  // by id

@@ -88,6 +88,7 @@ absl::StatusOr<v1::Campaign> RolloutManager::StartCampaign(const v1::StartCampai
   t.set_state(v1::Campaign::PROPOSED);
   t.set_trial_budget(budget);
   t.set_proposer(who.name);
+  t.set_proposer_authenticated(who.authenticated);
   t.set_reason(req.reason());
   t.set_created_unix_nanos(absl::ToUnixNanos(clock_->Now()));
   t.set_approvals_required(
@@ -166,9 +167,12 @@ absl::StatusOr<v1::Campaign> RolloutManager::StopCampaign(const v1::ChangeAction
     return absl::FailedPreconditionError(absl::StrCat(
         "campaign ", t->id(), " is ", v1::Campaign::State_Name(t->state()), " already"));
   }
+  // A campaign stopped before its approval never ran: it is REJECTED.
+  const v1::Campaign::State end =
+      t->state() == v1::Campaign::PROPOSED ? v1::Campaign::REJECTED : v1::Campaign::STOPPED;
   if (req.dry_run()) {
     v1::Campaign next = *t;
-    next.set_state(v1::Campaign::STOPPED);
+    next.set_state(end);
     return next;
   }
   for (auto& [id, c] : changes_) {
@@ -179,16 +183,18 @@ absl::StatusOr<v1::Campaign> RolloutManager::StopCampaign(const v1::ChangeAction
     }
   }
   v1::Campaign next = *t;
-  next.set_state(v1::Campaign::STOPPED);
+  next.set_state(end);
   next.set_note(req.reason());
   for (v1::Trial& tr : *next.mutable_trials()) {
-    if (tr.outcome() == "running") tr.set_outcome("aborted");
+    if (tr.outcome() != "running") continue;
+    tr.set_outcome("aborted");
+    if (metrics_ != nullptr) metrics_->RecordTrial(tr.outcome());
   }
   v1::AuditEntry e;
   e.set_unix_nanos(absl::ToUnixNanos(clock_->Now()));
   e.set_actor(who.name);
   e.set_authenticated(who.authenticated);
-  e.set_action("campaign_stop");
+  e.set_action(end == v1::Campaign::REJECTED ? "campaign_reject" : "campaign_stop");
   e.set_subject(next.id());
   e.set_reason(req.reason());
   if (absl::Status s = SaveCampaign(next, {e}); !s.ok()) return s;
@@ -268,6 +274,7 @@ void RolloutManager::TrialFinished(v1::Change* c, bool restarted) {
     } else {
       tr.set_outcome(outcome);
     }
+    if (metrics_ != nullptr) metrics_->RecordTrial(tr.outcome());
     if (v != nullptr) {
       for (const v1::MetricEvidence& m : v->metrics()) {
         if (m.metric() != "ln_p99_did" && m.metric() != "ln_p99_canary_before_after" &&
@@ -347,7 +354,8 @@ void RolloutManager::DriveCampaign(v1::Campaign* t) {
       for (const auto& [k, v] : d.best) (*req.mutable_knobs())[k] = v;
       req.set_reason(absl::StrFormat("promote the best of campaign %s (p99 ratio %.3f vs start)",
                                      next.id(), d.best_ratio));
-      absl::StatusOr<v1::Change> c = Propose(req, Identity{t->proposer(), false});
+      absl::StatusOr<v1::Change> c =
+          Propose(req, Identity{t->proposer(), t->proposer_authenticated()});
       if (c.ok()) {
         next.set_promotion_change_id(c->id());
         changes_[c->id()].set_campaign_id(next.id());
@@ -401,6 +409,7 @@ void RolloutManager::DriveCampaign(v1::Campaign* t) {
       !s.ok()) {
     return;
   }
+  if (metrics_ != nullptr) metrics_->RecordTransition(v1::PROPOSED);
   ++change_seq_;
   changes_[id] = *c;
   if (SaveCampaign(next, {}).ok()) *t = next;

@@ -6,7 +6,11 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "agent/sampler.h"
+#include "daemon/clock.h"
 #include "prometheus/text_serializer.h"
 
 namespace rocetune {
@@ -32,6 +36,161 @@ v1::Report MakeReport() {
   add("tx_bytes", -1, 4096);
   add("RNR sent", -1, 2);  // vendor name with a space: a label value, not a metric name
   return r;
+}
+
+// The value of the series named exactly `series` (name and labels as
+// serialized), or -1 when absent.
+double Value(prometheus::Registry& registry, const std::string& series) {
+  const std::string text = Serialize(registry);
+  const size_t at = text.find("\n" + series + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(text.substr(at + series.size() + 2));
+}
+
+// A source is never read: the tests feed snapshots through Sampler::Ingest.
+class NoSource : public CounterSource {
+ public:
+  std::string name() const override { return "none"; }
+  absl::Status Collect(std::vector<CounterValue>*) override { return absl::OkStatus(); }
+};
+
+CounterValue Read(const std::string& name, uint64_t value, uint8_t width) {
+  CounterValue v;
+  v.key.device = "mlx5_0";
+  v.key.port = 1;
+  v.key.name = name;
+  v.value = value;
+  v.width_bits = width;
+  return v;
+}
+
+// Snapshots -> sampler -> report -> /metrics, as the agent's round does.
+class Pipeline {
+ public:
+  Pipeline() : registry_(std::make_shared<prometheus::Registry>()), metrics_(registry_, "h1") {
+    sampler_ = *Sampler::Create(&source_, &clock_);
+  }
+  void Round(std::vector<CounterValue> snapshot) {
+    mono_ += absl::Seconds(1);
+    SampleBatch batch = sampler_->Ingest(snapshot, mono_, absl::Now());
+    v1::Report report;
+    report.mutable_counters()->Swap(&batch.samples);
+    metrics_.ObserveReport(report, batch.values);
+  }
+  double Series(const std::string& series) { return Value(*registry_, series); }
+
+ private:
+  NoSource source_;
+  FakeClock clock_;
+  std::unique_ptr<Sampler> sampler_;
+  absl::Duration mono_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  AgentMetrics metrics_;
+};
+
+constexpr char kOos[] =
+    "rocetune_rdma_out_of_sequence_total{device=\"mlx5_0\",host=\"h1\",port=\"1\"}";
+constexpr char kCnp[] = "rocetune_rdma_cnp_handled_total{device=\"mlx5_0\",host=\"h1\",port=\"1\"}";
+
+// A series starts at the NIC's own value (not at 0), then follows it.
+TEST(AgentMetricsTest, CountersAreTheNicsOwnValues) {
+  Pipeline p;
+  p.Round({Read("cnp_handled", 48'213, 64)});
+  EXPECT_EQ(p.Series(kCnp), -1);  // a baseline only: no sample yet
+  p.Round({Read("cnp_handled", 48'300, 64)});
+  EXPECT_EQ(p.Series(kCnp), 48'300);
+  p.Round({Read("cnp_handled", 48'301, 64)});
+  EXPECT_EQ(p.Series(kCnp), 48'301);
+}
+
+// A 32-bit counter that wraps keeps growing on /metrics (widened to 64 bits).
+TEST(AgentMetricsTest, ThirtyTwoBitWrapIsWidened) {
+  Pipeline p;
+  p.Round({Read("out_of_sequence", 0xFFFFFF00u, 32)});
+  p.Round({Read("out_of_sequence", 0xFFFFFFF0u, 32)});
+  EXPECT_EQ(p.Series(kOos), 0xFFFFFFF0u);
+  p.Round({Read("out_of_sequence", 0x10, 32)});  // wrapped: +0x20
+  EXPECT_EQ(p.Series(kOos), 0x100000010ull);
+  p.Round({Read("out_of_sequence", 0x30, 32)});
+  EXPECT_EQ(p.Series(kOos), 0x100000030ull);
+}
+
+// A NIC reset (driver reload, cleared counters) drops the raw value; the
+// series continues from where it was, by the new value, and never goes down.
+TEST(AgentMetricsTest, NicResetContinuesTheSeries) {
+  Pipeline p;
+  p.Round({Read("cnp_handled", 1000, 64), Read("out_of_sequence", 500, 32)});
+  p.Round({Read("cnp_handled", 1200, 64), Read("out_of_sequence", 600, 32)});
+  EXPECT_EQ(p.Series(kCnp), 1200);
+  EXPECT_EQ(p.Series(kOos), 600);
+  p.Round({Read("cnp_handled", 7, 64), Read("out_of_sequence", 3, 32)});  // reset
+  EXPECT_EQ(p.Series(kCnp), 1207);
+  EXPECT_EQ(p.Series(kOos), 603);
+  p.Round({Read("cnp_handled", 10, 64), Read("out_of_sequence", 5, 32)});
+  EXPECT_EQ(p.Series(kCnp), 1210);
+  EXPECT_EQ(p.Series(kOos), 605);
+}
+
+// Counters the contract names get their own metric; vendor names stay in
+// rocetune_rdma_unmapped_total.
+TEST(AgentMetricsTest, NewCanonicalCountersHaveTheirOwnMetric) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  AgentMetrics m(registry, "h1");
+  v1::Report r;
+  for (const char* name : {"port_xmit_wait", "out_of_buffer", "link_downed", "symbol_error",
+                           "link_error_recovery", "port_rcv_errors", "duplicate_request",
+                           "implied_nak_seq_err", "rnr_nak_retry_err", "rx_write_requests"}) {
+    v1::CounterSample* c = r.add_counters();
+    c->set_device("mlx5_0");
+    c->set_port(1);
+    c->set_priority(-1);
+    c->set_name(name);
+    c->set_delta(3);
+  }
+  m.ObserveReport(r);
+  for (const char* name :
+       {"port_xmit_wait", "out_of_buffer", "link_downed", "symbol_error", "link_error_recovery",
+        "port_rcv_errors", "duplicate_request", "implied_nak_seq_err", "rnr_nak_retry_err"}) {
+    EXPECT_EQ(Value(*registry, absl::StrCat("rocetune_rdma_", name,
+                                            "_total{device=\"mlx5_0\",host=\"h1\",port=\"1\"}")),
+              3)
+        << name;
+  }
+  EXPECT_EQ(Value(*registry,
+                  "rocetune_rdma_unmapped_total{device=\"mlx5_0\",host=\"h1\","
+                  "name=\"rx_write_requests\",port=\"1\"}"),
+            3);
+  EXPECT_EQ(Serialize(*registry).find("name=\"port_xmit_wait\""), std::string::npos);
+}
+
+TEST(AgentMetricsTest, VersionsAndProbeSeriesCarryTheHost) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  AgentMetrics m(registry, "h7");
+  m.SetDesiredVersion("13");
+  m.SetAppliedVersion("12");
+  EXPECT_EQ(Value(*registry, "rocetune_agent_desired_version{host=\"h7\"}"), 13);
+  EXPECT_EQ(Value(*registry, "rocetune_agent_applied_version{host=\"h7\"}"), 12);
+  m.SetAppliedVersion("");  // the baseline
+  EXPECT_EQ(Value(*registry, "rocetune_agent_applied_version{host=\"h7\"}"), 0);
+  v1::Report r;
+  v1::LatencyWindow* w = r.add_latency();
+  w->set_peer_class("intra_tor");
+  w->set_probes_sent(10);
+  w->set_probes_lost(2);
+  m.ObserveReport(r);
+  EXPECT_EQ(Value(*registry, "rocetune_probe_timeouts_total{host=\"h7\",peer_class=\"intra_tor\"}"),
+            2);
+  // Every series of the agent carries host="h7".
+  const std::string text = Serialize(*registry);
+  size_t series = 0;
+  for (size_t at = 0; (at = text.find('\n', at)) != std::string::npos; ++at) {
+    if (at + 1 >= text.size() || text[at + 1] == '#') continue;
+    ++series;
+    const size_t end = text.find('\n', at + 1);
+    EXPECT_NE(text.substr(at + 1, end - at - 1).find("host=\"h7\""), std::string::npos)
+        << text.substr(at + 1, end - at - 1);
+  }
+  EXPECT_GT(series, 10u);
 }
 
 TEST(AgentMetricsTest, CountersAccumulateWithBaseUnitsAndLabels) {
@@ -122,6 +281,12 @@ TEST(AgentMetricsTest, OutputPassesPromtoolCheckMetrics) {
   auto registry = std::make_shared<prometheus::Registry>();
   AgentMetrics m(registry, "h1");
   m.ObserveReport(MakeReport());
+  AgentMetrics other(registry, "h2");  // a second simulated host on the same registry
+  other.ObserveReport(MakeReport());
+  v1::Report probes;
+  probes.add_latency()->set_peer_class("intra_tor");
+  m.ObserveReport(probes);
+  m.SetDesiredVersion("3");
   v1::ParameterSet p;
   (*p.add_devices()->mutable_dcqcn())["rpg_time_reset"] = 300;
   p.mutable_devices(0)->set_device("mlx5_0");

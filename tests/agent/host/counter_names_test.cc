@@ -32,6 +32,24 @@ TEST(CounterNamesTest, HwCountersMapPerVendor) {
       {CounterVendor::kIrdma, "cnpHandled", "cnp_handled", 32},
       {CounterVendor::kIrdma, "cnpIgnored", "cnp_ignored", 32},
       {CounterVendor::kIrdma, "RxECNMrkd", "ecn_marked_packets", 64},
+      // Transport errors and receive-buffer drops.
+      {CounterVendor::kMlx5, "out_of_buffer", "out_of_buffer", 32},
+      {CounterVendor::kMlx5, "duplicate_request", "duplicate_request", 32},
+      {CounterVendor::kMlx5, "implied_nak_seq_err", "implied_nak_seq_err", 32},
+      {CounterVendor::kMlx5, "rnr_nak_retry_err", "rnr_nak_retry_err", 32},
+      {CounterVendor::kBnxtRe, "rx_out_of_buffer", "out_of_buffer", 64},
+      {CounterVendor::kBnxtRe, "dup_req", "duplicate_request", 64},
+      {CounterVendor::kBnxtRe, "tx_pkts", "tx_packets", 64},
+      {CounterVendor::kBnxtRe, "rx_pkts", "rx_packets", 64},
+      // rxe: software counters, its own names.
+      {CounterVendor::kRxe, "duplicate_request", "duplicate_request", 64},
+      {CounterVendor::kRxe, "out_of_seq_request", "out_of_sequence", 64},
+      {CounterVendor::kRxe, "rcvd_seq_err", "packet_seq_err", 64},
+      {CounterVendor::kRxe, "retry_rnr_exceeded_err", "rnr_nak_retry_err", 64},
+      {CounterVendor::kRxe, "completer_retry_err", "retransmits", 64},
+      {CounterVendor::kRxe, "link_downed", "link_downed", 64},
+      {CounterVendor::kRxe, "sent_pkts", "tx_packets", 64},
+      {CounterVendor::kRxe, "rcvd_pkts", "rx_packets", 64},
   };
   for (const Case& c : cases) {
     MappedCounter m = MapHwCounter(c.vendor, c.vendor_name);
@@ -48,8 +66,9 @@ TEST(CounterNamesTest, UnmappedNamesPassThrough) {
   EXPECT_EQ(m.name, "rx_write_requests");
   EXPECT_FALSE(m.mapped);
   EXPECT_EQ(m.width_bits, 32);  // a Q counter
-  m = MapHwCounter(CounterVendor::kRxe, "rcvd_seq_err");
-  EXPECT_EQ(m.name, "rcvd_seq_err");
+  m = MapHwCounter(CounterVendor::kRxe, "rdma_sends");
+  EXPECT_EQ(m.name, "rdma_sends");
+  EXPECT_FALSE(m.mapped);
   EXPECT_EQ(m.width_bits, 64);
   // A vendor name from another vendor's table is not mapped.
   m = MapHwCounter(CounterVendor::kRxe, "np_cnp_sent");
@@ -75,7 +94,49 @@ TEST(CounterNamesTest, PortCountersConvertWordsToBytes) {
   m = MapPortCounter("port_xmit_wait");
   EXPECT_EQ(m.name, "port_xmit_wait");
   EXPECT_EQ(m.width_bits, 32);
+  EXPECT_TRUE(m.mapped);
+  for (const char* same :
+       {"link_downed", "symbol_error", "link_error_recovery", "port_rcv_errors"}) {
+    m = MapPortCounter(same);
+    EXPECT_EQ(m.name, same);
+    EXPECT_TRUE(m.mapped) << same;
+    EXPECT_EQ(m.width_bits, 64) << same;  // saturating: a decrease is a reset
+    EXPECT_EQ(m.multiplier, 1u) << same;
+  }
+  m = MapPortCounter("port_xmit_discards");
   EXPECT_FALSE(m.mapped);
+}
+
+// Every name a table maps to is canonical (so /metrics gives it its own
+// metric name), and names outside the tables are not.
+TEST(CounterNamesTest, MappedNamesAreCanonical) {
+  const CounterVendor vendors[] = {CounterVendor::kMlx5, CounterVendor::kBnxtRe,
+                                   CounterVendor::kIrdma, CounterVendor::kRxe};
+  const char* hw[] = {"np_cnp_sent",       "rp_cnp_handled",      "rp_cnp_ignored",
+                      "out_of_buffer",     "duplicate_request",   "implied_nak_seq_err",
+                      "rnr_nak_retry_err", "tx_cnp_pkts",         "rx_out_of_buffer",
+                      "dup_req",           "hw_retransmission",   "cnpSent",
+                      "RxECNMrkd",         "Nak Sequence Error",  "out_of_seq_request",
+                      "rcvd_seq_err",      "completer_retry_err", "link_downed",
+                      "sent_pkts",         "rcvd_pkts",           "to_retransmits"};
+  int mapped = 0;
+  for (CounterVendor v : vendors) {
+    for (const char* n : hw) {
+      MappedCounter m = MapHwCounter(v, n);
+      if (!m.mapped) continue;
+      ++mapped;
+      EXPECT_TRUE(IsCanonicalCounterName(m.name)) << CounterVendorName(v) << " " << n;
+    }
+  }
+  EXPECT_GE(mapped, 21);
+  for (const char* n : {"port_xmit_data", "port_rcv_packets", "port_xmit_wait", "symbol_error"}) {
+    EXPECT_TRUE(IsCanonicalCounterName(MapPortCounter(n).name)) << n;
+  }
+  for (const char* n : {"rx_prio3_pause", "tx_prio2_pause_duration", "rx_discards_phy"}) {
+    EXPECT_TRUE(IsCanonicalCounterName(MapEthtoolCounter(n).name)) << n;
+  }
+  EXPECT_FALSE(IsCanonicalCounterName("rx_write_requests"));
+  EXPECT_FALSE(IsCanonicalCounterName(""));
 }
 
 TEST(CounterNamesTest, EthtoolPerPriorityNames) {

@@ -39,37 +39,53 @@ v1::LatencyWindow Window(const std::string& cls, int samples, double base, uint6
 
 TEST(ProbeMetricsTest, QuantilesLossAndTimeoutsPerPeerClass) {
   prometheus::Registry registry;
-  ProbeMetrics metrics(registry);
+  ProbeMetrics metrics(registry, "h1");
   metrics.Update({Window("intra_tor", 1000, 1e-6, 1010, 10), Window("inter_tor", 0, 0, 5, 5)});
   auto m = Scrape(registry);
-  EXPECT_NEAR(m["rocetune_probe_rtt_seconds{peer_class=intra_tor,quantile=0.5,}"], 500e-6,
+  EXPECT_NEAR(m["rocetune_probe_rtt_seconds{host=h1,peer_class=intra_tor,q=0.5,}"], 500e-6,
               500e-6 * 0.03);
-  EXPECT_NEAR(m["rocetune_probe_rtt_seconds{peer_class=intra_tor,quantile=0.99,}"], 990e-6,
+  EXPECT_NEAR(m["rocetune_probe_rtt_seconds{host=h1,peer_class=intra_tor,q=0.9,}"], 900e-6,
+              900e-6 * 0.03);
+  EXPECT_NEAR(m["rocetune_probe_rtt_seconds{host=h1,peer_class=intra_tor,q=0.99,}"], 990e-6,
               990e-6 * 0.03);
-  EXPECT_NEAR(m["rocetune_probe_rtt_seconds{peer_class=intra_tor,quantile=0.999,}"], 999e-6,
+  EXPECT_NEAR(m["rocetune_probe_rtt_seconds{host=h1,peer_class=intra_tor,q=0.999,}"], 999e-6,
               999e-6 * 0.03);
-  EXPECT_DOUBLE_EQ(m["rocetune_probe_loss_ratio{peer_class=intra_tor,}"], 10.0 / 1010);
-  EXPECT_DOUBLE_EQ(m["rocetune_probe_timeouts_total{peer_class=intra_tor,}"], 10);
-  EXPECT_DOUBLE_EQ(m["rocetune_probe_loss_ratio{peer_class=inter_tor,}"], 1.0);
-  EXPECT_TRUE(std::isnan(m["rocetune_probe_rtt_seconds{peer_class=inter_tor,quantile=0.5,}"]));
+  EXPECT_DOUBLE_EQ(m["rocetune_probe_loss_ratio{host=h1,peer_class=intra_tor,}"], 10.0 / 1010);
+  EXPECT_DOUBLE_EQ(m["rocetune_probe_timeouts_total{host=h1,peer_class=intra_tor,}"], 10);
+  EXPECT_DOUBLE_EQ(m["rocetune_probe_loss_ratio{host=h1,peer_class=inter_tor,}"], 1.0);
+  EXPECT_TRUE(std::isnan(m["rocetune_probe_rtt_seconds{host=h1,peer_class=inter_tor,q=0.5,}"]));
 
   metrics.Update({Window("intra_tor", 10, 1e-3, 10, 0)});
   m = Scrape(registry);
-  EXPECT_DOUBLE_EQ(m["rocetune_probe_timeouts_total{peer_class=intra_tor,}"], 10);
-  EXPECT_DOUBLE_EQ(m["rocetune_probe_sent_total{peer_class=intra_tor,}"], 1020);
-  EXPECT_DOUBLE_EQ(m["rocetune_probe_loss_ratio{peer_class=intra_tor,}"], 0);
-  EXPECT_GT(m["rocetune_probe_rtt_seconds{peer_class=intra_tor,quantile=0.5,}"], 4e-3);
+  EXPECT_DOUBLE_EQ(m["rocetune_probe_timeouts_total{host=h1,peer_class=intra_tor,}"], 10);
+  EXPECT_DOUBLE_EQ(m["rocetune_probe_sent_total{host=h1,peer_class=intra_tor,}"], 1020);
+  EXPECT_DOUBLE_EQ(m["rocetune_probe_loss_ratio{host=h1,peer_class=intra_tor,}"], 0);
+  EXPECT_GT(m["rocetune_probe_rtt_seconds{host=h1,peer_class=intra_tor,q=0.5,}"], 4e-3);
 }
 
 TEST(ProbeMetricsTest, InvalidSketchIsSkippedCountersStillMove) {
   prometheus::Registry registry;
-  ProbeMetrics metrics(registry);
+  ProbeMetrics metrics(registry, "h1");
   v1::LatencyWindow w = Window("c", 10, 1e-3, 10, 1);
   w.mutable_network_rtt_seconds()->set_relative_accuracy(7);  // invalid
   metrics.Update({w});
   auto m = Scrape(registry);
-  EXPECT_DOUBLE_EQ(m["rocetune_probe_timeouts_total{peer_class=c,}"], 1);
-  EXPECT_TRUE(std::isnan(m["rocetune_probe_rtt_seconds{peer_class=c,quantile=0.99,}"]));
+  EXPECT_DOUBLE_EQ(m["rocetune_probe_timeouts_total{host=h1,peer_class=c,}"], 1);
+  EXPECT_TRUE(std::isnan(m["rocetune_probe_rtt_seconds{host=h1,peer_class=c,q=0.99,}"]));
+}
+
+// Two hosts' probe series share one registry (the fabric simulator's agents).
+TEST(ProbeMetricsTest, HostsShareARegistry) {
+  prometheus::Registry registry;
+  ProbeMetrics a(registry, "h1");
+  ProbeMetrics b(registry, "h2");
+  a.Update({Window("intra_tor", 10, 1e-3, 10, 1)});
+  b.Update({Window("intra_tor", 10, 1e-3, 20, 4)});
+  auto m = Scrape(registry);
+  EXPECT_DOUBLE_EQ(m["rocetune_probe_timeouts_total{host=h1,peer_class=intra_tor,}"], 1);
+  EXPECT_DOUBLE_EQ(m["rocetune_probe_timeouts_total{host=h2,peer_class=intra_tor,}"], 4);
+  EXPECT_DOUBLE_EQ(m["rocetune_probe_sent_total{host=h2,peer_class=intra_tor,}"], 20);
+  EXPECT_EQ(m.count("rocetune_probe_rtt_seconds{host=h2,peer_class=intra_tor,q=0.999,}"), 1u);
 }
 
 }  // namespace

@@ -150,6 +150,10 @@ class RolloutTest : public ::testing::Test {
     ropt.retention = absl::Minutes(2);
     manager_ = std::make_unique<RolloutManager>(fleet_.get(), telemetry_.get(), store_.get(),
                                                 nullptr, &clock_, ropt);
+    // Fresh series per Open, as a restarted controller has.
+    registry_ = std::make_unique<prometheus::Registry>();
+    metrics_ = std::make_unique<RolloutMetrics>(*registry_);
+    manager_->set_metrics(metrics_.get());
     ASSERT_TRUE(manager_->Load().ok());
     manager_->Start();
   }
@@ -277,10 +281,28 @@ class RolloutTest : public ::testing::Test {
 
   static constexpr int kProbesPerWindow = 1000;
   FakeClock clock_{absl::FromUnixSeconds(1'700'000'000)};
+  // The rollout series named `series` ("name{label=value,}"), -1 when absent.
+  double Metric(const std::string& series) {
+    for (const auto& fam : registry_->Collect()) {
+      for (const auto& m : fam.metric) {
+        std::string key = fam.name + "{";
+        for (const auto& l : m.label) key += l.name + "=" + l.value + ",";
+        key += "}";
+        if (key == series) {
+          return fam.type == prometheus::MetricType::Counter ? m.counter.value : m.gauge.value;
+        }
+      }
+    }
+    return -1;
+  }
+
   std::string dir_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<TelemetryStore> telemetry_;
   std::unique_ptr<Fleet> fleet_;
+  // Declared before manager_: they outlive it.
+  std::unique_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<RolloutMetrics> metrics_;
   std::unique_ptr<RolloutManager> manager_;
   std::vector<std::string> hosts_;
   std::map<std::string, int> rack_of_;
@@ -390,6 +412,8 @@ TEST_F(RolloutTest, ApprovedChangeCanariesThenStagesToDone) {
     }
   }
   EXPECT_EQ(pushed, 8);
+  EXPECT_EQ(Metric("rocetune_controller_active_change{change=" + c->id() + ",state=CANARY,}"), 1);
+  EXPECT_EQ(Metric("rocetune_controller_changes{state=CANARY,}"), 1);
   // A conflicting proposal names the change that holds the hosts.
   auto conflict = Propose(200, {"carol", false});
   EXPECT_EQ(conflict.status().code(), absl::StatusCode::kFailedPrecondition);
@@ -401,6 +425,19 @@ TEST_F(RolloutTest, ApprovedChangeCanariesThenStagesToDone) {
   bool passed = false;
   for (const auto& v : now.verdicts()) passed |= v.outcome() == v1::Verdict::PASS;
   EXPECT_TRUE(passed);
+  Tick();
+  for (const char* to : {"PROPOSED", "APPROVED", "CANARY", "DONE"}) {
+    EXPECT_EQ(
+        Metric(std::string("rocetune_controller_change_transitions_total{to_state=") + to + ",}"),
+        1)
+        << to;
+  }
+  EXPECT_GE(Metric("rocetune_controller_change_transitions_total{to_state=STAGE,}"), 1);
+  EXPECT_GE(Metric("rocetune_controller_judge_verdicts_total{verdict=PASS,}"), 1);
+  EXPECT_EQ(Metric("rocetune_controller_changes{state=DONE,}"), 1);
+  EXPECT_EQ(Metric("rocetune_controller_changes{state=CANARY,}"), 0);
+  EXPECT_EQ(Metric("rocetune_controller_active_change{change=" + c->id() + ",state=STAGE,}"), -1);
+  EXPECT_EQ(Metric("rocetune_controller_change_p99_seconds{group=canary,period=bake,}"), -1);
   auto chain = store_->VerifyAudit();
   ASSERT_TRUE(chain.ok());
   EXPECT_TRUE(chain->ok()) << chain->problem();
@@ -439,6 +476,13 @@ TEST_F(RolloutTest, RegressionOnTheCanaryRollsBackEveryTouchedHost) {
   ASSERT_GT(audit->entries_size(), 0);
   EXPECT_EQ(audit->entries(0).action(), "change_rolled_back");
   EXPECT_THAT(audit->entries(0).reason(), HasSubstr("FAIL"));
+  EXPECT_EQ(Metric("rocetune_controller_changes_rolled_back_total{reason=" +
+                   (v.rule() == "fabric_regression" ? std::string("fabric_regression")
+                                                    : std::string("judge_fail")) +
+                   ",}"),
+            1);
+  EXPECT_EQ(Metric("rocetune_controller_judge_verdicts_total{verdict=FAIL,}"), 1);
+  EXPECT_EQ(Metric("rocetune_controller_change_transitions_total{to_state=ROLLED_BACK,}"), 1);
 }
 
 TEST_F(RolloutTest, GuardEventOnACanaryHostRollsBackAndTheSetIsNeverRepushed) {
@@ -467,6 +511,8 @@ TEST_F(RolloutTest, GuardEventOnACanaryHostRollsBackAndTheSetIsNeverRepushed) {
   fleet_->HandleGuardEvents(canary, events);
   manager_->executor().RunSync([] {});
   EXPECT_EQ(Get(c->id()).state(), v1::ROLLED_BACK);
+  EXPECT_EQ(Metric("rocetune_controller_changes_rolled_back_total{reason=guard,}"), 1);
+  EXPECT_EQ(Metric("rocetune_controller_judge_verdicts_total{verdict=FAIL,}"), 0);
   auto info = fleet_->GetHost(canary);
   ASSERT_TRUE(info.ok());
   EXPECT_THAT(info->rejected_versions(), ::testing::Contains(canary_version));
@@ -498,6 +544,8 @@ TEST_F(RolloutTest, NackOnACanaryHostRollsBack) {
   EXPECT_EQ(now.state(), v1::ROLLED_BACK);
   EXPECT_EQ(now.verdicts(now.verdicts_size() - 1).rule(), "nack");
   for (const std::string& h : hosts_) EXPECT_NE(DesiredValue(h), 40);
+  EXPECT_EQ(Metric("rocetune_controller_changes_rolled_back_total{reason=nack,}"), 1);
+  EXPECT_EQ(Metric("rocetune_controller_changes_rolled_back_total{reason=judge_fail,}"), 0);
 }
 
 TEST_F(RolloutTest, ThinDataHoldsAndAHoldPastTheLimitAborts) {
@@ -515,6 +563,10 @@ TEST_F(RolloutTest, ThinDataHoldsAndAHoldPastTheLimitAborts) {
   v1::Change now = Get(c->id());
   EXPECT_EQ(now.state(), v1::ABORTED);
   for (const auto& v : now.verdicts()) EXPECT_NE(v.outcome(), v1::Verdict::PASS);
+  EXPECT_EQ(Metric("rocetune_controller_changes_rolled_back_total{reason=hold_timeout,}"), 1);
+  EXPECT_GE(Metric("rocetune_controller_judge_verdicts_total{verdict=HOLD,}"), 1);
+  EXPECT_EQ(Metric("rocetune_controller_judge_verdicts_total{verdict=PASS,}"), 0);
+  EXPECT_EQ(Metric("rocetune_controller_changes{state=ABORTED,}"), 1);
   for (const std::string& h : hosts_) EXPECT_NE(DesiredValue(h), 100);
 }
 
@@ -532,6 +584,8 @@ TEST_F(RolloutTest, RestartDuringTheCanaryRollsBackConsistently) {
   v1::Change now = Get(c->id());
   EXPECT_EQ(now.state(), v1::ROLLED_BACK);
   EXPECT_THAT(now.transitions(now.transitions_size() - 1).reason(), HasSubstr("restarted"));
+  EXPECT_EQ(Metric("rocetune_controller_changes_rolled_back_total{reason=restart,}"), 1);
+  EXPECT_EQ(Metric("rocetune_controller_changes{state=ROLLED_BACK,}"), 1);
   for (const std::string& h : hosts_) EXPECT_NE(DesiredValue(h), 100);
 }
 
@@ -560,10 +614,11 @@ TEST_F(RolloutTest, CampaignTrialsRunCanaryOnlyAndPromotionNeedsApproval) {
     v1::StartCampaignRequest req;
     req.set_policy_name("test-policy");
     req.set_reason("tune");
-    return manager_->StartCampaign(req, Identity{"alice", false});
+    return manager_->StartCampaign(req, Identity{"alice", true});
   });
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->start().at("rpg_time_reset"), 300);
+  EXPECT_TRUE(t->proposer_authenticated());
   auto self = OnExec<absl::StatusOr<v1::Campaign>>([&] {
     v1::ChangeActionRequest r;
     r.set_id(t->id());
@@ -593,10 +648,26 @@ TEST_F(RolloutTest, CampaignTrialsRunCanaryOnlyAndPromotionNeedsApproval) {
   ASSERT_EQ(now.state(), v1::Campaign::FINISHED) << now.DebugString();
   EXPECT_LE(now.trials_size(), 8);
   EXPECT_LT(now.best().at("rpg_time_reset"), 300);
+  // Every trial ended once and was counted under its outcome; trials are not rollbacks.
+  std::map<std::string, int> outcomes;
+  for (const v1::Trial& tr : now.trials()) ++outcomes[tr.outcome()];
+  for (const auto& [outcome, n] : outcomes) {
+    EXPECT_EQ(Metric("rocetune_controller_campaign_trials_total{outcome=" + outcome + ",}"), n)
+        << outcome;
+  }
+  for (const char* reason : {"judge_fail", "fabric_regression", "manual"}) {
+    EXPECT_EQ(Metric(std::string("rocetune_controller_changes_rolled_back_total{reason=") + reason +
+                     ",}"),
+              0)
+        << reason;
+  }
   ASSERT_FALSE(now.promotion_change_id().empty());
   v1::Change promo = Get(now.promotion_change_id());
   EXPECT_EQ(promo.state(), v1::PROPOSED);
   EXPECT_FALSE(promo.canary_only());
+  // Proposed under the campaign proposer's verified identity.
+  EXPECT_EQ(promo.proposer(), "alice");
+  EXPECT_TRUE(promo.proposer_authenticated());
   EXPECT_EQ(Act("approve", promo.id(), {"alice", false}).status().code(),
             absl::StatusCode::kPermissionDenied);
   // The promotion is an ordinary change: canary, stages, DONE on every host.
@@ -607,6 +678,54 @@ TEST_F(RolloutTest, CampaignTrialsRunCanaryOnlyAndPromotionNeedsApproval) {
   for (const std::string& h : hosts_) {
     EXPECT_EQ(DesiredValue(h), now.best().at("rpg_time_reset")) << h;
   }
+}
+
+TEST_F(RolloutTest, StoppingACampaignBeforeItsApprovalRejectsIt) {
+  ApplyPolicy(PolicyText());
+  auto start = [&] {
+    return OnExec<absl::StatusOr<v1::Campaign>>([&] {
+      v1::StartCampaignRequest req;
+      req.set_policy_name("test-policy");
+      req.set_reason("tune");
+      return manager_->StartCampaign(req, Identity{"alice", true});
+    });
+  };
+  auto stop = [&](const std::string& id) {
+    return OnExec<absl::StatusOr<v1::Campaign>>([&] {
+      v1::ChangeActionRequest r;
+      r.set_id(id);
+      r.set_reason("not now");
+      return manager_->StopCampaign(r, Identity{"bob", true});
+    });
+  };
+  auto t = start();
+  ASSERT_TRUE(t.ok()) << t.status();
+  auto rejected = stop(t->id());
+  ASSERT_TRUE(rejected.ok()) << rejected.status();
+  EXPECT_EQ(rejected->state(), v1::Campaign::REJECTED);
+  EXPECT_EQ(rejected->trials_size(), 0);
+  EXPECT_EQ(stop(t->id()).status().code(), absl::StatusCode::kFailedPrecondition);
+  // Once approved and running, stopping it is STOPPED.
+  auto u = start();
+  ASSERT_TRUE(u.ok()) << u.status();
+  ASSERT_TRUE(OnExec<absl::StatusOr<v1::Campaign>>([&] {
+                v1::ChangeActionRequest r;
+                r.set_id(u->id());
+                return manager_->ApproveCampaign(r, Identity{"bob", true});
+              }).ok());
+  Run(2);
+  auto stopped = stop(u->id());
+  ASSERT_TRUE(stopped.ok()) << stopped.status();
+  EXPECT_EQ(stopped->state(), v1::Campaign::STOPPED);
+  bool reject_row = false, stop_row = false;
+  auto audit = store_->ListAudit(0, 1000);
+  ASSERT_TRUE(audit.ok()) << audit.status();
+  for (const v1::AuditEntry& e : *audit) {
+    reject_row |= e.action() == "campaign_reject" && e.subject() == t->id() && e.actor() == "bob";
+    stop_row |= e.action() == "campaign_stop" && e.subject() == u->id();
+  }
+  EXPECT_TRUE(reject_row);
+  EXPECT_TRUE(stop_row);
 }
 
 }  // namespace

@@ -1,0 +1,223 @@
+// The real daemons' /metrics, as Prometheus sees it: a rocetune-controller, a
+// rocetune-agent reading a fixture sysfs tree, and rocetune-fabricsim --agents
+// with --metrics_address run on loopback ports; each text output must pass
+// `promtool check metrics` with no finding, carry rocetune_build_info and the
+// process_* series, and every agent series must carry `host`. The agent's RDMA
+// counters must equal the fixture's own values (the NIC's, not deltas).
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "tests/integration/subprocess.h"
+
+namespace rocetune {
+namespace {
+
+using ::rocetune::testing::BuiltBinary;
+using ::rocetune::testing::HttpGet;
+using ::rocetune::testing::MakeTempDir;
+using ::rocetune::testing::RunCommand;
+using ::rocetune::testing::Subprocess;
+using ::rocetune::testing::WaitForPortInReadyFile;
+
+std::string Fixture(const std::string& host) {
+  return absl::StrCat(ROCETUNE_SOURCE_DIR, "/tests/fixtures/hosts/", host);
+}
+
+// The value of the series named exactly `series` (name plus labels), or -1.
+double MetricValue(const std::string& body, const std::string& series) {
+  for (absl::string_view line : absl::StrSplit(body, '\n')) {
+    if (!absl::ConsumePrefix(&line, series) || !absl::ConsumePrefix(&line, " ")) continue;
+    double v = 0;
+    if (absl::SimpleAtod(line, &v)) return v;
+  }
+  return -1;
+}
+
+// Scrapes `port` until `needle` shows up (or `timeout`); returns the last body.
+std::string ScrapeUntil(int port, const std::string& needle, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  std::string body;
+  while (absl::Now() < deadline) {
+    body = HttpGet(port, "/metrics");
+    if (absl::StrContains(body, needle)) break;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  return body;
+}
+
+// Runs `promtool check metrics` on `text`; returns its exit code, output in *out.
+int Promtool(const std::string& dir, const std::string& name, const std::string& text,
+             std::string* out) {
+  const std::string path = absl::StrCat(dir, "/", name, ".prom");
+  std::ofstream(path) << text;
+  return RunCommand("/bin/sh", {"-c", "promtool check metrics < " + path + " 2>&1"}, out);
+}
+
+// Checks that every daemon carries: build info for `component`, the process series.
+void ExpectDaemonSeries(const std::string& body, const std::string& component) {
+  EXPECT_TRUE(absl::StrContains(
+      body, absl::StrCat("rocetune_build_info{component=\"", component, "\",revision=\"")))
+      << body;
+  for (const char* name : {"process_cpu_seconds_total", "process_resident_memory_bytes",
+                           "process_virtual_memory_bytes", "process_open_fds", "process_max_fds",
+                           "process_start_time_seconds"}) {
+    EXPECT_GT(MetricValue(body, name), 0) << component << " " << name;
+  }
+}
+
+// Every sample line of a rocetune_ series other than build_info has a host label.
+void ExpectHostOnEverySeries(const std::string& body, const std::string& who) {
+  int lines = 0;
+  for (absl::string_view line : absl::StrSplit(body, '\n', absl::SkipEmpty())) {
+    if (line[0] == '#' || !absl::StartsWith(line, "rocetune_") ||
+        absl::StartsWith(line, "rocetune_build_info")) {
+      continue;
+    }
+    ++lines;
+    EXPECT_TRUE(absl::StrContains(line, "host=\"")) << who << ": " << line;
+  }
+  EXPECT_GT(lines, 20) << who;
+}
+
+class MetricsPromtoolTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = MakeTempDir("metrics-promtool");
+    ASSERT_FALSE(dir_.empty());
+    std::string out;
+    ASSERT_EQ(RunCommand("/bin/sh", {"-c", "command -v promtool"}, &out), 0)
+        << "promtool is missing: install the Debian package prometheus (scripts/install-deps)";
+    controller_ = std::make_unique<Subprocess>(
+        BuiltBinary("controller/rocetune-controller"),
+        std::vector<std::string>{"--listen=127.0.0.1:0", "--metrics_address=127.0.0.1:0",
+                                 "--insecure_loopback", "--state_dir=" + dir_ + "/controller",
+                                 "--ready_file=" + dir_ + "/controller.ready"},
+        dir_ + "/controller.log");
+    ASSERT_TRUE(controller_->Start());
+    grpc_port_ = WaitForPortInReadyFile(dir_ + "/controller.ready", "grpc_port", absl::Seconds(20));
+    ASSERT_GT(grpc_port_, 0) << controller_->Log();
+    controller_metrics_ =
+        WaitForPortInReadyFile(dir_ + "/controller.ready", "metrics_port", absl::Seconds(1));
+    ASSERT_GT(controller_metrics_, 0);
+  }
+  void TearDown() override {
+    if (controller_ != nullptr) {
+      controller_->Signal(SIGTERM);
+      EXPECT_EQ(controller_->Wait(absl::Seconds(10)), 0) << controller_->Log();
+    }
+  }
+
+  std::string dir_;
+  std::unique_ptr<Subprocess> controller_;
+  int grpc_port_ = -1;
+  int controller_metrics_ = -1;
+};
+
+TEST_F(MetricsPromtoolTest, AgentAndControllerPassPromtool) {
+  Subprocess agent(BuiltBinary("agent/rocetune-agent"),
+                   {"--host_id=host-m", absl::StrCat("--controller=127.0.0.1:", grpc_port_),
+                    "--insecure_loopback", "--metrics_address=127.0.0.1:0",
+                    "--sysfs_root=" + Fixture("mlx5_upstream") + "/sys",
+                    "--debugfs_root=" + Fixture("mlx5_upstream") + "/debug",
+                    "--state_dir=" + dir_ + "/host-m", "--sample_interval=100ms",
+                    "--probe_udp_listen=127.0.0.1:0", "--ready_file=" + dir_ + "/host-m.ready"},
+                   dir_ + "/host-m.log");
+  ASSERT_TRUE(agent.Start());
+  const int port =
+      WaitForPortInReadyFile(dir_ + "/host-m.ready", "metrics_port", absl::Seconds(20));
+  ASSERT_GT(port, 0) << agent.Log();
+  const std::string body =
+      ScrapeUntil(port, "rocetune_rdma_port_xmit_wait_total", absl::Seconds(20));
+
+  // The NIC's own values (the fixture's files), under their canonical names.
+  const std::string mlx5_0 = "{device=\"mlx5_0\",host=\"host-m\",port=\"1\"}";
+  EXPECT_EQ(MetricValue(body, "rocetune_rdma_port_xmit_wait_total" + mlx5_0), 123456) << body;
+  EXPECT_EQ(MetricValue(body, "rocetune_rdma_cnp_handled_total" + mlx5_0), 48213) << body;
+  EXPECT_GE(MetricValue(body, "rocetune_rdma_symbol_error_total" + mlx5_0), 0) << body;
+  EXPECT_GE(MetricValue(body, "rocetune_rdma_out_of_buffer_total" + mlx5_0), 0) << body;
+  EXPECT_FALSE(absl::StrContains(body, "name=\"port_xmit_wait\"")) << body;
+  // `quantile` only on summaries (prometheus-cpp's own exposer_request_latencies).
+  for (absl::string_view line : absl::StrSplit(body, '\n')) {
+    if (absl::StartsWith(line, "rocetune_")) {
+      EXPECT_FALSE(absl::StrContains(line, "quantile=")) << line;
+    }
+  }
+  ExpectDaemonSeries(body, "agent");
+  ExpectHostOnEverySeries(body, "agent");
+
+  std::string out;
+  EXPECT_EQ(Promtool(dir_, "agent", body, &out), 0) << out;
+  EXPECT_EQ(absl::StripAsciiWhitespace(out), "") << "promtool findings on the agent:\n" << out;
+
+  const std::string controller = HttpGet(controller_metrics_, "/metrics");
+  ExpectDaemonSeries(controller, "controller");
+  EXPECT_TRUE(absl::StrContains(controller, "rocetune_controller_changes{state=\"CANARY\"} 0"))
+      << controller;
+  EXPECT_TRUE(absl::StrContains(controller, "rocetune_controller_judge_verdicts_total"));
+  EXPECT_EQ(Promtool(dir_, "controller", controller, &out), 0) << out;
+  EXPECT_EQ(absl::StripAsciiWhitespace(out), "") << "promtool findings on the controller:\n" << out;
+
+  agent.Signal(SIGTERM);
+  EXPECT_EQ(agent.Wait(absl::Seconds(10)), 0) << agent.Log();
+}
+
+// rocetune-fabricsim --agents --metrics_address: one endpoint with every
+// simulated agent's series, each under its own host.
+TEST_F(MetricsPromtoolTest, FabricsimAgentsServeAgentSeries) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir_ + "/sim", ec);
+  ASSERT_FALSE(ec) << ec.message();
+  Subprocess sim(
+      BuiltBinary("sim/rocetune-fabricsim"),
+      {absl::StrCat("--scenario=", ROCETUNE_SOURCE_DIR,
+                    "/tests/sim/testdata/agents_incast.textproto"),
+       "--agents", absl::StrCat("--controller=127.0.0.1:", grpc_port_), "--duration=600s",
+       "--pace=1", "--sample_interval=200ms", "--output=none", "--metrics_address=127.0.0.1:0",
+       "--ready_file=" + dir_ + "/sim.ready", "--state_dir=" + dir_ + "/sim"},
+      dir_ + "/sim.log");
+  ASSERT_TRUE(sim.Start());
+  const int port = WaitForPortInReadyFile(dir_ + "/sim.ready", "metrics_port", absl::Seconds(20));
+  ASSERT_GT(port, 0) << sim.Log();
+  // The three simulated hosts' counter series, each under its own host label.
+  std::string body;
+  std::set<std::string> hosts;
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (hosts.size() < 3 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(100));
+    body = HttpGet(port, "/metrics");
+    hosts.clear();
+    for (absl::string_view line : absl::StrSplit(body, '\n', absl::SkipEmpty())) {
+      if (!absl::StartsWith(line, "rocetune_rdma_")) continue;
+      const size_t at = line.find("host=\"");
+      if (at == absl::string_view::npos) continue;
+      const size_t end = line.find('"', at + 6);
+      hosts.insert(std::string(line.substr(at + 6, end - at - 6)));
+    }
+  }
+  EXPECT_EQ(hosts.size(), 3u) << body;
+  EXPECT_TRUE(absl::StrContains(body, "rocetune_agent_reports_sent_total{host=\"")) << body;
+  EXPECT_TRUE(absl::StrContains(body, "rocetune_dcqcn_parameter{")) << body;
+  ExpectDaemonSeries(body, "fabricsim");
+  ExpectHostOnEverySeries(body, "fabricsim");
+  std::string out;
+  EXPECT_EQ(Promtool(dir_, "fabricsim", body, &out), 0) << out;
+  EXPECT_EQ(absl::StripAsciiWhitespace(out), "") << "promtool findings on fabricsim:\n" << out;
+  sim.Signal(SIGTERM);
+  EXPECT_EQ(sim.Wait(absl::Seconds(15)), 0) << sim.Log();
+}
+
+}  // namespace
+}  // namespace rocetune
