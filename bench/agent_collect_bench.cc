@@ -759,6 +759,35 @@ int Main(int argc, char** argv) {
       put("ratio_same_files", ratio(ne_us, same_files_us));
     }
   }
+  if (paths.size() == 2 && paths[1]->label() == "netlink") {
+    // The two paths should name the same RDMA counters (netlink may add the
+    // optional ones sysfs does not show); the names only one path has.
+    auto keys = [](CounterSource* src) {
+      CounterBuffer b;
+      (void)src->CollectInto(&b);
+      std::set<std::string> k;
+      for (const CounterValue& v : b) {
+        k.insert(absl::StrCat(v.key.device, "/", v.key.port, "/", v.key.priority, "/", v.key.name));
+      }
+      return k;
+    };
+    const std::set<std::string> sysfs_keys = keys(paths[0]->rdma());
+    const std::set<std::string> netlink_keys = keys(paths[1]->rdma());
+    int only_sysfs = 0, only_netlink = 0;
+    for (const std::string& k : sysfs_keys) {
+      if (netlink_keys.count(k) == 0) {
+        ++only_sysfs;
+        std::fprintf(stderr, "only sysfs has %s\n", k.c_str());
+      }
+    }
+    for (const std::string& k : netlink_keys) {
+      if (sysfs_keys.count(k) == 0) {
+        ++only_netlink;
+        std::fprintf(stderr, "only netlink has %s\n", k.c_str());
+      }
+    }
+    line << " keys_only_sysfs=" << only_sysfs << " keys_only_netlink=" << only_netlink;
+  }
   for (const Exporter& e : exporters) {
     const std::string pre =
         (fixture || &e == &ne0) ? "node_exporter_" : "node_exporter_" + e.label + "_";
