@@ -52,6 +52,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -401,6 +402,9 @@ class AgentPath {
 
   double cpu_us = 0;
   double wall_us = 0;
+  double user_us = 0;            // getrusage split of cpu_us: user space
+  double sys_us = 0;             // and kernel
+  std::vector<double> chunk_us;  // CPU per round in each chunk
 
  private:
   std::string label_;
@@ -425,6 +429,7 @@ struct Exporter {
   int series = 0;  // node_infiniband_* series in a scrape
   double cpu_us = 0;
   int scraped = 0;
+  std::vector<double> chunk_us;  // CPU per scrape in each chunk
 
   // Starts it and waits for its first scrape; false (with the reason on
   // stderr) when it does not serve.
@@ -466,6 +471,34 @@ struct Exporter {
     pid = -1;
   }
 };
+
+struct UserSys {
+  double user_us = 0;
+  double sys_us = 0;
+};
+
+// This process's user and system CPU so far (getrusage).
+UserSys SelfUserSys() {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  auto us = [](const struct timeval& tv) {
+    return static_cast<double>(tv.tv_sec) * 1e6 + static_cast<double>(tv.tv_usec);
+  };
+  return {us(ru.ru_utime), us(ru.ru_stime)};
+}
+
+// The median over the chunks of node_exporter's CPU per scrape over the
+// agent's CPU per round in the same chunk: a burst of load on the machine
+// moves one chunk, not the median.
+double MedianChunkRatio(const std::vector<double>& agent, const std::vector<double>& ne) {
+  std::vector<double> r;
+  for (size_t i = 0; i < agent.size() && i < ne.size(); ++i) {
+    if (agent[i] > 0 && ne[i] > 0) r.push_back(ne[i] / agent[i]);
+  }
+  if (r.empty()) return 0;
+  std::sort(r.begin(), r.end());
+  return r.size() % 2 == 1 ? r[r.size() / 2] : (r[r.size() / 2 - 1] + r[r.size() / 2]) / 2;
+}
 
 std::string KernelRelease() {
   struct utsname u;
@@ -641,12 +674,20 @@ int Main(int argc, char** argv) {
     for (auto& p : paths) {
       const double a0 = ProcessCpuMicros();
       const absl::Time w0 = absl::Now();
-      for (int i = c * rounds / kChunks; i < (c + 1) * rounds / kChunks; ++i) p->Round();
-      p->cpu_us += ProcessCpuMicros() - a0;
+      const UserSys r0 = SelfUserSys();
+      const int n = (c + 1) * rounds / kChunks - c * rounds / kChunks;
+      for (int i = 0; i < n; ++i) p->Round();
+      const double used = ProcessCpuMicros() - a0;
+      const UserSys r1 = SelfUserSys();
+      p->cpu_us += used;
+      p->chunk_us.push_back(used / n);
+      p->user_us += r1.user_us - r0.user_us;
+      p->sys_us += r1.sys_us - r0.sys_us;
       p->wall_us += absl::ToDoubleMicroseconds(absl::Now() - w0);
     }
     for (Exporter& e : exporters) {
       const double c0 = 1e6 * bench::ProcessCpuSeconds(e.pid);
+      const int scraped_before = e.scraped;
       for (int i = c * scrapes / kChunks; i < (c + 1) * scrapes / kChunks; ++i) {
         if (Scrape(e.port).empty()) {
           std::fprintf(stderr, "scrape %d of node_exporter %s failed\n", i, e.label.c_str());
@@ -655,7 +696,9 @@ int Main(int argc, char** argv) {
         }
         ++e.scraped;
       }
-      e.cpu_us += 1e6 * bench::ProcessCpuSeconds(e.pid) - c0;
+      const double used = 1e6 * bench::ProcessCpuSeconds(e.pid) - c0;
+      e.cpu_us += used;
+      e.chunk_us.push_back(used / std::max(1, e.scraped - scraped_before));
     }
   }
   for (Exporter& e : exporters) e.Stop();
@@ -722,6 +765,7 @@ int Main(int argc, char** argv) {
       const double e_us = e.scraped > 0 ? e.cpu_us / e.scraped : 0.0;
       put(&e == &ne0 ? "ratio" + rsuf : "ratio" + rsuf + "_vs_" + e.label, ratio(e_us, agent_us));
     }
+    put("ratio" + rsuf + "_median_chunk", MedianChunkRatio(p.chunk_us, ne0.chunk_us));
     line << " " << ppre << "counters=" << counters;
     if (p.ethtool() == nullptr) continue;  // the short form for the RDMA-only path
     put(pre + "cpu_us_per_round_with_discovery", agent_us + discovery_us);
@@ -729,6 +773,8 @@ int Main(int argc, char** argv) {
     put(pre + "cpu_us_per_counter", agent_us / static_cast<double>(std::max<size_t>(counters, 1)),
         2);
     put(pre + "wall_us_per_round", p.wall_us / rounds);
+    put(pre + "user_us_per_round", p.user_us / rounds);
+    put(pre + "sys_us_per_round", p.sys_us / rounds);
     line << " " << ppre << "ethtool_counters=" << ethtool_counters;
     put(ppre + "collect_cpu_us", collect_us);
     put(ppre + (plain ? "rdma_counters_cpu_us" : "rdma_cpu_us"), rdma_us);
