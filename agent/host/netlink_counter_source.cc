@@ -23,6 +23,7 @@ namespace {
 constexpr uint16_t kStatGetType = RDMA_NL_GET_TYPE(RDMA_NL_NLDEV, RDMA_NLDEV_CMD_STAT_GET);
 constexpr uint16_t kDevGetType = RDMA_NL_GET_TYPE(RDMA_NL_NLDEV, RDMA_NLDEV_CMD_GET);
 constexpr size_t kAttrHdr = 4;
+constexpr size_t kReceiveBufferBytes = 64 * 1024;
 
 // A view of one attribute inside a bounds-checked buffer.
 struct Attr {
@@ -258,6 +259,12 @@ absl::StatusOr<std::unique_ptr<NetlinkCounterSource>> NetlinkCounterSource::Crea
   }
   struct timeval tv = {1, 0};
   setsockopt(nl_socket_get_fd(sock), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  // One recvmsg per reply: libnl otherwise peeks at each message first to size
+  // its buffer (a second syscall every STAT_GET). A STAT_GET reply is a few KiB
+  // and the kernel splits dumps into messages of at most 32 KiB; one larger
+  // than the buffer fails the receive (NLE_MSG_TRUNC) instead of being cut.
+  nl_socket_disable_msg_peek(sock);
+  nl_socket_set_msg_buf_size(sock, kReceiveBufferBytes);
   std::unique_ptr<NetlinkCounterSource> src(new NetlinkCounterSource(std::move(sysfs_root), sock));
   if (absl::Status s = src->ListDevices(); !s.ok()) {
     return absl::UnavailableError(absl::StrCat("RDMA netlink device list failed: ", s.message()));
