@@ -518,11 +518,20 @@ int Main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     absl::string_view a = argv[i];
     if (absl::ConsumePrefix(&a, "--rounds=")) {
-      if (!absl::SimpleAtoi(a, &rounds) || rounds < 10) return 2;
+      if (!absl::SimpleAtoi(a, &rounds) || rounds < 10) {
+        std::fprintf(stderr, "--rounds wants a whole number >= 10, got \"%s\"\n", argv[i]);
+        return 2;
+      }
     } else if (absl::ConsumePrefix(&a, "--scrapes=")) {
-      if (!absl::SimpleAtoi(a, &scrapes) || scrapes < 10) return 2;
+      if (!absl::SimpleAtoi(a, &scrapes) || scrapes < 10) {
+        std::fprintf(stderr, "--scrapes wants a whole number >= 10, got \"%s\"\n", argv[i]);
+        return 2;
+      }
     } else if (absl::ConsumePrefix(&a, "--profile_rounds=")) {
-      if (!absl::SimpleAtoi(a, &profile_rounds) || profile_rounds < 1) return 2;
+      if (!absl::SimpleAtoi(a, &profile_rounds) || profile_rounds < 1) {
+        std::fprintf(stderr, "--profile_rounds wants a whole number >= 1, got \"%s\"\n", argv[i]);
+        return 2;
+      }
     } else if (absl::ConsumePrefix(&a, "--node_exporter=")) {
       exporter_binary = std::string(a);
     } else if (absl::ConsumePrefix(&a, "--sysfs=")) {
