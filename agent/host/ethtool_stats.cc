@@ -69,7 +69,10 @@ std::vector<EthtoolTarget> EthtoolTargetsFromInventory(const std::vector<v1::Nic
 }
 
 EthtoolCounterSource::EthtoolCounterSource(std::vector<EthtoolTarget> targets, EthtoolIoctl ioctl)
-    : targets_(std::move(targets)), warned_(targets_.size(), false), ioctl_(std::move(ioctl)) {}
+    : targets_(std::move(targets)),
+      warned_(targets_.size(), false),
+      ioctl_(std::move(ioctl)),
+      target_keys_(targets_.size()) {}
 
 absl::StatusOr<uint32_t> EthtoolCounterSource::StatCount(const std::string& ifname) {
   // ethtool_sset_info plus its one u32 of data, on the stack (u64-aligned).
@@ -99,6 +102,7 @@ absl::Status EthtoolCounterSource::Enumerate(const std::string& ifname, uint32_t
     if (int rc = ioctl_(ifname, gs); rc != 0) return IoctlError(rc, ifname, "ETHTOOL_GSTRINGS");
     if (gs->len == count) {
       StatNames names;
+      names.enumeration = ++enumerations_;
       names.vendor.reserve(count);
       names.mapped.reserve(count);
       const char* data = reinterpret_cast<const char*>(gs->data);
@@ -169,14 +173,22 @@ absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> EthtoolCounterSour
 }
 
 absl::Status EthtoolCounterSource::Collect(std::vector<CounterValue>* out) {
-  return CollectWith([out]() -> CounterValue& { return out->emplace_back(); });
+  return CollectWith([out](uint64_t key_id, const CounterKey& key) -> CounterValue& {
+    CounterValue& v = out->emplace_back();
+    v.key = key;
+    v.key_id = key_id;
+    return v;
+  });
 }
 
 absl::Status EthtoolCounterSource::CollectInto(CounterBuffer* out) {
-  return CollectWith([out]() -> CounterValue& { return out->Append(); });
+  return CollectWith([out](uint64_t key_id, const CounterKey& key) -> CounterValue& {
+    return out->AppendKeyed(key_id, key);
+  });
 }
 
-absl::Status EthtoolCounterSource::CollectWith(absl::FunctionRef<CounterValue&()> next) {
+absl::Status EthtoolCounterSource::CollectWith(
+    absl::FunctionRef<CounterValue&(uint64_t, const CounterKey&)> next) {
   absl::Status first_error;
   size_t ok_targets = 0;
   for (size_t ti = 0; ti < targets_.size(); ++ti) {
@@ -194,14 +206,24 @@ absl::Status EthtoolCounterSource::CollectWith(absl::FunctionRef<CounterValue&()
     ++ok_targets;
     const std::vector<MappedCounter>& mapped = (*names)->mapped;
     if (mapped.empty()) continue;
+    TargetKeys& tk = target_keys_[ti];
+    if (tk.enumeration != (*names)->enumeration) {
+      tk.keys.clear();
+      tk.keys.reserve(mapped.size());
+      for (const MappedCounter& m : mapped) {
+        CounterKey& k = tk.keys.emplace_back();
+        k.device = t.device;
+        k.port = t.port;
+        k.priority = m.priority;
+        k.name = m.name;
+      }
+      tk.first_id = NewCounterKeyIds(mapped.size());
+      tk.enumeration = (*names)->enumeration;
+    }
     const __u64* data = reinterpret_cast<const struct ethtool_stats*>(stats_buf_.data())->data;
     for (size_t i = 0; i < mapped.size(); ++i) {
       const MappedCounter& m = mapped[i];
-      CounterValue& cv = next();
-      if (cv.key.device != t.device) cv.key.device = t.device;
-      cv.key.port = t.port;
-      cv.key.priority = m.priority;
-      if (cv.key.name != m.name) cv.key.name = m.name;
+      CounterValue& cv = next(tk.first_id + i, tk.keys[i]);
       cv.value = data[i] * m.multiplier;
       cv.width_bits = m.width_bits;
     }

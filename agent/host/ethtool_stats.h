@@ -72,6 +72,15 @@ class EthtoolCounterSource : public CounterSource {
   struct StatNames {
     std::vector<std::string> vendor;
     std::vector<MappedCounter> mapped;
+    uint64_t enumeration = 0;  // which enumeration made it (1, 2, ...; never reused)
+  };
+  // A target's counter keys for one enumeration of its interface, with ids
+  // from NewCounterKeyIds (keys[i] has first_id + i): a round refills the
+  // caller's buffer by id, without comparing or copying names.
+  struct TargetKeys {
+    uint64_t enumeration = 0;  // StatNames::enumeration the keys were made for
+    uint64_t first_id = 0;
+    std::vector<CounterKey> keys;
   };
 
   absl::StatusOr<uint32_t> StatCount(const std::string& ifname);
@@ -80,7 +89,9 @@ class EthtoolCounterSource : public CounterSource {
   // ethtool_stats data, in the order of the returned names (valid until the
   // next call).
   absl::StatusOr<const StatNames*> ReadStats(const std::string& ifname);
-  absl::Status CollectWith(absl::FunctionRef<CounterValue&()> next);
+  // `next(key_id, key)` gives the element for one counter; the caller's
+  // element gets `key` and `key_id`, this sets value and width.
+  absl::Status CollectWith(absl::FunctionRef<CounterValue&(uint64_t, const CounterKey&)> next);
 
   std::vector<EthtoolTarget> targets_;
   // Per target: its failure was passed to LogOnce already (a target that
@@ -89,7 +100,9 @@ class EthtoolCounterSource : public CounterSource {
   std::vector<bool> warned_;
   EthtoolIoctl ioctl_;
   absl::flat_hash_map<std::string, StatNames> names_;
-  std::vector<uint64_t> stats_buf_;  // ETHTOOL_GSTATS buffer, reused
+  std::vector<TargetKeys> target_keys_;  // parallel to targets_
+  std::vector<uint64_t> stats_buf_;      // ETHTOOL_GSTATS buffer, reused
+  uint64_t enumerations_ = 0;
   uint64_t reenumerations_ = 0;
 };
 

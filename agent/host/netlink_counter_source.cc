@@ -23,6 +23,7 @@ namespace {
 constexpr uint16_t kStatGetType = RDMA_NL_GET_TYPE(RDMA_NL_NLDEV, RDMA_NLDEV_CMD_STAT_GET);
 constexpr uint16_t kDevGetType = RDMA_NL_GET_TYPE(RDMA_NL_NLDEV, RDMA_NLDEV_CMD_GET);
 constexpr size_t kAttrHdr = 4;
+constexpr size_t kReceiveBufferBytes = 64 * 1024;
 
 // A view of one attribute inside a bounds-checked buffer.
 struct Attr {
@@ -258,6 +259,12 @@ absl::StatusOr<std::unique_ptr<NetlinkCounterSource>> NetlinkCounterSource::Crea
   }
   struct timeval tv = {1, 0};
   setsockopt(nl_socket_get_fd(sock), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  // One recvmsg per reply: libnl otherwise peeks at each message first to size
+  // its buffer (a second syscall every STAT_GET). A STAT_GET reply is a few KiB
+  // and the kernel splits dumps into messages of at most 32 KiB; one larger
+  // than the buffer fails the receive (NLE_MSG_TRUNC) instead of being cut.
+  nl_socket_disable_msg_peek(sock);
+  nl_socket_set_msg_buf_size(sock, kReceiveBufferBytes);
   std::unique_ptr<NetlinkCounterSource> src(new NetlinkCounterSource(std::move(sysfs_root), sock));
   if (absl::Status s = src->ListDevices(); !s.ok()) {
     return absl::UnavailableError(absl::StrCat("RDMA netlink device list failed: ", s.message()));
@@ -309,6 +316,7 @@ absl::Status NetlinkCounterSource::ListDevices() {
   });
   if (!s.ok()) return s;
   devices_ = std::move(devices);
+  plans_.clear();
   vendors_.clear();
   for (const RdmaNlDevice& d : devices_) {
     const std::string driver =
@@ -339,13 +347,66 @@ absl::StatusOr<RdmaNlPortStats> NetlinkCounterSource::QueryPort(uint32_t dev_ind
   return std::move(replies.front());
 }
 
+const NetlinkCounterSource::PortPlan& NetlinkCounterSource::PlanFor(size_t device, uint32_t port,
+                                                                    const RdmaNlPortStats& stats) {
+  if (plans_.size() != devices_.size()) plans_.assign(devices_.size(), {});
+  std::vector<PortPlan>& ports = plans_[device];
+  if (ports.size() < port) ports.resize(port);
+  PortPlan& plan = ports[port - 1];
+  bool same = plan.vendor_names.size() == stats.counters.size();
+  for (size_t j = 0; same && j < stats.counters.size(); ++j) {
+    same = plan.vendor_names[j] == stats.counters[j].first;
+  }
+  if (same) return plan;
+  const CounterVendor vendor = static_cast<CounterVendor>(vendors_[device]);
+  plan = PortPlan();
+  std::vector<std::string> used;
+  for (const auto& [vendor_name, value] : stats.counters) {
+    MappedCounter m = MapHwCounter(vendor, vendor_name);
+    if (m.mapped) {
+      bool dup = false;
+      for (const std::string& u : used) dup = dup || u == m.name;
+      if (dup) {
+        m.name = vendor_name;
+      } else {
+        used.push_back(m.name);
+      }
+    }
+    plan.vendor_names.push_back(vendor_name);
+    CounterKey& key = plan.keys.emplace_back();
+    key.device = devices_[device].name;
+    key.port = port;
+    key.priority = m.priority;
+    key.name = std::move(m.name);
+    plan.multipliers.push_back(m.multiplier);
+    plan.widths.push_back(m.width_bits);
+  }
+  plan.first_key_id = NewCounterKeyIds(plan.keys.size());
+  return plan;
+}
+
 absl::Status NetlinkCounterSource::Collect(std::vector<CounterValue>* out) {
+  return CollectWith([out](const PortPlan& plan, size_t j) -> CounterValue& {
+    CounterValue& v = out->emplace_back();
+    v.key = plan.keys[j];
+    v.key_id = plan.first_key_id + j;
+    return v;
+  });
+}
+
+absl::Status NetlinkCounterSource::CollectInto(CounterBuffer* out) {
+  return CollectWith([out](const PortPlan& plan, size_t j) -> CounterValue& {
+    return out->AppendKeyed(plan.first_key_id + j, plan.keys[j]);
+  });
+}
+
+template <typename Next>
+absl::Status NetlinkCounterSource::CollectWith(Next next) {
   size_t ok_ports = 0;
   absl::Status first_error;
   bool relist = false;
   for (size_t i = 0; i < devices_.size(); ++i) {
     const RdmaNlDevice& d = devices_[i];
-    const CounterVendor vendor = static_cast<CounterVendor>(vendors_[i]);
     for (uint32_t port = 1; port <= d.ports; ++port) {
       absl::StatusOr<RdmaNlPortStats> stats = QueryPort(d.index, port);
       if (!stats.ok()) {
@@ -359,25 +420,11 @@ absl::Status NetlinkCounterSource::Collect(std::vector<CounterValue>* out) {
         continue;
       }
       ++ok_ports;
-      std::vector<std::string> used;
-      for (auto& [vendor_name, value] : stats->counters) {
-        MappedCounter m = MapHwCounter(vendor, vendor_name);
-        if (m.mapped) {
-          bool dup = false;
-          for (const std::string& u : used) dup = dup || u == m.name;
-          if (dup) {
-            m.name = vendor_name;
-          } else {
-            used.push_back(m.name);
-          }
-        }
-        CounterValue& cv = out->emplace_back();
-        cv.key.device = d.name;
-        cv.key.port = port;
-        cv.key.priority = m.priority;
-        cv.key.name = std::move(m.name);
-        cv.value = value * m.multiplier;
-        cv.width_bits = m.width_bits;
+      const PortPlan& plan = PlanFor(i, port, *stats);
+      for (size_t j = 0; j < stats->counters.size(); ++j) {
+        CounterValue& cv = next(plan, j);
+        cv.value = stats->counters[j].second * plan.multipliers[j];
+        cv.width_bits = plan.widths[j];
       }
     }
   }

@@ -57,6 +57,9 @@ class NetlinkCounterSource : public CounterSource {
 
   std::string name() const override { return "netlink"; }
   absl::Status Collect(std::vector<CounterValue>* out) override;
+  // Fills the buffer's kept elements in place, with key ids: while a port's
+  // reply carries the same names in the same order, a round maps nothing.
+  absl::Status CollectInto(CounterBuffer* out) override;
 
   const std::vector<RdmaNlDevice>& devices() const { return devices_; }
 
@@ -68,8 +71,25 @@ class NetlinkCounterSource : public CounterSource {
   // Receives until `done` says the reply is complete. REQUIRES: a request was sent.
   absl::Status Receive(const std::function<absl::Status(const uint8_t*, size_t, bool*)>& handle);
 
+  // The mapping of one port's STAT_GET reply (names in reply order), kept
+  // while the kernel answers with the same names in the same order.
+  struct PortPlan {
+    std::vector<std::string> vendor_names;
+    std::vector<CounterKey> keys;
+    std::vector<uint64_t> multipliers;
+    std::vector<uint8_t> widths;
+    uint64_t first_key_id = 0;  // keys[j] has id first_key_id + j
+  };
+  // The plan for devices_[device] port `port` matching `stats`, remapped when
+  // the reply's names changed.
+  const PortPlan& PlanFor(size_t device, uint32_t port, const RdmaNlPortStats& stats);
+  // Collect / CollectInto: `next(plan, j)` gives the element for entry j.
+  template <typename Next>
+  absl::Status CollectWith(Next next);
+
   std::string root_;
   nl_sock* sock_;
+  std::vector<std::vector<PortPlan>> plans_;  // [device][port - 1]; reset by ListDevices
   std::vector<RdmaNlDevice> devices_;
   std::vector<int> vendors_;  // CounterVendor per device, parallel to devices_
 };

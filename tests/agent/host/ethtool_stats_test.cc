@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -176,6 +177,38 @@ TEST(EthtoolStatsTest, CollectIntoMatchesCollectAcrossReEnumerations) {
   auto m = Index(std::vector<CounterValue>(buf.begin(), buf.end()));
   EXPECT_EQ((m[{"rx_pfc_pause_frames", 7}]), drv.values[drv.names.size() - 3]);
   EXPECT_EQ(m.count({"rx_pfc_pause_frames", 3}), 0u);
+}
+
+// Every value carries a key id (what lets the sampler and a kept buffer skip
+// comparing names): distinct within a round, the same while the set is
+// unchanged, all new once the interface is re-enumerated.
+TEST(EthtoolStatsTest, KeyIdsStableUntilReEnumeration) {
+  FakeDriver drv;
+  drv.SetPfcPriorities({3});
+  EthtoolCounterSource source({{"mlx5_0", 1, "ens1f0np0"}}, drv.Ioctl());
+  auto ids = [&source]() {
+    CounterBuffer buf;
+    EXPECT_TRUE(source.CollectInto(&buf).ok());
+    std::vector<uint64_t> out;
+    for (const CounterValue& v : buf) out.push_back(v.key_id);
+    return out;
+  };
+  const std::vector<uint64_t> first = ids();
+  ASSERT_EQ(first.size(), drv.names.size());
+  std::set<uint64_t> distinct(first.begin(), first.end());
+  EXPECT_EQ(distinct.size(), first.size());
+  EXPECT_EQ(distinct.count(0), 0u);
+  EXPECT_EQ(ids(), first);
+  std::vector<CounterValue> plain;
+  ASSERT_TRUE(source.Collect(&plain).ok());
+  ASSERT_EQ(plain.size(), first.size());
+  for (size_t i = 0; i < plain.size(); ++i) EXPECT_EQ(plain[i].key_id, first[i]);
+
+  drv.SetPfcPriorities({3, 4});
+  const std::vector<uint64_t> after = ids();
+  ASSERT_EQ(after.size(), drv.names.size());
+  for (uint64_t id : after) EXPECT_EQ(distinct.count(id), 0u) << id;
+  EXPECT_EQ(source.reenumerations(), 1u);
 }
 
 TEST(EthtoolStatsTest, SetChangingBetweenInfoAndStatsIsRetriedNewKernel) {
