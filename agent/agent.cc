@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "agent/host/cc_params.h"
 #include "agent/report_wire.h"
 #include "daemon/address.h"
 #include "daemon/logging.h"
@@ -196,10 +197,16 @@ absl::Status Agent::InitParameters() {
   return absl::OkStatus();
 }
 
-v1::AgentMessage Agent::ApplyDesiredState(const v1::DesiredState& ds) {
+v1::AgentMessage Agent::ApplyDesiredState(const v1::DesiredState& ds,
+                                          const std::vector<std::string>& refused) {
   v1::AgentMessage reply;
   const std::string kept = AppliedVersion();
-  absl::StatusOr<ApplyResult> result = owner_->Apply(ds.version(), ds.parameters());
+  absl::StatusOr<ApplyResult> result =
+      refused.empty()
+          ? owner_->Apply(ds.version(), ds.parameters())
+          : absl::StatusOr<ApplyResult>(absl::InvalidArgumentError(
+                absl::StrCat("parameter set rejected, nothing written: ",
+                             absl::StrJoin(refused, "; "))));
   if (options_.metrics != nullptr) options_.metrics->RecordApply(result.ok());
   if (!result.ok()) {
     v1::Nack* nack = reply.mutable_nack();
@@ -280,10 +287,11 @@ bool Agent::WriteBytes(Stream* stream, absl::string_view bytes) {
   return stream->Write(buffer);
 }
 
-void Agent::HandleMessage(const v1::ControllerMessage& msg, Stream* stream) {
+void Agent::HandleMessage(const v1::ControllerMessage& msg, absl::string_view wire,
+                          Stream* stream) {
   v1::AgentMessage reply;
   if (msg.has_desired_state()) {
-    reply = ApplyDesiredState(msg.desired_state());
+    reply = ApplyDesiredState(msg.desired_state(), RepeatedParametersInControllerMessage(wire));
   } else if (msg.has_probe_plan()) {
     const v1::ProbePlan& plan = msg.probe_plan();
     absl::Status s = seams_.prober != nullptr ? seams_.prober->SetPlan(plan)
@@ -327,7 +335,7 @@ absl::Status Agent::RunStream() {
     active_context_ = nullptr;
   };
   std::unique_ptr<Stream> stream(
-      grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, v1::ControllerMessage>::Create(
+      grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
           channel_.get(), *connect_, &ctx));
   v1::AgentMessage first;
   *first.mutable_hello() = *hello;
@@ -346,8 +354,22 @@ absl::Status Agent::RunStream() {
           {{"controller", options_.controller}, {"host", options_.host_id}});
   absl::Notification reader_done;
   std::thread reader([&]() {
-    v1::ControllerMessage msg;
-    while (stream->Read(&msg)) HandleMessage(msg, stream.get());
+    grpc::ByteBuffer buffer;
+    while (stream->Read(&buffer)) {
+      std::vector<grpc::Slice> slices;
+      if (!buffer.Dump(&slices).ok()) continue;
+      std::string wire;
+      for (const grpc::Slice& sl : slices) {
+        wire.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+      }
+      v1::ControllerMessage msg;
+      if (!msg.ParseFromString(wire)) {
+        LogOnce("agent.unparsable_controller_message", LogLevel::kWarning,
+                "ignoring a controller message that does not parse");
+        continue;
+      }
+      HandleMessage(msg, wire, stream.get());
+    }
     reader_done.Notify();
   });
   // Encodes each round's Report (as an AgentMessage) into a buffer kept

@@ -129,12 +129,19 @@ class Agent {
   void KeepUnsentGuardEvents(v1::Report* report);
   // Loads the journal, records the baseline on first start, computes drift.
   absl::Status InitParameters();
-  v1::AgentMessage ApplyDesiredState(const v1::DesiredState& ds);
+  // `refused`: problems found before parsing (a parameter named twice); the
+  // set is then NACKed with them and nothing is written.
+  v1::AgentMessage ApplyDesiredState(const v1::DesiredState& ds,
+                                     const std::vector<std::string>& refused = {});
   // The Connect stream writes encoded AgentMessages (grpc::ByteBuffer): the
   // Report of each round is encoded by ReportWireEncoder into a kept buffer,
   // the rare other messages by protobuf.
-  using Stream = grpc::ClientReaderWriter<grpc::ByteBuffer, v1::ControllerMessage>;
-  void HandleMessage(const v1::ControllerMessage& msg, Stream* stream);
+  // Bytes both ways: the agent encodes Reports itself, and reads the
+  // controller's messages as bytes so that a parameter named twice (which
+  // parsing hides) can be refused.
+  using Stream = grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>;
+  // `wire` is `msg` as received.
+  void HandleMessage(const v1::ControllerMessage& msg, absl::string_view wire, Stream* stream);
   bool Write(Stream* stream, const v1::AgentMessage& msg);
   bool WriteBytes(Stream* stream, absl::string_view bytes);
 
