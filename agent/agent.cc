@@ -67,6 +67,8 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options, HostS
   if (!sampler.ok()) return sampler.status();
   agent->sampler_ = std::move(*sampler);
   if (absl::Status s = agent->InitParameters(); !s.ok()) return s;
+  agent->sampling_progress_ =
+      Progress::Register("agent_sampling", ProgressDeadline(agent->options_.sample_interval));
   return agent;
 }
 
@@ -197,6 +199,38 @@ absl::Status Agent::InitParameters() {
   return absl::OkStatus();
 }
 
+absl::Duration Agent::ProgressDeadline(absl::Duration sample_interval) {
+  return std::max(3 * sample_interval, absl::Seconds(10));
+}
+
+absl::Duration Agent::SampleInterval() const {
+  absl::MutexLock lock(&live_mu_);
+  return options_.sample_interval;
+}
+
+absl::Duration Agent::DriftInterval() const {
+  absl::MutexLock lock(&live_mu_);
+  return options_.drift_interval;
+}
+
+void Agent::SetIntervals(absl::Duration sample_interval, absl::Duration drift_interval) {
+  {
+    absl::MutexLock lock(&live_mu_);
+    options_.sample_interval = sample_interval;
+    options_.drift_interval = drift_interval;
+  }
+  if (sampling_progress_ != nullptr) {
+    sampling_progress_->SetDeadline(ProgressDeadline(sample_interval));
+  }
+}
+
+void Agent::SetLabels(std::vector<std::pair<std::string, std::string>> labels) {
+  absl::MutexLock lock(&live_mu_);
+  options_.labels = std::move(labels);
+}
+
+void Agent::SetGuardOptions(const LocalGuardOptions& guard) { guard_->SetOptions(guard); }
+
 v1::AgentMessage Agent::ApplyDesiredState(const v1::DesiredState& ds,
                                           const std::vector<std::string>& refused) {
   v1::AgentMessage reply;
@@ -243,7 +277,10 @@ absl::StatusOr<v1::Hello> Agent::BuildHello() {
   hello.set_host_id(options_.host_id);
   char name[256] = {0};
   if (gethostname(name, sizeof(name) - 1) == 0) hello.set_hostname(name);
-  for (const auto& [k, v] : options_.labels) (*hello.mutable_labels())[k] = v;
+  {
+    absl::MutexLock lock(&live_mu_);
+    for (const auto& [k, v] : options_.labels) (*hello.mutable_labels())[k] = v;
+  }
   absl::StatusOr<std::vector<v1::NicDevice>> devices = seams_.discovery->Discover();
   if (!devices.ok()) return devices.status();
   for (auto& d : *devices) {
@@ -376,7 +413,7 @@ absl::Status Agent::RunStream() {
   // across rounds.
   ReportWireEncoder encoder;
   while (!stopping_.load() && !reader_done.HasBeenNotified()) {
-    if (stopped_.WaitForNotificationWithTimeout(options_.sample_interval)) break;
+    if (stopped_.WaitForNotificationWithTimeout(SampleInterval())) break;
     v1::Report report;
     bool lent = false;
     Round(&batch_, &report, &lent);
@@ -424,6 +461,12 @@ absl::Status Agent::RunStream() {
 
 void Agent::Round(SampleBatch* batch, v1::Report* report, bool* lent) {
   *lent = false;
+  // Test hook (integration tests of the watchdog): while the file named by
+  // this variable exists, the round does not start.
+  if (const char* stall = std::getenv("ROCETUNE_TEST_STALL_SAMPLING_FILE"); stall != nullptr) {
+    while (!stopping_.load() && access(stall, F_OK) == 0) absl::SleepFor(absl::Milliseconds(50));
+  }
+  if (sampling_progress_ != nullptr) sampling_progress_->Mark();
   absl::Status sampled = sampler_->SampleOnce(batch);
   if (sampled.ok()) {
     if (options_.metrics != nullptr) options_.metrics->RecordSampling(batch->collect_duration);
@@ -466,7 +509,7 @@ void Agent::Round(SampleBatch* batch, v1::Report* report, bool* lent) {
 void Agent::MaybeCheckDrift(v1::Report* report, bool force) {
   const absl::Duration now = seams_.clock->Monotonic();
   if (!force && now < next_drift_check_) return;
-  next_drift_check_ = now + options_.drift_interval;
+  next_drift_check_ = now + DriftInterval();
   v1::ParameterSet current;
   std::vector<DriftItem> drift = owner_->CheckDrift(&current);
   // /metrics shows what the device holds, as last read.
@@ -516,7 +559,7 @@ bool Agent::LocalRoundsFor(absl::Duration d) {
       }
       continue;
     }
-    next_local_round_ = now + options_.sample_interval;
+    next_local_round_ = now + SampleInterval();
     v1::Report report;
     bool lent = false;
     Round(&batch_, &report, &lent);

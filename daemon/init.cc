@@ -1,5 +1,6 @@
 #include "daemon/init.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -16,6 +17,7 @@
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "daemon/logging.h"
@@ -227,6 +229,34 @@ absl::StatusOr<std::vector<FlagChange>> ReloadConfigFlags(
     if (now != value) changes.push_back({std::string(flag->Name()), value, std::move(now)});
   }
   return changes;
+}
+
+void ReloadOnHangup(const google::protobuf::Message& config_prototype,
+                    const std::vector<std::string>& live,
+                    const std::function<std::string()>& apply_live) {
+  absl::StatusOr<std::vector<FlagChange>> changes = ReloadConfigFlags(config_prototype);
+  if (!changes.ok()) {
+    LogError("SIGHUP: configuration not reloaded, nothing changed",
+             {{"error", std::string(changes.status().message())}});
+    return;
+  }
+  std::vector<std::string> changed;
+  std::vector<std::string> restart;
+  for (const FlagChange& c : *changes) {
+    const bool is_live =
+        c.name == "log_level" || std::find(live.begin(), live.end(), c.name) != live.end();
+    (is_live ? changed : restart)
+        .push_back(absl::StrCat(c.name, ": ", c.before, " -> ", c.after));
+  }
+  if (absl::Status s = SetLogLevel(absl::GetFlag(FLAGS_log_level)); !s.ok()) {
+    LogError("SIGHUP: --log_level not applied", {{"error", std::string(s.message())}});
+  }
+  const std::string error = apply_live ? apply_live() : "";
+  if (!error.empty()) LogError("SIGHUP: a live setting was not applied", {{"error", error}});
+  LogInfo("SIGHUP: configuration reloaded",
+          {{"config", absl::GetFlag(FLAGS_config)},
+           {"changed", changed.empty() ? "none" : absl::StrJoin(changed, "; ")},
+           {"restart_needed", restart.empty() ? "none" : absl::StrJoin(restart, "; ")}});
 }
 
 std::vector<std::string> InitDaemon(int argc, char** argv, absl::string_view component,

@@ -1,6 +1,7 @@
 #ifndef ROCETUNE_DAEMON_INIT_H_
 #define ROCETUNE_DAEMON_INIT_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,15 @@ struct FlagChange {
 // from the file keeps its current value. With no --config: an empty list.
 absl::StatusOr<std::vector<FlagChange>> ReloadConfigFlags(
     const google::protobuf::Message& config_prototype);
+
+// The SIGHUP handler of a daemon: ReloadConfigFlags, then the log level, then
+// `apply_live` for the daemon's own live settings (it returns an error text,
+// empty when all applied). Logs one line: the changed flags ("name: before ->
+// after"), the ones that need a restart (changed, but not in `live`), or the
+// error. Never exits.
+void ReloadOnHangup(const google::protobuf::Message& config_prototype,
+                    const std::vector<std::string>& live,
+                    const std::function<std::string()>& apply_live);
 
 // Reads a text-format protobuf file into `msg`. Errors name the file, line and column.
 absl::Status ReadTextProtoFile(const std::string& path, google::protobuf::Message* msg);
