@@ -238,9 +238,8 @@ v1::AgentMessage Agent::ApplyDesiredState(const v1::DesiredState& ds,
   absl::StatusOr<ApplyResult> result =
       refused.empty()
           ? owner_->Apply(ds.version(), ds.parameters())
-          : absl::StatusOr<ApplyResult>(absl::InvalidArgumentError(
-                absl::StrCat("parameter set rejected, nothing written: ",
-                             absl::StrJoin(refused, "; "))));
+          : absl::StatusOr<ApplyResult>(absl::InvalidArgumentError(absl::StrCat(
+                "parameter set rejected, nothing written: ", absl::StrJoin(refused, "; "))));
   if (options_.metrics != nullptr) options_.metrics->RecordApply(result.ok());
   if (!result.ok()) {
     v1::Nack* nack = reply.mutable_nack();

@@ -288,8 +288,8 @@ int main(int argc, char** argv) {
   rocetune::Shutdown::OnHangup([&config_prototype, a = agent->get()]() {
     rocetune::ReloadOnHangup(
         config_prototype,
-        {"sample_interval", "drift_interval", "labels", "guard_window",
-         "guard_max_pfc_pause_ratio", "guard_max_cnp_rate"},
+        {"sample_interval", "drift_interval", "labels", "guard_window", "guard_max_pfc_pause_ratio",
+         "guard_max_cnp_rate"},
         [a]() -> std::string {
           absl::Duration sample;
           absl::Duration drift;

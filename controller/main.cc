@@ -151,9 +151,8 @@ int main(int argc, char** argv) {
                               {"metrics_port", absl::StrCat(metrics_port)},
                               {"state_dir", opt.state_dir}});
   // SIGHUP: only the log level changes live; the rest of --config needs a restart.
-  rocetune::Shutdown::OnHangup([&config_prototype]() {
-    rocetune::ReloadOnHangup(config_prototype, {}, nullptr);
-  });
+  rocetune::Shutdown::OnHangup(
+      [&config_prototype]() { rocetune::ReloadOnHangup(config_prototype, {}, nullptr); });
   // The watchdog is petted only while the rollout executor (policy, change and
   // campaign calls, the rollout ticks) runs what is posted to it.
   rocetune::ProgressLoop* executor_progress =

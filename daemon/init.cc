@@ -116,8 +116,7 @@ bool IsAbseilControlFlag(absl::string_view name) {
 // The usage flags Abseil's parser knows without registering them.
 bool IsUsageFlag(absl::string_view name) {
   return name == "help" || name == "helpfull" || name == "helpshort" || name == "helppackage" ||
-         name == "version" || name == "only_check_args" || name == "helpon" ||
-         name == "helpmatch";
+         name == "version" || name == "only_check_args" || name == "helpon" || name == "helpmatch";
 }
 
 [[noreturn]] void UsageExit(const char* argv0, const std::string& message) {
@@ -245,8 +244,7 @@ void ReloadOnHangup(const google::protobuf::Message& config_prototype,
   for (const FlagChange& c : *changes) {
     const bool is_live =
         c.name == "log_level" || std::find(live.begin(), live.end(), c.name) != live.end();
-    (is_live ? changed : restart)
-        .push_back(absl::StrCat(c.name, ": ", c.before, " -> ", c.after));
+    (is_live ? changed : restart).push_back(absl::StrCat(c.name, ": ", c.before, " -> ", c.after));
   }
   if (absl::Status s = SetLogLevel(absl::GetFlag(FLAGS_log_level)); !s.ok()) {
     LogError("SIGHUP: --log_level not applied", {{"error", std::string(s.message())}});

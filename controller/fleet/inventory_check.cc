@@ -101,8 +101,8 @@ void CheckLink(const v1::NicDevice& dev, const v1::DeviceParameters& want,
   const std::optional<int64_t> hi = after("rpg_max_rate");
   if ((want.dcqcn().contains("rpg_min_rate") || want.dcqcn().contains("rpg_max_rate")) &&
       lo.has_value() && hi.has_value() && *hi != 0 && *lo > *hi) {
-    errors->push_back(absl::StrCat(dev.name(), ": rpg_min_rate ", *lo,
-                                   " Mb/s above rpg_max_rate ", *hi, " Mb/s"));
+    errors->push_back(absl::StrCat(dev.name(), ": rpg_min_rate ", *lo, " Mb/s above rpg_max_rate ",
+                                   *hi, " Mb/s"));
   }
 }
 
@@ -118,22 +118,21 @@ absl::Status CheckAgainstInventory(const v1::HostInfo& host, const v1::Parameter
   // already holds is never written, so it passes (as on the agent).
   for (const CcRangeViolation& v : range) {
     const v1::DeviceParameters* cur = FindCurrent(host, v.device);
-    const bool held = cur != nullptr && cur->dcqcn().contains(v.name) &&
-                      cur->dcqcn().at(v.name) == v.value;
+    const bool held =
+        cur != nullptr && cur->dcqcn().contains(v.name) && cur->dcqcn().at(v.name) == v.value;
     if (!held) errors.push_back(v.text);
   }
   for (int i = 0; i < set.devices_size(); ++i) {
     const v1::DeviceParameters& want = set.devices(i);
     const v1::NicDevice* dev = FindDevice(host, want.device());
     if (dev == nullptr) {
-      errors.push_back(absl::StrCat(
-          "parameters.devices[", i, "]: host ", host.host_id(), " has no RDMA device \"",
-          want.device(), "\" (it reported ",
-          absl::StrJoin(host.devices(), ", ",
-                        [](std::string* out, const v1::NicDevice& d) {
-                          absl::StrAppend(out, d.name());
-                        }),
-          ")"));
+      errors.push_back(absl::StrCat("parameters.devices[", i, "]: host ", host.host_id(),
+                                    " has no RDMA device \"", want.device(), "\" (it reported ",
+                                    absl::StrJoin(host.devices(), ", ",
+                                                  [](std::string* out, const v1::NicDevice& d) {
+                                                    absl::StrAppend(out, d.name());
+                                                  }),
+                                    ")"));
       continue;
     }
     const v1::DeviceParameters* current = FindCurrent(host, want.device());
@@ -141,10 +140,9 @@ absl::Status CheckAgainstInventory(const v1::HostInfo& host, const v1::Parameter
     CheckLink(*dev, want, current, &errors);
   }
   if (errors.empty()) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("host ", host.host_id(), ": set refused (",
-                                                 errors.size(), " problem",
-                                                 errors.size() == 1 ? "" : "s",
-                                                 "): ", absl::StrJoin(errors, "; ")));
+  return absl::InvalidArgumentError(
+      absl::StrCat("host ", host.host_id(), ": set refused (", errors.size(), " problem",
+                   errors.size() == 1 ? "" : "s", "): ", absl::StrJoin(errors, "; ")));
 }
 
 }  // namespace rocetune::controller

@@ -44,27 +44,27 @@ TEST_P(BinariesTest, HelpListsFlagsAndBadFlagFails) {
 
 INSTANTIATE_TEST_SUITE_P(
     All, BinariesTest,
-    ::testing::Values(BinaryCase{"agent/rocetune-agent",
-                                 {"host_id", "controller", "metrics_address", "sysfs_root",
-                                  "debugfs_root", "state_dir", "labels", "sample_interval", "once",
-                                  "output", "config", "log_level"},
-                                 "--tls_refresh=soon"},
-                      BinaryCase{"agent/rocetune-agent",
-                                 {"drift_interval", "probe", "kernel_netdevs"},
-                                 "--log_level=loud"},
-                      BinaryCase{"controller/rocetune-controller",
-                                 {"listen", "metrics_address", "state_dir", "insecure_loopback",
-                                  "config", "log_level", "ready_file"},
-                                 "--window=forever"},
-                      BinaryCase{"controller/rocetune-controller",
-                                 {"observe_only", "rollout_tick"},
-                                 "--max_message_bytes=lots"},
-                      BinaryCase{"cli/rocetunectl", {"controller", "output", "selector"},
-                                 "--timeout=never"},
-                      BinaryCase{"sim/rocetune-fabricsim", {"scenario", "set"}, "--pace=fast"},
-                      BinaryCase{"agent/probe/rocetune-probe",
-                                 {"mode", "transport", "listen", "peers", "rate", "log_level"},
-                                 "--rate=many"}));
+    ::testing::Values(
+        BinaryCase{
+            "agent/rocetune-agent",
+            {"host_id", "controller", "metrics_address", "sysfs_root", "debugfs_root", "state_dir",
+             "labels", "sample_interval", "once", "output", "config", "log_level"},
+            "--tls_refresh=soon"},
+        BinaryCase{"agent/rocetune-agent",
+                   {"drift_interval", "probe", "kernel_netdevs"},
+                   "--log_level=loud"},
+        BinaryCase{"controller/rocetune-controller",
+                   {"listen", "metrics_address", "state_dir", "insecure_loopback", "config",
+                    "log_level", "ready_file"},
+                   "--window=forever"},
+        BinaryCase{"controller/rocetune-controller",
+                   {"observe_only", "rollout_tick"},
+                   "--max_message_bytes=lots"},
+        BinaryCase{"cli/rocetunectl", {"controller", "output", "selector"}, "--timeout=never"},
+        BinaryCase{"sim/rocetune-fabricsim", {"scenario", "set"}, "--pace=fast"},
+        BinaryCase{"agent/probe/rocetune-probe",
+                   {"mode", "transport", "listen", "peers", "rate", "log_level"},
+                   "--rate=many"}));
 
 }  // namespace
 }  // namespace rocetune

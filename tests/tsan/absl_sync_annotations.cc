@@ -36,8 +36,8 @@ namespace {
 // "_ZN4absl<inline namespace>", is `suffix` ("K" prefix: const member).
 void* Real(const char* suffix, bool is_const = false) {
   const std::string ns = ABSL_INTERNAL_TOKEN_STR(ABSL_OPTION_INLINE_NAMESPACE_NAME);
-  const std::string name = std::string(is_const ? "_ZNK4absl" : "_ZN4absl") +
-                           std::to_string(ns.size()) + ns + suffix;
+  const std::string name =
+      std::string(is_const ? "_ZNK4absl" : "_ZN4absl") + std::to_string(ns.size()) + ns + suffix;
   void* fn = dlsym(RTLD_NEXT, name.c_str());
   if (fn == nullptr) {
     std::fprintf(stderr, "tsan annotations: %s not found\n", name.c_str());
@@ -97,7 +97,8 @@ bool Mutex::ReaderTryLock() {
 }
 
 void Mutex::LockWhen(const Condition& cond) {
-  static auto real = RealAs<void (*)(Mutex*, const Condition&)>("5Mutex8LockWhenERKNS0_9ConditionE");
+  static auto real =
+      RealAs<void (*)(Mutex*, const Condition&)>("5Mutex8LockWhenERKNS0_9ConditionE");
   real(this, cond);
   __tsan_acquire(this);
 }

@@ -135,7 +135,6 @@ TEST(CcParamsTest, SetChecksNamesAndAllDevices) {
   EXPECT_TRUE(ValidateParameterSet(set).ok());
 }
 
-
 // `bytes` as length-delimited field `number` (numbers below 16).
 std::string Field(int number, const std::string& bytes) {
   std::string out(1, static_cast<char>(number << 3 | 2));
@@ -156,9 +155,8 @@ TEST(RepeatedParametersTest, ANameGivenTwiceIsFoundOnTheWireAndNamed) {
   (*first.mutable_dcqcn())["rpg_hai_rate"] = 50;
   v1::DeviceParameters second;
   (*second.mutable_dcqcn())["rpg_ai_rate"] = 11;
-  const std::string set_wire =
-      Field(v1::ParameterSet::kDevicesFieldNumber,
-            first.SerializeAsString() + second.SerializeAsString());
+  const std::string set_wire = Field(v1::ParameterSet::kDevicesFieldNumber,
+                                     first.SerializeAsString() + second.SerializeAsString());
   v1::ParameterSet parsed;
   ASSERT_TRUE(parsed.ParseFromString(set_wire));
   ASSERT_EQ(parsed.devices(0).dcqcn().at("rpg_ai_rate"), 11);
@@ -166,9 +164,8 @@ TEST(RepeatedParametersTest, ANameGivenTwiceIsFoundOnTheWireAndNamed) {
               ::testing::ElementsAre("mlx5_0: parameter rpg_ai_rate given twice (10, then 11)"));
 
   // The same set inside a ControllerMessage's desired state.
-  const std::string msg_wire = Field(
-      v1::ControllerMessage::kDesiredStateFieldNumber,
-      Field(v1::DesiredState::kParametersFieldNumber, set_wire));
+  const std::string msg_wire = Field(v1::ControllerMessage::kDesiredStateFieldNumber,
+                                     Field(v1::DesiredState::kParametersFieldNumber, set_wire));
   EXPECT_THAT(RepeatedParametersInControllerMessage(msg_wire),
               ::testing::ElementsAre("mlx5_0: parameter rpg_ai_rate given twice (10, then 11)"));
 }
