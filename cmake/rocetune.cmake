@@ -54,7 +54,7 @@ function(rocetune_test name)
     target_sources(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests/tsan/absl_sync_annotations.cc)
     target_link_libraries(${name} PRIVATE ${CMAKE_DL_LIBS})
     set_tests_properties(${name} PROPERTIES ENVIRONMENT
-      "TSAN_OPTIONS=halt_on_error=1 second_deadlock_stack=1 suppressions=${PROJECT_SOURCE_DIR}/tests/tsan/suppressions.txt")
+      "TSAN_OPTIONS=halt_on_error=1 second_deadlock_stack=1 ignore_noninstrumented_modules=1 suppressions=${PROJECT_SOURCE_DIR}/tests/tsan/suppressions.txt")
   endif()
 endfunction()
 
