@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "agent/host/cc_params.h"
 #include "agent/report_wire.h"
 #include "daemon/address.h"
 #include "daemon/logging.h"
@@ -66,6 +67,8 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options, HostS
   if (!sampler.ok()) return sampler.status();
   agent->sampler_ = std::move(*sampler);
   if (absl::Status s = agent->InitParameters(); !s.ok()) return s;
+  agent->sampling_progress_ =
+      Progress::Register("agent_sampling", ProgressDeadline(agent->options_.sample_interval));
   return agent;
 }
 
@@ -201,11 +204,48 @@ absl::Status Agent::InitParameters() {
   return absl::OkStatus();
 }
 
-v1::AgentMessage Agent::ApplyDesiredState(const v1::DesiredState& ds) {
+absl::Duration Agent::ProgressDeadline(absl::Duration sample_interval) {
+  return std::max(3 * sample_interval, absl::Seconds(10));
+}
+
+absl::Duration Agent::SampleInterval() const {
+  absl::MutexLock lock(&live_mu_);
+  return options_.sample_interval;
+}
+
+absl::Duration Agent::DriftInterval() const {
+  absl::MutexLock lock(&live_mu_);
+  return options_.drift_interval;
+}
+
+void Agent::SetIntervals(absl::Duration sample_interval, absl::Duration drift_interval) {
+  {
+    absl::MutexLock lock(&live_mu_);
+    options_.sample_interval = sample_interval;
+    options_.drift_interval = drift_interval;
+  }
+  if (sampling_progress_ != nullptr) {
+    sampling_progress_->SetDeadline(ProgressDeadline(sample_interval));
+  }
+}
+
+void Agent::SetLabels(std::vector<std::pair<std::string, std::string>> labels) {
+  absl::MutexLock lock(&live_mu_);
+  options_.labels = std::move(labels);
+}
+
+void Agent::SetGuardOptions(const LocalGuardOptions& guard) { guard_->SetOptions(guard); }
+
+v1::AgentMessage Agent::ApplyDesiredState(const v1::DesiredState& ds,
+                                          const std::vector<std::string>& refused) {
   v1::AgentMessage reply;
   const std::string kept = AppliedVersion();
   if (options_.metrics != nullptr) options_.metrics->SetDesiredVersion(ds.version());
-  absl::StatusOr<ApplyResult> result = owner_->Apply(ds.version(), ds.parameters());
+  absl::StatusOr<ApplyResult> result =
+      refused.empty()
+          ? owner_->Apply(ds.version(), ds.parameters())
+          : absl::StatusOr<ApplyResult>(absl::InvalidArgumentError(absl::StrCat(
+                "parameter set rejected, nothing written: ", absl::StrJoin(refused, "; "))));
   if (options_.metrics != nullptr) options_.metrics->RecordApply(result.ok());
   if (!result.ok()) {
     v1::Nack* nack = reply.mutable_nack();
@@ -242,7 +282,10 @@ absl::StatusOr<v1::Hello> Agent::BuildHello() {
   hello.set_host_id(options_.host_id);
   char name[256] = {0};
   if (gethostname(name, sizeof(name) - 1) == 0) hello.set_hostname(name);
-  for (const auto& [k, v] : options_.labels) (*hello.mutable_labels())[k] = v;
+  {
+    absl::MutexLock lock(&live_mu_);
+    for (const auto& [k, v] : options_.labels) (*hello.mutable_labels())[k] = v;
+  }
   absl::StatusOr<std::vector<v1::NicDevice>> devices = seams_.discovery->Discover();
   if (!devices.ok()) return devices.status();
   for (auto& d : *devices) {
@@ -287,10 +330,11 @@ bool Agent::WriteBytes(Stream* stream, absl::string_view bytes) {
   return stream->Write(buffer);
 }
 
-void Agent::HandleMessage(const v1::ControllerMessage& msg, Stream* stream) {
+void Agent::HandleMessage(const v1::ControllerMessage& msg, absl::string_view wire,
+                          Stream* stream) {
   v1::AgentMessage reply;
   if (msg.has_desired_state()) {
-    reply = ApplyDesiredState(msg.desired_state());
+    reply = ApplyDesiredState(msg.desired_state(), RepeatedParametersInControllerMessage(wire));
   } else if (msg.has_probe_plan()) {
     const v1::ProbePlan& plan = msg.probe_plan();
     absl::Status s = seams_.prober != nullptr ? seams_.prober->SetPlan(plan)
@@ -334,7 +378,7 @@ absl::Status Agent::RunStream() {
     active_context_ = nullptr;
   };
   std::unique_ptr<Stream> stream(
-      grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, v1::ControllerMessage>::Create(
+      grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
           channel_.get(), *connect_, &ctx));
   v1::AgentMessage first;
   *first.mutable_hello() = *hello;
@@ -353,15 +397,29 @@ absl::Status Agent::RunStream() {
           {{"controller", options_.controller}, {"host", options_.host_id}});
   absl::Notification reader_done;
   std::thread reader([&]() {
-    v1::ControllerMessage msg;
-    while (stream->Read(&msg)) HandleMessage(msg, stream.get());
+    grpc::ByteBuffer buffer;
+    while (stream->Read(&buffer)) {
+      std::vector<grpc::Slice> slices;
+      if (!buffer.Dump(&slices).ok()) continue;
+      std::string wire;
+      for (const grpc::Slice& sl : slices) {
+        wire.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+      }
+      v1::ControllerMessage msg;
+      if (!msg.ParseFromString(wire)) {
+        LogOnce("agent.unparsable_controller_message", LogLevel::kWarning,
+                "ignoring a controller message that does not parse");
+        continue;
+      }
+      HandleMessage(msg, wire, stream.get());
+    }
     reader_done.Notify();
   });
   // Encodes each round's Report (as an AgentMessage) into a buffer kept
   // across rounds.
   ReportWireEncoder encoder;
   while (!stopping_.load() && !reader_done.HasBeenNotified()) {
-    if (stopped_.WaitForNotificationWithTimeout(options_.sample_interval)) break;
+    if (stopped_.WaitForNotificationWithTimeout(SampleInterval())) break;
     v1::Report report;
     bool lent = false;
     Round(&batch_, &report, &lent);
@@ -409,6 +467,12 @@ absl::Status Agent::RunStream() {
 
 void Agent::Round(SampleBatch* batch, v1::Report* report, bool* lent) {
   *lent = false;
+  // Test hook (integration tests of the watchdog): while the file named by
+  // this variable exists, the round does not start.
+  if (const char* stall = std::getenv("ROCETUNE_TEST_STALL_SAMPLING_FILE"); stall != nullptr) {
+    while (!stopping_.load() && access(stall, F_OK) == 0) absl::SleepFor(absl::Milliseconds(50));
+  }
+  if (sampling_progress_ != nullptr) sampling_progress_->Mark();
   absl::Status sampled = sampler_->SampleOnce(batch);
   if (sampled.ok()) {
     if (options_.metrics != nullptr) options_.metrics->RecordSampling(batch->collect_duration);
@@ -457,7 +521,7 @@ void Agent::Round(SampleBatch* batch, v1::Report* report, bool* lent) {
 void Agent::MaybeCheckDrift(v1::Report* report, bool force) {
   const absl::Duration now = seams_.clock->Monotonic();
   if (!force && now < next_drift_check_) return;
-  next_drift_check_ = now + options_.drift_interval;
+  next_drift_check_ = now + DriftInterval();
   v1::ParameterSet current;
   std::vector<DriftItem> drift = owner_->CheckDrift(&current);
   // /metrics shows what the device holds, as last read.
@@ -507,7 +571,7 @@ bool Agent::LocalRoundsFor(absl::Duration d) {
       }
       continue;
     }
-    next_local_round_ = now + options_.sample_interval;
+    next_local_round_ = now + SampleInterval();
     v1::Report report;
     bool lent = false;
     Round(&batch_, &report, &lent);

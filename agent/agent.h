@@ -25,6 +25,7 @@
 #include "agent/probe/prober.h"
 #include "agent/sampler.h"
 #include "daemon/clock.h"
+#include "daemon/progress.h"
 #include "daemon/tls.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/impl/rpc_method.h"
@@ -113,6 +114,17 @@ class Agent {
   // The version the NIC is expected to hold ("" for none or the baseline).
   std::string AppliedVersion() const;
 
+  // Live changes (SIGHUP). Intervals take effect from the next round; labels
+  // go out with the next Hello (the next connection); guard thresholds from
+  // the next round the guard watches.
+  void SetIntervals(absl::Duration sample_interval, absl::Duration drift_interval);
+  void SetLabels(std::vector<std::pair<std::string, std::string>> labels);
+  void SetGuardOptions(const LocalGuardOptions& guard);
+
+  // How long the sampling loop may go without a round before the watchdog
+  // stops being petted: three intervals, at least 10 s.
+  static absl::Duration ProgressDeadline(absl::Duration sample_interval);
+
  private:
   Agent(AgentOptions options, HostSeams seams);
   // Creates the channel to `target` (the checked controller address).
@@ -133,14 +145,23 @@ class Agent {
   void MaybeCheckDrift(v1::Report* report, bool force);
   // Moves `report`'s guard events to unsent_guard_events_ (bounded).
   void KeepUnsentGuardEvents(v1::Report* report);
+  absl::Duration SampleInterval() const;
+  absl::Duration DriftInterval() const;
   // Loads the journal, records the baseline on first start, computes drift.
   absl::Status InitParameters();
-  v1::AgentMessage ApplyDesiredState(const v1::DesiredState& ds);
+  // `refused`: problems found before parsing (a parameter named twice); the
+  // set is then NACKed with them and nothing is written.
+  v1::AgentMessage ApplyDesiredState(const v1::DesiredState& ds,
+                                     const std::vector<std::string>& refused = {});
   // The Connect stream writes encoded AgentMessages (grpc::ByteBuffer): the
   // Report of each round is encoded by ReportWireEncoder into a kept buffer,
   // the rare other messages by protobuf.
-  using Stream = grpc::ClientReaderWriter<grpc::ByteBuffer, v1::ControllerMessage>;
-  void HandleMessage(const v1::ControllerMessage& msg, Stream* stream);
+  // Bytes both ways: the agent encodes Reports itself, and reads the
+  // controller's messages as bytes so that a parameter named twice (which
+  // parsing hides) can be refused.
+  using Stream = grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>;
+  // `wire` is `msg` as received.
+  void HandleMessage(const v1::ControllerMessage& msg, absl::string_view wire, Stream* stream);
   bool Write(Stream* stream, const v1::AgentMessage& msg);
   bool WriteBytes(Stream* stream, absl::string_view bytes);
 
@@ -164,6 +185,10 @@ class Agent {
 
   absl::Mutex write_mu_;
   mutable absl::Mutex mu_;
+  // Guards the live-changeable fields of options_: sample_interval,
+  // drift_interval, labels.
+  mutable absl::Mutex live_mu_;
+  ProgressLoop* sampling_progress_ = nullptr;
   grpc::ClientContext* active_context_ ABSL_GUARDED_BY(mu_) = nullptr;
   AgentStats stats_ ABSL_GUARDED_BY(mu_);
   uint64_t report_seq_ ABSL_GUARDED_BY(mu_) = 0;

@@ -23,6 +23,7 @@
 #include "daemon/logging.h"
 #include "daemon/metrics_exposer.h"
 #include "daemon/process_metrics.h"
+#include "daemon/progress.h"
 #include "daemon/shutdown.h"
 #include "daemon/state_dir_lock.h"
 #include "daemon/systemd_notify.h"
@@ -364,14 +365,42 @@ int main(int argc, char** argv) {
     std::ofstream(tmp) << "{\"metrics_port\":" << (*exposer)->port() << "}\n";
     std::rename(tmp.c_str(), ready.c_str());
   }
+  // SIGHUP: the settings below change live; the rest of --config needs a restart.
+  rocetune::Shutdown::OnHangup([&config_prototype, a = agent->get()]() {
+    rocetune::ReloadOnHangup(
+        config_prototype,
+        {"sample_interval", "drift_interval", "labels", "guard_window", "guard_max_pfc_pause_ratio",
+         "guard_max_cnp_rate"},
+        [a]() -> std::string {
+          absl::Duration sample;
+          absl::Duration drift;
+          if (!absl::ParseDuration(absl::GetFlag(FLAGS_sample_interval), &sample) ||
+              sample < absl::Milliseconds(10) || sample > absl::Hours(1) ||
+              !absl::ParseDuration(absl::GetFlag(FLAGS_drift_interval), &drift) ||
+              drift < absl::Milliseconds(10) || drift > absl::Hours(24)) {
+            return "sample_interval or drift_interval out of range; intervals kept";
+          }
+          a->SetIntervals(sample, drift);
+          std::vector<std::pair<std::string, std::string>> labels;
+          if (absl::Status s = rocetune::ParseLabels(absl::GetFlag(FLAGS_labels), &labels);
+              !s.ok()) {
+            return absl::StrCat("--labels: ", s.message(), "; labels kept");
+          }
+          a->SetLabels(std::move(labels));
+          a->SetGuardOptions(rocetune::LocalGuardOptionsFromFlags());
+          return "";
+        });
+  });
   rocetune::SystemdNotifier notifier;
   std::thread runner([&]() { (void)(*agent)->Run(); });
   rocetune::LogInfo(
       "agent ready",
       {{"host", host_id}, {"controller", options.controller}, {"metrics", (*exposer)->address()}});
   notifier.Ready("reporting to " + options.controller);
-  notifier.StartWatchdog();
+  // Petted only while the sampling loop makes progress.
+  notifier.StartWatchdog(&rocetune::Progress::Healthy);
   rocetune::Shutdown::Wait();
+  rocetune::Shutdown::OnHangup(nullptr);
   notifier.Stopping();
   rocetune::LogInfo("agent stopping", {{"signal", absl::StrCat(rocetune::Shutdown::Signal())}});
   (*agent)->Stop();

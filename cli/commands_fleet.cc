@@ -216,6 +216,13 @@ int Push(Context& ctx, const std::vector<std::string>& args) {
       return ctx.UsageError(absl::StrCat("\"", args[i], "\": want NAME=INTEGER"));
     }
     std::string name = args[i].substr(0, eq);
+    // A map keeps only the last value: a parameter given twice is a mistake.
+    for (size_t j = 2; j < i; ++j) {
+      if (args[j].compare(0, eq + 1, args[i], 0, eq + 1) == 0) {
+        return ctx.UsageError(absl::StrCat(args[1], ": parameter ", name, " given twice (\"",
+                                           args[j], "\" and \"", args[i], "\")"));
+      }
+    }
     if (name == "rp_enable_mask" || name == "np_enable_mask") {
       if (value < 0 || value > 0xff) return ctx.UsageError(name + ": want 0..255");
       if (name == "rp_enable_mask") dev->set_rp_enable_mask(static_cast<uint32_t>(value));

@@ -18,11 +18,12 @@ function(rocetune_binary name)
   target_link_libraries(${name} PRIVATE ${ARG_DEPS})
 endfunction()
 
-# rocetune_test(NAME SRCS ... DEPS ... LABEL unit|integration|e2e|vm [TIMEOUT s]):
+# rocetune_test(NAME SRCS ... DEPS ... LABEL unit|integration|e2e|vm [TIMEOUT s] [TSAN]):
 # a GoogleTest binary registered with ctest under the given label. In the sanitizer
-# build (ROCETUNE_UNIT_ONLY) only unit tests are built.
+# build (ROCETUNE_UNIT_ONLY) only unit tests are built. TSAN: a concurrency test,
+# also labelled `tsan` and built by the `tsan_tests` target (the ThreadSanitizer pass).
 function(rocetune_test name)
-  cmake_parse_arguments(ARG "" "LABEL;TIMEOUT" "SRCS;DEPS" ${ARGN})
+  cmake_parse_arguments(ARG "TSAN" "LABEL;TIMEOUT" "SRCS;DEPS" ${ARGN})
   if(NOT ARG_LABEL)
     set(ARG_LABEL unit)
   endif()
@@ -43,11 +44,24 @@ function(rocetune_test name)
   if(ARG_LABEL STREQUAL "unit")
     set_property(GLOBAL APPEND PROPERTY ROCETUNE_UNIT_TESTS ${name})
   endif()
-  set_tests_properties(${name} PROPERTIES LABELS ${ARG_LABEL} TIMEOUT ${ARG_TIMEOUT})
+  set(_labels ${ARG_LABEL})
+  if(ARG_TSAN)
+    list(APPEND _labels tsan)
+    set_property(GLOBAL APPEND PROPERTY ROCETUNE_TSAN_TESTS ${name})
+  endif()
+  set_tests_properties(${name} PROPERTIES LABELS "${_labels}" TIMEOUT ${ARG_TIMEOUT})
+  if(ROCETUNE_TSAN AND ARG_TSAN)
+    target_sources(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests/tsan/absl_sync_annotations.cc)
+    target_link_libraries(${name} PRIVATE ${CMAKE_DL_LIBS})
+    set_tests_properties(${name} PROPERTIES ENVIRONMENT
+      "TSAN_OPTIONS=halt_on_error=1 second_deadlock_stack=1 ignore_noninstrumented_modules=1 suppressions=${PROJECT_SOURCE_DIR}/tests/tsan/suppressions.txt")
+  endif()
 endfunction()
 
 # `unit_tests`: builds every unit test (the sanitizer pass builds only this).
 function(rocetune_define_unit_tests_target)
   get_property(_tests GLOBAL PROPERTY ROCETUNE_UNIT_TESTS)
   add_custom_target(unit_tests DEPENDS ${_tests})
+  get_property(_tsan GLOBAL PROPERTY ROCETUNE_TSAN_TESTS)
+  add_custom_target(tsan_tests DEPENDS ${_tsan})
 endfunction()

@@ -2,14 +2,17 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "controller/controller.h"
 #include "daemon/init.h"
 #include "daemon/logging.h"
+#include "daemon/progress.h"
 #include "daemon/shutdown.h"
 #include "daemon/state_dir_lock.h"
 #include "daemon/systemd_notify.h"
@@ -147,11 +150,29 @@ int main(int argc, char** argv) {
   rocetune::LogInfo("ready", {{"grpc_port", absl::StrCat(grpc_port)},
                               {"metrics_port", absl::StrCat(metrics_port)},
                               {"state_dir", opt.state_dir}});
+  // SIGHUP: only the log level changes live; the rest of --config needs a restart.
+  rocetune::Shutdown::OnHangup(
+      [&config_prototype]() { rocetune::ReloadOnHangup(config_prototype, {}, nullptr); });
+  // The watchdog is petted only while the rollout executor (policy, change and
+  // campaign calls, the rollout ticks) runs what is posted to it.
+  rocetune::ProgressLoop* executor_progress =
+      rocetune::Progress::Register("controller_executor", absl::Seconds(60));
+  absl::Notification stop_heartbeat;
+  std::thread heartbeat([&]() {
+    do {
+      (void)(*controller)->rollout().executor().Post([executor_progress] {
+        executor_progress->Mark();
+      });
+    } while (!stop_heartbeat.WaitForNotificationWithTimeout(absl::Seconds(1)));
+  });
   rocetune::SystemdNotifier notifier;
   notifier.Ready(absl::StrCat("serving on port ", grpc_port));
-  notifier.StartWatchdog();
+  notifier.StartWatchdog(&rocetune::Progress::Healthy);
 
   rocetune::Shutdown::Wait();
+  rocetune::Shutdown::OnHangup(nullptr);
+  stop_heartbeat.Notify();
+  heartbeat.join();
   rocetune::LogInfo("stopping", {{"signal", absl::StrCat(rocetune::Shutdown::Signal())}});
   notifier.Stopping();
   (*controller)->Stop();

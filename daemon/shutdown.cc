@@ -6,6 +6,7 @@
 #include <atomic>
 #include <thread>
 
+#include "absl/synchronization/mutex.h"
 #include "daemon/logging.h"
 
 namespace rocetune {
@@ -16,6 +17,19 @@ absl::Notification& Note() {
   return *n;
 }
 std::atomic<int> g_signal{0};
+absl::Mutex g_hangup_mu;
+std::function<void()>* g_hangup ABSL_GUARDED_BY(g_hangup_mu) = nullptr;
+
+void Hangup() {
+  absl::MutexLock lock(&g_hangup_mu);
+  if (g_hangup != nullptr && *g_hangup) {
+    (*g_hangup)();
+    return;
+  }
+  LogInfo(
+      "SIGHUP: nothing to reload (certificates, keys and CAs are re-read every "
+      "--tls_refresh)");
+}
 std::atomic<bool> g_requested{false};
 
 }  // namespace
@@ -35,10 +49,7 @@ void Shutdown::Install() {
     int sig = 0;
     while (sigwait(&set, &sig) != 0 || sig == SIGHUP) {
       if (sig == SIGHUP) {
-        // Nothing to reload by signal: TLS files are re-read on a timer.
-        LogInfo(
-            "SIGHUP: certificates, keys and CAs are re-read every --tls_refresh; "
-            "nothing else is reloaded");
+        Hangup();
         sig = 0;
       }
     }
@@ -60,5 +71,11 @@ void Shutdown::Request() {
 }
 
 int Shutdown::Signal() { return g_signal.load(); }
+
+void Shutdown::OnHangup(std::function<void()> fn) {
+  absl::MutexLock lock(&g_hangup_mu);
+  delete g_hangup;
+  g_hangup = fn ? new std::function<void()>(std::move(fn)) : nullptr;
+}
 
 }  // namespace rocetune

@@ -224,12 +224,12 @@ int Main(int argc, char** argv) {
   const std::string path = absl::GetFlag(FLAGS_scenario);
   if (path.empty()) {
     std::fprintf(stderr, "rocetune-fabricsim: --scenario=FILE is required (see --help)\n");
-    return 1;
+    return 2;
   }
   const std::string output = absl::GetFlag(FLAGS_output);
   if (output != "json" && output != "none") {
     std::fprintf(stderr, "rocetune-fabricsim: --output=%s: want json or none\n", output.c_str());
-    return 1;
+    return 2;
   }
   if (!absl::GetFlag(FLAGS_agents) &&
       (!absl::GetFlag(FLAGS_metrics_address).empty() || !absl::GetFlag(FLAGS_ready_file).empty())) {

@@ -38,6 +38,11 @@ void LocalGuard::Arm(const std::string& version, const v1::ParameterSet& applied
   candidate_ = applied;
 }
 
+void LocalGuard::SetOptions(const LocalGuardOptions& options) {
+  absl::MutexLock lock(&mu_);
+  options_ = options;
+}
+
 bool LocalGuard::armed() const {
   absl::MutexLock lock(&mu_);
   return armed_;

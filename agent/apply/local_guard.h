@@ -59,8 +59,12 @@ class LocalGuard {
 
   bool armed() const;
 
+  // New thresholds and window, from the next Observe on (an armed window
+  // keeps its start).
+  void SetOptions(const LocalGuardOptions& options);
+
  private:
-  LocalGuardOptions options_;
+  LocalGuardOptions options_ ABSL_GUARDED_BY(mu_);
   Clock* clock_;
   ParameterApplier* applier_;
   LkgJournal* journal_;

@@ -8,6 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "google/protobuf/unknown_field_set.h"
+#include "rocetune/v1/agent.pb.h"
 
 namespace rocetune {
 namespace {
@@ -155,6 +157,85 @@ absl::Status ValidateParameterSetExceptDcqcnRanges(const v1::ParameterSet& set,
     CheckDevice(dev, &errors, range);
   }
   return ErrorsToStatus(errors);
+}
+
+namespace {
+
+using google::protobuf::UnknownField;
+using google::protobuf::UnknownFieldSet;
+
+// The last length-delimited field `number` of `wire`, parsed as a field set.
+bool SubMessage(absl::string_view wire, int number, std::string* out) {
+  UnknownFieldSet fields;
+  if (!fields.ParseFromArray(wire.data(), static_cast<int>(wire.size()))) return false;
+  bool found = false;
+  for (int i = 0; i < fields.field_count(); ++i) {
+    const UnknownField& f = fields.field(i);
+    if (f.number() == number && f.type() == UnknownField::TYPE_LENGTH_DELIMITED) {
+      *out = f.length_delimited();
+      found = true;
+    }
+  }
+  return found;
+}
+
+}  // namespace
+
+std::vector<std::string> RepeatedParameters(absl::string_view parameter_set_wire) {
+  std::vector<std::string> out;
+  UnknownFieldSet set;
+  if (!set.ParseFromArray(parameter_set_wire.data(), static_cast<int>(parameter_set_wire.size()))) {
+    return out;
+  }
+  for (int i = 0; i < set.field_count(); ++i) {
+    const UnknownField& dev_field = set.field(i);
+    if (dev_field.number() != v1::ParameterSet::kDevicesFieldNumber ||
+        dev_field.type() != UnknownField::TYPE_LENGTH_DELIMITED) {
+      continue;
+    }
+    UnknownFieldSet dev;
+    if (!dev.ParseFromString(dev_field.length_delimited())) continue;
+    std::string device;
+    std::vector<std::pair<std::string, int64_t>> entries;  // in wire order
+    for (int j = 0; j < dev.field_count(); ++j) {
+      const UnknownField& f = dev.field(j);
+      if (f.type() != UnknownField::TYPE_LENGTH_DELIMITED) continue;
+      if (f.number() == v1::DeviceParameters::kDeviceFieldNumber) device = f.length_delimited();
+      if (f.number() != v1::DeviceParameters::kDcqcnFieldNumber) continue;
+      // A map entry: key = 1 (string), value = 2 (varint); absent means default.
+      UnknownFieldSet entry;
+      if (!entry.ParseFromString(f.length_delimited())) continue;
+      std::pair<std::string, int64_t> kv{"", 0};
+      for (int k = 0; k < entry.field_count(); ++k) {
+        const UnknownField& e = entry.field(k);
+        if (e.number() == 1 && e.type() == UnknownField::TYPE_LENGTH_DELIMITED) {
+          kv.first = e.length_delimited();
+        } else if (e.number() == 2 && e.type() == UnknownField::TYPE_VARINT) {
+          kv.second = static_cast<int64_t>(e.varint());
+        }
+      }
+      entries.push_back(std::move(kv));
+    }
+    std::map<std::string, int64_t> first;
+    for (const auto& [name, value] : entries) {
+      auto [it, inserted] = first.emplace(name, value);
+      if (!inserted) {
+        out.push_back(absl::StrCat(device, ": parameter ", name, " given twice (", it->second,
+                                   ", then ", value, ")"));
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> RepeatedParametersInControllerMessage(absl::string_view wire) {
+  std::string desired;
+  std::string params;
+  if (!SubMessage(wire, v1::ControllerMessage::kDesiredStateFieldNumber, &desired) ||
+      !SubMessage(desired, v1::DesiredState::kParametersFieldNumber, &params)) {
+    return {};
+  }
+  return RepeatedParameters(params);
 }
 
 }  // namespace rocetune

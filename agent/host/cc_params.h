@@ -81,6 +81,17 @@ struct CcRangeViolation {
 absl::Status ValidateParameterSetExceptDcqcnRanges(const v1::ParameterSet& set,
                                                    std::vector<CcRangeViolation>* range);
 
+// Parameters named more than once for one device in a serialized
+// v1::ParameterSet. Parsing keeps only the last value of a map key, so the
+// repetition is visible only on the wire. One line per repetition:
+// "<device>: parameter <name> given twice (<first>, then <second>)". Empty when
+// there is none or the bytes do not parse (the parser reports those).
+std::vector<std::string> RepeatedParameters(absl::string_view parameter_set_wire);
+
+// RepeatedParameters of the desired state's set in a serialized
+// v1::ControllerMessage (empty when it carries none).
+std::vector<std::string> RepeatedParametersInControllerMessage(absl::string_view wire);
+
 }  // namespace rocetune
 
 #endif  // ROCETUNE_AGENT_HOST_CC_PARAMS_H_

@@ -16,8 +16,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -28,6 +26,7 @@
 #include "agent/probe/udp_responder.h"
 #include "agent/probe/verbs_prober.h"
 #include "agent/probe/verbs_responder.h"
+#include "daemon/init.h"
 #include "daemon/json.h"
 #include "daemon/logging.h"
 #include "daemon/quantile_sketch.h"
@@ -51,7 +50,6 @@ ABSL_FLAG(absl::Duration, duration, absl::Seconds(3),
 ABSL_FLAG(std::string, info_file, "", "responder: write its address / GID / QPN here as JSON");
 ABSL_FLAG(std::string, stop_file, "", "responder: stop when this file appears");
 ABSL_FLAG(std::string, ready_file, "", "prober: touch this file once probing has started");
-ABSL_FLAG(std::string, log_level, "info", "debug | info | warning | error");
 
 namespace rocetune {
 namespace {
@@ -256,15 +254,12 @@ int RunProber(bool verbs) {
 }  // namespace rocetune
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "rocetune-probe --mode=responder|prober --transport=udp|verbs [flags]");
   rocetune::Shutdown::Install();
-  absl::ParseCommandLine(argc, argv);
-  rocetune::SetLogComponent("probe");
-  if (absl::Status s = rocetune::SetLogLevel(absl::GetFlag(FLAGS_log_level)); !s.ok()) {
-    std::fprintf(stderr, "rocetune-probe: %s\n", std::string(s.message()).c_str());
-    return 2;
-  }
+  rocetune::InitDaemon(argc, argv, "probe",
+                       "runs a rocetune probe responder or prober and prints JSON.\n"
+                       "usage: rocetune-probe --mode=responder|prober --transport=udp|verbs "
+                       "[flags]",
+                       nullptr);
   const std::string transport = absl::GetFlag(FLAGS_transport);
   if (transport != "udp" && transport != "verbs") {
     std::fprintf(stderr, "rocetune-probe: --transport must be udp or verbs, not \"%s\"\n",

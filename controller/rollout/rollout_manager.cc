@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "controller/audit/audit_values.h"
+#include "controller/fleet/inventory_check.h"
 #include "controller/policy/policy_loader.h"
 #include "controller/rollout/judge_inputs.h"
 #include "controller/rollout/rollout_util.h"
@@ -667,20 +668,9 @@ absl::StatusOr<std::string> RolloutManager::SetDesiredState(const v1::SetDesired
   }
   absl::StatusOr<StoredHost> host = fleet_->GetStored(req.host_id());
   if (!host.ok()) return host.status();
-  for (int i = 0; i < req.parameters().devices_size(); ++i) {
-    const std::string& dev = req.parameters().devices(i).device();
-    bool known = false;
-    for (const v1::NicDevice& d : host->info.devices()) known = known || d.name() == dev;
-    if (!known) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "parameters.devices[", i, "]: host ", req.host_id(), " has no RDMA device \"", dev,
-          "\" (it reported ",
-          absl::StrJoin(
-              host->info.devices(), ", ",
-              [](std::string* out, const v1::NicDevice& d) { absl::StrAppend(out, d.name()); }),
-          ")"));
-    }
-  }
+  // Devices, layout, parameters the layout has, ranges and the link, against
+  // what the host reported: refused here rather than NACKed later.
+  if (absl::Status s = CheckAgainstInventory(host->info, req.parameters()); !s.ok()) return s;
   DesiredStateActor actor{who.name, who.authenticated, req.reason(), ""};
   return fleet_->SetDesiredState(req.host_id(), req.parameters(), actor);
 }

@@ -82,6 +82,9 @@ TEST(RocetunectlUsageTest, UsageErrorsExitTwo) {
            {{"change", "list", "--state=SIDEWAYS"}, "unknown state"},
            {{"change", "rehearse", "c-1"}, "--scenario"},
            {{"push", "h1", "mlx5_0", "rpg_ai_rate=fast"}, "NAME=INTEGER"},
+           {{"push", "h1", "mlx5_0", "rpg_ai_rate=10", "rpg_hai_rate=50", "rpg_ai_rate=11"},
+            "mlx5_0: parameter rpg_ai_rate given twice (\"rpg_ai_rate=10\" and "
+            "\"rpg_ai_rate=11\")"},
            {{"audit", "--since=yesterday"}, "--since"},
            {{"hosts"}, "--insecure_loopback"},
            {{"hosts", "--insecure_loopback", "--controller=10.0.0.1:7070"}, "loopback"},

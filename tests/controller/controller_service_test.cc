@@ -370,6 +370,39 @@ TEST_F(ControllerServiceTest, DesiredStatePushedAckedAndRecorded) {
   EXPECT_FALSE(agent.Next(absl::Milliseconds(200)).has_value());
 }
 
+TEST_F(ControllerServiceTest, PushTheHostCannotTakeIsRefusedBeforeQueueing) {
+  TestAgent agent(controller_->grpc_port());
+  ASSERT_TRUE(agent.Hello("h1"));
+  ASSERT_TRUE(Eventually([&] { return Registered("h1"); }));
+  auto push = [&](const std::string& device, const std::string& name, int64_t value) {
+    grpc::ClientContext ctx;
+    v1::SetDesiredStateRequest req;
+    req.set_host_id("h1");
+    v1::DeviceParameters* d = req.mutable_parameters()->add_devices();
+    d->set_device(device);
+    (*d->mutable_dcqcn())[name] = value;
+    v1::SetDesiredStateResponse resp;
+    return admin_->SetDesiredState(&ctx, req, &resp);
+  };
+  // cnp_prio_mode exists only in the debugfs layout; the host reported ofed_sysfs.
+  grpc::Status s = push("mlx5_0", "cnp_prio_mode", 1);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("mlx5_0: parameter cnp_prio_mode is not available in layout "
+                                   "ofed_sysfs"),
+            std::string::npos)
+      << s.error_message();
+  s = push("mlx5_7", "rpg_ai_rate", 5);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("mlx5_7"), std::string::npos) << s.error_message();
+  s = push("mlx5_0", "rpg_gd", 20);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("mlx5_0: rpg_gd=20 outside"), std::string::npos)
+      << s.error_message();
+  // Nothing was queued or pushed.
+  EXPECT_EQ(HostOrEmpty("h1").desired_version(), "");
+  EXPECT_FALSE(agent.Next(absl::Milliseconds(200)).has_value());
+}
+
 TEST_F(ControllerServiceTest, ProbePlansFollowTheFleetAndAreAcked) {
   TestAgent a(controller_->grpc_port());
   ASSERT_TRUE(a.Hello("pa", {{"tor", "1"}}, "", "127.0.0.1:7001"));

@@ -5,6 +5,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "rocetune/v1/agent.pb.h"
 
 namespace rocetune {
 namespace {
@@ -132,6 +133,59 @@ TEST(CcParamsTest, SetChecksNamesAndAllDevices) {
   EXPECT_THAT(st.message(), HasSubstr("mlx5_1: cnp_802p_prio=8 outside [0, 7]"));
   set.mutable_devices()->DeleteSubrange(1, 3);
   EXPECT_TRUE(ValidateParameterSet(set).ok());
+}
+
+// `bytes` as length-delimited field `number` (numbers below 16).
+std::string Field(int number, const std::string& bytes) {
+  std::string out(1, static_cast<char>(number << 3 | 2));
+  size_t n = bytes.size();
+  do {
+    out.push_back(static_cast<char>((n & 0x7f) | (n > 0x7f ? 0x80 : 0)));
+    n >>= 7;
+  } while (n != 0);
+  return out + bytes;
+}
+
+TEST(RepeatedParametersTest, ANameGivenTwiceIsFoundOnTheWireAndNamed) {
+  // Two DeviceParameters encodings back to back are one device on the wire
+  // with two map entries for rpg_ai_rate; parsing keeps only the 11.
+  v1::DeviceParameters first;
+  first.set_device("mlx5_0");
+  (*first.mutable_dcqcn())["rpg_ai_rate"] = 10;
+  (*first.mutable_dcqcn())["rpg_hai_rate"] = 50;
+  v1::DeviceParameters second;
+  (*second.mutable_dcqcn())["rpg_ai_rate"] = 11;
+  const std::string set_wire = Field(v1::ParameterSet::kDevicesFieldNumber,
+                                     first.SerializeAsString() + second.SerializeAsString());
+  v1::ParameterSet parsed;
+  ASSERT_TRUE(parsed.ParseFromString(set_wire));
+  ASSERT_EQ(parsed.devices(0).dcqcn().at("rpg_ai_rate"), 11);
+  EXPECT_THAT(RepeatedParameters(set_wire),
+              ::testing::ElementsAre("mlx5_0: parameter rpg_ai_rate given twice (10, then 11)"));
+
+  // The same set inside a ControllerMessage's desired state.
+  const std::string msg_wire = Field(v1::ControllerMessage::kDesiredStateFieldNumber,
+                                     Field(v1::DesiredState::kParametersFieldNumber, set_wire));
+  EXPECT_THAT(RepeatedParametersInControllerMessage(msg_wire),
+              ::testing::ElementsAre("mlx5_0: parameter rpg_ai_rate given twice (10, then 11)"));
+}
+
+TEST(RepeatedParametersTest, ASetWithoutRepetitionHasNone) {
+  v1::ParameterSet set;
+  v1::DeviceParameters* d = set.add_devices();
+  d->set_device("mlx5_0");
+  (*d->mutable_dcqcn())["rpg_ai_rate"] = 10;
+  (*d->mutable_dcqcn())["rpg_hai_rate"] = 50;
+  v1::DeviceParameters* e = set.add_devices();
+  e->set_device("mlx5_1");
+  (*e->mutable_dcqcn())["rpg_ai_rate"] = 10;  // another device may name it
+  EXPECT_TRUE(RepeatedParameters(set.SerializeAsString()).empty());
+  v1::ControllerMessage msg;
+  *msg.mutable_desired_state()->mutable_parameters() = set;
+  EXPECT_TRUE(RepeatedParametersInControllerMessage(msg.SerializeAsString()).empty());
+  msg.mutable_probe_plan()->set_version("p1");
+  EXPECT_TRUE(RepeatedParametersInControllerMessage(msg.SerializeAsString()).empty());
+  EXPECT_TRUE(RepeatedParameters("\xff\xff").empty());
 }
 
 }  // namespace
