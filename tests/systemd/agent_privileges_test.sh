@@ -145,7 +145,16 @@ check_push() {
       cat "$work/agent-$host.log"
     fi
   else
-    if [ "$rc" -ne 0 ] && [[ "$out" == *PERMISSION_DENIED* || "$out" == *"Permission denied"* ]] &&
+    local denied=0
+    [[ "$out" == *PERMISSION_DENIED* || "$out" == *"Permission denied"* ]] && denied=1
+    # debugfs the agent may not look into: the agent reports layout none and
+    # logs why; the controller then refuses the set before queueing it.
+    if [[ "$out" == *"layout none"* ]] &&
+       grep -q "Permission denied (debugfs is root-only; the agent needs CAP_DAC_OVERRIDE)" \
+         "$work/agent-$host.log"; then
+      denied=1
+    fi
+    if [ "$rc" -ne 0 ] && [ "$denied" -eq 1 ] &&
        [ "$now" = "$(tr -d '[:space:]' <<<"$before")" ]; then
       echo "ok: $host: refused without capabilities, file unchanged; rocetunectl said:"
       sed 's/^/    /' <<<"$out"
