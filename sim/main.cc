@@ -207,6 +207,10 @@ int RunAgents(Fabric* fabric) {
       opt.sample_interval = absl::GetFlag(FLAGS_sample_interval);
       opt.guard = LocalGuardOptionsFromFlags();
       opt.state_dir = absl::StrCat(state_base, "/", opt.host_id);
+      if (exposer != nullptr) {
+        metrics.push_back(std::make_unique<AgentMetrics>(registry, opt.host_id));
+        opt.metrics = metrics.back().get();
+      }
       if (mkdir(opt.state_dir.c_str(), 0700) != 0 && errno != EEXIST) {
         std::fprintf(stderr, "cannot create %s: %s\n", opt.state_dir.c_str(), std::strerror(errno));
         return 1;

@@ -87,7 +87,7 @@ TEST(FabricsimAgentsTest, AgentsReportSimulatedCountersAndProbes) {
                           "/tests/sim/testdata/agents_incast.textproto --agents "
                           "--controller=127.0.0.1:" +
                           std::to_string(port) +
-                          " --duration=2s --pace=1 --sample_interval=200ms --output=none "
+                          " --duration=2s --pace=1 --sample_interval=200ms --output=none --switch_agents=false "
                           "--log_level=warning 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);
