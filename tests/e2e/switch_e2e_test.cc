@@ -34,10 +34,9 @@ double MarkedPackets(int port, const std::string& host) {
   for (absl::string_view line : absl::StrSplit(body, '\n')) {
     // Switch counters are exported under their canonical name, or (while the
     // agent's metrics know only NIC names) as unmapped with a name label.
-    const bool marked =
-        absl::StartsWith(line, "rocetune_rdma_queue_ecn_marked_packets_total{") ||
-        (absl::StartsWith(line, "rocetune_rdma_unmapped_total{") &&
-         absl::StrContains(line, "name=\"queue_ecn_marked_packets\""));
+    const bool marked = absl::StartsWith(line, "rocetune_rdma_queue_ecn_marked_packets_total{") ||
+                        (absl::StartsWith(line, "rocetune_rdma_unmapped_total{") &&
+                         absl::StrContains(line, "name=\"queue_ecn_marked_packets\""));
     if (!marked || !absl::StrContains(line, absl::StrCat("host=\"", host, "\""))) {
       continue;
     }
