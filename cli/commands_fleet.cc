@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "daemon/init.h"
@@ -90,14 +91,20 @@ int Hosts(Context& ctx, const std::vector<std::string>&) {
     ctx.PrintJson(all);
     return kExitOk;
   }
-  Table t(
-      {"HOST", "STATE", "NICS", "APPLIED", "DESIRED", "DRIFT", "CHANGE", "LAST REPORT", "LABELS"});
+  Table t({"HOST", "ROLE", "STATE", "NICS", "APPLIED", "DESIRED", "DRIFT", "CHANGE", "LAST REPORT",
+           "LABELS"});
   absl::Time now = ctx.now();
   for (const auto& h : all.hosts()) {
-    t.AddRow({h.host_id(), HostStateName(h.state()), absl::StrCat(h.devices_size()),
-              OrDash(h.current_version()), OrDash(h.desired_version()),
-              h.drift().empty() ? "-" : "drift", OrDash(h.active_change()),
-              FormatAgo(h.last_report_unix_nanos(), now), FormatLabels(h.labels())});
+    auto role = h.labels().find("role");
+    // A switch is one device ("switch"): its NICS column counts its ports.
+    const bool is_switch = role != h.labels().end() && role->second == "switch";
+    const int nics =
+        is_switch && h.devices_size() == 1 ? h.devices(0).ports_size() : h.devices_size();
+    t.AddRow({h.host_id(), role == h.labels().end() ? "-" : role->second, HostStateName(h.state()),
+              absl::StrCat(nics, is_switch ? " ports" : ""), OrDash(h.current_version()),
+              OrDash(h.desired_version()), h.drift().empty() ? "-" : "drift",
+              OrDash(h.active_change()), FormatAgo(h.last_report_unix_nanos(), now),
+              FormatLabels(h.labels())});
   }
   ctx.out() << t.Render() << all.hosts_size() << " host(s)";
   if (all.total() > static_cast<uint32_t>(all.hosts_size())) {
@@ -122,6 +129,55 @@ void PrintParameters(std::ostream& out, const v1::ParameterSet& set) {
     }
     out << "  " << d.device() << ": "
         << OrDash(std::string(absl::StripLeadingAsciiWhitespace(line))) << "\n";
+  }
+}
+
+// A switch's ports (with their lossless priorities), queue-to-profile
+// bindings (consecutive queues of one port with one profile on one line) and
+// WRED/ECN profiles, from its inventory and current parameters.
+void PrintSwitch(std::ostream& out, const v1::NicDevice& d, const v1::ParameterSet& current) {
+  std::map<std::string, std::map<std::string, int64_t>> profiles;
+  std::map<std::string, int64_t> pfc;
+  for (const auto& dev : current.devices()) {
+    if (dev.device() != d.name()) continue;
+    for (const auto& [name, value] : dev.dcqcn()) {
+      std::vector<std::string> parts = absl::StrSplit(name, '.');
+      if (parts.size() != 3) continue;
+      if (parts[0] == "ecn") profiles[parts[1]][parts[2]] = value;
+      if (parts[0] == "pfc" && parts[2] == "pfc_enable") pfc[parts[1]] = value;
+    }
+  }
+  out << "switch:        platform=" << OrDash(d.driver()) << " sku=" << OrDash(d.model())
+      << " buffer=" << d.switch_buffer_bytes() << " bytes, " << d.ports_size() << " ports\n";
+  for (const auto& p : d.ports()) {
+    out << "  port " << p.netdev() << ": " << p.state() << " " << p.speed_mbps() << " Mb/s";
+    auto it = pfc.find(p.netdev());
+    if (it != pfc.end()) {
+      std::vector<int> prios;
+      for (int b = 0; b < 8; ++b) {
+        if (it->second >> b & 1) prios.push_back(b);
+      }
+      out << " pfc_enable=" << OrDash(absl::StrJoin(prios, ","));
+    }
+    out << "\n";
+  }
+  for (int i = 0; i < d.switch_queues_size();) {
+    const v1::SwitchQueue& first = d.switch_queues(i);
+    int j = i + 1;
+    while (j < d.switch_queues_size() && d.switch_queues(j).port() == first.port() &&
+           d.switch_queues(j).wred_profile() == first.wred_profile() &&
+           d.switch_queues(j).queue() == d.switch_queues(j - 1).queue() + 1) {
+      ++j;
+    }
+    const uint32_t last = d.switch_queues(j - 1).queue();
+    out << "  queue " << first.port() << ":" << first.queue()
+        << (last != first.queue() ? absl::StrCat("-", last) : "") << " -> "
+        << OrDash(first.wred_profile()) << "\n";
+    i = j;
+  }
+  for (const auto& [name, fields] : profiles) {
+    out << "  profile " << name << ": " << absl::StrJoin(fields, " ", absl::PairFormatter("="))
+        << "\n";
   }
 }
 
@@ -154,6 +210,10 @@ int Host(Context& ctx, const std::vector<std::string>& args) {
       << (h.rejected_versions().empty() ? "-" : absl::StrJoin(h.rejected_versions(), ", ")) << "\n";
   if (!h.last_guard_event().empty()) out << "guard:         " << h.last_guard_event() << "\n";
   for (const auto& d : h.devices()) {
+    if (d.name() == "switch" && (d.switch_queues_size() > 0 || d.switch_buffer_bytes() > 0)) {
+      PrintSwitch(out, d, h.current_parameters());
+      continue;
+    }
     out << "device:        " << d.name() << " driver=" << d.driver()
         << " fw=" << d.firmware_version() << " pci=" << d.pci_address()
         << " counters=" << d.counter_source() << " dcqcn=" << d.cc_param_layout() << "\n";

@@ -66,9 +66,10 @@ void Fabric::RunUntil(int64_t t_ns) {
 void Fabric::Sync() {
   absl::MutexLock lock(&mu_);
   if (ecn_dirty_) {
-    ecn_ = EcnMarker::FromSettings(pending_ecn_);
+    for (EcnMarker& m : switch_ecn_) m = EcnMarker::FromSettings(pending_ecn_);
     ecn_dirty_ = false;
   }
+  SyncTors();
   for (int h = 0; h < num_hosts_; ++h) {
     HostState& hs = hosts_[h];
     Shared& sh = shared_[h];
@@ -213,6 +214,130 @@ absl::Status Fabric::SetEcn(const v1::EcnSettings& ecn) {
   absl::MutexLock lock(&mu_);
   pending_ecn_ = ecn;
   ecn_dirty_ = true;
+  for (TorShared& t : tor_shared_) {
+    t.ecn = ecn;
+    t.ecn_dirty = true;
+    ++t.version;
+  }
+  return absl::OkStatus();
+}
+
+std::string Fabric::TorName(int tor) const { return absl::StrCat("tor", tor); }
+
+std::vector<std::pair<int, int>> Fabric::TorPortLinks(int tor) const {
+  std::vector<std::pair<int, int>> out;
+  const int first = tor * hosts_per_tor_;
+  const int last = std::min(num_hosts_, first + hosts_per_tor_);
+  for (int h = first; h < last; ++h) out.emplace_back(hosts_[h].down, hosts_[h].up);
+  for (int sp = 0; sp < num_spines_; ++sp) {
+    out.emplace_back(tor_up_[tor][sp], spine_down_[sp][tor]);
+  }
+  return out;
+}
+
+std::vector<TorPort> Fabric::TorPorts(int tor) const {
+  std::vector<TorPort> out;
+  int i = 0;
+  for (const auto& [egress, ingress] : TorPortLinks(tor)) {
+    const Link& l = links_[egress];
+    out.push_back({absl::StrCat("Ethernet", 4 * i++), NodeName(l.to), l.bytes_per_ns * 8.0});
+  }
+  return out;
+}
+
+void Fabric::SyncTors() {
+  for (int t = 0; t < num_tors_; ++t) {
+    TorShared& ts = tor_shared_[t];
+    if (ts.ecn_dirty) {
+      switch_ecn_[t] = EcnMarker::FromSettings(ts.ecn);
+      ts.ecn_dirty = false;
+    }
+    const std::vector<std::pair<int, int>> ports = TorPortLinks(t);
+    if (ts.pfc_dirty) {
+      for (size_t i = 0; i < ports.size(); ++i) {
+        Link& in = links_[ports[i].second];
+        in.pfc_mask = ts.pfc_masks[i];
+        in.pfc.ResumeAllBut(in.pfc_mask);
+      }
+      ts.pfc_dirty = false;
+    }
+    ts.counters.resize(ports.size());
+    for (size_t i = 0; i < ports.size(); ++i) {
+      const Link& out = links_[ports[i].first];
+      const Link& in = links_[ports[i].second];
+      TorPortCounters& c = ts.counters[i];
+      for (int p = 0; p < 8; ++p) {
+        TorQueueCounters& q = c.queues[p];
+        q.bytes = static_cast<uint64_t>(out.tx_total[p]);
+        q.packets = static_cast<uint64_t>(std::ceil(out.tx_total[p] / mtu_));
+        q.ecn_marked_packets = static_cast<uint64_t>(out.marked_total[p]);
+        q.dropped_bytes = static_cast<uint64_t>(out.dropped_total[p]);
+        q.dropped_packets = static_cast<uint64_t>(std::ceil(out.dropped_total[p] / mtu_));
+        q.occupancy_bytes = static_cast<uint64_t>(std::max(0.0, out.q[p]));
+        c.tx_pfc_frames[p] = in.pause_total[p];
+        c.rx_pfc_frames[p] = out.pause_total[p];
+      }
+    }
+  }
+}
+
+std::vector<TorPortCounters> Fabric::TorCounters(int tor) const {
+  absl::MutexLock lock(&mu_);
+  return tor_shared_[tor].counters;
+}
+
+v1::EcnSettings Fabric::TorEcn(int tor, uint64_t* version) const {
+  absl::MutexLock lock(&mu_);
+  if (version != nullptr) *version = tor_shared_[tor].version;
+  return tor_shared_[tor].ecn;
+}
+
+std::vector<uint8_t> Fabric::TorPfcMasks(int tor, uint64_t* version) const {
+  absl::MutexLock lock(&mu_);
+  if (version != nullptr) *version = tor_shared_[tor].version;
+  return tor_shared_[tor].pfc_masks;
+}
+
+absl::Status Fabric::SetTorConfig(int tor, const v1::EcnSettings* ecn,
+                                  const std::map<int, uint8_t>& pfc_masks,
+                                  std::optional<uint64_t> expected_version) {
+  if (tor < 0 || tor >= num_tors_) {
+    return absl::InvalidArgumentError(absl::StrCat("no ToR ", tor, " (ToRs: ", num_tors_, ")"));
+  }
+  if (ecn != nullptr) {
+    if (ecn->pmax() < 0 || ecn->pmax() > 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(TorName(tor), ": ecn.pmax=", ecn->pmax(), " outside [0, 1]"));
+    }
+    if (ecn->kmin_bytes() > ecn->kmax_bytes()) {
+      return absl::InvalidArgumentError(absl::StrCat(TorName(tor),
+                                                     ": ecn.kmin_bytes=", ecn->kmin_bytes(),
+                                                     " above ecn.kmax_bytes=", ecn->kmax_bytes()));
+    }
+    if (static_cast<double>(ecn->kmax_bytes()) > switch_buffer_) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(TorName(tor), ": ecn.kmax_bytes=", ecn->kmax_bytes(),
+                       " above the switch buffer (", switch_buffer_, " bytes)"));
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  TorShared& ts = tor_shared_[tor];
+  for (const auto& [port, mask] : pfc_masks) {
+    if (port < 0 || port >= static_cast<int>(ts.pfc_masks.size())) {
+      return absl::InvalidArgumentError(absl::StrCat(TorName(tor), ": no port ", port));
+    }
+  }
+  if (expected_version.has_value() && *expected_version != ts.version) {
+    return absl::AbortedError(
+        absl::StrCat(TorName(tor), ": the switch configuration changed since it was read"));
+  }
+  if (ecn != nullptr) {
+    ts.ecn = *ecn;
+    ts.ecn_dirty = true;
+  }
+  for (const auto& [port, mask] : pfc_masks) ts.pfc_masks[port] = mask;
+  if (!pfc_masks.empty()) ts.pfc_dirty = true;
+  ++ts.version;
   return absl::OkStatus();
 }
 

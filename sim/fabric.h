@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -31,6 +32,28 @@ struct HostCounters {
   uint64_t cnp_sent = 0, cnp_handled = 0, ecn_marked_packets = 0;
   std::array<uint64_t, 8> rx_pause_frames{}, tx_pause_frames{};
   std::array<uint64_t, 8> rx_pause_us{}, tx_pause_us{};
+};
+
+// One port of a simulated ToR: a host below it or a spine above it.
+struct TorPort {
+  std::string name;  // "Ethernet0", "Ethernet4", ... (SONiC style, 4 lanes per port)
+  std::string peer;  // "h3", "spine1"
+  double gbps = 0;
+};
+
+// Counters of one egress queue (priority) of a ToR port, since the start.
+// Packets are the fluid model's bytes / MTU; ECN-marked packets are expected
+// marks (bytes dequeued / MTU x marking probability), rounded down.
+struct TorQueueCounters {
+  uint64_t packets = 0, bytes = 0, ecn_marked_packets = 0, dropped_packets = 0, dropped_bytes = 0;
+  uint64_t occupancy_bytes = 0;  // a level: bytes queued at the last synchronisation
+};
+
+// Counters of one ToR port: its eight egress queues and the PFC frames it sent
+// (to pause its peer) and received (paused by its peer), per priority.
+struct TorPortCounters {
+  std::array<TorQueueCounters, 8> queues{};
+  std::array<uint64_t, 8> tx_pfc_frames{}, rx_pfc_frames{};
 };
 
 // A RoCE fabric as a fixed-time-step fluid model (DESIGN.md "fabric simulator";
@@ -93,8 +116,32 @@ class Fabric {
   absl::Status SetProbePlan(int host, const v1::ProbePlan& plan);
   // Probe results since the previous call, per peer class.
   std::vector<v1::LatencyWindow> TakeProbeWindow(int host);
+  // Every switch's marking (the scenario's "ecn"); SetEcn overrides every ToR's own.
   v1::EcnSettings Ecn() const;
   absl::Status SetEcn(const v1::EcnSettings& ecn);
+
+  // ---- Switch-facing (the ToRs), thread-safe. `tor` is in [0, tor_count()).
+  int tor_count() const { return num_tors_; }
+  std::string TorName(int tor) const;  // "tor3"
+  // Host-facing ports first (in host order), then one uplink per spine.
+  std::vector<TorPort> TorPorts(int tor) const;
+  double switch_buffer_bytes() const { return switch_buffer_; }
+  bool pfc_enabled() const { return pfc_enabled_; }
+  // Indexed like TorPorts.
+  std::vector<TorPortCounters> TorCounters(int tor) const;
+  // The marking of every egress queue of the ToR, and a version that every
+  // change of the ToR's settings (its own or through SetEcn) increments.
+  v1::EcnSettings TorEcn(int tor, uint64_t* version = nullptr) const;
+  // Lossless priorities of each port (PFC on the port's ingress; bit p =
+  // priority p), indexed like TorPorts.
+  std::vector<uint8_t> TorPfcMasks(int tor, uint64_t* version = nullptr) const;
+  // Sets the ToR's marking and ports' PFC masks (those given; a port index -> mask)
+  // at once. When `expected_version` is given and the ToR's version differs,
+  // kAborted and nothing changes. kInvalidArgument (nothing changes) for pmax
+  // outside [0, 1], kmin above kmax, kmax above the buffer, a bad port.
+  absl::Status SetTorConfig(int tor, const v1::EcnSettings* ecn,
+                            const std::map<int, uint8_t>& pfc_masks,
+                            std::optional<uint64_t> expected_version);
 
  private:
   enum class FlowKind : uint8_t { kLong, kIncast, kAllReduce, kBackground };
@@ -128,6 +175,12 @@ class Fabric {
     // transmitter at `from` may not send priority p.
     PfcPort pfc;
     double tx_bytes_measured = 0;
+    // Since the start, per priority: bytes dequeued, expected marked packets,
+    // bytes dropped on admission to this egress queue, PFC frames sent to `from`.
+    std::array<double, 8> tx_total{}, marked_total{}, dropped_total{};
+    std::array<uint64_t, 8> pause_total{};
+    // Priorities on which the switch at `to` applies PFC to this ingress.
+    uint8_t pfc_mask = 0xff;
     uint64_t pause_frames = 0;
     double paused_ns = 0;
     // Queue statistics per used priority (index into queue_stats_), -1 = none.
@@ -214,6 +267,14 @@ class Fabric {
     v1::ProbePlan plan;
     std::map<std::string, WindowAcc> windows;
   };
+  struct TorShared {  // guarded by mu_
+    v1::EcnSettings ecn;
+    bool ecn_dirty = false;
+    std::vector<uint8_t> pfc_masks;  // per port
+    bool pfc_dirty = false;
+    uint64_t version = 0;
+    std::vector<TorPortCounters> counters;
+  };
   struct Burst {
     int64_t start_ns = 0;
     int remaining = 0;
@@ -279,6 +340,9 @@ class Fabric {
   void Sample();
   void Sync();
   // XOFF of every ingress (port, priority) of switch node `sw` now.
+  // The ToR's ports as (egress link, ingress link), indexed like TorPorts.
+  std::vector<std::pair<int, int>> TorPortLinks(int tor) const;
+  void SyncTors() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   double XoffThreshold(int sw) const { return pfc_.Xoff(switch_buffer_, switch_total_[sw]); }
   bool measuring() const { return now_ns_ >= warmup_ns_; }
   uint64_t Hash(uint64_t a, uint64_t b) const;
@@ -295,7 +359,7 @@ class Fabric {
   double mtu_ = 1024;
   double host_gbps_ = 100;
   double uplink_gbps_ = 100;  // ToR-spine links (nominal when there is no spine)
-  int num_hosts_ = 0, num_tors_ = 0, num_spines_ = 0;
+  int num_hosts_ = 0, num_tors_ = 0, num_spines_ = 0, hosts_per_tor_ = 1;
   std::vector<Link> links_;
   std::vector<int> switch_links_;   // links leaving a switch
   std::vector<int> ingress_links_;  // links entering a switch
@@ -308,7 +372,8 @@ class Fabric {
   uint8_t pfc_prio_mask_ = 0;
   bool pfc_enabled_ = false;
   PfcPortConfig pfc_;
-  EcnMarker ecn_;
+  // Marking per switch node (index node - num_hosts_: ToRs, then spines).
+  std::vector<EcnMarker> switch_ecn_;
   std::vector<QueueStat> queue_stats_;
   int64_t stats_every_steps_ = 10;
   int64_t sync_every_steps_ = 100;
@@ -360,6 +425,7 @@ class Fabric {
   std::vector<Shared> shared_ ABSL_GUARDED_BY(mu_);
   v1::EcnSettings pending_ecn_ ABSL_GUARDED_BY(mu_);
   bool ecn_dirty_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<TorShared> tor_shared_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace rocetune::sim

@@ -22,11 +22,12 @@ absl::Status Fabric::ConfigureQueues() {
   if (ecn.kmin_bytes() > ecn.kmax_bytes()) {
     return Invalid("ecn.kmin_bytes", "must be <= ecn.kmax_bytes");
   }
-  ecn_ = EcnMarker::FromSettings(ecn);
+  switch_ecn_.assign(num_tors_ + num_spines_, EcnMarker::FromSettings(ecn));
   const v1::PfcFabricSettings& pfc = scenario_.pfc();
   pfc_enabled_ = pfc.enabled();
   if (pfc.priority_mask() > 255) return Invalid("pfc.priority_mask", "must be in [0, 255]");
   pfc_prio_mask_ = pfc.priority_mask() == 0 ? 0xff : static_cast<uint8_t>(pfc.priority_mask());
+  for (Link& l : links_) l.pfc_mask = pfc_prio_mask_;
   if (pfc.dynamic_alpha() < 0) return Invalid("pfc.dynamic_alpha", "must be >= 0");
   if (pfc.refresh_us() < 0 || pfc.refresh_us() > 1e9) {
     return Invalid("pfc.refresh_us", "must be in [0, 1e9]");
@@ -83,7 +84,7 @@ void Fabric::ServeQueues() {
     for (int i = 0; i < n; ++i) {
       const int p = ps[i];
       if (!done[i]) served[i] = cap / left;
-      l.mark_p[p] = ecn_.Probability(l.q[p] - served[i]);
+      l.mark_p[p] = switch_ecn_[l.from - num_hosts_].Probability(l.q[p] - served[i]);
       Dequeue(l, p, served[i]);
     }
   }
@@ -98,6 +99,8 @@ void Fabric::Dequeue(Link& l, int p, double budget) {
         ++events_;
         const int h = run.hop;
         f.marks += out / mtu_ * l.mark_p[p];
+        l.marked_total[p] += out / mtu_ * l.mark_p[p];
+        l.tx_total[p] += out;
         f.backlog[h] = std::max(0.0, f.backlog[h] - out);
         l.q[p] -= out;
         Link& in_link = links_[f.links[h - 1]];
@@ -150,13 +153,14 @@ void Fabric::ArriveBytes(bool measure) {
       }
       const int sw = in_link.to;
       double room = switch_buffer_ - switch_total_[sw];
-      if (pfc_enabled_ && (pfc_prio_mask_ >> p & 1)) {
+      if (pfc_enabled_ && (in_link.pfc_mask >> p & 1)) {
         room = std::min(room, admit_limit[sw] - in_link.ingress[p]);
       }
       if (in > room) {
         const double drop = in - std::max(0.0, room);
         in -= drop;
         f.sent -= drop;  // resent by the sender
+        links_[f.links[h]].dropped_total[p] += drop;
         if (measure) dropped_ += drop;
       }
       f.backlog[h] += in;
@@ -231,8 +235,9 @@ void Fabric::UpdatePfc() {
     Link& l = links_[id];
     const double xoff = XoffThreshold(l.to);
     for (int p : used_prios_) {
-      if (!(pfc_prio_mask_ >> p & 1)) continue;
+      if (!(l.pfc_mask >> p & 1)) continue;
       if (l.pfc.Step(p, l.ingress[p], xoff, pfc_, step_ns_)) {
+        ++l.pause_total[p];
         if (!l.from_switch) hosts_[l.from].rx_pause_frames[p] += 1;
         if (measure) {
           ++l.pause_frames;

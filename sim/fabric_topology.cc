@@ -49,6 +49,12 @@ absl::Status Fabric::Init() {
   shared_.resize(num_hosts_);
   for (Shared& sh : shared_) sh.dcqcn = scenario_.dcqcn();
   pending_ecn_ = scenario_.ecn();
+  tor_shared_.resize(num_tors_);
+  for (int t = 0; t < num_tors_; ++t) {
+    tor_shared_[t].ecn = scenario_.ecn();
+    tor_shared_[t].pfc_masks.assign(TorPortLinks(t).size(), pfc_prio_mask_);
+  }
+  SyncTors();
   return absl::OkStatus();
 }
 
@@ -83,6 +89,7 @@ absl::Status Fabric::BuildTopology() {
   num_hosts_ = static_cast<int>(t.hosts());
   const int per_tor = t.hosts_per_tor() == 0 ? num_hosts_ : static_cast<int>(t.hosts_per_tor());
   num_tors_ = (num_hosts_ + per_tor - 1) / per_tor;
+  hosts_per_tor_ = per_tor;
   num_spines_ = static_cast<int>(t.spines());
   if (num_tors_ > 1 && num_spines_ == 0) {
     return Invalid("topology.spines",

@@ -29,6 +29,7 @@
 #include "sim/fabric.h"
 #include "sim/scenario_loader.h"
 #include "sim/sim_host.h"
+#include "sim/sim_switch.h"
 
 ABSL_FLAG(std::string, scenario, "",
           "Scenario file (text-format rocetune.v1.Scenario: topology, workload, DCQCN / ECN / PFC "
@@ -56,6 +57,10 @@ ABSL_FLAG(std::string, metrics_address, "",
           "a free port (logged, and written to --ready_file).");
 ABSL_FLAG(std::string, ready_file, "",
           "With --metrics_address: once serving, write {\"metrics_port\":N} here (atomically).");
+ABSL_FLAG(bool, switch_agents, true,
+          "With --agents: also run one switch agent per simulated ToR (host id sim-tor<N>, "
+          "labels role=switch, tor=<N>, sim=1), whose WRED/ECN profile and per-port PFC enables "
+          "are the ToR's marking (Kmin, Kmax, Pmax) and PFC (docs/sonic.md).");
 ABSL_FLAG(std::string, labels, "",
           "Extra labels k=v,... for every agent (--agents); each agent "
           "also gets tor=<index>.");
@@ -66,6 +71,7 @@ namespace {
 constexpr char kUsage[] =
     "rocetune-fabricsim --scenario=FILE [--set=path=value ...] [--output=json]\n"
     "                   [--agents --controller=host:port --pace=1.0 --duration=60s]\n"
+    "                   [--switch_agents=false]\n"
     "                   [--metrics_address=127.0.0.1:PORT --ready_file=FILE]\n"
     "Simulates a RoCE fabric (DCQCN, ECN, PFC) as a fluid model and prints a JSON summary.";
 
@@ -142,6 +148,7 @@ int RunAgents(Fabric* fabric) {
   }
   std::vector<std::unique_ptr<AgentMetrics>> metrics;
   std::vector<std::unique_ptr<SimHost>> hosts;
+  std::vector<std::unique_ptr<SimSwitch>> switches;  // outlive the agents
   std::vector<std::unique_ptr<Agent>> agents;
   for (int h = 0; h < fabric->host_count(); ++h) {
     hosts.push_back(std::make_unique<SimHost>(fabric, h));
@@ -183,6 +190,40 @@ int RunAgents(Fabric* fabric) {
     }
     agents.push_back(std::move(*agent));
   }
+  if (absl::GetFlag(FLAGS_switch_agents)) {
+    for (int t = 0; t < fabric->tor_count(); ++t) {
+      switches.push_back(std::make_unique<SimSwitch>(fabric, t));
+      SimSwitch* sw = switches.back().get();
+      AgentOptions opt;
+      opt.host_id = sw->host_id();
+      opt.controller = absl::GetFlag(FLAGS_controller);
+      // --labels apply to switches too, except role: a switch's role is "switch".
+      for (const auto& [k, v] : extra) {
+        if (k != "role") opt.labels.emplace_back(k, v);
+      }
+      opt.labels.emplace_back("sim", "1");
+      opt.labels.emplace_back("role", "switch");
+      opt.labels.emplace_back("tor", absl::StrCat(t));
+      opt.sample_interval = absl::GetFlag(FLAGS_sample_interval);
+      opt.guard = LocalGuardOptionsFromFlags();
+      opt.state_dir = absl::StrCat(state_base, "/", opt.host_id);
+      if (exposer != nullptr) {
+        metrics.push_back(std::make_unique<AgentMetrics>(registry, opt.host_id));
+        opt.metrics = metrics.back().get();
+      }
+      if (mkdir(opt.state_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+        std::fprintf(stderr, "cannot create %s: %s\n", opt.state_dir.c_str(), std::strerror(errno));
+        return 1;
+      }
+      absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(opt, sw->seams());
+      if (!agent.ok()) {
+        std::fprintf(stderr, "switch agent %s: %s\n", opt.host_id.c_str(),
+                     std::string(agent.status().message()).c_str());
+        return 1;
+      }
+      agents.push_back(std::move(*agent));
+    }
+  }
   std::vector<std::thread> threads;
   for (auto& a : agents) {
     Agent* agent = a.get();
@@ -191,7 +232,8 @@ int RunAgents(Fabric* fabric) {
       if (!s.ok()) LogWarning("agent stopped", {{"error", std::string(s.message())}});
     });
   }
-  LogInfo("agents started", {{"count", absl::StrCat(agents.size())},
+  LogInfo("agents started", {{"count", absl::StrCat(agents.size() - switches.size())},
+                             {"switches", absl::StrCat(switches.size())},
                              {"controller", absl::GetFlag(FLAGS_controller)},
                              {"metrics", exposer != nullptr ? exposer->address() : ""}});
   if (const std::string ready = absl::GetFlag(FLAGS_ready_file);

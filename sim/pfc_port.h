@@ -48,6 +48,13 @@ class PfcPort {
   //    the PAUSE every cfg.refresh_ns.
   // Returns true when a PAUSE frame goes out in this step.
   bool Step(int prio, double ingress_bytes, double xoff, const PfcPortConfig& cfg, int64_t step_ns);
+  // Ends the pauses of the priorities not in `keep` (PFC turned off on them).
+  void ResumeAllBut(uint8_t keep) {
+    paused_ &= keep;
+    for (int p = 0; p < 8; ++p) {
+      if (!(keep >> p & 1)) refresh_left_ns_[p] = 0;
+    }
+  }
 
  private:
   uint8_t paused_ = 0;

@@ -91,6 +91,14 @@ v1::NicDevice SwitchNicDevice(const SwitchInventory& inv) {
     port->set_speed_mbps(p.speed_mbps > 0 ? static_cast<uint64_t>(p.speed_mbps) : 0);
     port->set_netdev(p.name);
   }
+  for (const SwitchQueue& q : inv.queues) {
+    v1::SwitchQueue* out = d.add_switch_queues();
+    out->set_port(q.port);
+    out->set_queue(static_cast<uint32_t>(q.index));
+    out->set_wred_profile(q.wred_profile);
+  }
+  d.set_switch_buffer_bytes(
+      inv.buffer_limit_bytes > 0 ? static_cast<uint64_t>(inv.buffer_limit_bytes) : 0);
   return d;
 }
 

@@ -5,6 +5,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "controller/fleet/switch_member.h"
 #include "daemon/logging.h"
 #include "google/protobuf/util/message_differencer.h"
 
@@ -144,6 +145,7 @@ void Fleet::Publish(const std::vector<v1::Event>& events) {
 absl::StatusOr<Registration> Fleet::Register(const v1::Hello& hello,
                                              std::shared_ptr<AgentConnection> conn) {
   if (absl::Status s = ValidateHello(hello); !s.ok()) return s;
+  if (absl::Status s = CheckSwitchRole(hello); !s.ok()) return s;
   std::shared_ptr<AgentConnection> superseded;
   bool push = false;
   std::string desired_version;
@@ -163,7 +165,7 @@ absl::StatusOr<Registration> Fleet::Register(const v1::Hello& hello,
     v1::HostInfo& info = h.stored.info;
     info.set_host_id(hello.host_id());
     info.set_hostname(hello.hostname());
-    *info.mutable_labels() = hello.labels();
+    *info.mutable_labels() = MemberLabels(hello);  // role=switch for switches
     *info.mutable_devices() = hello.devices();
     info.set_current_version(hello.current_version());
     *info.mutable_current_parameters() = hello.current_parameters();

@@ -1,6 +1,8 @@
 #include "controller/policy/knob_spec.h"
 
+#include "absl/strings/match.h"
 #include "agent/host/cc_params.h"
+#include "agent/switch/switch_params.h"
 
 namespace rocetune::controller {
 namespace {
@@ -34,6 +36,16 @@ std::optional<KnobSpec> FindKnobSpec(absl::string_view name) {
   }
   for (KnobSpec& s : ExtraSpecs()) {
     if (s.name == name) return std::move(s);
+  }
+  if (absl::StatusOr<SwitchKnob> k = ParseSwitchKnob(name); k.ok()) {
+    KnobSpec s{std::string(name), "bitmask", 0, 255, true};
+    if (k->kind == SwitchKnob::Kind::kEcn) {
+      const bool prob = absl::EndsWith(k->field, "_drop_probability");
+      s.unit = prob ? "percent" : "bytes";
+      s.min = prob ? 1 : 0;
+      s.max = prob ? 100 : kMaxWredThresholdBytes;
+    }
+    return s;
   }
   return std::nullopt;
 }

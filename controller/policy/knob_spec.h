@@ -17,13 +17,21 @@ struct KnobSpec {
   std::string unit;  // as in CcParamSpec::unit; "Mbps" marks a rate
   int64_t min = 0;   // hard range, inclusive: every knob bound must lie inside it
   int64_t max = 0;
+  // A switch knob (agent/switch/switch_params.h): ecn.<profile>.<colour>_{min,max}_threshold
+  // (bytes), ecn.<profile>.<colour>_drop_probability (percent), pfc.<port>.pfc_enable.
+  bool is_switch = false;
   bool is_rate() const { return unit == "Mbps"; }
+  // An ECN marking threshold (bytes), bounded by the switch buffer.
+  bool is_threshold() const { return is_switch && unit == "bytes"; }
 };
 
-// nullopt when `name` is not a tunable parameter.
+// nullopt when `name` is not a tunable parameter. Switch knobs are recognised by
+// their form (any profile or port name), with hard ranges thresholds
+// [0, 2^31-1] bytes, drop probability [1, 100] percent, pfc_enable [0, 255].
 std::optional<KnobSpec> FindKnobSpec(absl::string_view name);
 
-// Every tunable parameter: the DCQCN table in firmware order, then the masks and PFC.
+// Every tunable host parameter: the DCQCN table in firmware order, then the
+// masks and PFC (switch knobs are patterns, not listed).
 std::vector<KnobSpec> KnobSpecs();
 
 }  // namespace rocetune::controller

@@ -28,6 +28,9 @@ struct PolicyContext {
   // Lowest link speed among the selected hosts, Mb/s; rate bounds (Mbps knobs)
   // above it are refused. Unset: not checked.
   std::optional<uint64_t> min_link_speed_mbps;
+  // Smallest buffer limit among the selected switches, bytes; ECN threshold
+  // knobs above it are refused. Unset: not checked.
+  std::optional<int64_t> min_switch_buffer_bytes;
 };
 
 // Parses a text-format Policy. Syntax errors are reported with line and

@@ -8,8 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "agent/switch/switch_params.h"
 #include "controller/policy/knob_spec.h"
 #include "controller/policy/policy_loader.h"
 
@@ -114,7 +116,9 @@ void CheckKnobs(const v1::Policy& policy, const PolicyContext& context,
       report(p + ".parameter", "unknown_knob",
              absl::StrCat(p, ".parameter \"", k.parameter(),
                           "\" is not a tunable parameter (DCQCN names as in cc_params, "
-                          "pfc.delay, pfc.prevention_timeout_ms, rp_enable_mask, np_enable_mask)"));
+                          "pfc.delay, pfc.prevention_timeout_ms, rp_enable_mask, np_enable_mask; "
+                          "switch knobs ecn.<profile>.<colour>_min_threshold / _max_threshold / "
+                          "_drop_probability, pfc.<port>.pfc_enable)"));
     } else if (auto [it, inserted] = first_index.emplace(k.parameter(), i); !inserted) {
       const auto [line, column] = find(absl::StrCat("knobs[", it->second, "]"));
       report(p + ".parameter", "duplicate_knob",
@@ -157,6 +161,74 @@ void CheckKnobs(const v1::Policy& policy, const PolicyContext& context,
       report(p + ".min", "log_scale_min_not_positive",
              absl::StrCat(what, " is log_scale, so min must be 1 or more (is ", k.min(), ")"));
     }
+  }
+}
+
+// Switch knobs: a policy tunes switches or hosts, never both (a change sends
+// each member one parameter set); switch knobs need a role=switch selector and
+// host knobs must not have one; ECN thresholds stay within the smallest
+// selected switch buffer; per profile and colour, Kmin stays below Kmax for
+// every value pair the bounds allow.
+void CheckSwitchKnobs(const v1::Policy& policy, const PolicyContext& context,
+                      const Report& report) {
+  int first_switch = -1, first_host = -1;
+  // (profile, colour) -> index of its min / max threshold knob.
+  std::map<std::pair<std::string, std::string>, std::pair<int, int>> pairs;
+  for (int i = 0; i < policy.knobs_size(); ++i) {
+    const v1::Knob& k = policy.knobs(i);
+    const std::optional<KnobSpec> spec = FindKnobSpec(k.parameter());
+    if (!spec.has_value()) continue;
+    if (!spec->is_switch) {
+      if (first_host < 0) first_host = i;
+      continue;
+    }
+    if (first_switch < 0) first_switch = i;
+    const std::string p = absl::StrCat("knobs[", i, "]");
+    if (spec->is_threshold() && context.min_switch_buffer_bytes.has_value() &&
+        k.max() > *context.min_switch_buffer_bytes) {
+      report(p + ".max", "switch_threshold_above_buffer",
+             absl::StrCat(p, " (", k.parameter(), ").max ", k.max(),
+                          " bytes is above the smallest selected switch buffer (",
+                          *context.min_switch_buffer_bytes, " bytes)"));
+    }
+    absl::StatusOr<SwitchKnob> knob = ParseSwitchKnob(k.parameter());
+    if (!knob.ok() || !spec->is_threshold()) continue;
+    const std::string colour = knob->field.substr(0, knob->field.find('_'));
+    auto [it, inserted] = pairs.emplace(std::make_pair(knob->object, colour), std::pair(-1, -1));
+    (absl::EndsWith(knob->field, "_min_threshold") ? it->second.first : it->second.second) = i;
+  }
+  for (const auto& [key, idx] : pairs) {
+    const auto [min_i, max_i] = idx;
+    if (min_i < 0 || max_i < 0) continue;
+    const v1::Knob& kmin = policy.knobs(min_i);
+    const v1::Knob& kmax = policy.knobs(max_i);
+    if (kmin.max() >= kmax.min()) {
+      report(absl::StrCat("knobs[", min_i, "].max"), "ecn_kmin_not_below_kmax",
+             absl::StrCat("knobs[", min_i, "] (", kmin.parameter(), ").max ", kmin.max(),
+                          " is not below knobs[", max_i, "] (", kmax.parameter(), ").min ",
+                          kmax.min(), ": Kmin must stay below Kmax for every value pair"));
+    }
+  }
+  auto role = policy.selector().match_labels().find("role");
+  const bool switch_selector =
+      role != policy.selector().match_labels().end() && role->second == "switch";
+  if (first_switch >= 0 && first_host >= 0) {
+    const int later = std::max(first_switch, first_host);
+    report(absl::StrCat("knobs[", later, "].parameter"), "switch_and_host_knobs_mixed",
+           absl::StrCat("knobs[", later, "] (", policy.knobs(later).parameter(), ") is a ",
+                        later == first_switch ? "switch" : "host", " knob but knobs[",
+                        std::min(first_switch, first_host), "] is a ",
+                        later == first_switch ? "host" : "switch",
+                        " knob: a policy tunes switches or hosts, not both"));
+  } else if (first_switch >= 0 && !switch_selector) {
+    report(absl::StrCat("knobs[", first_switch, "].parameter"),
+           "switch_knobs_without_switch_selector",
+           absl::StrCat("knobs[", first_switch, "] (", policy.knobs(first_switch).parameter(),
+                        ") is a switch knob, so selector.match_labels must have role: switch"));
+  } else if (first_host >= 0 && switch_selector) {
+    report(absl::StrCat("knobs[", first_host, "].parameter"), "host_knobs_with_switch_selector",
+           absl::StrCat("knobs[", first_host, "] (", policy.knobs(first_host).parameter(),
+                        ") is a host knob but the selector picks switches (role: switch)"));
   }
 }
 
@@ -290,6 +362,7 @@ std::vector<PolicyError> PolicyFile::Validate(const PolicyContext& context) cons
   CheckObjective(policy_, report);
   CheckConstraints(policy_, report);
   CheckKnobs(policy_, context, find, report);
+  CheckSwitchKnobs(policy_, context, report);
   CheckTuner(policy_, report);
   CheckRollout(policy_, report);
   CheckGuard(policy_, report);

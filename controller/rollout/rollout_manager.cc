@@ -264,6 +264,22 @@ absl::Status RolloutManager::Commit(v1::Change* change,
 
 // ---------------------------------------------------------------- policies
 
+namespace {
+
+// For a switch's device (named "switch", agent/switch/switch_inventory.h):
+// lowers context->min_switch_buffer_bytes to its buffer and returns true.
+bool AddSwitchContext(const v1::NicDevice& d, PolicyContext* context) {
+  if (d.name() != "switch") return false;
+  const int64_t buffer = static_cast<int64_t>(d.switch_buffer_bytes());
+  if (buffer > 0 && (!context->min_switch_buffer_bytes.has_value() ||
+                     buffer < *context->min_switch_buffer_bytes)) {
+    context->min_switch_buffer_bytes = buffer;
+  }
+  return true;
+}
+
+}  // namespace
+
 absl::StatusOr<v1::ApplyPolicyResponse> RolloutManager::ApplyPolicy(
     const v1::ApplyPolicyRequest& req, const Identity& who) {
   const std::string file = req.file_name().empty() ? "<policy>" : req.file_name();
@@ -274,6 +290,7 @@ absl::StatusOr<v1::ApplyPolicyResponse> RolloutManager::ApplyPolicy(
                                               parsed->policy().selector().match_labels().end());
   for (const v1::HostInfo& h : fleet_->ListHosts(selector)) {
     for (const v1::NicDevice& d : h.devices()) {
+      if (AddSwitchContext(d, &context)) continue;  // a switch's ports are not host links
       for (const v1::NicPort& p : d.ports()) {
         if (p.speed_mbps() == 0) continue;
         if (!context.min_link_speed_mbps.has_value() ||

@@ -102,6 +102,7 @@ bool Env::Start() {
       "--labels=role=trainer",
       absl::StrCat("--state_dir=", dir_, "/agents"),
       "--output=none",
+      absl::StrCat("--switch_agents=", options_.switch_agents ? "true" : "false"),
   };
   for (const std::string& s : options_.sets) args.push_back(absl::StrCat("--set=", s));
   args.insert(args.end(), options_.fabricsim_flags.begin(), options_.fabricsim_flags.end());

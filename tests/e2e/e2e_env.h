@@ -26,7 +26,9 @@ struct EnvOptions {
   int probe_peers = 8;
   std::vector<std::string> fabricsim_flags;  // e.g. guard thresholds
   std::vector<std::string> controller_flags;
-  int expect_hosts = 32;
+  // One switch agent per simulated ToR (role=switch); off unless a test uses them.
+  bool switch_agents = false;
+  int expect_hosts = 32;  // hosts and switches
 };
 
 class Env {

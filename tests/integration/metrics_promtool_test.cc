@@ -180,14 +180,14 @@ TEST_F(MetricsPromtoolTest, FabricsimAgentsServeAgentSeries) {
   std::error_code ec;
   std::filesystem::create_directories(dir_ + "/sim", ec);
   ASSERT_FALSE(ec) << ec.message();
-  Subprocess sim(
-      BuiltBinary("sim/rocetune-fabricsim"),
-      {absl::StrCat("--scenario=", ROCETUNE_SOURCE_DIR,
-                    "/tests/sim/testdata/agents_incast.textproto"),
-       "--agents", absl::StrCat("--controller=127.0.0.1:", grpc_port_), "--duration=600s",
-       "--pace=1", "--sample_interval=200ms", "--output=none", "--metrics_address=127.0.0.1:0",
-       "--ready_file=" + dir_ + "/sim.ready", "--state_dir=" + dir_ + "/sim"},
-      dir_ + "/sim.log");
+  Subprocess sim(BuiltBinary("sim/rocetune-fabricsim"),
+                 {absl::StrCat("--scenario=", ROCETUNE_SOURCE_DIR,
+                               "/tests/sim/testdata/agents_incast.textproto"),
+                  "--agents", absl::StrCat("--controller=127.0.0.1:", grpc_port_),
+                  "--duration=600s", "--pace=1", "--sample_interval=200ms", "--output=none",
+                  "--metrics_address=127.0.0.1:0", "--ready_file=" + dir_ + "/sim.ready",
+                  "--state_dir=" + dir_ + "/sim", "--switch_agents=false"},
+                 dir_ + "/sim.log");
   ASSERT_TRUE(sim.Start());
   const int port = WaitForPortInReadyFile(dir_ + "/sim.ready", "metrics_port", absl::Seconds(20));
   ASSERT_GT(port, 0) << sim.Log();

@@ -82,13 +82,14 @@ TEST(FabricsimAgentsTest, AgentsReportSimulatedCountersAndProbes) {
   ASSERT_NE(server, nullptr);
   ASSERT_GT(port, 0);
 
-  const std::string cmd = std::string(ROCETUNE_BINARY_DIR) +
-                          "/sim/rocetune-fabricsim --scenario=" + ROCETUNE_SOURCE_DIR +
-                          "/tests/sim/testdata/agents_incast.textproto --agents "
-                          "--controller=127.0.0.1:" +
-                          std::to_string(port) +
-                          " --duration=2s --pace=1 --sample_interval=200ms --output=none "
-                          "--log_level=warning 2>&1";
+  const std::string cmd =
+      std::string(ROCETUNE_BINARY_DIR) +
+      "/sim/rocetune-fabricsim --scenario=" + ROCETUNE_SOURCE_DIR +
+      "/tests/sim/testdata/agents_incast.textproto --agents "
+      "--controller=127.0.0.1:" +
+      std::to_string(port) +
+      " --duration=2s --pace=1 --sample_interval=200ms --output=none --switch_agents=false "
+      "--log_level=warning 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);
   std::string out;
