@@ -1,13 +1,17 @@
 #include "controller/fleet/inventory_check.h"
 
 #include <algorithm>
+#include <cstring>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/host/cc_params.h"
+#include "agent/switch/switch_params.h"
 
 namespace rocetune::controller {
 namespace {
@@ -106,12 +110,89 @@ void CheckLink(const v1::NicDevice& dev, const v1::DeviceParameters& want,
   }
 }
 
+// A switch's knobs (agent/switch/switch_params.h) against its inventory: each
+// name is a switch knob the switch reported (its profiles and ports are in
+// its current parameters), thresholds within its buffer, Kmin below Kmax as
+// they would be after the write, Pmax in (0, 100], PFC masks in 0..255.
+void CheckSwitch(const v1::NicDevice& dev, const v1::DeviceParameters& want,
+                 const v1::DeviceParameters* current, std::vector<std::string>* errors) {
+  if (want.has_rp_enable_mask() || want.has_np_enable_mask() || want.has_pfc()) {
+    errors->push_back(absl::StrCat(dev.name(), ": a switch takes only ecn.* and pfc.* knobs"));
+  }
+  std::map<std::string, int64_t> after;
+  if (current != nullptr) after.insert(current->dcqcn().begin(), current->dcqcn().end());
+  for (const auto& [name, value] : want.dcqcn()) {
+    absl::StatusOr<SwitchKnob> knob = ParseSwitchKnob(name);
+    if (!knob.ok()) {
+      errors->push_back(absl::StrCat(dev.name(), ": ", knob.status().message()));
+      continue;
+    }
+    if (current != nullptr && !current->dcqcn().contains(name)) {
+      errors->push_back(absl::StrCat(
+          dev.name(), ": ", name, ": the switch has no ",
+          knob->kind == SwitchKnob::Kind::kEcn ? "WRED profile field" : "port", " by that name"));
+      continue;
+    }
+    after[name] = value;
+    if (knob->kind == SwitchKnob::Kind::kPfcEnable) {
+      if (value < 0 || value > 255) {
+        errors->push_back(
+            absl::StrCat(dev.name(), ": ", name, "=", value, ": want a priority mask in 0..255"));
+      }
+    } else if (absl::EndsWith(knob->field, "_drop_probability")) {
+      if (value <= 0 || value > 100) {
+        errors->push_back(
+            absl::StrCat(dev.name(), ": ", name, "=", value, ": want a percentage in (0, 100]"));
+      }
+    } else {
+      const int64_t buffer = dev.switch_buffer_bytes() > 0
+                                 ? static_cast<int64_t>(dev.switch_buffer_bytes())
+                                 : kMaxWredThresholdBytes;
+      if (value < 0 || value > buffer) {
+        errors->push_back(absl::StrCat(dev.name(), ": ", name, "=", value,
+                                       " bytes exceeds the buffer (", buffer, " bytes)"));
+      }
+    }
+  }
+  // Kmin < Kmax per profile and colour, as they would be after the write.
+  for (const auto& [name, kmin] : after) {
+    if (!want.dcqcn().contains(name) || !absl::EndsWith(name, "_min_threshold")) continue;
+    const std::string max_name =
+        absl::StrCat(name.substr(0, name.size() - strlen("_min_threshold")), "_max_threshold");
+    auto it = after.find(max_name);
+    if (it != after.end() && kmin >= it->second) {
+      errors->push_back(absl::StrCat(dev.name(), ": ", name, "=", kmin, " is not below ", max_name,
+                                     "=", it->second));
+    }
+  }
+  for (const auto& [name, kmax] : want.dcqcn()) {
+    if (!absl::EndsWith(name, "_max_threshold")) continue;
+    const std::string min_name =
+        absl::StrCat(name.substr(0, name.size() - strlen("_max_threshold")), "_min_threshold");
+    if (want.dcqcn().contains(min_name)) continue;  // checked above
+    auto it = after.find(min_name);
+    if (it != after.end() && it->second >= kmax) {
+      errors->push_back(absl::StrCat(dev.name(), ": ", name, "=", kmax, " is not above ", min_name,
+                                     "=", it->second));
+    }
+  }
+}
+
+bool IsSwitchDevice(const v1::NicDevice& d) { return d.name() == "switch"; }
+
 }  // namespace
 
 absl::Status CheckAgainstInventory(const v1::HostInfo& host, const v1::ParameterSet& set) {
   std::vector<std::string> errors;
   std::vector<CcRangeViolation> range;
-  if (absl::Status s = ValidateParameterSetExceptDcqcnRanges(set, &range); !s.ok()) {
+  // Switch knobs are checked by CheckSwitch; the NIC rules see the rest.
+  v1::ParameterSet nic_set = set;
+  nic_set.clear_devices();
+  for (const v1::DeviceParameters& d : set.devices()) {
+    const v1::NicDevice* dev = FindDevice(host, d.device());
+    if (dev == nullptr || !IsSwitchDevice(*dev)) *nic_set.add_devices() = d;
+  }
+  if (absl::Status s = ValidateParameterSetExceptDcqcnRanges(nic_set, &range); !s.ok()) {
     errors.push_back(std::string(s.message()));
   }
   // Firmware defaults vary: a value outside the table's range that the device
@@ -136,6 +217,10 @@ absl::Status CheckAgainstInventory(const v1::HostInfo& host, const v1::Parameter
       continue;
     }
     const v1::DeviceParameters* current = FindCurrent(host, want.device());
+    if (IsSwitchDevice(*dev)) {
+      CheckSwitch(*dev, want, current, &errors);
+      continue;
+    }
     CheckLayout(*dev, want, current, &errors);
     CheckLink(*dev, want, current, &errors);
   }

@@ -102,15 +102,18 @@ TEST(AgentApplyE2E, PushAckNackAndGuardRestore) {
   EXPECT_EQ(host().desired_version(), v1);
   // v1 becomes last-known-good once its guard window (2s) has passed clean.
   absl::SleepFor(absl::Milliseconds(2500));
-  // 2. An out-of-range value: the whole set is refused, the host keeps v1.
+  // 2. An out-of-range value: the controller refuses the whole set against
+  // the host's inventory before queueing it; nothing reaches the agent and
+  // the host keeps v1.
   ASSERT_EQ(env.Ctl({"push", kHost, "mlx5_0", "rpg_ai_rate=30", "dce_tcp_g=2000", "--wait"},
                     "alice", &out),
             1)
       << out;
+  EXPECT_THAT(out, HasSubstr("INVALID_ARGUMENT"));
   EXPECT_THAT(out, HasSubstr("dce_tcp_g"));
   EXPECT_EQ(ReadFile(rp + "rpg_ai_rate"), "20") << "nothing half-applied";
   EXPECT_EQ(host().current_version(), v1);
-  EXPECT_FALSE(host().last_nack_error().empty());
+  EXPECT_EQ(host().desired_version(), v1) << "a refused set is never queued";
   // 3. A good set, then a CNP storm: the guard restores last-known-good (v1).
   ASSERT_EQ(env.Ctl({"push", kHost, "mlx5_0", "rpg_ai_rate=40", "--wait"}, "alice", &out), 0)
       << out;

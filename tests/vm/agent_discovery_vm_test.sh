@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 3's VM test: inside a Soft-RoCE guest, `rocetune-agent --once --output=json
 # --sysfs_root=/sys` lists rxe0 with its port, netdev eth0, driver rxe and its
-# hw_counters (sent_pkts, rcvd_pkts). Both guests run it.
+# hw_counters (sent_pkts, rcvd_pkts), reported under their canonical names
+# (tx_packets, rx_packets; agent/host/counter_names.cc). Both guests run it.
 # Exit 77 (SKIP) only when qemu or the kernel
 # package cannot be had.
 # Usage: agent_discovery_vm_test.sh BUILD_DIR
@@ -58,8 +59,8 @@ for vm in ("a", "b"):
         check(p1[0].get("netdev") == "eth0", f"guest {vm}: port 1 netdev is eth0 ({p1[0].get('netdev')!r})")
         check(p1[0].get("link_layer") == "Ethernet", f"guest {vm}: port 1 link layer Ethernet ({p1[0].get('link_layer')!r})")
     names = {c["name"] for c in doc.get("counters", []) if c.get("device") == "rxe0" and int(c.get("port", 0)) == 1}
-    for c in ("sent_pkts", "rcvd_pkts"):
-        check(c in names, f"guest {vm}: hw_counter {c} of rxe0 port 1 reported")
+    for raw, c in (("sent_pkts", "tx_packets"), ("rcvd_pkts", "rx_packets")):
+        check(c in names, f"guest {vm}: hw_counter {raw} of rxe0 port 1 reported as {c}")
 if fails:
     print(open(f"{out}/agent_a.json").read()[:3000])
 sys.exit(1 if fails else 0)

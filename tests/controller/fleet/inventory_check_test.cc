@@ -110,5 +110,50 @@ TEST(InventoryCheckTest, EveryViolationIsListed) {
   EXPECT_NE(m.find("(4 problems)"), std::string::npos) << m;
 }
 
+// A switch member: one device "switch" with a 1 MB buffer, one WRED profile
+// and one port, as the switch agents report them.
+v1::HostInfo Switch() {
+  v1::HostInfo h;
+  h.set_host_id("tor0");
+  v1::NicDevice* d = h.add_devices();
+  d->set_name("switch");
+  d->set_switch_buffer_bytes(1000000);
+  v1::DeviceParameters* cur = h.mutable_current_parameters()->add_devices();
+  cur->set_device("switch");
+  (*cur->mutable_dcqcn())["ecn.LOSSLESS.green_min_threshold"] = 100000;
+  (*cur->mutable_dcqcn())["ecn.LOSSLESS.green_max_threshold"] = 400000;
+  (*cur->mutable_dcqcn())["ecn.LOSSLESS.green_drop_probability"] = 5;
+  (*cur->mutable_dcqcn())["pfc.Ethernet0.pfc_enable"] = 24;
+  return h;
+}
+
+TEST(InventoryCheckTest, SwitchKnobsAreCheckedAgainstTheSwitch) {
+  const v1::HostInfo sw = Switch();
+  EXPECT_TRUE(CheckAgainstInventory(sw, Set("switch", {{"ecn.LOSSLESS.green_min_threshold", 50000},
+                                                       {"ecn.LOSSLESS.green_max_threshold", 200000},
+                                                       {"pfc.Ethernet0.pfc_enable", 8}}))
+                  .ok());
+  EXPECT_NE(Refusal(sw, Set("switch", {{"ecn.LOSSLESS.green_max_threshold", 2000000}}))
+                .find("green_max_threshold=2000000 bytes exceeds the buffer (1000000 bytes)"),
+            std::string::npos);
+  // Kmin against the Kmax the switch keeps, and Kmax against the Kmin it keeps.
+  EXPECT_NE(Refusal(sw, Set("switch", {{"ecn.LOSSLESS.green_min_threshold", 500000}}))
+                .find("is not below ecn.LOSSLESS.green_max_threshold=400000"),
+            std::string::npos);
+  EXPECT_NE(Refusal(sw, Set("switch", {{"ecn.LOSSLESS.green_max_threshold", 90000}}))
+                .find("is not above ecn.LOSSLESS.green_min_threshold=100000"),
+            std::string::npos);
+  EXPECT_NE(Refusal(sw, Set("switch", {{"ecn.OTHER.green_max_threshold", 90000}}))
+                .find("the switch has no WRED profile field by that name"),
+            std::string::npos);
+  EXPECT_NE(Refusal(sw, Set("switch", {{"ecn.LOSSLESS.green_drop_probability", 0}}))
+                .find("want a percentage in (0, 100]"),
+            std::string::npos);
+  EXPECT_NE(Refusal(sw, Set("switch", {{"pfc.Ethernet0.pfc_enable", 300}}))
+                .find("want a priority mask in 0..255"),
+            std::string::npos);
+  EXPECT_NE(Refusal(sw, Set("switch", {{"rpg_ai_rate", 5}})).find("switch: "), std::string::npos);
+}
+
 }  // namespace
 }  // namespace rocetune::controller
