@@ -175,7 +175,9 @@ absl::Status Agent::InitParameters() {
   }
   guard_ =
       std::make_unique<LocalGuard>(options_.guard, seams_.clock, applier_.get(), journal_.get());
-  owner_ = std::make_unique<NicOwner>(applier_.get(), journal_.get(), guard_.get());
+  intent_ = std::make_unique<ApplyIntent>(options_.state_dir);
+  owner_ =
+      std::make_unique<NicOwner>(applier_.get(), journal_.get(), guard_.get(), intent_.get());
   std::optional<LkgEntry> lkg = journal_->Get();
   if (!lkg.has_value()) {
     if (current.devices_size() > 0) {
@@ -192,8 +194,33 @@ absl::Status Agent::InitParameters() {
     drift_ = std::move(drift);
     owner_->SetExpected(lkg->version, lkg->parameters);
   }
+  ResolveInterruptedApply(&current);
   if (options_.metrics != nullptr) options_.metrics->SetParameters(current);
   return absl::OkStatus();
+}
+
+void Agent::ResolveInterruptedApply(v1::ParameterSet* current) {
+  absl::StatusOr<std::optional<NicOwner::Resolution>> r = owner_->ResolveInterruptedApply();
+  if (!r.ok()) {
+    LogError("interrupted apply: cannot tell or restore the host's parameter set",
+             {{"error", std::string(r.status().message())}});
+    return;
+  }
+  if (!r->has_value()) return;
+  const NicOwner::Resolution& res = **r;
+  const char* says = res.found == IntentOutcome::kNew   ? "the host is entirely on the new set"
+                     : res.found == IntentOutcome::kOld ? "the host is entirely on the old set"
+                                                        : "the host was mixed; the old set is "
+                                                          "restored, the host is on the old set";
+  LogWarning(absl::StrCat("interrupted apply: the previous process ended during an apply; ", says),
+             {{"found", IntentOutcomeName(res.found)},
+              {"on", res.found == IntentOutcome::kNew ? "new" : "old"},
+              {"from_version", res.from_version},
+              {"to_version", res.to_version},
+              {"version", res.version}});
+  *current = owner_->ReadCurrent();
+  absl::MutexLock lock(&mu_);
+  drift_.clear();
 }
 
 v1::AgentMessage Agent::ApplyDesiredState(const v1::DesiredState& ds) {
