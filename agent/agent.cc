@@ -176,8 +176,7 @@ absl::Status Agent::InitParameters() {
   guard_ =
       std::make_unique<LocalGuard>(options_.guard, seams_.clock, applier_.get(), journal_.get());
   intent_ = std::make_unique<ApplyIntent>(options_.state_dir);
-  owner_ =
-      std::make_unique<NicOwner>(applier_.get(), journal_.get(), guard_.get(), intent_.get());
+  owner_ = std::make_unique<NicOwner>(applier_.get(), journal_.get(), guard_.get(), intent_.get());
   std::optional<LkgEntry> lkg = journal_->Get();
   if (!lkg.has_value()) {
     if (current.devices_size() > 0) {

@@ -1,13 +1,13 @@
 #include "agent/real_host.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "agent/host/cc_store_detect.h"
 #include "agent/host/counter_source_group.h"
 #include "agent/host/counter_source_selector.h"
 #include "agent/host/dcbnl_pfc_config.h"
 #include "agent/host/ethtool_stats.h"
 #include "agent/host/sysfs_nic_discovery.h"
-#include "absl/time/clock.h"
 #include "daemon/clock.h"
 
 namespace rocetune {
@@ -72,7 +72,7 @@ absl::StatusOr<std::unique_ptr<RealHost>> RealHost::Create(const RealHostOptions
   }
   host->counters_ = std::move(rdma);
   host->cc_ = std::make_unique<PerDeviceCcParamStore>(options.sysfs_root, options.debugfs_root,
-                                                     options.write_delay);
+                                                      options.write_delay);
   return host;
 }
 

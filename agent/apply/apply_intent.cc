@@ -21,8 +21,10 @@ std::map<std::string, int64_t> Flatten(const v1::ParameterSet& set) {
   std::map<std::string, int64_t> out;
   for (const v1::DeviceParameters& d : set.devices()) {
     for (const auto& [name, value] : d.dcqcn()) out[absl::StrCat(d.device(), "/", name)] = value;
-    if (d.has_rp_enable_mask()) out[absl::StrCat(d.device(), "/rp_enable_mask")] = d.rp_enable_mask();
-    if (d.has_np_enable_mask()) out[absl::StrCat(d.device(), "/np_enable_mask")] = d.np_enable_mask();
+    if (d.has_rp_enable_mask())
+      out[absl::StrCat(d.device(), "/rp_enable_mask")] = d.rp_enable_mask();
+    if (d.has_np_enable_mask())
+      out[absl::StrCat(d.device(), "/np_enable_mask")] = d.np_enable_mask();
     if (d.has_pfc()) out[absl::StrCat(d.device(), "/pfc.enable_mask")] = d.pfc().enable_mask();
   }
   return out;
@@ -81,8 +83,7 @@ absl::StatusOr<std::optional<v1::HostTarget>> ApplyIntent::Load() const {
   return std::optional<v1::HostTarget>(std::move(intent));
 }
 
-IntentOutcome ApplyIntent::Classify(const v1::HostTarget& intent,
-                                    const v1::ParameterSet& current) {
+IntentOutcome ApplyIntent::Classify(const v1::HostTarget& intent, const v1::ParameterSet& current) {
   const std::map<std::string, int64_t> to = Flatten(intent.target());
   const std::map<std::string, int64_t> from = Flatten(intent.previous());
   const std::map<std::string, int64_t> now = Flatten(current);

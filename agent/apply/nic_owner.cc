@@ -25,8 +25,7 @@ std::string DriftItem::Text() const {
                       found.has_value() ? absl::StrCat(*found) : std::string("nothing"));
 }
 
-NicOwner::NicOwner(Applier* applier, LkgJournal* journal, LocalGuard* guard,
-                   ApplyIntent* intent)
+NicOwner::NicOwner(Applier* applier, LkgJournal* journal, LocalGuard* guard, ApplyIntent* intent)
     : applier_(applier), journal_(journal), guard_(guard), intent_(intent) {}
 
 void NicOwner::SetExpected(const std::string& version, const v1::ParameterSet& parameters) {
@@ -94,11 +93,11 @@ absl::StatusOr<std::optional<NicOwner::Resolution>> NicOwner::ResolveInterrupted
     case IntentOutcome::kMixed: {
       absl::StatusOr<ApplyResult> back = applier_->Apply(intent.previous());
       if (!back.ok()) {
-        return absl::Status(back.status().code(),
-                            absl::StrCat("an interrupted apply of version ", r.to_version,
-                                         " left the host mixed and the old set (version ",
-                                         r.from_version, ") could not be written back: ",
-                                         back.status().message()));
+        return absl::Status(
+            back.status().code(),
+            absl::StrCat("an interrupted apply of version ", r.to_version,
+                         " left the host mixed and the old set (version ", r.from_version,
+                         ") could not be written back: ", back.status().message()));
       }
       r.version = r.from_version;
       current = applier_->ReadCurrent();

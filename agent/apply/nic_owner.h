@@ -44,8 +44,7 @@ class NicOwner {
  public:
   // `intent` (optional) records each apply in progress, so that a restart
   // after a kill inside an apply can tell which set the host holds.
-  NicOwner(Applier* applier, LkgJournal* journal, LocalGuard* guard,
-           ApplyIntent* intent = nullptr);
+  NicOwner(Applier* applier, LkgJournal* journal, LocalGuard* guard, ApplyIntent* intent = nullptr);
 
   // What the start found of an apply the previous process did not finish.
   struct Resolution {

@@ -91,9 +91,8 @@ TEST(ControllerKillE2E, HundredKillsAcrossChangeStatesLoseNothing) {
   Env env(opt);
   ASSERT_TRUE(env.Start()) << env.ControllerLog() << env.FabricLog();
   std::string out;
-  ASSERT_EQ(env.Ctl({"policy", "apply", env.WriteFile("kill.textproto", KillPolicy())}, "alice",
-                    &out),
-            0)
+  ASSERT_EQ(
+      env.Ctl({"policy", "apply", env.WriteFile("kill.textproto", KillPolicy())}, "alice", &out), 0)
       << out;
   std::map<std::string, std::string> initial;
   for (const v1::HostInfo& h : env.Hosts()) initial[h.host_id()] = ParamKey(h.current_parameters());
@@ -237,7 +236,8 @@ TEST(ControllerKillE2E, HundredKillsAcrossChangeStatesLoseNothing) {
       ++inconsistent;
       problems.push_back(absl::StrCat("trial ", i, ": ", p));
     }
-    for (const std::string& p : HostsOffRecord(env.Hosts(), RecordedSets(full_changes(after), initial))) {
+    for (const std::string& p :
+         HostsOffRecord(env.Hosts(), RecordedSets(full_changes(after), initial))) {
       ++off_record;
       problems.push_back(absl::StrCat("trial ", i, ": ", p));
     }
@@ -265,7 +265,8 @@ TEST(ControllerKillE2E, HundredKillsAcrossChangeStatesLoseNothing) {
       absl::Seconds(60));
   EXPECT_TRUE(converged) << why;
   std::vector<v1::Change> final_changes = ListAllChanges(env);
-  for (const std::string& p : HostsOffRecord(env.Hosts(), RecordedSets(full_changes(final_changes), initial))) {
+  for (const std::string& p :
+       HostsOffRecord(env.Hosts(), RecordedSets(full_changes(final_changes), initial))) {
     ++off_record;
     problems.push_back(absl::StrCat("at rest: ", p));
   }
@@ -283,18 +284,16 @@ TEST(ControllerKillE2E, HundredKillsAcrossChangeStatesLoseNothing) {
   std::printf(
       "FAULT controller_kill trials=%d lost=%d inconsistent=%d hosts_off_record=%d "
       "audit_broken=%d propose_failed=%d changes=%zu loop_s=%.0f killed_in: %s\n",
-      trials, lost, inconsistent, off_record, audit_broken, propose_failed, final_changes.size(), loop_s,
-      absl::StrJoin(states, " ").c_str());
+      trials, lost, inconsistent, off_record, audit_broken, propose_failed, final_changes.size(),
+      loop_s, absl::StrJoin(states, " ").c_str());
   EXPECT_GE(trials, 100);
   EXPECT_EQ(lost, 0);
   EXPECT_EQ(inconsistent, 0);
   EXPECT_EQ(off_record, 0);
   EXPECT_EQ(audit_broken, 0);
   EXPECT_LE(propose_failed, 10) << "proposals refused (too few hosts back)";
-  EXPECT_TRUE(problems.empty()) << absl::StrJoin(problems.begin(),
-                                                 problems.begin() +
-                                                     std::min<size_t>(problems.size(), 30),
-                                                 "\n");
+  EXPECT_TRUE(problems.empty()) << absl::StrJoin(
+      problems.begin(), problems.begin() + std::min<size_t>(problems.size(), 30), "\n");
   // Every state a change passes through saw kills.
   for (const char* s : {"PROPOSED", "APPROVED", "CANARY", "STAGE"}) {
     EXPECT_GT(killed_in[s], 0) << "no kill landed in " << s;
