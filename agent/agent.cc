@@ -225,6 +225,20 @@ void Agent::ResolveInterruptedApply(v1::ParameterSet* current) {
 v1::AgentMessage Agent::ApplyDesiredState(const v1::DesiredState& ds) {
   v1::AgentMessage reply;
   const std::string kept = AppliedVersion();
+  if (IsGuardRejected(ds.version())) {
+    // The controller may push it again before the guard event (held while
+    // disconnected) reaches it: refuse, so the host does not go back into
+    // the storm; the NACK marks the version rejected there too.
+    v1::Nack* nack = reply.mutable_nack();
+    nack->set_kind(v1::DESIRED_STATE);
+    nack->set_version(ds.version());
+    nack->set_nonce(ds.nonce());
+    nack->set_error(absl::StrCat("version ", ds.version(),
+                                 " was rolled back by this host's local guard; not applied again"));
+    nack->set_kept_version(kept);
+    LogWarning("refused a version the local guard rolled back", {{"version", ds.version()}});
+    return reply;
+  }
   absl::StatusOr<ApplyResult> result = owner_->Apply(ds.version(), ds.parameters());
   if (options_.metrics != nullptr) options_.metrics->RecordApply(result.ok());
   if (!result.ok()) {
@@ -433,7 +447,9 @@ void Agent::Round(SampleBatch* batch, v1::Report* report, bool* lent) {
     if (options_.metrics != nullptr) options_.metrics->RecordSampling(batch->collect_duration);
     report->set_start_unix_nanos(absl::ToUnixNanos(batch->start));
     report->set_end_unix_nanos(absl::ToUnixNanos(batch->end));
+    const std::string applied_before = owner_->expected_version();
     if (std::optional<v1::GuardEvent> ev = owner_->Observe(batch->samples); ev.has_value()) {
+      if (!ev->restored_version().empty()) RememberGuardRejected(applied_before);
       LogWarning(
           "local guard restored the last-known-good set",
           {{"kind", ev->kind()}, {"detail", ev->detail()}, {"restored", ev->restored_version()}});
@@ -465,6 +481,21 @@ void Agent::Round(SampleBatch* batch, v1::Report* report, bool* lent) {
     report->set_seq(++report_seq_);
   }
   if (options_.metrics != nullptr) options_.metrics->ObserveReport(*report);
+}
+
+void Agent::RememberGuardRejected(const std::string& version) {
+  // The newest versions are kept; desired versions only grow, so an old one
+  // does not come back.
+  constexpr size_t kMaxGuardRejected = 16;
+  absl::MutexLock lock(&mu_);
+  guard_rejected_.push_back(version);
+  if (guard_rejected_.size() > kMaxGuardRejected) guard_rejected_.erase(guard_rejected_.begin());
+}
+
+bool Agent::IsGuardRejected(const std::string& version) {
+  absl::MutexLock lock(&mu_);
+  return std::find(guard_rejected_.begin(), guard_rejected_.end(), version) !=
+         guard_rejected_.end();
 }
 
 void Agent::MaybeCheckDrift(v1::Report* report, bool force) {
@@ -536,6 +567,11 @@ absl::Status Agent::Run() {
   std::mt19937_64 rng(std::random_device{}());
   while (!stopping_.load()) {
     absl::Duration start = seams_.clock->Monotonic();
+    // This loop's jittered backoff is the only one: a channel still waiting
+    // out its own reconnect backoff fails the call at once, and the two
+    // stacked kept hosts away up to 9 s after a controller restart (measured by
+    // tests/e2e/controller_unreachable_e2e_test).
+    grpc::experimental::ChannelResetConnectionBackoff(channel_.get());
     absl::Status s = RunStream();
     if (stopping_.load()) break;
     if (s.code() == absl::StatusCode::kInvalidArgument) return s;

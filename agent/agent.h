@@ -130,6 +130,9 @@ class Agent {
   // `current` is re-read when anything was found.
   void ResolveInterruptedApply(v1::ParameterSet* current);
   void MaybeCheckDrift(v1::Report* report, bool force);
+  // Versions this host's local guard rolled back (bounded); never applied again.
+  void RememberGuardRejected(const std::string& version);
+  bool IsGuardRejected(const std::string& version);
   // Moves `report`'s guard events to unsent_guard_events_ (bounded).
   void KeepUnsentGuardEvents(v1::Report* report);
   // Loads the journal, records the baseline on first start, computes drift.
@@ -170,6 +173,7 @@ class Agent {
   // Report, and guard events of rounds that could not be sent.
   SampleBatch batch_;
   std::vector<v1::GuardEvent> unsent_guard_events_;
+  std::vector<std::string> guard_rejected_ ABSL_GUARDED_BY(mu_);
   // When the next round is due while disconnected (kept across backoffs).
   absl::Time next_local_round_ = absl::InfinitePast();
   // When the next drift check is due (Run() thread only).
