@@ -8,7 +8,7 @@ export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 export CCACHE_MAXSIZE ?= 5G
 
-.PHONY: all deps configure build test fuzz bench demo clean format
+.PHONY: all deps configure build test fuzz bench demo clean format soak
 FUZZ_BUILD   ?= build-fuzz
 FUZZ_SECONDS ?= 120
 all: build
@@ -35,6 +35,14 @@ fuzz: deps
 	  -DROCETUNE_FUZZ_SECONDS=$(FUZZ_SECONDS) >/dev/null
 	@ninja -C $(FUZZ_BUILD) -j $(JOBS) fuzz_targets
 	@cd $(FUZZ_BUILD) && ctest -L fuzz --output-on-failure --timeout 0
+
+# The controller soak of tests/e2e/controller_soak_e2e_test for 10 minutes at
+# twice the benchmark's paced target (40,000 Reports/s over 10,000 streams).
+SOAK_SECONDS ?= 600
+soak: configure
+	@ninja -C $(BUILD) -j $(JOBS) controller_soak_e2e_test
+	@ROCETUNE_SOAK_SECONDS=$(SOAK_SECONDS) ROCETUNE_SOAK_STREAMS=10000 ROCETUNE_SOAK_RATE=40000 \
+	  $(BUILD)/tests/e2e/controller_soak_e2e_test
 
 bench: build
 	@scripts/run-benches $(BUILD)
