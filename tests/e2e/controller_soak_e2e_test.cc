@@ -140,7 +140,7 @@ TEST(ControllerSoakE2E, SteadyLoadBoundedMemoryAndForgetShrinksMaps) {
   const int streams = static_cast<int>(EnvNumber("ROCETUNE_SOAK_STREAMS", 2000));
   const double rate = EnvNumber("ROCETUNE_SOAK_RATE", 4000);
   EnvOptions opt;
-  opt.controller_flags = {"--retention=30s", "--gone_after=5s"};
+  opt.controller_flags = {"--retention=30s", "--stale_after=3s", "--gone_after=5s"};
   Env env(opt);
   ASSERT_TRUE(env.StartController()) << env.ControllerLog();
   const int metrics = env.controller_metrics_port();

@@ -4,6 +4,8 @@
 // pause storm is rolled back by its agent's local guard while no controller
 // is there, and the guard event reaches the controller once it is back.
 // Reconnect time after a restart is measured over several restarts.
+// (Cutting the path inside a network namespace needs TLS, as plaintext is
+// refused off loopback; not done here.)
 #include <signal.h>
 
 #include <algorithm>
@@ -94,8 +96,8 @@ TEST(ControllerUnreachableE2E, HostsKeepParametersGuardActsAloneAndReconnectFast
   ASSERT_TRUE(env.StartController()) << env.ControllerLog();
   ASSERT_TRUE(env.WaitFor([&] { return Connected(env) == 32; }, absl::Seconds(30)));
   // Back: the storm hosts are on their previous set again, the controller
-  // heard of the guard's restore (held while disconnected), recorded the
-  // version as rejected and does not push it again.
+  // heard of the guard's restore (held while disconnected) and recorded the
+  // version as rejected.
   int restored = 0;
   ASSERT_TRUE(env.WaitFor(
       [&] {
@@ -117,7 +119,13 @@ TEST(ControllerUnreachableE2E, HostsKeepParametersGuardActsAloneAndReconnectFast
     }
     if (h.last_guard_event().empty()) continue;
     EXPECT_THAT(h.rejected_versions(), ::testing::Contains(it->second)) << h.ShortDebugString();
-    EXPECT_NE(h.desired_version(), it->second);
+  }
+  // A break-glass push has no change to roll back: the desired version stays
+  // the rejected one, but it is not applied again.
+  absl::SleepFor(absl::Seconds(3));
+  for (const v1::HostInfo& h : env.Hosts()) {
+    if (!storm_version.contains(h.host_id()) || h.last_guard_event().empty()) continue;
+    EXPECT_EQ(Param(h, "rpg_min_dec_fac"), 50) << h.host_id() << " went back into the storm";
   }
   std::printf("FAULT controller_unreachable guard_restores_while_down=%d of %zu storm hosts\n",
               restored, storm.size());
