@@ -449,7 +449,10 @@ void Agent::Round(SampleBatch* batch, v1::Report* report, bool* lent) {
     report->set_end_unix_nanos(absl::ToUnixNanos(batch->end));
     const std::string applied_before = owner_->expected_version();
     if (std::optional<v1::GuardEvent> ev = owner_->Observe(batch->samples); ev.has_value()) {
-      if (!ev->restored_version().empty()) RememberGuardRejected(applied_before);
+      if (!ev->restored_version().empty()) {
+        RememberGuardRejected(applied_before);
+        *ev->mutable_restored_parameters() = owner_->expected();
+      }
       LogWarning(
           "local guard restored the last-known-good set",
           {{"kind", ev->kind()}, {"detail", ev->detail()}, {"restored", ev->restored_version()}});

@@ -216,6 +216,9 @@ class Fleet {
   // connected) and audits "drift_corrected" with what the agent found;
   // otherwise audits "drift_observed" once per distinct finding.
   void HandleDrift(const std::string& host_id, const v1::GuardEvent& event);
+  // A guard restore: the host's current parameters become the values the
+  // agent read back after it (kept as they are when the event has none).
+  static void ApplyRestoredParameters(const v1::GuardEvent& e, v1::HostInfo* info);
 
   Clock* const clock_;
   TelemetryStore* const telemetry_;
