@@ -183,7 +183,8 @@ absl::Status Agent::InitParameters() {
   }
   guard_ =
       std::make_unique<LocalGuard>(options_.guard, seams_.clock, active_applier_, journal_.get());
-  owner_ = std::make_unique<NicOwner>(active_applier_, journal_.get(), guard_.get());
+  intent_ = std::make_unique<ApplyIntent>(options_.state_dir);
+  owner_ = std::make_unique<NicOwner>(active_applier_, journal_.get(), guard_.get(), intent_.get());
   std::optional<LkgEntry> lkg = journal_->Get();
   if (!lkg.has_value()) {
     if (current.devices_size() > 0) {
@@ -200,6 +201,7 @@ absl::Status Agent::InitParameters() {
     drift_ = std::move(drift);
     owner_->SetExpected(lkg->version, lkg->parameters);
   }
+  ResolveInterruptedApply(&current);
   if (options_.metrics != nullptr) options_.metrics->SetParameters(current);
   return absl::OkStatus();
 }
@@ -236,11 +238,49 @@ void Agent::SetLabels(std::vector<std::pair<std::string, std::string>> labels) {
 
 void Agent::SetGuardOptions(const LocalGuardOptions& guard) { guard_->SetOptions(guard); }
 
+void Agent::ResolveInterruptedApply(v1::ParameterSet* current) {
+  absl::StatusOr<std::optional<NicOwner::Resolution>> r = owner_->ResolveInterruptedApply();
+  if (!r.ok()) {
+    LogError("interrupted apply: cannot tell or restore the host's parameter set",
+             {{"error", std::string(r.status().message())}});
+    return;
+  }
+  if (!r->has_value()) return;
+  const NicOwner::Resolution& res = **r;
+  const char* says = res.found == IntentOutcome::kNew   ? "the host is entirely on the new set"
+                     : res.found == IntentOutcome::kOld ? "the host is entirely on the old set"
+                                                        : "the host was mixed; the old set is "
+                                                          "restored, the host is on the old set";
+  LogWarning(absl::StrCat("interrupted apply: the previous process ended during an apply; ", says),
+             {{"found", IntentOutcomeName(res.found)},
+              {"on", res.found == IntentOutcome::kNew ? "new" : "old"},
+              {"from_version", res.from_version},
+              {"to_version", res.to_version},
+              {"version", res.version}});
+  *current = owner_->ReadCurrent();
+  absl::MutexLock lock(&mu_);
+  drift_.clear();
+}
+
 v1::AgentMessage Agent::ApplyDesiredState(const v1::DesiredState& ds,
                                           const std::vector<std::string>& refused) {
   v1::AgentMessage reply;
   const std::string kept = AppliedVersion();
   if (options_.metrics != nullptr) options_.metrics->SetDesiredVersion(ds.version());
+  if (IsGuardRejected(ds.version())) {
+    // The controller may push it again before the guard event (held while
+    // disconnected) reaches it: refuse, so the host does not go back into
+    // the storm; the NACK marks the version rejected there too.
+    v1::Nack* nack = reply.mutable_nack();
+    nack->set_kind(v1::DESIRED_STATE);
+    nack->set_version(ds.version());
+    nack->set_nonce(ds.nonce());
+    nack->set_error(absl::StrCat("version ", ds.version(),
+                                 " was rolled back by this host's local guard; not applied again"));
+    nack->set_kept_version(kept);
+    LogWarning("refused a version the local guard rolled back", {{"version", ds.version()}});
+    return reply;
+  }
   absl::StatusOr<ApplyResult> result =
       refused.empty()
           ? owner_->Apply(ds.version(), ds.parameters())
@@ -480,7 +520,12 @@ void Agent::Round(SampleBatch* batch, v1::Report* report, bool* lent) {
     if (options_.metrics != nullptr) options_.metrics->RecordSampling(batch->collect_duration);
     report->set_start_unix_nanos(absl::ToUnixNanos(batch->start));
     report->set_end_unix_nanos(absl::ToUnixNanos(batch->end));
+    const std::string applied_before = owner_->expected_version();
     if (std::optional<v1::GuardEvent> ev = owner_->Observe(batch->samples); ev.has_value()) {
+      if (!ev->restored_version().empty()) {
+        RememberGuardRejected(applied_before);
+        *ev->mutable_restored_parameters() = owner_->expected();
+      }
       LogWarning(
           "local guard restored the last-known-good set",
           {{"kind", ev->kind()}, {"detail", ev->detail()}, {"restored", ev->restored_version()}});
@@ -518,6 +563,21 @@ void Agent::Round(SampleBatch* batch, v1::Report* report, bool* lent) {
     // Applies, guard restores and the start's journal all move the applied version.
     options_.metrics->SetAppliedVersion(AppliedVersion());
   }
+}
+
+void Agent::RememberGuardRejected(const std::string& version) {
+  // The newest versions are kept; desired versions only grow, so an old one
+  // does not come back.
+  constexpr size_t kMaxGuardRejected = 16;
+  absl::MutexLock lock(&mu_);
+  guard_rejected_.push_back(version);
+  if (guard_rejected_.size() > kMaxGuardRejected) guard_rejected_.erase(guard_rejected_.begin());
+}
+
+bool Agent::IsGuardRejected(const std::string& version) {
+  absl::MutexLock lock(&mu_);
+  return std::find(guard_rejected_.begin(), guard_rejected_.end(), version) !=
+         guard_rejected_.end();
 }
 
 void Agent::MaybeCheckDrift(v1::Report* report, bool force) {
@@ -589,6 +649,11 @@ absl::Status Agent::Run() {
   std::mt19937_64 rng(std::random_device{}());
   while (!stopping_.load()) {
     absl::Duration start = seams_.clock->Monotonic();
+    // This loop's jittered backoff is the only one: a channel still waiting
+    // out its own reconnect backoff fails the call at once, and the two
+    // stacked kept hosts away up to 9 s after a controller restart (measured by
+    // tests/e2e/controller_unreachable_e2e_test).
+    grpc::experimental::ChannelResetConnectionBackoff(channel_.get());
     absl::Status s = RunStream();
     if (stopping_.load()) break;
     if (s.code() == absl::StatusCode::kInvalidArgument) return s;

@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "agent/agent_metrics.h"
 #include "agent/apply/applier.h"
+#include "agent/apply/apply_intent.h"
 #include "agent/apply/lkg_journal.h"
 #include "agent/apply/local_guard.h"
 #include "agent/apply/nic_owner.h"
@@ -142,7 +143,14 @@ class Agent {
   // Re-reads the NIC's parameters when a drift check is due (or `force`):
   // updates /metrics with what the device holds and adds a "drift" event
   // naming each parameter (expected, found) to `report` when any differ.
+  // At start: settles an apply the previous process did not finish (see
+  // NicOwner::ResolveInterruptedApply) and logs which set the host is on;
+  // `current` is re-read when anything was found.
+  void ResolveInterruptedApply(v1::ParameterSet* current);
   void MaybeCheckDrift(v1::Report* report, bool force);
+  // Versions this host's local guard rolled back (bounded); never applied again.
+  void RememberGuardRejected(const std::string& version);
+  bool IsGuardRejected(const std::string& version);
   // Moves `report`'s guard events to unsent_guard_events_ (bounded).
   void KeepUnsentGuardEvents(v1::Report* report);
   absl::Duration SampleInterval() const;
@@ -176,6 +184,7 @@ class Agent {
   std::unique_ptr<LkgJournal> journal_;
   std::unique_ptr<LocalGuard> guard_;
   // Every write of the NIC's parameters goes through the owner.
+  std::unique_ptr<ApplyIntent> intent_;
   std::unique_ptr<NicOwner> owner_;
   std::vector<std::string> drift_ ABSL_GUARDED_BY(mu_);  // for Hello: start and last check
   std::atomic<bool> stopping_{false};
@@ -196,6 +205,7 @@ class Agent {
   // Report, and guard events of rounds that could not be sent.
   SampleBatch batch_;
   std::vector<v1::GuardEvent> unsent_guard_events_;
+  std::vector<std::string> guard_rejected_ ABSL_GUARDED_BY(mu_);
   // When the next round is due while disconnected (kept across backoffs).
   absl::Time next_local_round_ = absl::InfinitePast();
   // When the next drift check is due (Run() thread only).

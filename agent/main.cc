@@ -35,6 +35,9 @@ ABSL_FLAG(std::string, host_id, "", "Stable identity of this host (default: the 
 ABSL_FLAG(std::string, controller, "127.0.0.1:7070", "Controller address (host:port).");
 ABSL_FLAG(std::string, metrics_address, "127.0.0.1:9471",
           "Where to serve Prometheus /metrics (host:port; port 0 picks a free port).");
+ABSL_FLAG(std::string, fault_write_delay, "0s",
+          "Fault-injection tests only: pause this long before each DCQCN parameter write, so "
+          "that a kill can land inside an apply (0s = none).");
 ABSL_FLAG(std::string, sysfs_root, "/sys", "Directory that plays /sys (tests use fixture trees).");
 ABSL_FLAG(std::string, debugfs_root, "/sys/kernel/debug",
           "Directory that plays debugfs (upstream mlx5 cc_params layout).");
@@ -243,6 +246,13 @@ int main(int argc, char** argv) {
     host_options.sysfs_root = absl::GetFlag(FLAGS_sysfs_root);
     host_options.debugfs_root = absl::GetFlag(FLAGS_debugfs_root);
     host_options.counter_source = absl::GetFlag(FLAGS_counter_source);
+    if (!absl::ParseDuration(absl::GetFlag(FLAGS_fault_write_delay), &host_options.write_delay) ||
+        host_options.write_delay < absl::ZeroDuration() ||
+        host_options.write_delay > absl::Seconds(10)) {
+      std::fprintf(stderr, "rocetune-agent: --fault_write_delay=%s: want a duration in 0s..10s\n",
+                   absl::GetFlag(FLAGS_fault_write_delay).c_str());
+      return 2;
+    }
     std::string netdevs = absl::GetFlag(FLAGS_kernel_netdevs);
     if (netdevs != "auto" && netdevs != "on" && netdevs != "off") {
       std::fprintf(stderr, "rocetune-agent: --kernel_netdevs=%s: want auto, on or off\n",

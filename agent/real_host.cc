@@ -1,6 +1,7 @@
 #include "agent/real_host.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "agent/host/cc_store_detect.h"
 #include "agent/host/counter_source_group.h"
 #include "agent/host/counter_source_selector.h"
@@ -11,8 +12,11 @@
 
 namespace rocetune {
 
-PerDeviceCcParamStore::PerDeviceCcParamStore(std::string sysfs_root, std::string debugfs_root)
-    : sysfs_root_(std::move(sysfs_root)), debugfs_root_(std::move(debugfs_root)) {}
+PerDeviceCcParamStore::PerDeviceCcParamStore(std::string sysfs_root, std::string debugfs_root,
+                                             absl::Duration write_delay)
+    : sysfs_root_(std::move(sysfs_root)),
+      debugfs_root_(std::move(debugfs_root)),
+      write_delay_(write_delay) {}
 
 std::string PerDeviceCcParamStore::LayoutFor(const std::string& device) {
   return DetectCcParamLayout(sysfs_root_, debugfs_root_, device);
@@ -40,6 +44,7 @@ absl::Status PerDeviceCcParamStore::Write(const std::string& device, const std::
                                           int64_t value) {
   absl::StatusOr<CcParamStore*> store = StoreFor(device);
   if (!store.ok()) return store.status();
+  if (write_delay_ > absl::ZeroDuration()) absl::SleepFor(write_delay_);
   return (*store)->Write(device, name, value);
 }
 
@@ -66,7 +71,8 @@ absl::StatusOr<std::unique_ptr<RealHost>> RealHost::Create(const RealHostOptions
     host->pfc_ = std::make_unique<DcbnlPfcConfig>();
   }
   host->counters_ = std::move(rdma);
-  host->cc_ = std::make_unique<PerDeviceCcParamStore>(options.sysfs_root, options.debugfs_root);
+  host->cc_ = std::make_unique<PerDeviceCcParamStore>(options.sysfs_root, options.debugfs_root,
+                                                      options.write_delay);
   return host;
 }
 

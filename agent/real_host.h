@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "agent/agent.h"
 #include "agent/host/cc_param_store.h"
 #include "agent/host/counter_source.h"
@@ -24,13 +25,17 @@ struct RealHostOptions {
   // storm events, discards) and dcbnl PFC. Off when sysfs_root is a fixture tree,
   // whose netdevs do not exist in this kernel.
   bool kernel_netdevs = true;
+  // Fault-injection tests only: a pause before each DCQCN parameter write,
+  // so that a kill can land between two writes of one apply. 0 = none.
+  absl::Duration write_delay = absl::ZeroDuration();
 };
 
 // A CcParamStore that picks the layout (OFED sysfs or upstream debugfs) per
 // device on first use, as devices on one host may differ.
 class PerDeviceCcParamStore : public CcParamStore {
  public:
-  PerDeviceCcParamStore(std::string sysfs_root, std::string debugfs_root);
+  PerDeviceCcParamStore(std::string sysfs_root, std::string debugfs_root,
+                        absl::Duration write_delay = absl::ZeroDuration());
   std::string layout() const override { return "per_device"; }
   std::string LayoutFor(const std::string& device);
   absl::StatusOr<v1::DeviceParameters> Read(const std::string& device) override;
@@ -39,6 +44,7 @@ class PerDeviceCcParamStore : public CcParamStore {
  private:
   absl::StatusOr<CcParamStore*> StoreFor(const std::string& device);
   std::string sysfs_root_, debugfs_root_;
+  absl::Duration write_delay_;
   absl::Mutex mu_;
   std::map<std::string, std::unique_ptr<CcParamStore>> stores_ ABSL_GUARDED_BY(mu_);
 };

@@ -315,6 +315,27 @@ int Push(Context& ctx, const std::vector<std::string>& args) {
   return WaitForAck(ctx, args[0], resp.version());
 }
 
+int Forget(Context& ctx, const std::vector<std::string>& args) {
+  v1::ForgetHostRequest req;
+  req.set_host_id(args[0]);
+  req.set_reason(ctx.args().Get("reason"));
+  if (ctx.dry_run()) {
+    ctx.out() << "dry run: would forget " << args[0] << "\n";
+    return kExitOk;
+  }
+  v1::ForgetHostResponse resp;
+  int rc = ctx.Call("ForgetHost", [&](grpc::ClientContext* c) {
+    return ctx.client()->stub().ForgetHost(c, req, &resp);
+  });
+  if (rc != kExitOk) return rc;
+  if (ctx.json()) {
+    ctx.PrintJson(resp);
+  } else {
+    ctx.out() << "forgot " << resp.host_id() << "\n";
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 std::vector<CommandSpec> FleetCommands() {
@@ -346,6 +367,15 @@ std::vector<CommandSpec> FleetCommands() {
        1,
        false,
        Host},
+      {{"host", "forget"},
+       "HOST",
+       "remove a gone host (registry, telemetry, stored state); audited",
+       {"reason"},
+       true,
+       1,
+       1,
+       false,
+       Forget},
       {{"push"},
        "HOST DEVICE NAME=VALUE...",
        "set one host's desired parameters directly (no canary; lab use and break-glass)",

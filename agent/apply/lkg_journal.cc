@@ -53,6 +53,31 @@ void Compare(const std::string& where, std::optional<int64_t> lkg, std::optional
 
 }  // namespace
 
+absl::Status WriteFileAtomically(const std::string& dir, const std::string& path,
+                                 const std::string& body) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return absl::UnavailableError(absl::StrCat("create state dir ", dir, ": ", ec.message()));
+  const std::string tmp = absl::StrCat(path, ".tmp");
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return ErrnoToStatus(errno, absl::StrCat("open ", tmp));
+  absl::Status st = WriteAll(fd, body, tmp);
+  if (st.ok() && fsync(fd) != 0) st = ErrnoToStatus(errno, absl::StrCat("fsync ", tmp));
+  if (close(fd) != 0 && st.ok()) st = ErrnoToStatus(errno, absl::StrCat("close ", tmp));
+  if (st.ok() && rename(tmp.c_str(), path.c_str()) != 0) {
+    st = ErrnoToStatus(errno, absl::StrCat("rename ", tmp, " to ", path));
+  }
+  if (!st.ok()) {
+    unlink(tmp.c_str());
+    return st;
+  }
+  int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return ErrnoToStatus(errno, absl::StrCat("open ", dir));
+  if (fsync(dfd) != 0) st = ErrnoToStatus(errno, absl::StrCat("fsync ", dir));
+  close(dfd);
+  return st;
+}
+
 LkgJournal::LkgJournal(std::string state_dir)
     : state_dir_(std::move(state_dir)), path_(absl::StrCat(state_dir_, "/", kFileName)) {}
 
@@ -89,30 +114,7 @@ absl::Status LkgJournal::Save(const std::string& version, const v1::ParameterSet
   body = absl::StrCat("# rocetune-agent last-known-good parameter set (rocetune.v1.DesiredState)\n",
                       body);
 
-  std::error_code ec;
-  std::filesystem::create_directories(state_dir_, ec);
-  if (ec) {
-    return absl::UnavailableError(
-        absl::StrCat("create state dir ", state_dir_, ": ", ec.message()));
-  }
-  const std::string tmp = absl::StrCat(path_, ".tmp");
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return ErrnoToStatus(errno, absl::StrCat("open ", tmp));
-  absl::Status st = WriteAll(fd, body, tmp);
-  if (st.ok() && fsync(fd) != 0) st = ErrnoToStatus(errno, absl::StrCat("fsync ", tmp));
-  if (close(fd) != 0 && st.ok()) st = ErrnoToStatus(errno, absl::StrCat("close ", tmp));
-  if (st.ok() && rename(tmp.c_str(), path_.c_str()) != 0) {
-    st = ErrnoToStatus(errno, absl::StrCat("rename ", tmp, " to ", path_));
-  }
-  if (!st.ok()) {
-    unlink(tmp.c_str());
-    return st;
-  }
-  int dfd = open(state_dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) return ErrnoToStatus(errno, absl::StrCat("open ", state_dir_));
-  if (fsync(dfd) != 0) st = ErrnoToStatus(errno, absl::StrCat("fsync ", state_dir_));
-  close(dfd);
-  if (!st.ok()) return st;
+  if (absl::Status st = WriteFileAtomically(state_dir_, path_, body); !st.ok()) return st;
   absl::MutexLock lock(&mu_);
   entry_ = LkgEntry{version, parameters};
   return absl::OkStatus();

@@ -12,6 +12,12 @@
 
 namespace rocetune {
 
+// Writes `body` to `path` (a file in `dir`, created if needed) so that a crash
+// leaves the old or the new content, never a torn file: a temp file, fsync,
+// rename over `path`, fsync of `dir`. Errors name the path and the errno text.
+absl::Status WriteFileAtomically(const std::string& dir, const std::string& path,
+                                 const std::string& body);
+
 struct LkgEntry {
   std::string version;  // DesiredState version ("baseline" for the values read at start)
   v1::ParameterSet parameters;

@@ -25,8 +25,9 @@ std::string DriftItem::Text() const {
                       found.has_value() ? absl::StrCat(*found) : std::string("nothing"));
 }
 
-NicOwner::NicOwner(ParameterApplier* applier, LkgJournal* journal, LocalGuard* guard)
-    : applier_(applier), journal_(journal), guard_(guard) {}
+NicOwner::NicOwner(ParameterApplier* applier, LkgJournal* journal, LocalGuard* guard,
+                   ApplyIntent* intent)
+    : applier_(applier), journal_(journal), guard_(guard), intent_(intent) {}
 
 void NicOwner::SetExpected(const std::string& version, const v1::ParameterSet& parameters) {
   absl::MutexLock lock(&mu_);
@@ -37,7 +38,15 @@ void NicOwner::SetExpected(const std::string& version, const v1::ParameterSet& p
 absl::StatusOr<ApplyResult> NicOwner::Apply(const std::string& version,
                                             const v1::ParameterSet& set) {
   absl::MutexLock lock(&mu_);
+  if (intent_ != nullptr) {
+    if (absl::Status s = intent_->Begin(version_, applier_->ReadCurrent(nullptr), version, set); !s.ok()) {
+      return absl::UnavailableError(absl::StrCat(
+          "cannot record the apply in progress, so nothing was written: ", s.message()));
+    }
+  }
   absl::StatusOr<ApplyResult> result = applier_->Apply(set);
+  // The apply ended (applied, refused or restored): nothing is in progress.
+  if (intent_ != nullptr) (void)intent_->End();
   if (!result.ok()) return result;
   guard_->Arm(version, result->applied);
   version_ = version;
@@ -60,6 +69,46 @@ absl::StatusOr<ApplyResult> NicOwner::Apply(const std::string& version,
   for (const auto& [name, d] : fresh) *next.add_devices() = *d;
   expected_ = std::move(next);
   return result;
+}
+
+absl::StatusOr<std::optional<NicOwner::Resolution>> NicOwner::ResolveInterruptedApply() {
+  if (intent_ == nullptr) return std::optional<Resolution>();
+  absl::StatusOr<std::optional<v1::HostTarget>> loaded = intent_->Load();
+  if (!loaded.ok()) return loaded.status();
+  if (!loaded->has_value()) return std::optional<Resolution>();
+  const v1::HostTarget& intent = **loaded;
+  absl::MutexLock lock(&mu_);
+  v1::ParameterSet current = applier_->ReadCurrent(nullptr);
+  Resolution r;
+  r.found = ApplyIntent::Classify(intent, current);
+  r.from_version = intent.previous_version();
+  r.to_version = intent.pushed_version();
+  switch (r.found) {
+    case IntentOutcome::kNew:
+      r.version = r.to_version;
+      guard_->Arm(r.version, current);
+      break;
+    case IntentOutcome::kOld:
+      r.version = r.from_version;
+      break;
+    case IntentOutcome::kMixed: {
+      absl::StatusOr<ApplyResult> back = applier_->Apply(intent.previous());
+      if (!back.ok()) {
+        return absl::Status(
+            back.status().code(),
+            absl::StrCat("an interrupted apply of version ", r.to_version,
+                         " left the host mixed and the old set (version ", r.from_version,
+                         ") could not be written back: ", back.status().message()));
+      }
+      r.version = r.from_version;
+      current = applier_->ReadCurrent(nullptr);
+      break;
+    }
+  }
+  version_ = r.version;
+  expected_ = current;
+  if (absl::Status s = intent_->End(); !s.ok()) return s;
+  return std::optional<Resolution>(std::move(r));
 }
 
 std::optional<v1::GuardEvent> NicOwner::Observe(

@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "agent/apply/applier.h"
+#include "agent/apply/apply_intent.h"
 #include "agent/apply/lkg_journal.h"
 #include "agent/apply/local_guard.h"
 #include "google/protobuf/repeated_ptr_field.h"
@@ -41,15 +42,36 @@ struct DriftItem {
 // and `guard` must outlive it and must not be used by anyone else for writes.
 class NicOwner {
  public:
-  NicOwner(ParameterApplier* applier, LkgJournal* journal, LocalGuard* guard);
+  // `intent` (optional) records each apply in progress, so that a restart
+  // after a kill inside an apply can tell which set the host holds.
+  NicOwner(ParameterApplier* applier, LkgJournal* journal, LocalGuard* guard,
+           ApplyIntent* intent = nullptr);
+
+  // What the start found of an apply the previous process did not finish.
+  struct Resolution {
+    IntentOutcome found;       // the host's state before anything was done
+    std::string from_version;  // the set before the apply
+    std::string to_version;    // the set being applied
+    std::string version;       // the version the host is on now
+  };
 
   // Sets the expected state without writing (agent start: the journal's
   // last-known-good set, or the values read from the NIC).
   void SetExpected(const std::string& version, const v1::ParameterSet& parameters);
 
   // Applies `set` as `version` (Applier::Apply); on success arms the guard with
-  // the read-back values, which become the expected state.
+  // the read-back values, which become the expected state. With an intent
+  // record, the apply is recorded first (kUnavailable, nothing written, when
+  // it cannot be) and the record removed when the apply ends.
   absl::StatusOr<ApplyResult> Apply(const std::string& version, const v1::ParameterSet& set);
+
+  // At start, after SetExpected: when the previous process died inside an
+  // apply (an intent record exists), finds which set the host holds. The whole
+  // new set: it becomes the expected state as `to_version`, with the guard
+  // armed. The whole old set: expected as `from_version`. A mix: the old set
+  // is written back (the error, record kept, when that fails). nullopt when
+  // there was nothing to resolve.
+  absl::StatusOr<std::optional<Resolution>> ResolveInterruptedApply();
 
   // Feeds one sampler round to the guard. When it trips and restores, the
   // restored version and its read-back become the expected state.
@@ -76,6 +98,7 @@ class NicOwner {
   ParameterApplier* applier_;
   LkgJournal* journal_;
   LocalGuard* guard_;
+  ApplyIntent* intent_;
   mutable absl::Mutex mu_;
   std::string version_ ABSL_GUARDED_BY(mu_);
   v1::ParameterSet expected_ ABSL_GUARDED_BY(mu_);

@@ -2,7 +2,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/magic.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include "absl/strings/escaping.h"
@@ -37,9 +41,21 @@ class RealParamFileIo : public ParamFileIo {
     return out;
   }
 
+  // sysfs and debugfs take a value in one write() (there is no truncated
+  // state to see). Any other filesystem is a fixture tree standing in for
+  // them: the value goes to a temp file renamed over the parameter file, so a
+  // process killed mid-write leaves the old or the new value, as on sysfs.
   absl::Status Write(const std::string& path, const std::string& data) override {
-    int fd = open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+    int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
     if (fd < 0) return ErrnoToStatus(errno, absl::StrCat("open ", path, " for writing"));
+    struct statfs fs;
+    if (fstatfs(fd, &fs) == 0 && fs.f_type != SYSFS_MAGIC && fs.f_type != DEBUGFS_MAGIC &&
+        fs.f_type != TRACEFS_MAGIC) {
+      struct stat st;
+      const mode_t mode = fstat(fd, &st) == 0 ? (st.st_mode & 07777) : 0644;
+      close(fd);
+      return ReplaceFile(path, data, mode);
+    }
     ssize_t n;
     do {
       n = write(fd, data.data(), data.size());
@@ -55,6 +71,33 @@ class RealParamFileIo : public ParamFileIo {
           absl::StrCat("write ", path, ": short write (", n, " of ", data.size(), " bytes)"));
     }
     if (close(fd) != 0) return ErrnoToStatus(errno, absl::StrCat("close ", path));
+    return absl::OkStatus();
+  }
+
+ private:
+  // Writes `data` to a temp file beside the resolved `path` and renames it over.
+  static absl::Status ReplaceFile(const std::string& path, const std::string& data, mode_t mode) {
+    char* resolved = realpath(path.c_str(), nullptr);
+    if (resolved == nullptr) return ErrnoToStatus(errno, absl::StrCat("resolve ", path));
+    const std::string target = resolved;
+    free(resolved);
+    const std::string tmp = absl::StrCat(target, ".rocetune-tmp");
+    int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+    if (fd < 0) return ErrnoToStatus(errno, absl::StrCat("open ", tmp, " for writing"));
+    ssize_t n;
+    do {
+      n = write(fd, data.data(), data.size());
+    } while (n < 0 && errno == EINTR);
+    const int err = errno;
+    if (close(fd) != 0 || n < 0 || static_cast<size_t>(n) != data.size()) {
+      unlink(tmp.c_str());
+      return ErrnoToStatus(n < 0 ? err : EIO, absl::StrCat("write ", tmp));
+    }
+    if (rename(tmp.c_str(), target.c_str()) != 0) {
+      const int rerr = errno;
+      unlink(tmp.c_str());
+      return ErrnoToStatus(rerr, absl::StrCat("rename ", tmp, " to ", target));
+    }
     return absl::OkStatus();
   }
 };

@@ -336,6 +336,15 @@ void AdminService::Start(grpc::ServerCompletionQueue* cq, CallTracker* calls) {
         return resp;
       },
       cq, calls);
+  ServeRollout<v1::ForgetHostRequest, v1::ForgetHostResponse>(
+      this, &AS::RequestForgetHost, "ForgetHost",
+      [](M* m, const v1::ForgetHostRequest& r, Who w) -> absl::StatusOr<v1::ForgetHostResponse> {
+        if (absl::Status s = m->ForgetHost(r, w); !s.ok()) return s;
+        v1::ForgetHostResponse resp;
+        resp.set_host_id(r.host_id());
+        return resp;
+      },
+      cq, calls);
   WatchCall::Request(this, cq, calls);
 }
 

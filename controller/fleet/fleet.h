@@ -126,6 +126,10 @@ class Fleet {
   using CommitFn = std::function<absl::Status(const std::vector<StoredHost>& next)>;
   absl::StatusOr<std::map<std::string, std::string>> UpdateDesiredStates(
       const std::vector<DesiredUpdate>& updates, const CommitFn& commit);
+  // Removes a GONE host from the registry, its telemetry and the store, with a
+  // "host_forgotten" audit row (one store transaction). kNotFound for an
+  // unknown host, kFailedPrecondition unless it is GONE; nothing changes then.
+  absl::Status ForgetHost(const std::string& host_id, const DesiredStateActor& actor);
   // The stored state of one host (info, desired state), kNotFound if unknown.
   absl::StatusOr<StoredHost> GetStored(const std::string& host_id) const;
   void SetListener(FleetListener* listener) { listener_.store(listener); }
@@ -212,6 +216,9 @@ class Fleet {
   // connected) and audits "drift_corrected" with what the agent found;
   // otherwise audits "drift_observed" once per distinct finding.
   void HandleDrift(const std::string& host_id, const v1::GuardEvent& event);
+  // A guard restore: the host's current parameters become the values the
+  // agent read back after it (kept as they are when the event has none).
+  static void ApplyRestoredParameters(const v1::GuardEvent& e, v1::HostInfo* info);
 
   Clock* const clock_;
   TelemetryStore* const telemetry_;

@@ -198,6 +198,13 @@ void Fleet::HandleNack(const std::string& host_id, const v1::Nack& nack) {
                      absl::StrCat("version=", nack.version(), " error=", nack.error()))});
 }
 
+void Fleet::ApplyRestoredParameters(const v1::GuardEvent& e, v1::HostInfo* info) {
+  // Agents before restored_parameters send none: the last acked set is kept.
+  if (e.has_restored_parameters() && e.restored_parameters().devices_size() > 0) {
+    *info->mutable_current_parameters() = e.restored_parameters();
+  }
+}
+
 void Fleet::HandleGuardEvents(const std::string& host_id,
                               const google::protobuf::RepeatedPtrField<v1::GuardEvent>& events) {
   for (const v1::GuardEvent& e : events) {
@@ -223,6 +230,7 @@ void Fleet::HandleGuardEvents(const std::string& host_id,
         const std::string restored = e.restored_version() == "baseline" ? "" : e.restored_version();
         if (info.current_version() != restored) AddRejected(&info, info.current_version());
         info.set_current_version(restored);
+        ApplyRestoredParameters(e, &info);
       }
     }
     PersistHost(host_id, &audit);

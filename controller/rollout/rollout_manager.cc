@@ -674,6 +674,18 @@ absl::StatusOr<v1::Change> RolloutManager::RecordRehearsal(const std::string& id
   return *c;
 }
 
+absl::Status RolloutManager::ForgetHost(const v1::ForgetHostRequest& req, const Identity& who) {
+  if (req.host_id().empty()) return absl::InvalidArgumentError("host_id is empty");
+  const std::string holder = ActiveChangeOf(req.host_id());
+  if (!holder.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "host ", req.host_id(), " takes part in active change ", holder, " (",
+        StateName(changes_.at(holder).state()), "); roll it back or let it finish first"));
+  }
+  return fleet_->ForgetHost(req.host_id(),
+                            DesiredStateActor{who.name, who.authenticated, req.reason(), ""});
+}
+
 absl::StatusOr<std::string> RolloutManager::SetDesiredState(const v1::SetDesiredStateRequest& req,
                                                             const Identity& who) {
   const std::string holder = ActiveChangeOf(req.host_id());

@@ -96,6 +96,9 @@ class RolloutManager : public FleetListener {
 
   // A manual push (rocetunectl push): refused for a host that takes part in
   // an active change.
+  // Forgets a GONE host (Fleet::ForgetHost); kFailedPrecondition while it
+  // takes part in an active change.
+  absl::Status ForgetHost(const v1::ForgetHostRequest& req, const Identity& who);
   absl::StatusOr<std::string> SetDesiredState(const v1::SetDesiredStateRequest& req,
                                               const Identity& who);
   // The active change holding `host_id`, "" if none. Thread-safe (any thread).

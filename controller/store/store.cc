@@ -534,6 +534,14 @@ absl::Status Store::SaveHostLocked(const StoredHost& host) {
   return absl::OkStatus();
 }
 
+absl::Status Store::ForgetHostLocked(const std::string& host_id) {
+  Stmt st(db_, "DELETE FROM hosts WHERE host_id = ?1");
+  if (!st.ok()) return Error("prepare hosts delete");
+  st.Text(1, host_id);
+  if (st.Step() != SQLITE_DONE) return Error(absl::StrCat("forget host ", host_id));
+  return absl::OkStatus();
+}
+
 absl::Status Store::SaveHost(const StoredHost& host) {
   if (absl::Status s = ValidateHost(host); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
@@ -940,6 +948,9 @@ absl::Status Store::Commit(const Batch& batch, CommitResult* result) {
     }
     for (const StoredHost& h : batch.hosts) {
       if (absl::Status e = SaveHostLocked(h); !e.ok()) return e;
+    }
+    for (const std::string& id : batch.forget_hosts) {
+      if (absl::Status e = ForgetHostLocked(id); !e.ok()) return e;
     }
     for (const v1::Campaign& c : batch.campaigns) {
       if (absl::Status e = SaveCampaignLocked(c); !e.ok()) return e;

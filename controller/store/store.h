@@ -87,6 +87,7 @@ class Store {
     std::vector<v1::Campaign> campaigns;
     std::vector<v1::PolicyVersion> policy_versions;  // immutable: existing (name, hash) skipped
     std::vector<v1::AuditEntry> audit;
+    std::vector<std::string> forget_hosts;  // host rows deleted (after `hosts` are saved)
   };
   // What a successful Commit wrote, index-aligned with the batch.
   struct CommitResult {
@@ -132,6 +133,7 @@ class Store {
   absl::Status ChainExistingAuditRows() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status FoldOldChangeRows() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status SaveHostLocked(const StoredHost& host) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status ForgetHostLocked(const std::string& host_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<int64_t> AppendAuditLocked(const v1::AuditEntry& entry)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<bool> SavePolicyVersionLocked(const v1::PolicyVersion& version,

@@ -191,6 +191,12 @@ bool Env::WaitFor(const std::function<bool()>& cond, absl::Duration timeout, abs
   return cond();
 }
 
+int Env::controller_metrics_port() const {
+  return testing::WaitForPortInReadyFile(
+      absl::StrCat(dir_, "/controller", controller_starts_, ".ready"), "metrics_port",
+      absl::Seconds(1));
+}
+
 std::string Env::ControllerLog() const { return controller_ ? controller_->Log() : ""; }
 std::string Env::FabricLog() const { return fabric_ ? fabric_->Log() : ""; }
 

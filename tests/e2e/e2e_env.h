@@ -57,6 +57,9 @@ class Env {
                absl::Duration poll = absl::Milliseconds(200));
 
   const std::string& dir() const { return dir_; }
+  // The running controller's PID (-1 when none) and /metrics port (-1 unknown).
+  pid_t controller_pid() const { return controller_ ? controller_->pid() : -1; }
+  int controller_metrics_port() const;
   int port() const { return port_; }
   std::string ControllerLog() const;
   std::string FabricLog() const;

@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "daemon/clock.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 
 namespace rocetune::controller {
@@ -332,6 +333,44 @@ TEST(FleetProbePlanTest, JoinStormIsCoalescedAndEveryHostGetsTheFinalPlan) {
     absl::SleepFor(absl::Milliseconds(20));
   }
   EXPECT_EQ(conns[prober]->plans(), before + 1);
+}
+
+TEST_F(FleetTest, GuardRestoreUpdatesCurrentParametersAndRejectsTheVersion) {
+  auto c = std::make_shared<FakeConnection>(1);
+  ASSERT_TRUE(fleet_.Register(MakeHello("h1"), c).ok());
+  auto v = fleet_.SetDesiredState("h1", Params(100));
+  ASSERT_TRUE(v.ok());
+  v1::Ack ack;
+  ack.set_version(*v);
+  *ack.mutable_applied() = Params(100);
+  fleet_.HandleAck("h1", ack);
+  v1::GuardEvent e;
+  e.set_kind("pfc_pause_guard");
+  e.set_detail("paused 2% of the time");
+  e.set_restored_version("baseline");
+  *e.mutable_restored_parameters() = Params(50);
+  fleet_.HandleGuardEvents("h1", Events(e));
+  v1::HostInfo info = *fleet_.GetHost("h1");
+  EXPECT_EQ(info.current_version(), "");
+  EXPECT_THAT(info.rejected_versions(), ::testing::Contains(*v));
+  EXPECT_TRUE(
+      google::protobuf::util::MessageDifferencer::Equals(info.current_parameters(), Params(50)))
+      << "the host's parameters are what the guard restored, not the rejected set: "
+      << info.current_parameters().ShortDebugString();
+}
+
+TEST_F(FleetTest, ForgetHostOnlyWhenGone) {
+  auto c = std::make_shared<FakeConnection>(1);
+  ASSERT_TRUE(fleet_.Register(MakeHello("h1"), c).ok());
+  EXPECT_EQ(fleet_.ForgetHost("nope", DesiredStateActor{}).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(fleet_.ForgetHost("h1", DesiredStateActor{}).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(fleet_.GetHost("h1").ok()) << "nothing changes on a refusal";
+  fleet_.Unregister("h1", 1);
+  ASSERT_TRUE(
+      fleet_.ForgetHost("h1", DesiredStateActor{"alice", false, "decommissioned", ""}).ok());
+  EXPECT_EQ(fleet_.GetHost("h1").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(sub_->kinds, ::testing::Contains("host_forgotten:h1"));
 }
 
 }  // namespace

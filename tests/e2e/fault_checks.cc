@@ -1,0 +1,111 @@
+#include "tests/e2e/fault_checks.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace rocetune::e2e {
+
+std::string ParamKey(const v1::ParameterSet& set) {
+  std::vector<std::string> devices;
+  for (const v1::DeviceParameters& d : set.devices()) {
+    std::vector<std::pair<std::string, int64_t>> values(d.dcqcn().begin(), d.dcqcn().end());
+    std::sort(values.begin(), values.end());
+    std::string s = absl::StrCat(d.device(), "{");
+    for (const auto& [k, v] : values) absl::StrAppend(&s, k, "=", v, ",");
+    if (d.has_rp_enable_mask()) absl::StrAppend(&s, "rp_mask=", d.rp_enable_mask(), ",");
+    if (d.has_np_enable_mask()) absl::StrAppend(&s, "np_mask=", d.np_enable_mask(), ",");
+    if (d.has_pfc()) absl::StrAppend(&s, "pfc=", d.pfc().ShortDebugString());
+    devices.push_back(s + "}");
+  }
+  std::sort(devices.begin(), devices.end());
+  return absl::StrJoin(devices, " ");
+}
+
+std::vector<v1::Change> ListAllChanges(Env& env) {
+  std::vector<v1::Change> out;
+  std::string token;
+  do {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("rocetune-actor", "e2e-test");
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::ListChangesRequest req;
+    req.set_page_size(500);
+    req.set_page_token(token);
+    v1::ListChangesResponse resp;
+    if (!env.admin().ListChanges(&ctx, req, &resp).ok()) return out;
+    for (const v1::Change& c : resp.changes()) out.push_back(c);
+    token = resp.next_page_token();
+  } while (!token.empty());
+  return out;
+}
+
+std::map<std::string, std::set<std::string>> RecordedSets(
+    const std::vector<v1::Change>& changes, const std::map<std::string, std::string>& initial) {
+  std::map<std::string, std::set<std::string>> out;
+  for (const auto& [host, key] : initial) out[host].insert(key);
+  for (const v1::Change& c : changes) {
+    for (const v1::HostTarget& t : c.hosts()) {
+      out[t.host_id()].insert(ParamKey(t.target()));
+      out[t.host_id()].insert(ParamKey(t.previous()));
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> HostsOffRecord(
+    const std::vector<v1::HostInfo>& hosts,
+    const std::map<std::string, std::set<std::string>>& recorded) {
+  std::vector<std::string> out;
+  for (const v1::HostInfo& h : hosts) {
+    const std::string key = ParamKey(h.current_parameters());
+    auto it = recorded.find(h.host_id());
+    if (it == recorded.end() || !it->second.contains(key)) {
+      out.push_back(absl::StrCat(h.host_id(), " (version ", h.current_version(),
+                                 ") holds a set no change or baseline records: ", key));
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> InconsistentChanges(const std::vector<v1::Change>& changes,
+                                             absl::Time restarted) {
+  std::vector<std::string> out;
+  for (const v1::Change& c : changes) {
+    v1::ChangeState prev = v1::CHANGE_STATE_UNSPECIFIED;
+    bool chained = true;
+    for (const v1::ChangeTransition& t : c.transitions()) {
+      if (prev != v1::CHANGE_STATE_UNSPECIFIED && t.from() != prev) chained = false;
+      prev = t.to();
+    }
+    if (!chained) {
+      out.push_back(absl::StrCat(c.id(), ": transitions do not chain"));
+    }
+    if (c.transitions_size() > 0 && prev != c.state()) {
+      out.push_back(absl::StrCat(c.id(), ": state ", v1::ChangeState_Name(c.state()),
+                                 " but the last transition went to ", v1::ChangeState_Name(prev)));
+    }
+    if (c.state() == v1::CANARY || c.state() == v1::STAGE) {
+      if (c.transitions_size() == 0 ||
+          absl::FromUnixNanos(c.transitions(c.transitions_size() - 1).unix_nanos()) < restarted) {
+        out.push_back(absl::StrCat(c.id(), ": in ", v1::ChangeState_Name(c.state()),
+                                   " from before the restart (not resumed, not rolled back)"));
+      }
+    }
+  }
+  return out;
+}
+
+v1::ChangeState StateAt(const v1::Change& c, absl::Time t) {
+  v1::ChangeState s = v1::PROPOSED;
+  for (const v1::ChangeTransition& tr : c.transitions()) {
+    if (absl::FromUnixNanos(tr.unix_nanos()) > t) break;
+    s = tr.to();
+  }
+  return s;
+}
+
+}  // namespace rocetune::e2e

@@ -1,0 +1,49 @@
+#ifndef ROCETUNE_TESTS_E2E_FAULT_CHECKS_H_
+#define ROCETUNE_TESTS_E2E_FAULT_CHECKS_H_
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "rocetune/v1/admin.pb.h"
+#include "tests/e2e/e2e_env.h"
+
+namespace rocetune::e2e {
+
+// Invariant checks shared by the fault-injection tests. Each returns the
+// problems it found, one line each ("" = none).
+
+// A parameter set as a canonical string: devices by name, DCQCN values sorted,
+// enable masks and PFC when present. Two sets are equal when their keys are.
+std::string ParamKey(const v1::ParameterSet& set);
+
+// Every change the controller lists (all pages).
+std::vector<v1::Change> ListAllChanges(Env& env);
+
+// The parameter sets the store records for each host: every change's target
+// and previous set for it, plus `initial` (what each host held before the
+// first change).
+std::map<std::string, std::set<std::string>> RecordedSets(
+    const std::vector<v1::Change>& changes, const std::map<std::string, std::string>& initial);
+
+// Hosts whose applied parameters (as the controller lists them) are not one
+// of the recorded sets.
+std::vector<std::string> HostsOffRecord(
+    const std::vector<v1::HostInfo>& hosts,
+    const std::map<std::string, std::set<std::string>>& recorded);
+
+// A change is consistent when its transitions chain (each `from` is the
+// previous `to`), its state is the last transition's `to`, and it is not
+// in CANARY or STAGE unless a transition after `restarted` put it there (a
+// process that died mid-bake cannot have left it running).
+std::vector<std::string> InconsistentChanges(const std::vector<v1::Change>& changes,
+                                             absl::Time restarted);
+
+// The change's state at `t`, from its transitions (PROPOSED before the first).
+v1::ChangeState StateAt(const v1::Change& c, absl::Time t);
+
+}  // namespace rocetune::e2e
+
+#endif  // ROCETUNE_TESTS_E2E_FAULT_CHECKS_H_
