@@ -208,7 +208,9 @@ name: ")",
 description: "incast plus background on the simulated fabric"
 selector { match_labels { key: "role" value: "trainer" } }
 objective { metric: PROBE_RTT_P99 }
-constraints { metric: "throughput_gbps" max_ratio: 1.03 }
+# A trial's canary/control throughput ratio varies by about +-8% over a
+# 4-second bake here; a tighter tolerance rejects neutral trials by noise.
+constraints { metric: "throughput_gbps" max_ratio: 1.08 }
 knobs { parameter: "rate_to_set_on_first_cnp" min: 0 max: 10000 step: 1000 }
 knobs { parameter: "dce_tcp_rtt" min: 1 max: 256 step: 1 log_scale: true }
 knobs { parameter: "rpg_time_reset" min: 100 max: 3000 step: 100 log_scale: true }
