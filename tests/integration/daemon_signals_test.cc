@@ -71,26 +71,39 @@ std::string Fixture() {
   return absl::StrCat(ROCETUNE_SOURCE_DIR, "/tests/fixtures/hosts/mlx5_ofed");
 }
 
+// The real agent on a fixture host, reporting to a controller that is not
+// there.
+Subprocess AgentUnderSystemd(const std::string& dir, const std::string& config) {
+  return Subprocess(
+      BuiltBinary("agent/rocetune-agent"),
+      {"--config=" + config, "--host_id=h1", "--controller=127.0.0.1:1", "--insecure_loopback",
+       "--metrics_address=127.0.0.1:0", "--sysfs_root=" + Fixture() + "/sys",
+       "--debugfs_root=" + Fixture() + "/debug", "--state_dir=" + dir + "/state", "--probe=none"},
+      dir + "/agent.log");
+}
+
+// Starts `agent` as systemd would (NOTIFY_SOCKET in `dir`, a 1 s watchdog),
+// with the sampling-stall hook on `stall`: the environment is set only
+// while it forks.
+bool StartUnderSystemd(Subprocess* agent, const std::string& dir, const std::string& stall) {
+  setenv("NOTIFY_SOCKET", (dir + "/notify.sock").c_str(), 1);
+  setenv("WATCHDOG_USEC", "1000000", 1);
+  setenv("ROCETUNE_TEST_STALL_SAMPLING_FILE", stall.c_str(), 1);
+  const bool started = agent->Start();
+  unsetenv("NOTIFY_SOCKET");
+  unsetenv("WATCHDOG_USEC");
+  unsetenv("ROCETUNE_TEST_STALL_SAMPLING_FILE");
+  return started;
+}
+
 TEST(DaemonSignalsTest, SighupReloadsConfigAndNeverExits) {
   const std::string dir = MakeTempDir("daemon-signals");
   const std::string stall = dir + "/stall";
   const std::string config = dir + "/agent.textproto";
   std::ofstream(config) << "log_level: \"info\"\nsample_interval: \"100ms\"\n";
   NotifySocket notify(dir + "/notify.sock");
-  { std::ofstream(stall) << "stall\n"; }
-  setenv("NOTIFY_SOCKET", (dir + "/notify.sock").c_str(), 1);
-  setenv("WATCHDOG_USEC", "1000000", 1);
-  setenv("ROCETUNE_TEST_STALL_SAMPLING_FILE", stall.c_str(), 1);
-  Subprocess agent(
-      BuiltBinary("agent/rocetune-agent"),
-      {"--config=" + config, "--host_id=h1", "--controller=127.0.0.1:1", "--insecure_loopback",
-       "--metrics_address=127.0.0.1:0", "--sysfs_root=" + Fixture() + "/sys",
-       "--debugfs_root=" + Fixture() + "/debug", "--state_dir=" + dir + "/state", "--probe=none"},
-      dir + "/agent.log");
-  ASSERT_TRUE(agent.Start());
-  unsetenv("NOTIFY_SOCKET");
-  unsetenv("WATCHDOG_USEC");
-  unsetenv("ROCETUNE_TEST_STALL_SAMPLING_FILE");
+  Subprocess agent = AgentUnderSystemd(dir, config);
+  ASSERT_TRUE(StartUnderSystemd(&agent, dir, stall));
 
   ASSERT_TRUE(notify.Receives("READY=1", absl::Seconds(20))) << agent.Log();
   ASSERT_TRUE(notify.Receives("WATCHDOG=1", absl::Seconds(3))) << agent.Log();
@@ -138,19 +151,8 @@ TEST(DaemonSignalsTest, WatchdogStopsWhenTheSamplingLoopStalls) {
   std::ofstream(config) << "log_level: \"info\"\nsample_interval: \"100ms\"\n";
   NotifySocket notify(dir + "/notify.sock");
   { std::ofstream(stall) << "stall\n"; }
-  setenv("NOTIFY_SOCKET", (dir + "/notify.sock").c_str(), 1);
-  setenv("WATCHDOG_USEC", "1000000", 1);
-  setenv("ROCETUNE_TEST_STALL_SAMPLING_FILE", stall.c_str(), 1);
-  Subprocess agent(
-      BuiltBinary("agent/rocetune-agent"),
-      {"--config=" + config, "--host_id=h1", "--controller=127.0.0.1:1", "--insecure_loopback",
-       "--metrics_address=127.0.0.1:0", "--sysfs_root=" + Fixture() + "/sys",
-       "--debugfs_root=" + Fixture() + "/debug", "--state_dir=" + dir + "/state", "--probe=none"},
-      dir + "/agent.log");
-  ASSERT_TRUE(agent.Start());
-  unsetenv("NOTIFY_SOCKET");
-  unsetenv("WATCHDOG_USEC");
-  unsetenv("ROCETUNE_TEST_STALL_SAMPLING_FILE");
+  Subprocess agent = AgentUnderSystemd(dir, config);
+  ASSERT_TRUE(StartUnderSystemd(&agent, dir, stall));
 
   ASSERT_TRUE(notify.Receives("READY=1", absl::Seconds(20))) << agent.Log();
   ASSERT_TRUE(notify.Receives("WATCHDOG=1", absl::Seconds(3))) << agent.Log();
