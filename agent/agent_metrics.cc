@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "agent/host/counter_names.h"
+#include "agent/switch/switch_counter_names.h"
 
 namespace rocetune {
 namespace {
@@ -22,6 +23,20 @@ bool ValidMetricChars(const std::string& s) {
 double VersionNumber(const std::string& version) {
   double v = 0;
   return absl::SimpleAtod(version, &v) ? v : 0.0;
+}
+
+// A switch queue counter that only grows (agent/switch/switch_counter_names.h);
+// the levels (occupancy, watermark, stormed) are not counters and stay under
+// rocetune_rdma_unmapped_total.
+bool IsSwitchQueueCounterMetric(const std::string& name) {
+  namespace sn = switch_counter_names;
+  for (const char* k :
+       {sn::kQueuePackets, sn::kQueueBytes, sn::kQueueDroppedPackets, sn::kQueueDroppedBytes,
+        sn::kQueueEcnMarkedPackets, sn::kQueueEcnMarkedBytes, sn::kPfcwdStormsDetected,
+        sn::kPfcwdStormsRestored}) {
+    if (name == k) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -105,6 +120,8 @@ prometheus::Family<prometheus::Counter>& AgentMetrics::CounterFamily(const std::
                   .Name(metric)
                   .Help(metric == "rocetune_rdma_unmapped_total"
                             ? "RDMA counter without a canonical mapping, under its vendor name."
+                        : absl::StartsWith(metric, "rocetune_switch_")
+                            ? "Switch queue counter (canonical name, base units)."
                             : "RDMA NIC counter (canonical name, base units).")
                   .Register(*registry_);
   families_[metric] = &fam;
@@ -117,7 +134,13 @@ prometheus::Counter& AgentMetrics::SeriesFor(const v1::CounterSample& c, double*
   if (c.priority() >= 0) labels["priority"] = absl::StrCat(c.priority());
   std::string metric;
   *factor = 1.0;
-  if (IsCanonicalCounterName(c.name()) && ValidMetricChars(c.name())) {
+  if (IsSwitchQueueCounterMetric(c.name())) {
+    // A switch's queue counter: `device` is the switch port and `port` the
+    // queue's position (agent/switch/switch_counter_names.h).
+    labels.erase("port");
+    labels["queue"] = absl::StrCat(c.port());
+    metric = absl::StrCat("rocetune_switch_", c.name(), "_total");
+  } else if (IsCanonicalCounterName(c.name()) && ValidMetricChars(c.name())) {
     std::tie(metric, *factor) = MetricNameFor(c.name());
   } else {
     metric = "rocetune_rdma_unmapped_total";

@@ -277,6 +277,35 @@ TEST(AgentMetricsTest, ParametersAppliesAndGuard) {
             std::string::npos);
 }
 
+TEST(AgentMetricsTest, SwitchQueueCountersHaveTheirOwnMetricWithAQueueLabel) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  AgentMetrics m(registry, "tor0");
+  v1::Report r;
+  auto add = [&](const char* name, uint32_t queue, uint64_t delta) {
+    v1::CounterSample* c = r.add_counters();
+    c->set_device("Ethernet8");
+    c->set_port(queue);
+    c->set_priority(-1);
+    c->set_name(name);
+    c->set_delta(delta);
+  };
+  add("queue_ecn_marked_packets", 3, 120);
+  add("queue_bytes", 3, 4096);
+  add("queue_occupancy_bytes", 3, 10);  // a level: not a counter family
+  m.ObserveReport(r);
+  m.ObserveReport(r);
+  EXPECT_EQ(
+      Value(*registry,
+            "rocetune_switch_queue_ecn_marked_packets_total{device=\"Ethernet8\",host=\"tor0\","
+            "queue=\"3\"}"),
+      240);
+  EXPECT_EQ(
+      Value(*registry,
+            "rocetune_switch_queue_bytes_total{device=\"Ethernet8\",host=\"tor0\",queue=\"3\"}"),
+      8192);
+  EXPECT_EQ(Serialize(*registry).find("rocetune_switch_queue_occupancy_bytes"), std::string::npos);
+}
+
 TEST(AgentMetricsTest, OutputPassesPromtoolCheckMetrics) {
   auto registry = std::make_shared<prometheus::Registry>();
   AgentMetrics m(registry, "h1");

@@ -32,11 +32,8 @@ double MarkedPackets(int port, const std::string& host) {
   const std::string body = testing::HttpGet(port, "/metrics");
   double sum = 0;
   for (absl::string_view line : absl::StrSplit(body, '\n')) {
-    // Switch counters are exported under their canonical name, or (while the
-    // agent's metrics know only NIC names) as unmapped with a name label.
-    const bool marked = absl::StartsWith(line, "rocetune_rdma_queue_ecn_marked_packets_total{") ||
-                        (absl::StartsWith(line, "rocetune_rdma_unmapped_total{") &&
-                         absl::StrContains(line, "name=\"queue_ecn_marked_packets\""));
+    // Switch queue counters: rocetune_switch_<name>_total (docs/metrics.md).
+    const bool marked = absl::StartsWith(line, "rocetune_switch_queue_ecn_marked_packets_total{");
     if (!marked || !absl::StrContains(line, absl::StrCat("host=\"", host, "\""))) {
       continue;
     }
