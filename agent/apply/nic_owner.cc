@@ -39,7 +39,8 @@ absl::StatusOr<ApplyResult> NicOwner::Apply(const std::string& version,
                                             const v1::ParameterSet& set) {
   absl::MutexLock lock(&mu_);
   if (intent_ != nullptr) {
-    if (absl::Status s = intent_->Begin(version_, applier_->ReadCurrent(nullptr), version, set); !s.ok()) {
+    if (absl::Status s = intent_->Begin(version_, applier_->ReadCurrent(nullptr), version, set);
+        !s.ok()) {
       return absl::UnavailableError(absl::StrCat(
           "cannot record the apply in progress, so nothing was written: ", s.message()));
     }

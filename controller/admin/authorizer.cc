@@ -94,9 +94,8 @@ absl::StatusOr<Permission> Authorizer::PermissionOf(absl::string_view method) {
       "ListPolicies", "GetPolicy", "ListChanges",  "GetChange", "GetCampaign", "ListCampaigns",
   };
   static constexpr absl::string_view kOperate[] = {
-      "ApplyPolicy",    "ProposeChange", "Rollback",     "Abort",
-      "RehearseChange", "StartCampaign", "StopCampaign", "SetDesiredState",
-      "ForgetHost",
+      "ApplyPolicy",   "ProposeChange", "Rollback",        "Abort",      "RehearseChange",
+      "StartCampaign", "StopCampaign",  "SetDesiredState", "ForgetHost",
   };
   static constexpr absl::string_view kApprove[] = {"Approve", "Reject", "ApproveCampaign"};
   for (absl::string_view m : kRead) {
