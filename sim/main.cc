@@ -150,6 +150,23 @@ int RunAgents(Fabric* fabric) {
   std::vector<std::unique_ptr<SimHost>> hosts;
   std::vector<std::unique_ptr<SimSwitch>> switches;  // outlive the agents
   std::vector<std::unique_ptr<Agent>> agents;
+  // What every simulated agent (host or switch) shares: the sampling
+  // interval, the local guard (--guard_window, --guard_max_pfc_pause_ratio,
+  // --guard_max_cnp_rate), a state dir of its own, its series on /metrics.
+  auto finish_options = [&](AgentOptions* opt) {
+    opt->sample_interval = absl::GetFlag(FLAGS_sample_interval);
+    opt->guard = LocalGuardOptionsFromFlags();
+    opt->state_dir = absl::StrCat(state_base, "/", opt->host_id);
+    if (exposer != nullptr) {
+      metrics.push_back(std::make_unique<AgentMetrics>(registry, opt->host_id));
+      opt->metrics = metrics.back().get();
+    }
+    if (mkdir(opt->state_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+      std::fprintf(stderr, "cannot create %s: %s\n", opt->state_dir.c_str(), std::strerror(errno));
+      return false;
+    }
+    return true;
+  };
   for (int h = 0; h < fabric->host_count(); ++h) {
     hosts.push_back(std::make_unique<SimHost>(fabric, h));
     SimHost* host = hosts.back().get();
@@ -163,18 +180,7 @@ int RunAgents(Fabric* fabric) {
     opt.labels.emplace_back("fabric", "sim");
     opt.probe_endpoint.set_udp_address("sim/" + host->host_id());
     opt.labels.emplace_back("tor", absl::StrCat(fabric->HostTor(h)));
-    opt.sample_interval = absl::GetFlag(FLAGS_sample_interval);
-    // --guard_window, --guard_max_pfc_pause_ratio, --guard_max_cnp_rate.
-    opt.guard = LocalGuardOptionsFromFlags();
-    opt.state_dir = absl::StrCat(state_base, "/", opt.host_id);
-    if (exposer != nullptr) {
-      metrics.push_back(std::make_unique<AgentMetrics>(registry, opt.host_id));
-      opt.metrics = metrics.back().get();
-    }
-    if (mkdir(opt.state_dir.c_str(), 0700) != 0 && errno != EEXIST) {
-      std::fprintf(stderr, "cannot create %s: %s\n", opt.state_dir.c_str(), std::strerror(errno));
-      return 1;
-    }
+    if (!finish_options(&opt)) return 1;
     HostSeams seams;
     seams.discovery = host->discovery();
     seams.counters = host->counters();
@@ -204,17 +210,7 @@ int RunAgents(Fabric* fabric) {
       opt.labels.emplace_back("sim", "1");
       opt.labels.emplace_back("role", "switch");
       opt.labels.emplace_back("tor", absl::StrCat(t));
-      opt.sample_interval = absl::GetFlag(FLAGS_sample_interval);
-      opt.guard = LocalGuardOptionsFromFlags();
-      opt.state_dir = absl::StrCat(state_base, "/", opt.host_id);
-      if (exposer != nullptr) {
-        metrics.push_back(std::make_unique<AgentMetrics>(registry, opt.host_id));
-        opt.metrics = metrics.back().get();
-      }
-      if (mkdir(opt.state_dir.c_str(), 0700) != 0 && errno != EEXIST) {
-        std::fprintf(stderr, "cannot create %s: %s\n", opt.state_dir.c_str(), std::strerror(errno));
-        return 1;
-      }
+      if (!finish_options(&opt)) return 1;
       absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(opt, sw->seams());
       if (!agent.ok()) {
         std::fprintf(stderr, "switch agent %s: %s\n", opt.host_id.c_str(),
