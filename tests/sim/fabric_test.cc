@@ -1,6 +1,7 @@
 // Behaviour of the fabric model (issue 5 items 12 and 13) and determinism.
 #include "sim/fabric.h"
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -237,6 +238,8 @@ TEST(FabricTest, ASmallFlowBehindAStandingQueueWaitsForItOnce) {
   EXPECT_GT(MaxQueueMean(s), 50000) << "a standing queue";
   const double probe = s.probe_rtt_us.p50;
   const double flow = s.incast_burst_us.p50;
+  std::printf("standing queue mean %.0f B: 5 KB flow p50 %.1f us, probe RTT p50 %.1f us (%.2fx)\n",
+              MaxQueueMean(s), flow, probe, flow / probe);
   EXPECT_GT(probe, 15) << "the probes queue";
   EXPECT_LT(flow, 1.2 * probe) << "5 KB flow " << flow << " us vs probe " << probe << " us";
   EXPECT_GT(flow, 0.9 * probe) << "the flow waits for the queue too";
@@ -265,6 +268,12 @@ TEST(FabricTest, SmallFlowSlowdownIsOnePlusQueueing) {
   const double base_us = 4.0;
   const double queueing_p50 = s.probe_rtt_us.p50 - base_us;
   const double queueing_p99 = s.probe_rtt_us.p99 - base_us;
+  std::printf(
+      "WebSearch 50%%: flows < 10 KB slowdown p50 %.2f p99 %.2f (n=%zu); probe queueing p50 %.1f "
+      "us "
+      "p99 %.1f us; bound p50 %.2f p99 %.2f\n",
+      small.p50, small.p99, static_cast<size_t>(small.count), queueing_p50, queueing_p99,
+      (4.8 + 2 + queueing_p50) / base_us, 1.1 * (4.8 + 2 + queueing_p99) / base_us);
   EXPECT_GT(queueing_p99, 20) << "the load builds queues";
   EXPECT_LT(small.p50, (4.8 + 2 + queueing_p50) / base_us);
   EXPECT_LT(small.p99, 1.1 * (4.8 + 2 + queueing_p99) / base_us);
