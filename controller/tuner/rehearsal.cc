@@ -4,9 +4,11 @@
 #include <cmath>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "agent/switch/switch_params.h"
 #include "sim/dcqcn_config.h"
 #include "sim/fabric.h"
 #include "sim/summary.h"
@@ -16,16 +18,59 @@ namespace {
 
 constexpr double kMaxThroughputLoss = 0.05;
 
+// Sets a switch ECN knob (ecn.<profile>.green_{min,max}_threshold in bytes,
+// ecn.<profile>.green_drop_probability in percent) on the scenario's switches:
+// the simulator has one lossless queue profile, so the profile name selects
+// nothing. Other colours and pfc.<port>.pfc_enable are not modelled.
+absl::Status SetSwitchValue(v1::EcnSettings* ecn, const std::string& name, int64_t value) {
+  absl::StatusOr<SwitchKnob> k = ParseSwitchKnob(name);
+  if (!k.ok()) return k.status();
+  if (k->kind != SwitchKnob::Kind::kEcn) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", name, "\": the rehearsal simulates ECN thresholds, not per-port PFC"));
+  }
+  if (k->field == "green_min_threshold" || k->field == "green_max_threshold") {
+    if (value < 0 || value > kMaxWredThresholdBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "\"", name, "\" = ", value, ": want bytes in [0, ", kMaxWredThresholdBytes, "]"));
+    }
+    if (k->field == "green_min_threshold") {
+      ecn->set_kmin_bytes(static_cast<uint64_t>(value));
+    } else {
+      ecn->set_kmax_bytes(static_cast<uint64_t>(value));
+    }
+    return absl::OkStatus();
+  }
+  if (k->field == "green_drop_probability") {
+    if (value <= 0 || value > 100) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("\"", name, "\" = ", value, ": want a percentage in (0, 100]"));
+    }
+    ecn->set_pmax(static_cast<double>(value) / 100);
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "\"", name, "\": the rehearsal simulates the green colour only (one lossless class)"));
+}
+
 }  // namespace
 
 absl::StatusOr<sim::SimSummary> SimulateWithKnobs(const v1::Scenario& scenario,
                                                   const std::map<std::string, int64_t>& knobs) {
   v1::Scenario s = scenario;
   for (const auto& [name, value] : knobs) {
-    if (absl::Status st = sim::SetDcqcnValue(s.mutable_dcqcn(), name, value); !st.ok()) {
+    const absl::Status st = absl::StartsWith(name, "ecn.")
+                                ? SetSwitchValue(s.mutable_ecn(), name, value)
+                                : sim::SetDcqcnValue(s.mutable_dcqcn(), name, value);
+    if (!st.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("rehearsal of \"", scenario.name(), "\": knob ", st.message()));
     }
+  }
+  if (s.ecn().kmin_bytes() > s.ecn().kmax_bytes()) {
+    return absl::InvalidArgumentError(absl::StrCat("rehearsal of \"", scenario.name(),
+                                                   "\": ECN Kmin ", s.ecn().kmin_bytes(),
+                                                   " is above Kmax ", s.ecn().kmax_bytes()));
   }
   absl::StatusOr<std::unique_ptr<sim::Fabric>> fabric = sim::Fabric::Create(s);
   if (!fabric.ok()) {

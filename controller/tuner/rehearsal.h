@@ -12,9 +12,11 @@
 namespace rocetune::controller {
 
 // Runs `scenario` in the fabric simulator (in process) with the DCQCN knob
-// values `knobs` set on every host and returns the simulator's summary.
-// kInvalidArgument for an unknown knob name, a value outside the parameter's
-// range or an invalid scenario.
+// values `knobs` set on every host, and the switch ECN knobs among them
+// (ecn.<profile>.green_min_threshold / green_max_threshold in bytes,
+// green_drop_probability in percent) on every switch, and returns the
+// simulator's summary. kInvalidArgument for an unknown knob name, a value
+// outside the parameter's range, Kmin above Kmax or an invalid scenario.
 absl::StatusOr<sim::SimSummary> SimulateWithKnobs(const v1::Scenario& scenario,
                                                   const std::map<std::string, int64_t>& knobs);
 

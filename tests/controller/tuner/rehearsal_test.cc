@@ -2,7 +2,9 @@
 #include "controller/tuner/rehearsal.h"
 
 #include <cmath>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -51,6 +53,43 @@ TEST(RehearsalTest, RejectsUnknownAndOutOfRangeKnobs) {
   r = RehearseScenario(VictimFlow(), {{"rpg_min_dec_fac", 101}});
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(r.status().message(), HasSubstr("rpg_min_dec_fac"));
+}
+
+TEST(RehearsalTest, SwitchEcnKnobsReachTheSwitches) {
+  // Marking from a quarter of the scenario's thresholds on: more CNPs, a
+  // shorter queue. Byte-identical figures would mean the knob went nowhere.
+  const v1::Scenario s = VictimFlow();
+  const int64_t kmin = static_cast<int64_t>(s.ecn().kmin_bytes()) / 4;
+  const int64_t kmax = static_cast<int64_t>(s.ecn().kmax_bytes()) / 4;
+  absl::StatusOr<v1::RehearsalResult> base = RehearseScenario(s, {});
+  absl::StatusOr<v1::RehearsalResult> tight =
+      RehearseScenario(s, {{"ecn.AZURE_LOSSLESS.green_min_threshold", kmin},
+                           {"ecn.AZURE_LOSSLESS.green_max_threshold", kmax}});
+  ASSERT_TRUE(base.ok() && tight.ok()) << base.status() << tight.status();
+  EXPECT_GT(tight->cnp_per_second(), base->cnp_per_second() * 1.2);
+  EXPECT_LT(tight->probe_p99_seconds(), base->probe_p99_seconds());
+}
+
+TEST(RehearsalTest, RejectsBadSwitchKnobs) {
+  const v1::Scenario s = VictimFlow();
+  struct Case {
+    std::map<std::string, int64_t> knobs;
+    std::string want;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{{"ecn.AZURE_LOSSLESS.green_drop_probability", 0}}, "(0, 100]"},
+           {{{"ecn.AZURE_LOSSLESS.green_drop_probability", 101}}, "(0, 100]"},
+           {{{"ecn.AZURE_LOSSLESS.green_min_threshold", -1}}, "want bytes"},
+           {{{"ecn.AZURE_LOSSLESS.yellow_min_threshold", 1000}}, "green colour only"},
+           {{{"ecn.AZURE_LOSSLESS.green_min_threshold", 900000},
+             {"ecn.AZURE_LOSSLESS.green_max_threshold", 800000}},
+            "Kmin 900000 is above Kmax 800000"},
+           {{{"ecn.bogus", 1}}, "ecn.bogus"},
+       }) {
+    absl::StatusOr<v1::RehearsalResult> r = RehearseScenario(s, c.knobs);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << c.want;
+    EXPECT_THAT(r.status().message(), HasSubstr(c.want));
+  }
 }
 
 TEST(RehearsalTest, SummaryFiguresMatchTheRehearsal) {
