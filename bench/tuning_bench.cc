@@ -30,6 +30,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <limits>
@@ -55,6 +56,8 @@ ABSL_FLAG(std::string, scenarios, "",
 ABSL_FLAG(bool, no_oracle, false, "skip the exhaustive grid");
 ABSL_FLAG(bool, verbose, false, "print every trial");
 ABSL_FLAG(bool, e2e, true, "also tune the end-to-end knob set on incast_background_32_hosts");
+ABSL_FLAG(bool, joint, true,
+          "also tune the end-to-end knob set jointly with the switches' ECN thresholds");
 ABSL_FLAG(int, e2e_duration_ms, 200, "simulated time of the end-to-end knob set's runs");
 
 namespace {
@@ -116,6 +119,32 @@ std::vector<BenchKnob> EndToEndKnobs() {
       make("dce_tcp_rtt", 1, 256, 1, true),
       make("rpg_time_reset", 100, 3000, 100, true),
   };
+}
+
+// The end-to-end knob set plus the switches' ECN thresholds (Kmin, Kmax in
+// bytes, Pmax in percent), starting from the scenario's HPCC-production values
+// (400 KB / 1600 KB / 20%). Tuner only, no grid: the joint space is too large
+// for an exhaustive one at these run lengths.
+std::vector<BenchKnob> JointKnobs(const rocetune::v1::Scenario& s) {
+  std::vector<BenchKnob> out = EndToEndKnobs();
+  auto make = [](const char* name, int64_t min, int64_t max, int64_t step, bool log_scale,
+                 int64_t start) {
+    BenchKnob b;
+    b.knob.set_parameter(name);
+    b.knob.set_min(min);
+    b.knob.set_max(max);
+    b.knob.set_step(step);
+    b.knob.set_log_scale(log_scale);
+    b.knob.set_start(start);
+    return b;
+  };
+  out.insert(out.begin(), {make("ecn.AZURE_LOSSLESS.green_min_threshold", 10000, 1600000, 1000,
+                                true, static_cast<int64_t>(s.ecn().kmin_bytes())),
+                           make("ecn.AZURE_LOSSLESS.green_max_threshold", 20000, 3200000, 1000,
+                                true, static_cast<int64_t>(s.ecn().kmax_bytes())),
+                           make("ecn.AZURE_LOSSLESS.green_drop_probability", 1, 100, 1, true,
+                                std::llround(s.ecn().pmax() * 100))});
+  return out;
 }
 
 struct Figures {
@@ -405,6 +434,36 @@ int main(int argc, char** argv) {
     }
     std::printf(
         "BENCH tuning_bench scenario=e2e_knobs_%s overrides=%s default_p99_us=%.1f "
+        "tuner_p99_us=%.1f improvement_pct=%.1f trials=%zu throughput_change_pct=%.1f "
+        "incast_burst_p99_change_pct=%.1f fresh_seeds_improvement_pct=%.1f "
+        "tuner_best=%s stop=%s meets_e2e_goal=%d tuner_seconds=%.1f\n",
+        bs.name.c_str(), absl::StrJoin(bs.overrides, ",").c_str(), o->base.p99_us, o->best.p99_us,
+        100 * (1 - o->best.p99_us / o->base.p99_us), o->trials,
+        100 * (o->best.throughput_gbps / o->base.throughput_gbps - 1),
+        ChangePct(o->best.incast_burst_p99_us, o->base.incast_burst_p99_us),
+        -ChangePct(o->best_fresh_p99_us, o->base_fresh_p99_us), Format(o->best_knobs).c_str(),
+        o->stop.c_str(),
+        (o->best.p99_us <= 0.7 * o->base.p99_us &&
+         o->best.throughput_gbps >= 0.95 * o->base.throughput_gbps)
+            ? 1
+            : 0,
+        o->tuner_seconds);
+  }
+  // The same with the switches' ECN thresholds tuned jointly.
+  if (absl::GetFlag(FLAGS_joint)) {
+    const BenchScenario bs{"incast_large_background_32_hosts",
+                           {absl::StrCat("duration_ms=", absl::GetFlag(FLAGS_e2e_duration_ms))}};
+    absl::StatusOr<rocetune::v1::Scenario> scenario = load(bs);
+    if (!scenario.ok()) return 1;
+    const std::vector<BenchKnob> joint = JointKnobs(*scenario);
+    std::printf("# joint switch + host knobs: %s\n", Describe(joint, false).c_str());
+    absl::StatusOr<Outcome> o = Tune(*scenario, joint, false, threads, verbose);
+    if (!o.ok()) {
+      std::fprintf(stderr, "tuning_bench: joint: %s\n", std::string(o.status().message()).c_str());
+      return 1;
+    }
+    std::printf(
+        "BENCH tuning_bench scenario=joint_knobs_%s overrides=%s default_p99_us=%.1f "
         "tuner_p99_us=%.1f improvement_pct=%.1f trials=%zu throughput_change_pct=%.1f "
         "incast_burst_p99_change_pct=%.1f fresh_seeds_improvement_pct=%.1f "
         "tuner_best=%s stop=%s meets_e2e_goal=%d tuner_seconds=%.1f\n",
