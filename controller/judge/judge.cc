@@ -22,6 +22,10 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // Defaults for Guard fields left at 0.
 constexpr double kDefaultConfidence = 0.995;
 constexpr uint64_t kDefaultMinSamples = 2000;
+// Rack-level design: the fewest racks per group (canary, control) for a test.
+constexpr size_t kMinRacksPerGroup = 2;
+// Racks up to which the exact sign-flip / permutation check is reported.
+constexpr size_t kMaxExactRacks = 16;
 constexpr uint32_t kDefaultMinRackPairs = 6;
 constexpr double kDefaultPassMaxUcbRegression = 0.2;
 
@@ -210,46 +214,110 @@ struct Rack {
   std::vector<const HostRow*> control;
 };
 
-// Per-rack difference-in-differences of a per-(host, period) value: mean over
-// the rack's canary hosts of (after - before) minus the same over its control
-// hosts. Hosts where `value` is NaN in either period are left out; racks with
-// no usable host on a side give no pair. Also returns the per-rack control
-// shifts when `control_shift` is set.
+// How canary and control are compared.
+//  kWithinRack: racks holding both canary and control hosts; one
+//    difference in differences per rack pair, one-sample t test (df = R - 1).
+//  kRackLevel: every rack entirely canary or entirely control (a change
+//    applied per ToR); one before/after shift per rack, canary racks against
+//    control racks with a pooled two-sample t test (df = Rc + Rk - 2).
+enum class Design { kWithinRack, kRackLevel };
+
+// The per-rack values one test compares, in the natural orientation (canary
+// relative to control, log scale). canary / control: the per-rack mean
+// before/after shift of each side (within-rack: of the paired racks, in rack
+// order, so d[i] = canary[i] - control[i]; rack-level: of the pure racks).
+struct Contrast {
+  Design design = Design::kWithinRack;
+  std::vector<double> d;  // within-rack only
+  std::vector<double> canary;
+  std::vector<double> control;
+};
+
+// Builds the contrast of a per-(host, period) value. A side of a rack is the
+// mean over its hosts of (after - before); hosts where `value` is NaN in
+// either period are left out, and a rack side with no usable host is left
+// out (within-rack: the whole pair).
 template <typename F>
-std::vector<double> RackDiffs(const std::map<std::string, Rack>& racks, F value,
-                              std::vector<double>* control_shift = nullptr) {
-  std::vector<double> out;
+Contrast MakeContrast(Design design, const std::map<std::string, Rack>& racks, F value) {
+  Contrast out;
+  out.design = design;
+  auto side = [&](const std::vector<const HostRow*>& hosts) -> std::optional<double> {
+    double sum = 0;
+    int n = 0;
+    for (const HostRow* h : hosts) {
+      double b = value(*h, 0);
+      double a = value(*h, 1);
+      if (std::isnan(a) || std::isnan(b)) continue;
+      sum += a - b;
+      ++n;
+    }
+    if (n == 0) return std::nullopt;
+    return sum / n;
+  };
   for (const auto& [name, rack] : racks) {
-    auto side = [&](const std::vector<const HostRow*>& hosts) -> std::optional<double> {
-      double sum = 0;
-      int n = 0;
-      for (const HostRow* h : hosts) {
-        double b = value(*h, 0);
-        double a = value(*h, 1);
-        if (std::isnan(a) || std::isnan(b)) continue;
-        sum += a - b;
-        ++n;
-      }
-      if (n == 0) return std::nullopt;
-      return sum / n;
-    };
     std::optional<double> c = side(rack.canary);
     std::optional<double> k = side(rack.control);
-    if (!c || !k) continue;
-    out.push_back(*c - *k);
-    if (control_shift != nullptr) control_shift->push_back(*k);
+    if (design == Design::kWithinRack) {
+      if (!c || !k) continue;
+      out.d.push_back(*c - *k);
+      out.canary.push_back(*c);
+      out.control.push_back(*k);
+    } else {
+      if (c) out.canary.push_back(*c);
+      if (k) out.control.push_back(*k);
+    }
   }
   return out;
 }
 
-// A one-sided paired t test of per-rack differences d (natural orientation:
-// canary relative to control, log scale). sign = +1 when higher is worse, -1
-// when lower is worse; the test rejects when the oriented mean exceeds
+// The racks a contrast uses: rack pairs (within-rack) or pure racks of both
+// groups (rack-level).
+int Units(const Contrast& c) {
+  return static_cast<int>(c.design == Design::kWithinRack ? c.d.size()
+                                                          : c.canary.size() + c.control.size());
+}
+
+// Whether a contrast has enough racks for a test. Within-rack: at least
+// min_rack_pairs pairs. Rack-level: at least kMinRacksPerGroup racks in each
+// group and min_rack_pairs racks in all (a rack is the unit of evidence in
+// both designs).
+bool Enough(const Contrast& c, const Settings& s) {
+  if (c.design == Design::kWithinRack) return c.d.size() >= s.min_rack_pairs;
+  return c.canary.size() >= kMinRacksPerGroup && c.control.size() >= kMinRacksPerGroup &&
+         c.canary.size() + c.control.size() >= s.min_rack_pairs;
+}
+
+// "8 rack pairs" / "3 canary racks vs 5 control racks".
+std::string UnitsText(const Contrast& c) {
+  if (c.design == Design::kWithinRack) return absl::StrFormat("%d rack pairs", c.d.size());
+  return absl::StrFormat("%d canary racks vs %d control racks", c.canary.size(), c.control.size());
+}
+
+// What Enough() asks for, for HOLD reasons.
+std::string NeededText(Design design, const Settings& s) {
+  if (design == Design::kWithinRack) return absl::StrFormat("%d rack pairs", s.min_rack_pairs);
+  return absl::StrFormat("at least %d canary and %d control racks, %d in all", kMinRacksPerGroup,
+                         kMinRacksPerGroup, s.min_rack_pairs);
+}
+
+// The design evidence every metric's note starts with.
+std::string DesignNote(const Contrast& c) {
+  if (c.design == Design::kWithinRack) {
+    return absl::StrFormat("design: within-rack, rack pairs %d", c.d.size());
+  }
+  return absl::StrFormat("design: rack-level, canary racks %d, control racks %d", c.canary.size(),
+                         c.control.size());
+}
+
+// A one-sided t test of a contrast (natural orientation: canary relative to
+// control, log scale). sign = +1 when higher is worse, -1 when lower is
+// worse; the test rejects when the oriented difference in differences exceeds
 // threshold_log (ln of the tolerated ratio) at level alpha.
 struct DidResult {
-  int r = 0;
-  double mean = 0;  // natural orientation
-  double sd = 0;
+  int r = 0;        // racks used: pairs, or canary + control racks
+  double mean = 0;  // the difference in differences, natural orientation
+  double sd = 0;    // sd of a per-rack value (pooled over the groups, rack-level)
+  double df = 0;
   double t = 0;  // oriented
   double p = 1;
   double alpha = 0;
@@ -258,36 +326,78 @@ struct DidResult {
   double width_bound = kNaN;  // natural log scale, the one-sided 95% bound on the other side
 };
 
-DidResult TestDid(const std::vector<double>& d, double sign, double threshold_log, double alpha) {
+// Fills t, p, reject and the bounds of `res` from its mean, the standard
+// error of the mean and the degrees of freedom.
+void FinishTTest(double se, double sign, double threshold_log, DidResult* res) {
+  double excess = sign * res->mean - threshold_log;
+  if (se > 0) {
+    res->t = excess / se;
+    res->p = stats::StudentTUpperTail(res->t, res->df);
+  } else if (excess > 0) {
+    res->t = std::numeric_limits<double>::infinity();
+    res->p = 0;
+  } else {
+    res->t = excess == 0 ? 0 : -std::numeric_limits<double>::infinity();
+    res->p = excess == 0 ? 0.5 : 1;
+  }
+  res->reject = res->alpha > 0 && res->p < res->alpha;
+  if (res->alpha > 0) {
+    res->fail_bound =
+        sign * (sign * res->mean - stats::StudentTQuantile(1 - res->alpha, res->df) * se);
+  }
+  res->width_bound =
+      sign * (sign * res->mean + stats::StudentTQuantile(kPassUcbLevel, res->df) * se);
+}
+
+double Mean(const std::vector<double>& x) {
+  double sum = 0;
+  for (double v : x) sum += v;
+  return sum / static_cast<double>(x.size());
+}
+
+double SumSquares(const std::vector<double>& x, double mean) {
+  double ss = 0;
+  for (double v : x) ss += (v - mean) * (v - mean);
+  return ss;
+}
+
+// Within-rack: a one-sample t test of the per-rack-pair differences d
+// (df = R - 1).
+DidResult TestPaired(const std::vector<double>& d, double sign, double threshold_log,
+                     double alpha) {
   DidResult res;
   res.r = static_cast<int>(d.size());
   res.alpha = alpha;
   if (res.r < 2) return res;
-  double sum = 0;
-  for (double x : d) sum += x;
-  res.mean = sum / res.r;
-  double ss = 0;
-  for (double x : d) ss += (x - res.mean) * (x - res.mean);
-  res.sd = std::sqrt(ss / (res.r - 1));
-  double df = res.r - 1;
-  double se = res.sd / std::sqrt(static_cast<double>(res.r));
-  double excess = sign * res.mean - threshold_log;
-  if (se > 0) {
-    res.t = excess / se;
-    res.p = stats::StudentTUpperTail(res.t, df);
-  } else if (excess > 0) {
-    res.t = std::numeric_limits<double>::infinity();
-    res.p = 0;
-  } else {
-    res.t = excess == 0 ? 0 : -std::numeric_limits<double>::infinity();
-    res.p = excess == 0 ? 0.5 : 1;
-  }
-  res.reject = alpha > 0 && res.p < alpha;
-  if (alpha > 0) {
-    res.fail_bound = sign * (sign * res.mean - stats::StudentTQuantile(1 - alpha, df) * se);
-  }
-  res.width_bound = sign * (sign * res.mean + stats::StudentTQuantile(kPassUcbLevel, df) * se);
+  res.mean = Mean(d);
+  res.sd = std::sqrt(SumSquares(d, res.mean) / (res.r - 1));
+  res.df = res.r - 1;
+  FinishTTest(res.sd / std::sqrt(static_cast<double>(res.r)), sign, threshold_log, &res);
   return res;
+}
+
+// Rack-level: a pooled two-sample t test of the canary racks' shifts against
+// the control racks' (df = Rc + Rk - 2; the variance comes from the racks).
+DidResult TestRackLevel(const std::vector<double>& canary, const std::vector<double>& control,
+                        double sign, double threshold_log, double alpha) {
+  DidResult res;
+  const int rc = static_cast<int>(canary.size());
+  const int rk = static_cast<int>(control.size());
+  res.r = rc + rk;
+  res.alpha = alpha;
+  if (rc < 1 || rk < 1 || rc + rk < 3) return res;
+  const double mc = Mean(canary);
+  const double mk = Mean(control);
+  res.mean = mc - mk;
+  res.df = rc + rk - 2;
+  res.sd = std::sqrt((SumSquares(canary, mc) + SumSquares(control, mk)) / res.df);
+  FinishTTest(res.sd * std::sqrt(1.0 / rc + 1.0 / rk), sign, threshold_log, &res);
+  return res;
+}
+
+DidResult TestContrast(const Contrast& c, double sign, double threshold_log, double alpha) {
+  if (c.design == Design::kWithinRack) return TestPaired(c.d, sign, threshold_log, alpha);
+  return TestRackLevel(c.canary, c.control, sign, threshold_log, alpha);
 }
 
 // Exact one-sided sign-flip p value of mean(d) > threshold_log (2^R patterns).
@@ -307,6 +417,50 @@ double SignFlipP(const std::vector<double>& d, double threshold_log) {
     if (s >= observed - 1e-12) ++at_least;
   }
   return static_cast<double>(at_least) / static_cast<double>(patterns);
+}
+
+// Exact one-sided permutation p value of mean(canary) - mean(control) >
+// threshold_log: the share of the C(Rc + Rk, Rc) ways to label Rc of the
+// racks canary whose difference is at least the observed one (canary shifts
+// first moved down by threshold_log).
+double PermutationP(const std::vector<double>& canary, const std::vector<double>& control,
+                    double threshold_log) {
+  std::vector<double> all;
+  for (double x : canary) all.push_back(x - threshold_log);
+  for (double x : control) all.push_back(x);
+  const int n = static_cast<int>(all.size());
+  const int rc = static_cast<int>(canary.size());
+  if (rc < 1 || rc >= n) return 1;
+  // mean(c) - mean(k) grows with the canary sum, so compare sums.
+  double observed = 0;
+  for (int i = 0; i < rc; ++i) observed += all[i];
+  uint64_t at_least = 0, patterns = 0;
+  // Every n-bit mask with rc bits set, in increasing order (Gosper's hack).
+  for (uint64_t m = (uint64_t{1} << rc) - 1; m < (uint64_t{1} << n);) {
+    double s = 0;
+    for (int i = 0; i < n; ++i) {
+      if (m >> i & 1) s += all[i];
+    }
+    ++patterns;
+    if (s >= observed - 1e-12) ++at_least;
+    uint64_t low = m & (~m + 1);
+    uint64_t ripple = m + low;
+    m = (((ripple ^ m) >> 2) / low) | ripple;
+  }
+  return static_cast<double>(at_least) / static_cast<double>(patterns);
+}
+
+// The exact distribution-free check reported beside the t test, or "" when
+// there are too many racks to enumerate.
+std::string ExactCheckNote(const Contrast& c, double threshold_log) {
+  if (c.design == Design::kWithinRack) {
+    if (c.d.size() > kMaxExactRacks) return "";
+    return absl::StrFormat("; sign-flip p %.4g", SignFlipP(c.d, threshold_log));
+  }
+  if (c.canary.size() + c.control.size() > kMaxExactRacks) return "";
+  return absl::StrFormat("; permutation p %.4g (C(%d, %d) labellings)",
+                         PermutationP(c.canary, c.control, threshold_log),
+                         c.canary.size() + c.control.size(), c.canary.size());
 }
 
 void FillEvidence(const DidResult& res, double sign, v1::MetricEvidence* ev) {
@@ -498,7 +652,29 @@ v1::Verdict Judge(const std::vector<HostInput>& hosts, const JudgeConfig& config
     rows.push_back(row);
   }
 
-  // --- Racks: pair canary and control hosts by rack.
+  // --- Design, from the hosts given (not only those admitted, so thin data
+  // on one host cannot switch it): rack-level when no rack holds both canary
+  // and control hosts and there are racks of each; else within-rack, over the
+  // racks holding both.
+  bool any_mixed = false, any_canary_rack = false, any_control_rack = false;
+  {
+    std::map<std::string, std::pair<bool, bool>> composition;  // has control, has canary
+    for (const HostInput* h : order) {
+      if (h->host_id.empty() || h->rack.empty()) continue;
+      auto& [control, canary] = composition[h->rack];
+      (h->canary ? canary : control) = true;
+    }
+    for (const auto& [name, has] : composition) {
+      any_mixed |= has.first && has.second;
+      any_canary_rack |= has.second && !has.first;
+      any_control_rack |= has.first && !has.second;
+    }
+  }
+  const Design design =
+      !any_mixed && any_canary_rack && any_control_rack ? Design::kRackLevel : Design::kWithinRack;
+
+  // --- Racks. Within-rack: a rack counts while it keeps a canary and a
+  // control host. Rack-level: every rack with an admitted host counts.
   std::map<std::string, Rack> racks;
   for (const HostRow& r : rows) {
     Rack& rack = racks[r.in->rack];
@@ -507,7 +683,7 @@ v1::Verdict Judge(const std::vector<HostInput>& hosts, const JudgeConfig& config
   std::vector<const HostRow*> used[2];  // control, canary
   for (auto it = racks.begin(); it != racks.end();) {
     Rack& rack = it->second;
-    if (rack.canary.empty() || rack.control.empty()) {
+    if (design == Design::kWithinRack && (rack.canary.empty() || rack.control.empty())) {
       for (const HostRow* h : rack.canary.empty() ? rack.control : rack.canary) {
         drop(*h->in, absl::StrCat("rack ", it->first, " has no ",
                                   rack.canary.empty() ? "canary" : "control", " host"));
@@ -595,48 +771,46 @@ v1::Verdict Judge(const std::vector<HostInput>& hosts, const JudgeConfig& config
   }
 
   // --- Latency tests.
-  std::vector<double> control_shift;
-  std::vector<double> d99 = RackDiffs(
-      racks, [](const HostRow& h, int p) { return h.ln_p99[p]; }, &control_shift);
-  std::vector<double> d999 = RackDiffs(racks, [](const HostRow& h, int p) { return h.ln_p999[p]; });
+  const Contrast c99 =
+      MakeContrast(design, racks, [](const HostRow& h, int p) { return h.ln_p99[p]; });
+  const Contrast c999 =
+      MakeContrast(design, racks, [](const HostRow& h, int p) { return h.ln_p999[p]; });
   const double tol_log = std::log1p(s.tolerance);
   const double alpha99 = AlphaAtLook(kP99Share * s.alpha_total, s);
   const double alpha999 = AlphaAtLook(kP999Share * s.alpha_total, s);
 
   v1::MetricEvidence* ev99 = v.add_metrics();
   ev99->set_metric("ln_p99_did");
-  const bool p99_enough = d99.size() >= s.min_rack_pairs;
-  DidResult r99 = TestDid(d99, 1, tol_log, p99_enough ? alpha99 : 0);
+  const bool p99_enough = Enough(c99, s);
+  DidResult r99 = TestContrast(c99, 1, tol_log, p99_enough ? alpha99 : 0);
   FillEvidence(r99, 1, ev99);
   ev99->set_alpha(r99.alpha);
   bool p99_width_ok = false;
   if (!p99_enough) {
     ev99->set_outcome("hold");
-    ev99->set_note(absl::StrFormat("%d rack pairs < %d needed", d99.size(), s.min_rack_pairs));
-    holds.push_back(
-        {v1::Verdict::HOLD, "min_rack_pairs",
-         absl::StrFormat(
-             "HOLD: only %d usable rack pairs (%d needed) to compare canary and control "
-             "p99.",
-             d99.size(), s.min_rack_pairs)});
+    ev99->set_note(absl::StrFormat("%s; %s usable, %s needed", DesignNote(c99), UnitsText(c99),
+                                   NeededText(design, s)));
+    holds.push_back({v1::Verdict::HOLD, "min_rack_pairs",
+                     absl::StrFormat("HOLD: only %s usable (%s needed) to compare canary and "
+                                     "control p99.",
+                                     UnitsText(c99), NeededText(design, s))});
   } else {
     p99_width_ok = std::exp(r99.width_bound) < 1 + s.pass_max_ucb_regression;
     std::string note = absl::StrFormat(
-        "ratio_lower: one-sided %.4g bound (FAIL when above %.4g); ratio_upper: one-sided 95%% "
-        "bound (PASS needs below %.4g)",
-        1 - r99.alpha, 1 + s.tolerance, 1 + s.pass_max_ucb_regression);
-    if (d99.size() <= 16) {
-      absl::StrAppendFormat(&note, "; sign-flip p %.4g", SignFlipP(d99, tol_log));
-    }
+        "%s; ratio_lower: one-sided %.4g bound (FAIL when above %.4g); ratio_upper: one-sided "
+        "95%% bound (PASS needs below %.4g)",
+        DesignNote(c99), 1 - r99.alpha, 1 + s.tolerance, 1 + s.pass_max_ucb_regression);
+    note += ExactCheckNote(c99, tol_log);
     ev99->set_note(note);
     if (r99.reject) {
       ev99->set_outcome("fail");
       fails.push_back(
           {v1::Verdict::FAIL, "p99_did_t_test",
-           absl::StrFormat("FAIL: canary p99 RTT changed %s relative to control over %d rack pairs "
+           absl::StrFormat("FAIL: canary p99 RTT changed %s relative to control over %s "
                            "(lower bound %s above the %s tolerance; p %.3g < alpha %.3g).",
-                           Percent(std::exp(r99.mean)), r99.r, Percent(std::exp(r99.fail_bound)),
-                           Percent(1 + s.tolerance), r99.p, r99.alpha)});
+                           Percent(std::exp(r99.mean)), UnitsText(c99),
+                           Percent(std::exp(r99.fail_bound)), Percent(1 + s.tolerance), r99.p,
+                           r99.alpha)});
     } else if (s.final_look && p99_width_ok) {
       ev99->set_outcome("pass");
     } else {
@@ -646,27 +820,29 @@ v1::Verdict Judge(const std::vector<HostInput>& hosts, const JudgeConfig& config
 
   v1::MetricEvidence* ev999 = v.add_metrics();
   ev999->set_metric("ln_p999_did");
-  if (d999.size() < s.min_rack_pairs) {
-    DidResult none = TestDid({}, 1, tol_log, 0);
+  if (!Enough(c999, s)) {
+    DidResult none = TestPaired({}, 1, tol_log, 0);
     FillEvidence(none, 1, ev999);
-    ev999->set_rack_pairs(static_cast<uint32_t>(d999.size()));
+    ev999->set_rack_pairs(static_cast<uint32_t>(Units(c999)));
     ev999->set_outcome("not_evaluated");
-    ev999->set_note(
-        absl::StrFormat("%d rack pairs with >= %d probes per host and period (%d needed)",
-                        d999.size(), kP999SampleFactor * s.min_samples, s.min_rack_pairs));
+    ev999->set_note(absl::StrFormat("%s; %s with >= %d probes per host and period (%s needed)",
+                                    DesignNote(c999), UnitsText(c999),
+                                    kP999SampleFactor * s.min_samples, NeededText(design, s)));
   } else {
-    DidResult r999 = TestDid(d999, 1, tol_log, alpha999);
+    DidResult r999 = TestContrast(c999, 1, tol_log, alpha999);
     FillEvidence(r999, 1, ev999);
-    ev999->set_note(absl::StrFormat(
-        "ratio_lower: one-sided %.4g bound; ratio_upper: one-sided 95%%", 1 - r999.alpha));
+    ev999->set_note(
+        absl::StrFormat("%s; ratio_lower: one-sided %.4g bound; ratio_upper: one-sided 95%%",
+                        DesignNote(c999), 1 - r999.alpha));
     if (r999.reject) {
       ev999->set_outcome("fail");
       fails.push_back(
           {v1::Verdict::FAIL, "p999_did_t_test",
-           absl::StrFormat("FAIL: canary p999 RTT changed %s relative to control over %d rack "
-                           "pairs (lower bound %s above the %s tolerance; p %.3g < alpha %.3g).",
-                           Percent(std::exp(r999.mean)), r999.r, Percent(std::exp(r999.fail_bound)),
-                           Percent(1 + s.tolerance), r999.p, r999.alpha)});
+           absl::StrFormat("FAIL: canary p999 RTT changed %s relative to control over %s "
+                           "(lower bound %s above the %s tolerance; p %.3g < alpha %.3g).",
+                           Percent(std::exp(r999.mean)), UnitsText(c999),
+                           Percent(std::exp(r999.fail_bound)), Percent(1 + s.tolerance), r999.p,
+                           r999.alpha)});
     } else {
       ev999->set_outcome(s.final_look ? "pass" : "hold");
     }
@@ -695,12 +871,12 @@ v1::Verdict Judge(const std::vector<HostInput>& hosts, const JudgeConfig& config
     // max_ratio < 1 for a lower-is-worse metric reads as the floor itself.
     const double worse_ratio =
         spec->higher_is_worse ? max_ratio : (max_ratio < 1 ? 1 / max_ratio : max_ratio);
-    std::vector<double> d = RackDiffs(racks, [kind](const HostRow& h, int p) {
+    const Contrast cc = MakeContrast(design, racks, [kind](const HostRow& h, int p) {
       return GuardLogValue(kind, p == 0 ? h.in->before : h.in->after);
     });
-    const bool enough = d.size() >= s.min_rack_pairs;
+    const bool enough = Enough(cc, s);
     DidResult r =
-        TestDid(d, sign, std::log(std::max(1.0, worse_ratio)), enough ? alpha_constraint : 0);
+        TestContrast(cc, sign, std::log(std::max(1.0, worse_ratio)), enough ? alpha_constraint : 0);
     FillEvidence(r, sign, ev);
     // Canary group means in the after period, and the control's, for the
     // floor and the absolute bounds.
@@ -722,8 +898,9 @@ v1::Verdict Judge(const std::vector<HostInput>& hosts, const JudgeConfig& config
     if (nc > 0) canary_value /= nc, canary_events /= nc;
     if (nk > 0) control_value /= nk;
     std::string note = absl::StrFormat(
-        "tolerated ratio %.4g; canary %.4g vs control %.4g per host since the change",
-        spec->higher_is_worse ? worse_ratio : 1 / worse_ratio, canary_value, control_value);
+        "%s; tolerated ratio %.4g; canary %.4g vs control %.4g per host since the change",
+        DesignNote(cc), spec->higher_is_worse ? worse_ratio : 1 / worse_ratio, canary_value,
+        control_value);
     bool above_floor = true;
     if (kind == GuardKind::kCnp || kind == GuardKind::kRetransmits) {
       above_floor = canary_events >= kMinEventsPerHost;
@@ -743,18 +920,18 @@ v1::Verdict Judge(const std::vector<HostInput>& hosts, const JudgeConfig& config
     }
     if (!enough) {
       ev->set_outcome("hold");
-      absl::StrAppendFormat(&note, "; %d rack pairs with exposure < %d needed", d.size(),
-                            s.min_rack_pairs);
+      absl::StrAppendFormat(&note, "; %s with exposure, %s needed", UnitsText(cc),
+                            NeededText(design, s));
       holds.push_back({v1::Verdict::HOLD, absl::StrCat("constraint_data:", c.metric()),
-                       absl::StrFormat("HOLD: %d usable rack pairs for %s (%d needed).", d.size(),
-                                       c.metric(), s.min_rack_pairs)});
+                       absl::StrFormat("HOLD: %s usable for %s (%s needed).", UnitsText(cc),
+                                       c.metric(), NeededText(design, s))});
     } else if (r.reject && above_floor) {
       ev->set_outcome("fail");
       fails.push_back(
           {v1::Verdict::FAIL, absl::StrCat("constraint:", c.metric()),
-           absl::StrFormat("FAIL: canary %s changed %s relative to control over %d rack pairs, "
+           absl::StrFormat("FAIL: canary %s changed %s relative to control over %s, "
                            "beyond the tolerated %s (p %.3g < alpha %.3g).",
-                           c.metric(), Percent(std::exp(r.mean)), r.r,
+                           c.metric(), Percent(std::exp(r.mean)), UnitsText(cc),
                            Percent(spec->higher_is_worse ? worse_ratio : 1 / worse_ratio), r.p,
                            r.alpha)});
     } else {
@@ -765,10 +942,8 @@ v1::Verdict Judge(const std::vector<HostInput>& hosts, const JudgeConfig& config
   }
 
   // --- Stability of the control group.
-  if (!control_shift.empty()) {
-    double sum = 0;
-    for (double x : control_shift) sum += x;
-    double shift = sum / static_cast<double>(control_shift.size());
+  if (!c99.control.empty()) {
+    double shift = Mean(c99.control);
     if (std::abs(shift) > kMaxControlShift) {
       holds.push_back(
           {v1::Verdict::HOLD, "control_shift",
@@ -802,9 +977,10 @@ v1::Verdict Judge(const std::vector<HostInput>& hosts, const JudgeConfig& config
                          Percent(1 + s.pass_max_ucb_regression))};
   } else {
     d = {v1::Verdict::PASS, "p99_did_t_test",
-         absl::StrFormat("PASS: canary p99 RTT changed %s relative to control over %d rack pairs "
+         absl::StrFormat("PASS: canary p99 RTT changed %s relative to control over %s "
                          "(95%% upper bound %s, below %s).",
-                         Percent(std::exp(r99.mean)), r99.r, Percent(std::exp(r99.width_bound)),
+                         Percent(std::exp(r99.mean)), UnitsText(c99),
+                         Percent(std::exp(r99.width_bound)),
                          Percent(1 + s.pass_max_ucb_regression))};
   }
   v.set_outcome(d.outcome);

@@ -31,7 +31,7 @@ struct HostPeriod {
 
 struct HostInput {
   std::string host_id;
-  std::string rack;     // pairing key
+  std::string rack;     // pairing key (within-rack) or unit (rack-level)
   bool canary = false;  // false: control
   HostPeriod before;
   HostPeriod after;
@@ -51,20 +51,31 @@ struct JudgeConfig {
   int64_t now_unix_nanos = 0;  // copied into the verdict
 };
 
-// The canary judge: a pure function. Pairs canary and control hosts by rack,
-// reduces each (host, period) to ln p99 (and ln p999 when there are enough
-// samples), and tests the per-rack difference-in-differences
-// d_r = [ln q(canary, after) - ln q(canary, before)] - [ln q(control, after) - ln q(control,
-// before)] with a one-sided t test (df = R - 1) against ln(1 + tolerance), spending the alpha
-// budget over planned looks (Haybittle-Peto style) and metrics (Bonferroni). Guard metrics (CNP
-// rate, pause ratio, retransmits, throughput) use the same paired DiD on log rates. Verdict order:
-// hard guard -> FAIL; any test rejects -> FAIL; every HOLD rule satisfied and the p99 ratio's upper
-// bound below 1 + pass_max_ucb_regression at the final look -> PASS; else HOLD.
+// The canary judge: a pure function. Reduces each (host, period) to ln p99
+// (and ln p999 when there are enough samples) and compares canary with control
+// in one of two designs, chosen from the racks of the hosts given:
+//  - within-rack (some rack holds both canary and control hosts): pairs them
+//    by rack, over the racks holding both (pure racks are then left out), and
+//    tests the per-rack difference-in-differences
+//    d_r = [ln q(canary, after) - ln q(canary, before)] - [ln q(control, after) - ln q(control,
+//    before)] with a one-sided t test (df = R - 1);
+//  - rack-level (every rack entirely canary or entirely control, with racks of
+//    both kinds, e.g. a change applied per ToR): takes each rack's mean
+//    before/after shift over its hosts and tests mean(canary racks) -
+//    mean(control racks) with a one-sided pooled two-sample t test
+//    (df = Rc + Rk - 2).
+// Either test is against ln(1 + tolerance), spending the alpha budget over
+// planned looks (Haybittle-Peto style) and metrics (Bonferroni). Guard metrics
+// (CNP rate, pause ratio, retransmits, throughput) use the same design on log
+// rates. Every metric's evidence note starts with the design used. Verdict
+// order: hard guard -> FAIL; any test rejects -> FAIL; every HOLD rule
+// satisfied and the p99 ratio's upper bound below 1 + pass_max_ucb_regression
+// at the final look -> PASS; else HOLD.
 // Missing or thin data is HOLD, never PASS. Deterministic: identical input,
 // identical verdict and evidence, whatever the order of `hosts`.
-// Defaults for Guard fields left at 0, host admission, the alpha split, the
-// rule names and the evidence fields are described in README.md next to this
-// header.
+// Defaults for Guard fields left at 0, host admission, the minimum racks per
+// design, the alpha split, the rule names and the evidence fields are
+// described in README.md next to this header.
 v1::Verdict Judge(const std::vector<HostInput>& hosts, const JudgeConfig& config);
 
 // The canary/control ratio a constraint tolerates on its metric, as the judge

@@ -131,13 +131,30 @@ std::vector<std::vector<HostInput>> SimulateLooks(const SimConfig& c, uint64_t s
     prev = lw;
   }
 
-  const int hosts_per_rack = c.canary_per_rack + c.control_per_rack;
+  const bool rack_level = c.canary_racks > 0;
+  const int hosts_per_rack = rack_level ? c.hosts_per_rack : c.canary_per_rack + c.control_per_rack;
+  std::mt19937_64 rack_rng(seed * 0xD1B54A32D192ED03ULL + 777);
   std::vector<std::vector<HostInput>> looks(c.look_windows.size());
   for (int r = 0; r < c.racks; ++r) {
     double rack = c.rack_sd * normal(rng);
     double counter_rack = c.counter_rack_sd * normal(rng);
+    // Rack effects over time, on ln RTT per window; a counter-rate step.
+    std::vector<double> rack_time(windows, 0.0);
+    double counter_rack_step = 0;
+    if (c.rack_ar_sd > 0 || c.rack_drift_sd > 0 || c.counter_rack_drift_sd > 0) {
+      double ar = c.rack_ar_sd * normal(rack_rng);
+      double step = c.rack_drift_sd * normal(rack_rng);
+      counter_rack_step = c.counter_rack_drift_sd * normal(rack_rng);
+      for (int w = 0; w < windows; ++w) {
+        if (w > 0) {
+          ar = c.rack_ar_phi * ar +
+               std::sqrt(1 - c.rack_ar_phi * c.rack_ar_phi) * c.rack_ar_sd * normal(rack_rng);
+        }
+        rack_time[w] = ar + (w >= c.windows_before ? step : 0);
+      }
+    }
     for (int h = 0; h < hosts_per_rack; ++h) {
-      const bool canary = h < c.canary_per_rack;
+      const bool canary = rack_level ? r < c.canary_racks : h < c.canary_per_rack;
       HostInput in;
       in.rack = "rack" + std::to_string(r);
       in.canary = canary;
@@ -151,8 +168,8 @@ std::vector<std::vector<HostInput>> SimulateLooks(const SimConfig& c, uint64_t s
       for (int w = 0; w < windows; ++w) {
         if (w > 0) ar = c.ar_phi * ar + std::sqrt(1 - c.ar_phi * c.ar_phi) * c.ar_sd * normal(rng);
         double incident = w >= c.windows_before ? c.fleet_after_log_shift : 0;
-        shift[w] =
-            static_cast<int>(std::lround((rack + host + fleet[w] + ar + incident) / log_gamma));
+        shift[w] = static_cast<int>(
+            std::lround((rack + rack_time[w] + host + fleet[w] + ar + incident) / log_gamma));
       }
       // One HostPeriod per segment, then cumulated per look.
       std::vector<HostPeriod> parts;
@@ -177,8 +194,9 @@ std::vector<std::vector<HostInput>> SimulateLooks(const SimConfig& c, uint64_t s
         hp.probes_sent = static_cast<uint64_t>(n) + lost;
         hp.probes_lost = lost;
         hp.covered_seconds = hp.windows_present * c.window_seconds;
+        const double counter_step = s.after ? counter_rack_step : 0;
         auto noisy = [&](double mean) {
-          return mean * std::exp(counter_host + c.counter_noise_sd * normal(rng));
+          return mean * std::exp(counter_host + counter_step + c.counter_noise_sd * normal(rng));
         };
         double secs = hp.covered_seconds;
         std::poisson_distribution<uint64_t> cnp(std::max(
@@ -217,6 +235,18 @@ std::vector<std::vector<HostInput>> SimulateLooks(const SimConfig& c, uint64_t s
     }
   }
   return looks;
+}
+
+SimConfig RackLevelConfig(int canary_racks, int control_racks) {
+  SimConfig c;
+  c.racks = canary_racks + control_racks;
+  c.canary_racks = canary_racks;
+  c.hosts_per_rack = 4;
+  c.rack_ar_sd = 0.05;
+  c.rack_ar_phi = 0.8;
+  c.rack_drift_sd = 0.05;
+  c.counter_rack_drift_sd = 0.1;
+  return c;
 }
 
 Tally RunSchedule(const SimConfig& sim_config, JudgeConfig config, int seeds, uint64_t first_seed) {

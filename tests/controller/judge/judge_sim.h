@@ -45,6 +45,23 @@ struct SimConfig {
   double ar_phi = 0.6;
   double fleet_after_log_shift = 0;  // every host after the change (a fleet incident)
 
+  // Rack-level design (a change applied per ToR): when canary_racks > 0, the
+  // first canary_racks racks are entirely canary and the others entirely
+  // control, each with hosts_per_rack hosts (canary_per_rack and
+  // control_per_rack are then ignored).
+  int canary_racks = 0;
+  int hosts_per_rack = 4;
+  // Rack effects that move over time (shared by a rack's hosts, not by the
+  // fleet), so they do not cancel in a rack's before/after shift: an AR(1)
+  // rack-window offset (stationary sd, coefficient) and a per-rack step from
+  // the baseline to the bake, on ln RTT; and a per-rack step of the guard
+  // counter rates. Drawn from a stream of their own, so configurations
+  // without them keep their draws.
+  double rack_ar_sd = 0;
+  double rack_ar_phi = 0.8;
+  double rack_drift_sd = 0;
+  double counter_rack_drift_sd = 0;
+
   // The change, applied to canary hosts after it.
   double canary_tail_scale = 1;  // tail component x this
   double canary_tail_weight_scale = 1;
@@ -66,6 +83,14 @@ struct SimConfig {
   double canary_pause_scale = 1;
   double canary_retransmit_scale = 1;
 };
+
+// The rack-level fleet the tests use: canary_racks entirely canary racks and
+// control_racks entirely control racks of 4 hosts, otherwise the defaults
+// above, plus rack effects that move over time: a rack-window AR(1) with sd
+// 0.05 and coefficient 0.8 (like the host-window noise, but more persistent:
+// a ToR's load changes slowly), a baseline-to-bake step of sd 0.05 per rack on
+// ln RTT and of sd 0.1 on the guard counter rates.
+SimConfig RackLevelConfig(int canary_racks, int control_racks);
 
 // The judge's input at each look of the bake (cumulative after-periods).
 std::vector<std::vector<HostInput>> SimulateLooks(const SimConfig& config, uint64_t seed);
