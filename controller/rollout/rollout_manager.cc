@@ -743,7 +743,9 @@ absl::Status RolloutManager::StartStep(v1::Change* c, uint32_t stage) {
   std::vector<DesiredUpdate> updates;
   for (const v1::HostTarget& h : c->hosts()) {
     const bool now_changed = stage == 0 ? h.role() == v1::HostTarget::CANARY : h.stage() == stage;
-    if (now_changed) updates.push_back(DesiredUpdate{h.host_id(), h.target()});
+    // A host a switch change only measures has no target to push.
+    if (now_changed && !IsMeasuredOnly(h))
+      updates.push_back(DesiredUpdate{h.host_id(), h.target()});
   }
   const absl::Time now = clock_->Now();
   TakeBaseline(*c, stage, now);

@@ -15,6 +15,8 @@ namespace rocetune::controller {
 namespace {
 
 constexpr char kSwitchDevice[] = "switch";
+// The judge's rack-level design wants at least this many racks per group.
+constexpr size_t kMinRacksPerGroup = 2;
 
 bool HasSwitchDevice(const v1::ParameterSet& set) {
   for (const v1::DeviceParameters& d : set.devices()) {
@@ -150,7 +152,8 @@ absl::StatusOr<std::vector<v1::HostTarget>> PlanRacks(const v1::Policy& policy,
   }
   const size_t total = racks.size();
   size_t want = static_cast<size_t>(std::ceil(policy.rollout().canary_fraction() * total));
-  want = std::max<size_t>(want, 1);
+  // The judge compares whole racks: two per group at least when there are.
+  want = std::max<size_t>(want, kMinRacksPerGroup);
   const size_t cap = judgeable.size() / 2;
   size_t canary_hosts = 0;
   for (size_t i = 0; i < std::min(want, cap); ++i) canary_hosts += racks[judgeable[i]].hosts.size();
@@ -177,6 +180,8 @@ absl::StatusOr<std::vector<v1::HostTarget>> PlanRacks(const v1::Policy& policy,
                       ? total
                       : std::min(total, static_cast<size_t>(std::ceil(stages[s] * total)));
     upto = std::max(upto, changed + 1);
+    // One rack left unchanged cannot be judged against: it goes with this stage.
+    if (upto + 1 == changed + (order.size() - next)) ++upto;
     while (changed < upto && next < order.size()) {
       plan[order[next++]].second = static_cast<uint32_t>(s + 1);
       ++changed;

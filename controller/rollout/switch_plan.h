@@ -59,13 +59,14 @@ absl::StatusOr<v1::ParameterSet> ApplySwitchKnobs(const StoredHost& sw,
 // - A rack is "judgeable" when it has a switch and at least one host. At least
 //   two are needed (one canary, one control): kFailedPrecondition otherwise,
 //   naming the racks found.
-// - Canary racks: max(ceil(canary_fraction * racks), 1) judgeable racks in
+// - Canary racks: max(ceil(canary_fraction * racks), 2) judgeable racks in
 //   seeded order, more while their hosts are fewer than min_canary_hosts, at
 //   most half the judgeable racks (so control racks are at least as many).
 // - Every other judgeable rack is a control rack; racks that cannot be judged
 //   (a switch without hosts, or, in a joint policy, hosts without a switch)
 //   are REST. Stage n holds racks up to the cumulative fraction stages[n-1] of
-//   all racks, at least one more rack per stage while any is left, REST racks
+//   all racks, at least one more rack per stage while any is left, never
+//   leaving a single rack unchanged (it could not be judged), REST racks
 //   first and control racks last.
 // - Every member of a rack shares its role and stage; target, previous and
 //   previous_version are filled: switches get the switch knobs, hosts the
