@@ -170,7 +170,9 @@ TEST(SwitchTuningE2E, CampaignOfTorEcnThresholdsLowersFleetP99) {
     if (h.host_id().rfind("sim-tor", 0) != 0) continue;
     for (const auto& d : h.current_parameters().devices()) {
       auto it = d.dcqcn().find(kKmin);
-      if (it != d.dcqcn().end()) EXPECT_EQ(it->second, t->best().at(kKmin)) << h.host_id();
+      if (it != d.dcqcn().end()) {
+        EXPECT_EQ(it->second, t->best().at(kKmin)) << h.host_id();
+      }
     }
   }
   absl::SleepFor(absl::Seconds(2));
