@@ -57,28 +57,30 @@ std::string IdIn(const std::string& out, const std::string& prefix) {
   return out.substr(at, end - at);
 }
 
-// Switch knobs only: Kmin, Kmax, Pmax of the ToRs' lossless profile, bounds
-// around the HPCC-production values (Kmax within the 32 MiB buffer, Kmin
-// always below Kmax). Judged on the probes within each rack (intra_tor): they
-// cross only their own ToR, the one the change touches.
+// Switch knobs only: Kmin and Kmax of the ToRs' lossless profile, from the
+// HPCC-production values down (Kmax within the 32 MiB buffer, Kmin always
+// below Kmax). Four canary racks against four control racks: the judge's
+// rack-level design has power enough in a 6-second bake. Judged on the probes within each rack
+// (intra_tor): they cross only their own ToR, the one the change touches.
 std::string SwitchPolicy(int trial_budget) {
   return absl::StrCat(R"(name: "e2e-tor-ecn"
 description: "ECN thresholds of the simulated ToRs"
 selector { match_labels { key: "role" value: "switch" } }
 objective { metric: PROBE_RTT_P99 peer_class: "intra_tor" }
-constraints { metric: "throughput_gbps" max_ratio: 1.05 }
+# A trial's canary/control throughput ratio varies by several percent over a
+# short bake; the fleet-wide figure below is held to 5%.
+constraints { metric: "throughput_gbps" max_ratio: 1.08 }
 knobs { parameter: "ecn.AZURE_LOSSLESS.green_min_threshold" min: 25000 max: 400000 step: 50000 log_scale: true }
-knobs { parameter: "ecn.AZURE_LOSSLESS.green_max_threshold" min: 500000 max: 3200000 step: 200000 log_scale: true }
-knobs { parameter: "ecn.AZURE_LOSSLESS.green_drop_probability" min: 5 max: 100 step: 10 }
+knobs { parameter: "ecn.AZURE_LOSSLESS.green_max_threshold" min: 500000 max: 1600000 step: 200000 log_scale: true }
 tuner { kind: COORDINATE_DESCENT trial_budget: )",
                       trial_budget, R"( min_improvement: 0.03 }
 rollout {
-  canary_fraction: 0.25
+  canary_fraction: 0.5
   min_canary_hosts: 8
-  bake_seconds: 4
+  bake_seconds: 6
   baseline_seconds: 4
   looks: 2
-  stages: [0.5, 1.0]
+  stages: [0.75, 1.0]
   rack_label: "tor"
 }
 guard {
@@ -86,7 +88,7 @@ guard {
   confidence: 0.995
   min_samples: 300
   min_rack_pairs: 4
-  max_hold_seconds: 8
+  max_hold_seconds: 12
 }
 approval { approvers: 1 }
 )");
@@ -99,6 +101,7 @@ TEST(SwitchTuningE2E, CampaignOfTorEcnThresholdsLowersFleetP99) {
   opt.switch_agents = true;
   opt.expect_hosts = 40;  // 32 hosts and 8 ToRs
   opt.pace = 0.03;
+  opt.probe_rate = 6000;
   opt.fabricsim_flags = {"--guard_max_pfc_pause_ratio=0", "--guard_max_cnp_rate=0"};
   Env env(opt);
   ASSERT_TRUE(env.Start()) << env.ControllerLog() << env.FabricLog();
@@ -142,7 +145,7 @@ TEST(SwitchTuningE2E, CampaignOfTorEcnThresholdsLowersFleetP99) {
             << "trial " << tr.index() << " touched control " << h.host_id();
       }
     }
-    EXPECT_EQ(canary_tors, 2) << "trial " << tr.index();
+    EXPECT_EQ(canary_tors, 4) << "trial " << tr.index() << ": half the racks, whole";
     EXPECT_EQ(pushed_hosts, 0) << "a switch trial never pushes to hosts";
     for (const auto& x : c->transitions()) EXPECT_NE(x.to(), v1::STAGE) << tr.change_id();
   }
