@@ -25,6 +25,28 @@ std::string Approvals(const v1::Change& c) {
   return out;
 }
 
+bool HasSwitchDevice(const v1::ParameterSet& set) {
+  for (const v1::DeviceParameters& d : set.devices()) {
+    if (d.device() == "switch") return true;
+  }
+  return false;
+}
+
+// Switch changes (targets of device "switch") count their ToRs and the hosts
+// they only measure (empty target); "" for other changes or without targets.
+std::string SwitchSummary(const v1::Change& c) {
+  int switches = 0, measured = 0;
+  for (const v1::HostTarget& h : c.hosts()) {
+    if (HasSwitchDevice(h.target()) || HasSwitchDevice(h.previous())) {
+      ++switches;
+    } else if (h.target().devices().empty() && h.previous().devices().empty()) {
+      ++measured;
+    }
+  }
+  if (switches == 0) return "";
+  return absl::StrCat("; switches ", switches, ", measured only ", measured);
+}
+
 std::string HostsSummary(const v1::Change& c) {
   int canary = 0, control = 0, rest = 0, pushed = 0, acked = 0, rejected = 0;
   for (const v1::HostTarget& h : c.hosts()) {
@@ -36,7 +58,8 @@ std::string HostsSummary(const v1::Change& c) {
     if (!h.rejected().empty()) ++rejected;
   }
   return absl::StrCat(c.hosts_size(), " (canary ", canary, ", control ", control, ", rest ", rest,
-                      "); pushed ", pushed, ", acked ", acked, ", rejected ", rejected);
+                      "); pushed ", pushed, ", acked ", acked, ", rejected ", rejected,
+                      SwitchSummary(c));
 }
 
 std::string StageTable(const v1::Change& c) {

@@ -164,9 +164,10 @@ void CheckKnobs(const v1::Policy& policy, const PolicyContext& context,
   }
 }
 
-// Switch knobs: a policy tunes switches or hosts, never both (a change sends
-// each member one parameter set); switch knobs need a role=switch selector and
-// host knobs must not have one; ECN thresholds stay within the smallest
+// Switch knobs: a policy with switch knobs only needs a role=switch selector;
+// a policy with host knobs (alone, or with switch knobs: joint tuning, where
+// the selector picks the hosts and their racks' switches join) must not have
+// one; ECN thresholds stay within the smallest
 // selected switch buffer; per profile and colour, Kmin stays below Kmax for
 // every value pair the bounds allow.
 void CheckSwitchKnobs(const v1::Policy& policy, const PolicyContext& context,
@@ -212,15 +213,7 @@ void CheckSwitchKnobs(const v1::Policy& policy, const PolicyContext& context,
   auto role = policy.selector().match_labels().find("role");
   const bool switch_selector =
       role != policy.selector().match_labels().end() && role->second == "switch";
-  if (first_switch >= 0 && first_host >= 0) {
-    const int later = std::max(first_switch, first_host);
-    report(absl::StrCat("knobs[", later, "].parameter"), "switch_and_host_knobs_mixed",
-           absl::StrCat("knobs[", later, "] (", policy.knobs(later).parameter(), ") is a ",
-                        later == first_switch ? "switch" : "host", " knob but knobs[",
-                        std::min(first_switch, first_host), "] is a ",
-                        later == first_switch ? "host" : "switch",
-                        " knob: a policy tunes switches or hosts, not both"));
-  } else if (first_switch >= 0 && !switch_selector) {
+  if (first_switch >= 0 && first_host < 0 && !switch_selector) {
     report(absl::StrCat("knobs[", first_switch, "].parameter"),
            "switch_knobs_without_switch_selector",
            absl::StrCat("knobs[", first_switch, "] (", policy.knobs(first_switch).parameter(),

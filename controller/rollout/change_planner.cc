@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -10,6 +11,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "agent/host/cc_params.h"
+#include "controller/policy/knob_spec.h"
+#include "controller/rollout/switch_plan.h"
 #include "openssl/sha.h"
 
 namespace rocetune::controller {
@@ -22,14 +25,17 @@ const v1::Knob* FindKnob(const v1::Policy& policy, const std::string& name) {
   return nullptr;
 }
 
-// A stable 64-bit order key of `host` under `seed`.
 uint64_t OrderKey(const std::string& seed, const std::string& host) {
-  const std::string text = absl::StrCat(seed, "/", host);
-  unsigned char digest[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(), digest);
-  uint64_t k = 0;
-  for (int i = 0; i < 8; ++i) k = (k << 8) | digest[i];
-  return k;
+  return PlanOrderKey(seed, host);
+}
+
+// Switch knobs among `knobs` ("" when none): they never go to a host's NIC.
+std::string FirstSwitchKnob(const Knobs& knobs) {
+  for (const auto& [name, value] : knobs) {
+    std::optional<KnobSpec> spec = FindKnobSpec(name);
+    if (spec.has_value() && spec->is_switch) return name;
+  }
+  return "";
 }
 
 absl::Status SetKnob(v1::DeviceParameters* d, const std::string& name, int64_t value) {
@@ -57,6 +63,15 @@ absl::Status SetKnob(v1::DeviceParameters* d, const std::string& name, int64_t v
 }
 
 }  // namespace
+
+uint64_t PlanOrderKey(const std::string& seed, const std::string& text) {
+  const std::string keyed = absl::StrCat(seed, "/", text);
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(keyed.data()), keyed.size(), digest);
+  uint64_t k = 0;
+  for (int i = 0; i < 8; ++i) k = (k << 8) | digest[i];
+  return k;
+}
 
 absl::Status CheckKnobs(const v1::Policy& policy, const Knobs& knobs) {
   if (knobs.empty()) {
@@ -87,6 +102,11 @@ v1::ParameterSet PreviousParameters(const StoredHost& host) {
 
 absl::StatusOr<v1::ParameterSet> ApplyKnobs(const StoredHost& host,
                                             const v1::ParameterSet& previous, const Knobs& knobs) {
+  if (IsSwitchMember(host.info)) return ApplySwitchKnobs(host, previous, knobs);
+  if (const std::string sw = FirstSwitchKnob(knobs); !sw.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("host ", host.info.host_id(), ": ", sw,
+                                                   " is a switch knob; the host is not a switch"));
+  }
   v1::ParameterSet out = previous;
   if (out.devices().empty()) {
     for (const v1::NicDevice& d : host.info.devices()) {

@@ -28,9 +28,15 @@ v1::ParameterSet PreviousParameters(const StoredHost& host);
 // parameters (or, for a host that reported none, to every device of its
 // inventory whose parameter layout is not "none"). kFailedPrecondition when the
 // host has no device the knobs can apply to; kInvalidArgument when the result
-// breaks a parameter's hard range.
+// breaks a parameter's hard range, or when a switch knob is given for a host
+// (or a host knob for a switch). For a switch (IsSwitchMember) the knobs go to
+// its device "switch" (ApplySwitchKnobs).
 absl::StatusOr<v1::ParameterSet> ApplyKnobs(const StoredHost& host,
                                             const v1::ParameterSet& previous, const Knobs& knobs);
+
+// A stable 64-bit order key of `text` under `seed` (SHA-256): the planners'
+// seeded order of hosts and racks.
+uint64_t PlanOrderKey(const std::string& seed, const std::string& text);
 
 // Splits `hosts` (the policy's selection, sorted or not) into canary, control
 // and stages, deterministically for a seed:

@@ -14,6 +14,7 @@
 #include "controller/policy/policy_loader.h"
 #include "controller/rollout/judge_inputs.h"
 #include "controller/rollout/rollout_util.h"
+#include "controller/rollout/switch_plan.h"
 #include "controller/tuner/tuner.h"
 #include "daemon/logging.h"
 
@@ -397,7 +398,10 @@ absl::StatusOr<v1::Change> RolloutManager::BuildChange(const v1::PolicyVersion& 
           StateName(changes_.at(holder).state()), "): a host joins at most one active change"));
     }
   }
-  absl::StatusOr<std::vector<v1::HostTarget>> plan = PlanHosts(policy, selected, seed);
+  // Switch knobs: planned rack by rack (rollout_manager_switch.cc).
+  absl::StatusOr<std::vector<v1::HostTarget>> plan =
+      HasSwitchKnobs(policy) ? PlanSwitchChange(policy, selected, knobs, seed)
+                             : PlanHosts(policy, selected, seed);
   if (!plan.ok()) return plan.status();
   v1::Change c;
   c.set_policy_name(pv.name());
@@ -413,6 +417,10 @@ absl::StatusOr<v1::Change> RolloutManager::BuildChange(const v1::PolicyVersion& 
   std::map<std::string, const StoredHost*> by_id;
   for (const StoredHost& h : selected) by_id[h.info.host_id()] = &h;
   for (v1::HostTarget& t : *plan) {
+    if (HasSwitchKnobs(policy)) {  // targets filled by the rack planner
+      *c.add_hosts() = std::move(t);
+      continue;
+    }
     const StoredHost& h = *by_id.at(t.host_id());
     const v1::ParameterSet previous = PreviousParameters(h);
     absl::StatusOr<v1::ParameterSet> target = ApplyKnobs(h, previous, knobs);
@@ -721,6 +729,7 @@ void RolloutManager::TakeBaseline(const v1::Change& c, uint32_t stage, absl::Tim
         h.role() == v1::HostTarget::CANARY || (h.stage() != 0 && h.stage() <= stage);
     const bool control = h.role() == v1::HostTarget::CONTROL && h.stage() > stage;
     if (!treated && !control) continue;
+    if (IsSwitchTarget(h)) continue;  // judged through the hosts of its rack
     std::shared_ptr<HostTelemetry> t = telemetry_->Find(h.host_id());
     PeriodAggregate agg;
     if (t != nullptr)
@@ -734,7 +743,9 @@ absl::Status RolloutManager::StartStep(v1::Change* c, uint32_t stage) {
   std::vector<DesiredUpdate> updates;
   for (const v1::HostTarget& h : c->hosts()) {
     const bool now_changed = stage == 0 ? h.role() == v1::HostTarget::CANARY : h.stage() == stage;
-    if (now_changed) updates.push_back(DesiredUpdate{h.host_id(), h.target()});
+    // A host a switch change only measures has no target to push.
+    if (now_changed && !IsMeasuredOnly(h))
+      updates.push_back(DesiredUpdate{h.host_id(), h.target()});
   }
   const absl::Time now = clock_->Now();
   TakeBaseline(*c, stage, now);

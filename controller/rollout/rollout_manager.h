@@ -135,6 +135,18 @@ class RolloutManager : public FleetListener {
   absl::StatusOr<v1::Change> BuildChange(const v1::PolicyVersion& policy, const Knobs& knobs,
                                          const Identity& who, const std::string& reason,
                                          const std::string& seed);
+  // The targets of a change of a policy with switch knobs (PlanRacks):
+  // `selected` is the policy's selection of connected members. Switch-only
+  // policies select switches; the connected hosts of their racks are
+  // measured. Joint policies select hosts; the switches of their racks join.
+  // Every member must be outside other active changes.
+  absl::StatusOr<std::vector<v1::HostTarget>> PlanSwitchChange(
+      const v1::Policy& policy, const std::vector<StoredHost>& selected, const Knobs& knobs,
+      const std::string& seed) const;
+  // `hosts` plus, for a policy with switch knobs, the switches of their racks:
+  // where the knobs' current values are read (CurrentKnobValues).
+  std::vector<std::string> WithRackSwitches(const v1::Policy& policy,
+                                            std::vector<std::string> hosts) const;
   // Persists `change` (with `transition` appended when set) plus `audit`, and
   // the hosts' desired states in `updates`, in one transaction; then installs
   // the desired states. On failure nothing changes (in memory either).

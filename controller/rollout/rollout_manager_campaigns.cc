@@ -94,7 +94,7 @@ absl::StatusOr<v1::Campaign> RolloutManager::StartCampaign(const v1::StartCampai
   t.set_approvals_required(
       static_cast<int32_t>(std::max<uint32_t>(1, policy.approval().approvers())));
   t.set_best_objective_ratio(1.0);
-  for (const auto& [k, v] : CurrentKnobValues(policy, hosts)) {
+  for (const auto& [k, v] : CurrentKnobValues(policy, WithRackSwitches(policy, hosts))) {
     (*t.mutable_start())[k] = v;
     (*t.mutable_best())[k] = v;
   }

@@ -86,10 +86,11 @@ const Case kCases[] = {
     {"NoSwitchSelector", "selector { match_labels { key: \"role\" value: \"switch\" } }\n", "",
      "switch_knobs_without_switch_selector", "parameter: \"ecn.AZURE_LOSSLESS.green_min",
      std::nullopt, "role: switch"},
-    {"MixedWithHostKnob", "tuner {",
+    // A joint policy (switch and host knobs) selects hosts, not switches.
+    {"JointWithSwitchSelector", "tuner {",
      "knobs { parameter: \"rpg_ai_rate\" min: 1 max: 100 step: 5 }\ntuner {",
-     "switch_and_host_knobs_mixed", "parameter: \"rpg_ai_rate\"", std::nullopt,
-     "switches or hosts, not both"},
+     "host_knobs_with_switch_selector", "parameter: \"rpg_ai_rate\"", std::nullopt,
+     "is a host knob but the selector picks switches"},
     {"PfcEnableAbove255", "tuner {",
      "knobs { parameter: \"pfc.Ethernet0.pfc_enable\" min: 8 max: 256 step: 8 }\ntuner {",
      "bounds_outside_range", "max: 256", std::nullopt, "[0, 255] bitmask"},
@@ -115,6 +116,19 @@ TEST(SwitchKnobValidateTest, ValidSwitchPolicyAtTheEdges) {
       "s");
   ASSERT_TRUE(yellow.ok()) << yellow.status();
   EXPECT_THAT(yellow->Validate(context), IsEmpty()) << Dump(yellow->Validate(context));
+}
+
+TEST(SwitchKnobValidateTest, JointPolicySelectingHostsIsValid) {
+  // Switch and host knobs in one policy: the selector picks the hosts; the
+  // switches of their racks join each change (docs/policies.md).
+  const std::string text = absl::StrReplaceAll(
+      kSwitchPolicy, {{"value: \"switch\"", "value: \"trainer\""},
+                      {"tuner {",
+                       "knobs { parameter: \"rpg_ai_rate\" min: 1 max: 100 step: 5 }\n"
+                       "tuner {"}});
+  auto file = PolicyFile::Parse(text, "j");
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_THAT(file->Validate(), IsEmpty()) << Dump(file->Validate());
 }
 
 TEST(SwitchKnobValidateTest, HostKnobsWithSwitchSelectorAreRefused) {

@@ -1,0 +1,197 @@
+// End to end: a tuning campaign of the simulated ToRs' ECN thresholds. A real
+// controller, rocetune-fabricsim --agents with a switch agent per ToR (32
+// hosts in 8 ToRs of 4, WebSearch background at 50% load, so every ToR's
+// downlinks congest) starting from the HPCC-production ECN values of the
+// shipped scenarios (Kmin 400 KB, Kmax 1600 KB, Pmax 20%), and rocetunectl.
+// The campaign is approved once; every trial changes only its canary ToRs and
+// is judged on the hosts below them against the hosts below the control ToRs;
+// the winner is promoted through a second approval, the canary ToRs and the
+// stages. The fleet's probe p99 and throughput are measured before and after.
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/e2e_env.h"
+
+namespace rocetune::e2e {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kKmin[] = "ecn.AZURE_LOSSLESS.green_min_threshold";
+constexpr char kKmax[] = "ecn.AZURE_LOSSLESS.green_max_threshold";
+
+struct FleetFigures {
+  double p99_us = 0;
+  double gbps = 0;
+};
+
+// Median p99 and mean throughput per host over `n` summaries a second apart.
+FleetFigures Measure(Env& env, int n) {
+  std::vector<double> p99;
+  double gbps = 0;
+  int got = 0;
+  for (int i = 0; i < n; ++i) {
+    absl::SleepFor(absl::Seconds(1));
+    auto s = env.Summary(absl::Seconds(2));
+    if (!s.ok()) continue;
+    p99.push_back(s->probe_rtt_p99_seconds() * 1e6);
+    gbps += s->tx_gbps_per_host();
+    ++got;
+  }
+  std::sort(p99.begin(), p99.end());
+  return FleetFigures{p99.empty() ? 0 : p99[p99.size() / 2], got == 0 ? 0 : gbps / got};
+}
+
+std::string IdIn(const std::string& out, const std::string& prefix) {
+  size_t at = out.find(prefix);
+  if (at == std::string::npos) return "";
+  size_t end = at + prefix.size();
+  while (end < out.size() && isdigit(static_cast<unsigned char>(out[end]))) ++end;
+  return out.substr(at, end - at);
+}
+
+// Switch knobs only: Kmin and Kmax of the ToRs' lossless profile, from the
+// HPCC-production values down (Kmax within the 32 MiB buffer, Kmin always
+// below Kmax). Four canary racks against four control racks: the judge's
+// rack-level design has power enough in a 6-second bake. Judged on the probes within each rack
+// (intra_tor): they cross only their own ToR, the one the change touches.
+std::string SwitchPolicy(int trial_budget) {
+  return absl::StrCat(R"(name: "e2e-tor-ecn"
+description: "ECN thresholds of the simulated ToRs"
+selector { match_labels { key: "role" value: "switch" } }
+objective { metric: PROBE_RTT_P99 peer_class: "intra_tor" }
+# A trial's canary/control throughput ratio varies by several percent over a
+# short bake; the fleet-wide figure below is held to 5%.
+constraints { metric: "throughput_gbps" max_ratio: 1.08 }
+knobs { parameter: "ecn.AZURE_LOSSLESS.green_min_threshold" min: 25000 max: 400000 step: 50000 log_scale: true }
+knobs { parameter: "ecn.AZURE_LOSSLESS.green_max_threshold" min: 500000 max: 1600000 step: 200000 log_scale: true }
+tuner { kind: COORDINATE_DESCENT trial_budget: )",
+                      trial_budget, R"( min_improvement: 0.03 }
+rollout {
+  canary_fraction: 0.5
+  min_canary_hosts: 8
+  bake_seconds: 6
+  baseline_seconds: 4
+  looks: 2
+  stages: [0.75, 1.0]
+  rack_label: "tor"
+}
+guard {
+  max_p99_regression: 0.05
+  confidence: 0.995
+  min_samples: 300
+  min_rack_pairs: 4
+  max_hold_seconds: 12
+}
+approval { approvers: 1 }
+)");
+}
+
+TEST(SwitchTuningE2E, CampaignOfTorEcnThresholdsLowersFleetP99) {
+  EnvOptions opt;
+  opt.scenario = "tests/e2e/switch_tuning_32_hosts.textproto";
+  opt.sets = {};
+  opt.switch_agents = true;
+  opt.expect_hosts = 40;  // 32 hosts and 8 ToRs
+  opt.pace = 0.03;
+  opt.probe_rate = 6000;
+  opt.fabricsim_flags = {"--guard_max_pfc_pause_ratio=0", "--guard_max_cnp_rate=0"};
+  Env env(opt);
+  ASSERT_TRUE(env.Start()) << env.ControllerLog() << env.FabricLog();
+  const std::string policy = env.WriteFile("tor-ecn.textproto", SwitchPolicy(8));
+  std::string out;
+  ASSERT_EQ(env.Ctl({"policy", "apply", policy, "--reason=e2e"}, "alice", &out), 0) << out;
+  absl::SleepFor(absl::Seconds(3));
+  const FleetFigures before = Measure(env, 7);
+  ASSERT_GT(before.p99_us, 0);
+
+  ASSERT_EQ(env.Ctl({"tuning", "start", "e2e-tor-ecn", "--reason=tune the ToRs"}, "alice", &out), 0)
+      << out;
+  const std::string campaign = IdIn(out, "t-");
+  ASSERT_FALSE(campaign.empty()) << out;
+  auto started = env.GetCampaign(campaign);
+  ASSERT_TRUE(started.ok());
+  EXPECT_EQ(started->start().at(kKmin), 400000) << "the start is what the ToRs hold";
+  EXPECT_EQ(started->start().at(kKmax), 1600000);
+  ASSERT_EQ(env.Ctl({"tuning", "approve", campaign, "--reason=go"}, "bob", &out), 0) << out;
+  ASSERT_TRUE(env.WaitFor(
+      [&] {
+        auto t = env.GetCampaign(campaign);
+        return t.ok() && t->state() != v1::Campaign::RUNNING;
+      },
+      absl::Seconds(300), absl::Seconds(1)))
+      << env.GetCampaign(campaign)->DebugString();
+  auto t = env.GetCampaign(campaign);
+  ASSERT_TRUE(t.ok());
+  ASSERT_EQ(t->state(), v1::Campaign::FINISHED) << t->DebugString();
+  for (const v1::Trial& tr : t->trials()) {
+    auto c = env.GetChange(tr.change_id());
+    ASSERT_TRUE(c.ok());
+    EXPECT_TRUE(c->canary_only());
+    int canary_tors = 0, pushed_hosts = 0;
+    for (const v1::HostTarget& h : c->hosts()) {
+      const bool tor = h.host_id().rfind("sim-tor", 0) == 0;
+      if (tor && h.role() == v1::HostTarget::CANARY) ++canary_tors;
+      if (!tor && !h.pushed_version().empty()) ++pushed_hosts;
+      if (tor && h.role() != v1::HostTarget::CANARY) {
+        EXPECT_TRUE(h.pushed_version().empty())
+            << "trial " << tr.index() << " touched control " << h.host_id();
+      }
+    }
+    EXPECT_EQ(canary_tors, 4) << "trial " << tr.index() << ": half the racks, whole";
+    EXPECT_EQ(pushed_hosts, 0) << "a switch trial never pushes to hosts";
+    for (const auto& x : c->transitions()) EXPECT_NE(x.to(), v1::STAGE) << tr.change_id();
+  }
+  ASSERT_EQ(env.Ctl({"tuning", "show", campaign}, "carol", &out), 0);
+  std::printf("%s\n", out.c_str());
+  ASSERT_FALSE(t->promotion_change_id().empty()) << "the tuner found nothing better: " << out;
+  const std::string promo = t->promotion_change_id();
+  EXPECT_EQ(env.Ctl({"change", "approve", promo, "--reason=mine"}, "alice", &out), 1)
+      << "the campaign's proposer cannot approve its promotion";
+  ASSERT_EQ(env.Ctl({"change", "approve", promo, "--reason=promote"}, "bob", &out), 0) << out;
+  ASSERT_TRUE(env.WaitFor(
+      [&] {
+        auto c = env.GetChange(promo);
+        return c.ok() && c->state() != v1::APPROVED && c->state() != v1::CANARY &&
+               c->state() != v1::STAGE;
+      },
+      absl::Seconds(120), absl::Seconds(1)));
+  ASSERT_EQ(env.Ctl({"change", "show", promo}, "carol", &out), 0);
+  std::printf("%s\n", out.c_str());
+  auto c = env.GetChange(promo);
+  ASSERT_TRUE(c.ok());
+  ASSERT_EQ(c->state(), v1::DONE) << c->DebugString().substr(0, 4000);
+  // Every ToR now holds the winner.
+  for (const v1::HostInfo& h : env.Hosts()) {
+    if (h.host_id().rfind("sim-tor", 0) != 0) continue;
+    for (const auto& d : h.current_parameters().devices()) {
+      auto it = d.dcqcn().find(kKmin);
+      if (it != d.dcqcn().end()) {
+        EXPECT_EQ(it->second, t->best().at(kKmin)) << h.host_id();
+      }
+    }
+  }
+  absl::SleepFor(absl::Seconds(2));
+  const FleetFigures after = Measure(env, 7);
+  const double improvement = 1 - after.p99_us / before.p99_us;
+  const double tput = after.gbps / before.gbps - 1;
+  std::printf(
+      "BENCH e2e_switch_tuning p99_before_us=%.1f p99_after_us=%.1f improvement_pct=%.1f "
+      "throughput_change_pct=%.1f trials=%d best_trial_ratio=%.3f best=%s\n",
+      before.p99_us, after.p99_us, 100 * improvement, 100 * tput, t->trials_size(),
+      t->best_objective_ratio(),
+      absl::StrCat(kKmin, "=", t->best().at(kKmin), " ", kKmax, "=", t->best().at(kKmax)).c_str());
+  // The issue's requirement: p99 lower, at most 5% of the throughput lost.
+  EXPECT_LT(after.p99_us, before.p99_us);
+  EXPECT_GE(tput, -0.05);
+}
+
+}  // namespace
+}  // namespace rocetune::e2e
