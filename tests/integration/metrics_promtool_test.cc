@@ -26,15 +26,12 @@ namespace rocetune {
 namespace {
 
 using ::rocetune::testing::BuiltBinary;
+using ::rocetune::testing::HostFixture;
 using ::rocetune::testing::HttpGet;
 using ::rocetune::testing::MakeTempDir;
 using ::rocetune::testing::RunCommand;
 using ::rocetune::testing::Subprocess;
 using ::rocetune::testing::WaitForPortInReadyFile;
-
-std::string Fixture(const std::string& host) {
-  return absl::StrCat(ROCETUNE_SOURCE_DIR, "/tests/fixtures/hosts/", host);
-}
 
 // The value of the series named exactly `series` (name plus labels), or -1.
 double MetricValue(const std::string& body, const std::string& series) {
@@ -130,8 +127,8 @@ TEST_F(MetricsPromtoolTest, AgentAndControllerPassPromtool) {
   Subprocess agent(BuiltBinary("agent/rocetune-agent"),
                    {"--host_id=host-m", absl::StrCat("--controller=127.0.0.1:", grpc_port_),
                     "--insecure_loopback", "--metrics_address=127.0.0.1:0",
-                    "--sysfs_root=" + Fixture("mlx5_upstream") + "/sys",
-                    "--debugfs_root=" + Fixture("mlx5_upstream") + "/debug",
+                    "--sysfs_root=" + HostFixture("mlx5_upstream") + "/sys",
+                    "--debugfs_root=" + HostFixture("mlx5_upstream") + "/debug",
                     "--state_dir=" + dir_ + "/host-m", "--sample_interval=100ms",
                     "--probe_udp_listen=127.0.0.1:0", "--ready_file=" + dir_ + "/host-m.ready"},
                    dir_ + "/host-m.log");
