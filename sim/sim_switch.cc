@@ -11,7 +11,7 @@
 #include "agent/host/counter_names.h"
 #include "agent/switch/switch_counter_names.h"
 #include "agent/switch/switch_params.h"
-#include "daemon/clock.h"
+#include "agent/switch/switch_seams.h"
 
 namespace rocetune::sim {
 namespace {
@@ -249,13 +249,7 @@ SimSwitch::SimSwitch(Fabric* fabric, int tor)
 SimSwitch::~SimSwitch() = default;
 
 HostSeams SimSwitch::seams() {
-  HostSeams s;
-  s.discovery = discovery_.get();
-  s.counters = counters_.get();
-  s.applier = applier_.get();
-  s.clock = Clock::Real();
-  s.capabilities = {"switch.sim", "wred_ecn", "pfc_enable"};
-  return s;
+  return SwitchSeams("sim", discovery_.get(), counters_.get(), applier_.get());
 }
 
 }  // namespace rocetune::sim

@@ -167,6 +167,18 @@ TEST(SimSwitchTest, MarkingFollowsTheAppliedThresholds) {
   EXPECT_GT(Marked(tor0), settled);
 }
 
+TEST(SimSwitchTest, SeamsAreTheSwitchsOwn) {
+  auto fabric = TwoTors();
+  SimSwitch tor0(fabric.get(), 0);
+  HostSeams s = tor0.seams();
+  EXPECT_EQ(s.discovery, tor0.discovery());
+  EXPECT_EQ(s.counters, tor0.counters());
+  EXPECT_EQ(s.applier, tor0.applier());
+  EXPECT_EQ(s.clock, Clock::Real());
+  EXPECT_EQ(s.cc, nullptr);
+  EXPECT_THAT(s.capabilities, ::testing::ElementsAre("switch.sim", "wred_ecn", "pfc_enable"));
+}
+
 TEST(SimSwitchTest, CountersPerQueueAndPriority) {
   auto fabric = TwoTors();
   SimSwitch tor0(fabric.get(), 0);

@@ -139,6 +139,16 @@ TEST_F(SonicSwitchTest, DiscoversPortsQueuesProfilesAndWatchdog) {
   EXPECT_EQ((*devs)[0].ports(7).state(), "DOWN");
 }
 
+TEST_F(SonicSwitchTest, SeamsAreTheSwitchsOwn) {
+  HostSeams s = sw_->seams();
+  EXPECT_EQ(s.discovery, sw_->discovery());
+  EXPECT_EQ(s.counters, sw_->counters());
+  EXPECT_EQ(s.applier, sw_->applier());
+  EXPECT_EQ(s.clock, Clock::Real());
+  EXPECT_EQ(s.pfc, nullptr);
+  EXPECT_THAT(s.capabilities, ::testing::ElementsAre("switch.sonic", "wred_ecn", "pfc_enable"));
+}
+
 TEST_F(SonicSwitchTest, CountersUseCanonicalNamesInOneRoundTripPerRound) {
   std::vector<CounterValue> v;
   ASSERT_TRUE(sw_->counters()->Collect(&v).ok());
