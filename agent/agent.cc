@@ -472,7 +472,7 @@ absl::Status Agent::RunStream() {
     unsent_guard_events_.clear();
     const bool written = WriteBytes(stream.get(), encoder.Encode(report));
     // Take the sample messages back for the next round.
-    if (lent) batch_.samples.Swap(report.mutable_counters());
+    if (lent) ReturnSamples(&report);
     if (!written) {
       KeepUnsentGuardEvents(&report);
       break;
@@ -539,6 +539,7 @@ void Agent::Round(SampleBatch* batch, v1::Report* report, bool* lent) {
     MaybeCheckDrift(report, check_drift_now_.exchange(false));
     // Both fields live on the heap (no arena): Swap exchanges pointers.
     report->mutable_counters()->Swap(&batch->samples);
+    report->mutable_levels()->Swap(&batch->levels);
     *lent = true;
   } else {
     LogOnce(absl::StrCat("agent.collect:", sampled.message()), LogLevel::kWarning,
@@ -563,6 +564,11 @@ void Agent::Round(SampleBatch* batch, v1::Report* report, bool* lent) {
     // Applies, guard restores and the start's journal all move the applied version.
     options_.metrics->SetAppliedVersion(AppliedVersion());
   }
+}
+
+void Agent::ReturnSamples(v1::Report* report) {
+  batch_.samples.Swap(report->mutable_counters());
+  batch_.levels.Swap(report->mutable_levels());
 }
 
 void Agent::RememberGuardRejected(const std::string& version) {
@@ -637,7 +643,7 @@ bool Agent::LocalRoundsFor(absl::Duration d) {
     v1::Report report;
     bool lent = false;
     Round(&batch_, &report, &lent);
-    if (lent) batch_.samples.Swap(report.mutable_counters());
+    if (lent) ReturnSamples(&report);
     KeepUnsentGuardEvents(&report);
     absl::MutexLock lock(&mu_);
     ++stats_.local_rounds;

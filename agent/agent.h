@@ -132,10 +132,12 @@ class Agent {
   absl::Status MakeChannel(const std::string& target);
   // One connection lifetime; returns when the stream ends.
   absl::Status RunStream();
-  // One sampling round into `report` (counters lent from `batch` when *lent,
-  // to be swapped back; latency windows; seq): runs the local guard and
-  // updates /metrics, connected or not.
+  // One sampling round into `report` (counters and levels lent from `batch`
+  // when *lent, to be swapped back; latency windows; seq): runs the local
+  // guard and updates /metrics, connected or not.
   void Round(SampleBatch* batch, v1::Report* report, bool* lent);
+  // Takes the counters and levels Round lent to `report` back into batch_.
+  void ReturnSamples(v1::Report* report);
   // Rounds while no stream is up, for `d` (or until Stop): /metrics and the
   // local guard do not depend on the controller. Guard events are kept for
   // the next Report sent. Returns true when stopped.

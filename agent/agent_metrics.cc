@@ -1,5 +1,6 @@
 #include "agent/agent_metrics.h"
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -25,9 +26,10 @@ double VersionNumber(const std::string& version) {
   return absl::SimpleAtod(version, &v) ? v : 0.0;
 }
 
-// A switch queue counter that only grows (agent/switch/switch_counter_names.h);
-// the levels (occupancy, watermark, stormed) are not counters and stay under
-// rocetune_rdma_unmapped_total.
+// A switch queue counter that only grows (agent/switch/switch_counter_names.h).
+// The levels (occupancy, watermark, stormed) travel as LevelSamples; a
+// CounterSample carrying one of their names is no counter of theirs and goes
+// to rocetune_rdma_unmapped_total.
 bool IsSwitchQueueCounterMetric(const std::string& name) {
   namespace sn = switch_counter_names;
   for (const char* k :
@@ -38,6 +40,23 @@ bool IsSwitchQueueCounterMetric(const std::string& name) {
   }
   return false;
 }
+
+struct LevelMetric {
+  const char* level;
+  const char* help;
+};
+
+// The switch queue levels and their gauges, rocetune_switch_<name>.
+constexpr LevelMetric kSwitchLevels[] = {
+    {switch_counter_names::kQueueOccupancyBytes,
+     "Bytes in the switch queue when last read (a level)."},
+    {switch_counter_names::kQueueWatermarkBytes,
+     "Peak bytes in the switch queue over the switch's last watermark period (a level)."},
+    {switch_counter_names::kPfcwdStormed,
+     "1 while the PFC watchdog holds the switch queue as stormed, else 0."},
+};
+
+constexpr char kUnmappedLevel[] = "rocetune_unmapped_level";
 
 }  // namespace
 
@@ -150,6 +169,64 @@ prometheus::Counter& AgentMetrics::SeriesFor(const v1::CounterSample& c, double*
   return CounterFamily(metric).Add(labels);
 }
 
+prometheus::Gauge& AgentMetrics::LevelGaugeFor(const v1::LevelSample& l,
+                                               prometheus::Family<prometheus::Gauge>** family) {
+  std::map<std::string, std::string> labels = {{"host", host_}, {"device", l.device()}};
+  std::string metric = kUnmappedLevel;
+  const char* help = "Level without a canonical mapping, under its source's name.";
+  for (const LevelMetric& m : kSwitchLevels) {
+    if (l.name() == m.level) {
+      // `device` is the switch port and `port` the queue's position.
+      metric = absl::StrCat("rocetune_switch_", m.level);
+      help = m.help;
+      labels["queue"] = absl::StrCat(l.port());
+      break;
+    }
+  }
+  if (metric == kUnmappedLevel) {
+    labels["port"] = absl::StrCat(l.port());
+    labels["name"] = l.name();
+  }
+  if (l.priority() >= 0) labels["priority"] = absl::StrCat(l.priority());
+  auto it = level_families_.find(metric);
+  if (it == level_families_.end()) {
+    auto& fam = prometheus::BuildGauge().Name(metric).Help(help).Register(*registry_);
+    it = level_families_.emplace(metric, &fam).first;
+  }
+  *family = it->second;
+  return it->second->Add(labels);
+}
+
+void AgentMetrics::ObserveLevels(const v1::Report& report) {
+  const size_t n = static_cast<size_t>(report.levels_size());
+  bool changed = n != level_by_position_.size();
+  if (level_by_position_.size() < n) level_by_position_.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    const v1::LevelSample& l = report.levels(static_cast<int>(i));
+    LevelSeries& s = level_by_position_[i];
+    if (s.gauge == nullptr || s.port != l.port() || s.priority != l.priority() ||
+        s.name != l.name() || s.device != l.device()) {
+      s.gauge = &LevelGaugeFor(l, &s.family);
+      s.device = l.device();
+      s.port = l.port();
+      s.priority = l.priority();
+      s.name = l.name();
+      changed = true;
+    }
+    s.gauge->Set(static_cast<double>(l.value()));
+  }
+  if (!changed) return;
+  // The set of levels changed: a level no longer read is no longer exported
+  // (a gauge left at its last value would claim a level nobody measured).
+  level_by_position_.resize(n);
+  absl::flat_hash_map<prometheus::Gauge*, prometheus::Family<prometheus::Gauge>*> now;
+  for (const LevelSeries& s : level_by_position_) now.emplace(s.gauge, s.family);
+  for (const auto& [gauge, family] : exported_levels_) {
+    if (!now.contains(gauge)) family->Remove(gauge);
+  }
+  exported_levels_ = std::move(now);
+}
+
 void AgentMetrics::ObserveReport(const v1::Report& report, absl::Span<const uint64_t> values) {
   const bool have_values = values.size() == static_cast<size_t>(report.counters_size());
   absl::MutexLock lock(&mu_);
@@ -177,6 +254,7 @@ void AgentMetrics::ObserveReport(const v1::Report& report, absl::Span<const uint
       s.counter->Increment(static_cast<double>(c.delta()) * s.factor);
     }
   }
+  ObserveLevels(report);
   if (report.latency_size() > 0) {
     std::vector<v1::LatencyWindow> windows(report.latency().begin(), report.latency().end());
     probe_metrics_.Update(windows);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -25,7 +26,13 @@ namespace rocetune {
 // counter becomes a Prometheus counter `rocetune_rdma_<name>_total` (durations
 // converted to seconds, byte counters keep bytes) with labels host, device,
 // port and, where it applies, priority; counters without a canonical mapping go
-// to `rocetune_rdma_unmapped_total{name=...}`. DCQCN parameters are gauges
+// to `rocetune_rdma_unmapped_total{name=...}`. Switch queue counters are
+// `rocetune_switch_<name>_total{host,device,queue}`. A report's levels are
+// gauges: the switch queue levels `rocetune_switch_<name>{host,device,queue}`
+// (queue_occupancy_bytes, queue_watermark_bytes, pfcwd_stormed), any other
+// level `rocetune_unmapped_level{host,device,port,name}`; a level is exported
+// while reports carry it and removed from the first report that does not
+// (one whose collection failed included). DCQCN parameters are gauges
 // `rocetune_dcqcn_parameter{host,device,parameter}`. Probe windows in a report
 // feed ProbeMetrics (rocetune_probe_rtt_seconds etc.). Every series carries
 // `host`. Several AgentMetrics (one per host) may share one registry.
@@ -41,10 +48,10 @@ class AgentMetrics {
  public:
   AgentMetrics(std::shared_ptr<prometheus::Registry> registry, std::string host);
 
-  // Adds every counter delta of `report`. `values`, when it has one entry per
-  // counter of `report` (SampleBatch::values), holds each counter's value as
-  // read: a series seen for the first time starts there instead of at its
-  // delta. Otherwise a new series starts at its delta.
+  // Adds every counter delta of `report` and sets its levels. `values`, when
+  // it has one entry per counter of `report` (SampleBatch::values), holds each
+  // counter's value as read: a series seen for the first time starts there
+  // instead of at its delta. Otherwise a new series starts at its delta.
   void ObserveReport(const v1::Report& report, absl::Span<const uint64_t> values = {});
   void SetParameters(const v1::ParameterSet& params);
   void RecordApply(bool ok);
@@ -81,6 +88,20 @@ class AgentMetrics {
   prometheus::Counter& SeriesFor(const v1::CounterSample& c, double* factor)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // A report's levels, cached by position like the counters.
+  struct LevelSeries {
+    std::string device;
+    uint32_t port = 0;
+    int32_t priority = -1;
+    std::string name;
+    prometheus::Gauge* gauge = nullptr;
+    prometheus::Family<prometheus::Gauge>* family = nullptr;
+  };
+  prometheus::Gauge& LevelGaugeFor(const v1::LevelSample& l,
+                                   prometheus::Family<prometheus::Gauge>** family)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ObserveLevels(const v1::Report& report) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   std::shared_ptr<prometheus::Registry> registry_;
   std::string host_;
   absl::Mutex mu_;
@@ -97,6 +118,12 @@ class AgentMetrics {
   prometheus::Gauge& desired_version_;
   ProbeMetrics probe_metrics_ ABSL_GUARDED_BY(mu_);
   std::vector<Series> by_position_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, prometheus::Family<prometheus::Gauge>*> level_families_
+      ABSL_GUARDED_BY(mu_);
+  std::vector<LevelSeries> level_by_position_ ABSL_GUARDED_BY(mu_);
+  // The level gauges the last report set, with their families.
+  absl::flat_hash_map<prometheus::Gauge*, prometheus::Family<prometheus::Gauge>*> exported_levels_
+      ABSL_GUARDED_BY(mu_);
   // Series that have had their first value.
   absl::flat_hash_set<const prometheus::Counter*> started_ ABSL_GUARDED_BY(mu_);
 };

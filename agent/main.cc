@@ -134,7 +134,8 @@ int Once(rocetune::RealHost& host) {
     absl::StrAppend(&out, first ? "\n" : ",\n",
                     "  {\"device\": ", rocetune::JsonQuote(v.key.device),
                     ", \"port\": ", v.key.port, ", \"priority\": ", v.key.priority,
-                    ", \"name\": ", rocetune::JsonQuote(v.key.name), ", \"value\": ", v.value, "}");
+                    ", \"name\": ", rocetune::JsonQuote(v.key.name), ", \"value\": ", v.value,
+                    v.kind == rocetune::CounterKind::kLevel ? ", \"level\": true}" : "}");
     first = false;
   }
   absl::StrAppend(&out, "\n],\n\"counter_source\": ", rocetune::JsonQuote(host.counters()->name()),
@@ -175,7 +176,8 @@ int OnceSwitch(rocetune::SonicSwitch& sw) {
                     "  {\"device\": ", rocetune::JsonQuote(v.key.device),
                     queue ? ", \"queue\": " : ", \"priority\": ",
                     queue ? static_cast<int64_t>(v.key.port) : v.key.priority,
-                    ", \"name\": ", rocetune::JsonQuote(v.key.name), ", \"value\": ", v.value, "}");
+                    ", \"name\": ", rocetune::JsonQuote(v.key.name), ", \"value\": ", v.value,
+                    v.kind == rocetune::CounterKind::kLevel ? ", \"level\": true}" : "}");
     first = false;
   }
   absl::StrAppend(&out, "\n],\n\"counter_source\": ", rocetune::JsonQuote(sw.counters()->name()),

@@ -18,12 +18,15 @@ constexpr char kReportEnd = (3 << 3) | 0;
 constexpr char kReportCounters = (4 << 3) | 2;
 constexpr char kReportLatency = (5 << 3) | 2;
 constexpr char kReportGuardEvents = (6 << 3) | 2;
+constexpr char kReportLevels = (7 << 3) | 2;
 constexpr char kSampleDevice = (1 << 3) | 2;
 constexpr char kSamplePort = (2 << 3) | 0;
 constexpr char kSamplePriority = (3 << 3) | 0;
 constexpr char kSampleName = (4 << 3) | 2;
 constexpr char kSampleDelta = (5 << 3) | 0;
 constexpr char kSampleRate = (6 << 3) | 1;
+// LevelSample shares CounterSample's fields 1-4.
+constexpr char kLevelValue = (5 << 3) | 0;
 
 // Room kept in front of the Report's body for AgentMessage's tag and the
 // body's length (a varint of at most 5 bytes: protobuf messages stay < 2 GiB).
@@ -93,6 +96,36 @@ inline char* PutSample(const v1::CounterSample& c, size_t size, char* p) {
   return p;
 }
 
+inline size_t LevelSize(const v1::LevelSample& l) {
+  size_t n = 0;
+  if (!l.device().empty()) n += 1 + VarintSize(l.device().size()) + l.device().size();
+  if (l.port() != 0) n += 1 + VarintSize(l.port());
+  if (l.priority() != 0) n += 1 + VarintSize(SignExtended(l.priority()));
+  if (!l.name().empty()) n += 1 + VarintSize(l.name().size()) + l.name().size();
+  if (l.value() != 0) n += 1 + VarintSize(l.value());
+  return n;
+}
+
+inline char* PutLevel(const v1::LevelSample& l, size_t size, char* p) {
+  *p++ = kReportLevels;
+  p = PutVarint(size, p);
+  if (!l.device().empty()) p = PutString(kSampleDevice, l.device(), p);
+  if (l.port() != 0) {
+    *p++ = kSamplePort;
+    p = PutVarint(l.port(), p);
+  }
+  if (l.priority() != 0) {
+    *p++ = kSamplePriority;
+    p = PutVarint(SignExtended(l.priority()), p);
+  }
+  if (!l.name().empty()) p = PutString(kSampleName, l.name(), p);
+  if (l.value() != 0) {
+    *p++ = kLevelValue;
+    p = PutVarint(l.value(), p);
+  }
+  return p;
+}
+
 }  // namespace
 
 absl::string_view ReportWireEncoder::Encode(const v1::Report& report) {
@@ -133,6 +166,11 @@ absl::string_view ReportWireEncoder::Encode(const v1::Report& report) {
   };
   for (const v1::LatencyWindow& w : report.latency()) put_message(kReportLatency, w);
   for (const v1::GuardEvent& g : report.guard_events()) put_message(kReportGuardEvents, g);
+  for (const v1::LevelSample& l : report.levels()) {
+    const size_t size = LevelSize(l);
+    p = PutLevel(l, size, room(kMaxElementHeader + size));
+    at = static_cast<size_t>(p - buf_.data());
+  }
 
   const size_t body = at - kHeaderRoom;
   const size_t header = 1 + VarintSize(body);

@@ -13,8 +13,9 @@ namespace rocetune {
 // exactly those of protobuf's SerializeToString of an AgentMessage holding
 // `report` (fields in number order, proto3 defaults omitted; the agent's
 // Reports carry no unknown fields, which this encoder would drop), so the
-// controller parses it as any other AgentMessage. A field added to Report or
-// CounterSample must be added here (report_wire_test checks the field lists).
+// controller parses it as any other AgentMessage. A field added to Report,
+// CounterSample or LevelSample must be added here (report_wire_test checks
+// the field lists).
 //
 // Why not protobuf's serializer: the Report of an 8-port host carries ~440
 // CounterSamples, and protobuf walks them twice (ByteSizeLong, then
@@ -25,6 +26,7 @@ namespace rocetune {
 // encoded here; latency windows and guard events (rare, small) go through
 // protobuf, element by element. Counter strings are not checked for UTF-8
 // (protobuf's serializer only logs an invalid one and sends the same bytes).
+// Levels (switches only) are encoded here like counters.
 //
 // Not thread-safe; one encoder per stream.
 class ReportWireEncoder {

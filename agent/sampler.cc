@@ -82,17 +82,34 @@ void Sampler::IngestCurrent(absl::Duration mono, absl::Time wall, SampleBatch* b
   // is set below (CounterSample has no other field), so they are not cleared
   // first; surplus ones are dropped at the end (kept for reuse by the field).
   google::protobuf::RepeatedPtrField<v1::CounterSample>& samples = batch->samples;
+  google::protobuf::RepeatedPtrField<v1::LevelSample>& levels = batch->levels;
   int used = 0;
+  int levels_used = 0;
   for (size_t i = 0; i < snapshot.size(); ++i) {
     const CounterValue& cv = snapshot[i];
+    if (cv.kind == CounterKind::kLevel) {
+      // As read; stays in the snapshot only to keep positions aligned.
+      v1::LevelSample* level =
+          levels_used < levels.size() ? levels.Mutable(levels_used) : levels.Add();
+      ++levels_used;
+      if (level->device() != cv.key.device) level->set_device(cv.key.device);
+      level->set_port(cv.key.port);
+      level->set_priority(cv.key.priority);
+      if (level->name() != cv.key.name) level->set_name(cv.key.name);
+      level->set_value(cv.value);
+      continue;
+    }
     uint64_t old = 0;
-    if (aligned && ((cv.key_id != 0 && last_[i].key_id == cv.key_id) || last_[i].key == cv.key)) {
+    if (aligned && last_[i].kind == CounterKind::kCounter &&
+        ((cv.key_id != 0 && last_[i].key_id == cv.key_id) || last_[i].key == cv.key)) {
       old = last_[i].value;
     } else {
       aligned = false;
       if (!indexed) {
         index.reserve(last_.size());
-        for (const CounterValue& p : last_) index.emplace(&p.key, p.value);  // first one wins
+        for (const CounterValue& p : last_) {
+          if (p.kind == CounterKind::kCounter) index.emplace(&p.key, p.value);  // first one wins
+        }
         indexed = true;
       }
       auto it = index.find(&cv.key);
@@ -134,6 +151,7 @@ void Sampler::IngestCurrent(absl::Duration mono, absl::Time wall, SampleBatch* b
     sample->set_rate_per_second(seconds > 0 ? static_cast<double>(delta) / seconds : 0.0);
   }
   while (samples.size() > used) samples.RemoveLast();
+  while (levels.size() > levels_used) levels.RemoveLast();
   batch->values.resize(used);
   // This snapshot becomes the baseline; the old one's storage is refilled next round.
   last_.swap(current_);

@@ -30,6 +30,10 @@ struct SampleBatch {
   // the canonical unit, before any wrap widening). /metrics seeds a series
   // from it the first time it sees that counter.
   std::vector<uint64_t> values;
+  // One sample per level (CounterKind::kLevel) of this snapshot, as read, in
+  // snapshot order: levels need no baseline, so the first call has them too.
+  // Reused round after round like `samples` (swapped with a Report's levels).
+  google::protobuf::RepeatedPtrField<v1::LevelSample> levels;
 };
 
 // Turns successive counter snapshots into deltas and rates.
@@ -42,6 +46,8 @@ struct SampleBatch {
 //   snapshots, not the configured interval); 0 when the interval is not positive.
 // - Counters absent from a snapshot are forgotten; if they come back they start
 //   again from a baseline.
+// - Levels (CounterKind::kLevel) are not counters: each one read becomes a
+//   LevelSample with its value as read (no delta, no wrap or reset handling).
 //
 // Cost: two snapshot buffers (this round's and the previous one) are swapped
 // each round and refilled in place through CounterSource::CollectInto. When a

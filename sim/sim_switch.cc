@@ -11,7 +11,7 @@
 #include "agent/host/counter_names.h"
 #include "agent/switch/switch_counter_names.h"
 #include "agent/switch/switch_params.h"
-#include "daemon/clock.h"
+#include "agent/switch/switch_seams.h"
 
 namespace rocetune::sim {
 namespace {
@@ -99,13 +99,15 @@ class SimSwitch::Counters : public CounterSource {
     const std::vector<TorPortCounters> counters = fabric_->TorCounters(tor_);
     for (size_t i = 0; i < counters.size() && i < ports_.size(); ++i) {
       const TorPortCounters& c = counters[i];
-      auto add = [&](const char* name, uint32_t port, int prio, uint64_t v) {
+      auto add = [&](const char* name, uint32_t port, int prio, uint64_t v,
+                     CounterKind kind = CounterKind::kCounter) {
         CounterValue cv;
         cv.key.device = ports_[i].name;
         cv.key.port = port;
         cv.key.priority = prio;
         cv.key.name = name;
         cv.value = v;
+        cv.kind = kind;
         out->push_back(std::move(cv));
       };
       for (int p = 0; p < 8; ++p) {
@@ -119,7 +121,7 @@ class SimSwitch::Counters : public CounterSource {
         add(n::kQueueDroppedPackets, q, -1, qc.dropped_packets);
         add(n::kQueueDroppedBytes, q, -1, qc.dropped_bytes);
         add(n::kQueueEcnMarkedPackets, q, -1, qc.ecn_marked_packets);
-        add(n::kQueueOccupancyBytes, q, -1, qc.occupancy_bytes);
+        add(n::kQueueOccupancyBytes, q, -1, qc.occupancy_bytes, CounterKind::kLevel);
       }
     }
     return absl::OkStatus();
@@ -247,13 +249,7 @@ SimSwitch::SimSwitch(Fabric* fabric, int tor)
 SimSwitch::~SimSwitch() = default;
 
 HostSeams SimSwitch::seams() {
-  HostSeams s;
-  s.discovery = discovery_.get();
-  s.counters = counters_.get();
-  s.applier = applier_.get();
-  s.clock = Clock::Real();
-  s.capabilities = {"switch.sim", "wred_ecn", "pfc_enable"};
-  return s;
+  return SwitchSeams("sim", discovery_.get(), counters_.get(), applier_.get());
 }
 
 }  // namespace rocetune::sim

@@ -29,7 +29,8 @@ namespace rocetune::sim {
 //
 // Counters (device = port): per queue (key port = queue) queue_packets,
 // queue_bytes, queue_dropped_packets, queue_dropped_bytes,
-// queue_ecn_marked_packets and the level queue_occupancy_bytes; per priority
+// queue_ecn_marked_packets and the level (CounterKind::kLevel)
+// queue_occupancy_bytes; per priority
 // rx_pfc_pause_frames and tx_pfc_pause_frames.
 class SimSwitch {
  public:

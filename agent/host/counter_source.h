@@ -32,9 +32,15 @@ struct CounterKey {
   }
 };
 
+// What a value is: a counter only grows (the sampler turns it into deltas and
+// rates); a level goes up and down (a queue's occupancy, a watermark, a state)
+// and is reported as read, every round (v1::LevelSample).
+enum class CounterKind : uint8_t { kCounter, kLevel };
+
 struct CounterValue {
   CounterKey key;
   uint64_t value = 0;
+  CounterKind kind = CounterKind::kCounter;
   // Hardware width of the counter: 32 or 64. A 32-bit counter that goes down
   // from near 2^32 wrapped; any other decrease is a reset (see the sampler).
   uint8_t width_bits = 64;
@@ -69,21 +75,25 @@ class CounterBuffer {
   // Forgets the values; keeps the storage.
   void Clear() { size_ = 0; }
   // The next element. It still holds what that slot held before (a stale key
-  // and value; its key_id is reset to 0): the caller sets every field.
+  // and value; its key_id is reset to 0 and its kind to kCounter): the caller
+  // sets every other field.
   CounterValue& Append() {
     if (size_ == values_.size()) values_.emplace_back();
     CounterValue& v = values_[size_++];
     v.key_id = 0;
+    v.kind = CounterKind::kCounter;
     return v;
   }
   void Append(CounterValue v) { Append() = std::move(v); }
   // The next element with `key` and `key_id` (from NewCounterKeyIds) set:
   // when the kept slot already holds that id (the steady state of a source
   // refilling the buffer in the same order), the key is not even compared.
-  // The caller sets value and width_bits.
+  // The caller sets value and width_bits, and kind for a level (it is reset
+  // to kCounter here).
   CounterValue& AppendKeyed(uint64_t key_id, const CounterKey& key) {
     if (size_ == values_.size()) values_.emplace_back();
     CounterValue& v = values_[size_++];
+    v.kind = CounterKind::kCounter;
     if (key_id == 0 || v.key_id != key_id) {
       AssignCounterKey(key, &v.key);
       v.key_id = key_id;
@@ -109,9 +119,10 @@ class CounterBuffer {
   size_t size_ = 0;
 };
 
-// Hardware seam: a snapshot of named u64 counters. Real implementations: sysfs
-// hw_counters/ and counters/, RDMA netlink statistics, ethtool stats; the fabric
-// simulator provides its own.
+// Hardware seam: a snapshot of named u64 counters, and of levels marked
+// CounterKind::kLevel (switch sources only, today). Real implementations: sysfs
+// hw_counters/ and counters/, RDMA netlink statistics, ethtool stats, SONiC's
+// COUNTERS_DB; the fabric simulator provides its own.
 class CounterSource {
  public:
   virtual ~CounterSource() = default;

@@ -17,6 +17,7 @@ namespace sn = switch_counter_names;
 struct QueueStat {
   const char* sai;
   const char* name;
+  CounterKind kind = CounterKind::kCounter;
 };
 
 constexpr QueueStat kQueueStats[] = {
@@ -26,11 +27,11 @@ constexpr QueueStat kQueueStats[] = {
     {"SAI_QUEUE_STAT_DROPPED_BYTES", sn::kQueueDroppedBytes},
     {"SAI_QUEUE_STAT_WRED_ECN_MARKED_PACKETS", sn::kQueueEcnMarkedPackets},
     {"SAI_QUEUE_STAT_WRED_ECN_MARKED_BYTES", sn::kQueueEcnMarkedBytes},
-    {"SAI_QUEUE_STAT_CURR_OCCUPANCY_BYTES", sn::kQueueOccupancyBytes},
-    {"SAI_QUEUE_STAT_SHARED_WATERMARK_BYTES", sn::kQueueWatermarkBytes},
+    {"SAI_QUEUE_STAT_CURR_OCCUPANCY_BYTES", sn::kQueueOccupancyBytes, CounterKind::kLevel},
+    {"SAI_QUEUE_STAT_SHARED_WATERMARK_BYTES", sn::kQueueWatermarkBytes, CounterKind::kLevel},
     {"PFC_WD_QUEUE_STATS_DEADLOCK_DETECTED", sn::kPfcwdStormsDetected},
     {"PFC_WD_QUEUE_STATS_DEADLOCK_RESTORED", sn::kPfcwdStormsRestored},
-    {"PFC_WD_STATUS", sn::kPfcwdStormed},
+    {"PFC_WD_STATUS", sn::kPfcwdStormed, CounterKind::kLevel},
 };
 
 std::map<std::string, std::string> ToMap(const RedisReply& r) {
@@ -77,7 +78,7 @@ absl::Status SonicCounterSource::LoadMaps() {
       };
       for (const auto& [sai, name] : stats) {
         argv.push_back(sai);
-        o.fields.push_back({CounterKey{port, 0, p, name}, 0, false});
+        o.fields.push_back({CounterKey{port, 0, p, name}, 0, CounterKind::kCounter, false});
       }
     }
     batch_.Add(argv);
@@ -104,7 +105,7 @@ absl::Status SonicCounterSource::LoadMaps() {
     std::vector<std::string> argv = {"HMGET", absl::StrCat("COUNTERS:", oid)};
     for (const QueueStat& s : kQueueStats) {
       argv.push_back(s.sai);
-      o.fields.push_back({CounterKey{port, static_cast<uint32_t>(pos), -1, s.name}, 0,
+      o.fields.push_back({CounterKey{port, static_cast<uint32_t>(pos), -1, s.name}, 0, s.kind,
                           s.name == sn::kPfcwdStormed});
     }
     batch_.Add(argv);
@@ -152,6 +153,7 @@ absl::Status SonicCounterSource::CollectInto(CounterBuffer* out) {
       CounterValue& cv = out->AppendKeyed(o.fields[j].key_id, o.fields[j].key);
       cv.value = value;
       cv.width_bits = 64;
+      cv.kind = o.fields[j].kind;
     }
     if (!any) stale_ = true;  // the object's hash is gone: OIDs may have changed
   }

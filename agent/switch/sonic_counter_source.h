@@ -25,7 +25,9 @@ struct SonicCounterSourceOptions {
 // read once (one pipelined round trip) and again only when stale; every round
 // is then one round trip: one pipelined HMGET of the fields rocetune reads per
 // port and queue object (COUNTERS:oid:...). Values are SAI u64 counters
-// (width 64: a decrease is a reset). Canonical names: switch_counter_names.h.
+// (width 64: a decrease is a reset), except the levels queue_occupancy_bytes,
+// queue_watermark_bytes and pfcwd_stormed (CounterKind::kLevel). Canonical
+// names: switch_counter_names.h.
 // Fields a platform does not poll are skipped; a round with no maps yet
 // appends nothing and returns OK (the maps appear once counter polling starts).
 class SonicCounterSource : public CounterSource {
@@ -44,6 +46,7 @@ class SonicCounterSource : public CounterSource {
   struct Field {
     CounterKey key;
     uint64_t key_id = 0;
+    CounterKind kind = CounterKind::kCounter;
     bool stormed_status = false;  // PFC_WD_STATUS: "stormed" -> 1, else 0
   };
   struct Object {

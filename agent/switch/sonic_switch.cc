@@ -1,6 +1,6 @@
 #include "agent/switch/sonic_switch.h"
 
-#include "daemon/clock.h"
+#include "agent/switch/switch_seams.h"
 
 namespace rocetune {
 
@@ -23,13 +23,7 @@ absl::StatusOr<std::unique_ptr<SonicSwitch>> SonicSwitch::Create(
 }
 
 HostSeams SonicSwitch::seams() {
-  HostSeams s;
-  s.discovery = discovery_.get();
-  s.counters = counters_.get();
-  s.applier = applier_.get();
-  s.clock = Clock::Real();
-  s.capabilities = {"switch.sonic", "wred_ecn", "pfc_enable"};
-  return s;
+  return SwitchSeams("sonic", discovery_.get(), counters_.get(), applier_.get());
 }
 
 }  // namespace rocetune

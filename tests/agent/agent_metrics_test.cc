@@ -75,6 +75,7 @@ class Pipeline {
     SampleBatch batch = sampler_->Ingest(snapshot, mono_, absl::Now());
     v1::Report report;
     report.mutable_counters()->Swap(&batch.samples);
+    report.mutable_levels()->Swap(&batch.levels);
     metrics_.ObserveReport(report, batch.values);
   }
   double Series(const std::string& series) { return Value(*registry_, series); }
@@ -306,6 +307,107 @@ TEST(AgentMetricsTest, SwitchQueueCountersHaveTheirOwnMetricWithAQueueLabel) {
   EXPECT_EQ(Serialize(*registry).find("rocetune_switch_queue_occupancy_bytes"), std::string::npos);
 }
 
+void AddLevel(v1::Report* r, const std::string& device, uint32_t queue, const std::string& name,
+              uint64_t value) {
+  v1::LevelSample* l = r->add_levels();
+  l->set_device(device);
+  l->set_port(queue);
+  l->set_priority(-1);
+  l->set_name(name);
+  l->set_value(value);
+}
+
+constexpr char kOccupancy[] =
+    "rocetune_switch_queue_occupancy_bytes{device=\"Ethernet8\",host=\"tor0\",queue=\"3\"}";
+constexpr char kStormed[] =
+    "rocetune_switch_pfcwd_stormed{device=\"Ethernet8\",host=\"tor0\",queue=\"4\"}";
+constexpr char kWatermark[] =
+    "rocetune_switch_queue_watermark_bytes{device=\"Ethernet8\",host=\"tor0\",queue=\"3\"}";
+
+// Levels are gauges set to the value read, down as well as up; a level a
+// report no longer carries is no longer exported.
+TEST(AgentMetricsTest, SwitchLevelsAreGaugesThatFollowTheValueRead) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  AgentMetrics m(registry, "tor0");
+  auto report = [](uint64_t occupancy, uint64_t stormed, bool watermark) {
+    v1::Report r;
+    AddLevel(&r, "Ethernet8", 3, "queue_occupancy_bytes", occupancy);
+    if (watermark) AddLevel(&r, "Ethernet8", 3, "queue_watermark_bytes", 2 * occupancy);
+    AddLevel(&r, "Ethernet8", 4, "pfcwd_stormed", stormed);
+    return r;
+  };
+  m.ObserveReport(report(300'000, 0, true));
+  EXPECT_EQ(Value(*registry, kOccupancy), 300'000);
+  EXPECT_EQ(Value(*registry, kWatermark), 600'000);
+  EXPECT_EQ(Value(*registry, kStormed), 0);
+  m.ObserveReport(report(1'500, 1, true));
+  EXPECT_EQ(Value(*registry, kOccupancy), 1'500);
+  EXPECT_EQ(Value(*registry, kWatermark), 3'000);
+  EXPECT_EQ(Value(*registry, kStormed), 1);
+  m.ObserveReport(report(700'000, 0, true));
+  EXPECT_EQ(Value(*registry, kOccupancy), 700'000);
+  EXPECT_EQ(Value(*registry, kStormed), 0);
+  const std::string text = Serialize(*registry);
+  EXPECT_NE(text.find("# TYPE rocetune_switch_queue_occupancy_bytes gauge"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("# TYPE rocetune_switch_pfcwd_stormed gauge"), std::string::npos);
+  EXPECT_EQ(text.find("rocetune_rdma_unmapped_total"), std::string::npos) << text;
+  EXPECT_EQ(text.find("rocetune_rdma_"), std::string::npos) << text;
+  EXPECT_EQ(text.find("_bytes_total"), std::string::npos) << text;
+  EXPECT_EQ(text.find("stormed_total"), std::string::npos) << text;
+  // The watermark is no longer read: its series goes; the others stay.
+  m.ObserveReport(report(10, 1, false));
+  EXPECT_EQ(Value(*registry, kWatermark), -1);
+  EXPECT_EQ(Value(*registry, kOccupancy), 10);
+  EXPECT_EQ(Value(*registry, kStormed), 1);
+  // It comes back when read again.
+  m.ObserveReport(report(20, 1, true));
+  EXPECT_EQ(Value(*registry, kWatermark), 40);
+  // A report without levels (a failed collection) leaves none.
+  m.ObserveReport(v1::Report());
+  EXPECT_EQ(Value(*registry, kOccupancy), -1);
+  EXPECT_EQ(Value(*registry, kStormed), -1);
+}
+
+// Levels without a canonical name go to one gauge family under their name;
+// another host's levels on the same registry are left alone.
+TEST(AgentMetricsTest, UnmappedLevelsAndTwoHostsOnOneRegistry) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  AgentMetrics a(registry, "tor0");
+  AgentMetrics b(registry, "tor1");
+  v1::Report r;
+  AddLevel(&r, "Ethernet8", 3, "queue_occupancy_bytes", 5);
+  AddLevel(&r, "Ethernet8", 2, "vendor temperature", 41);
+  a.ObserveReport(r);
+  b.ObserveReport(r);
+  EXPECT_EQ(Value(*registry,
+                  "rocetune_unmapped_level{device=\"Ethernet8\",host=\"tor0\",name=\"vendor "
+                  "temperature\",port=\"2\"}"),
+            41);
+  a.ObserveReport(v1::Report());
+  EXPECT_EQ(Value(*registry, kOccupancy), -1);
+  EXPECT_EQ(Value(*registry,
+                  "rocetune_switch_queue_occupancy_bytes{device=\"Ethernet8\",host=\"tor1\","
+                  "queue=\"3\"}"),
+            5);
+}
+
+// Through the sampler: a level in a snapshot reaches /metrics as a gauge in
+// the first round already, and no counter is made of it.
+TEST(AgentMetricsTest, LevelsThroughTheSampler) {
+  Pipeline p;
+  CounterValue level = Read("queue_occupancy_bytes", 4096, 64);
+  level.kind = CounterKind::kLevel;
+  p.Round({Read("cnp_handled", 10, 64), level});
+  const std::string series =
+      "rocetune_switch_queue_occupancy_bytes{device=\"mlx5_0\",host=\"h1\",queue=\"1\"}";
+  EXPECT_EQ(p.Series(series), 4096);
+  level.value = 100;
+  p.Round({Read("cnp_handled", 12, 64), level});
+  EXPECT_EQ(p.Series(series), 100);
+  EXPECT_EQ(p.Series(kCnp), 12);
+}
+
 TEST(AgentMetricsTest, OutputPassesPromtoolCheckMetrics) {
   auto registry = std::make_shared<prometheus::Registry>();
   AgentMetrics m(registry, "h1");
@@ -315,6 +417,19 @@ TEST(AgentMetricsTest, OutputPassesPromtoolCheckMetrics) {
   v1::Report probes;
   probes.add_latency()->set_peer_class("intra_tor");
   m.ObserveReport(probes);
+  AgentMetrics tor(registry, "tor0");  // a switch: queue counters and levels
+  v1::Report sw;
+  v1::CounterSample* c = sw.add_counters();
+  c->set_device("Ethernet8");
+  c->set_port(3);
+  c->set_priority(-1);
+  c->set_name("queue_ecn_marked_packets");
+  c->set_delta(5);
+  AddLevel(&sw, "Ethernet8", 3, "queue_occupancy_bytes", 1000);
+  AddLevel(&sw, "Ethernet8", 3, "queue_watermark_bytes", 2000);
+  AddLevel(&sw, "Ethernet8", 3, "pfcwd_stormed", 0);
+  AddLevel(&sw, "Ethernet8", 3, "vendor_level", 7);
+  tor.ObserveReport(sw);
   m.SetDesiredVersion("3");
   v1::ParameterSet p;
   (*p.add_devices()->mutable_dcqcn())["rpg_time_reset"] = 300;

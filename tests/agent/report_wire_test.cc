@@ -49,13 +49,14 @@ v1::CounterSample* AddSample(v1::Report* r, const std::string& device, uint32_t 
 // messages must be added to it too: this test fails until it is.
 TEST(ReportWireEncoderTest, KnowsEveryFieldOfTheMessagesItEncodes) {
   const google::protobuf::Descriptor* report = v1::Report::descriptor();
-  ASSERT_EQ(report->field_count(), 6) << "a new Report field: teach ReportWireEncoder";
+  ASSERT_EQ(report->field_count(), 7) << "a new Report field: teach ReportWireEncoder";
   EXPECT_EQ(report->FindFieldByName("seq")->number(), 1);
   EXPECT_EQ(report->FindFieldByName("start_unix_nanos")->number(), 2);
   EXPECT_EQ(report->FindFieldByName("end_unix_nanos")->number(), 3);
   EXPECT_EQ(report->FindFieldByName("counters")->number(), 4);
   EXPECT_EQ(report->FindFieldByName("latency")->number(), 5);
   EXPECT_EQ(report->FindFieldByName("guard_events")->number(), 6);
+  EXPECT_EQ(report->FindFieldByName("levels")->number(), 7);
   const google::protobuf::Descriptor* sample = v1::CounterSample::descriptor();
   ASSERT_EQ(sample->field_count(), 6) << "a new CounterSample field: teach ReportWireEncoder";
   EXPECT_EQ(sample->FindFieldByName("device")->number(), 1);
@@ -64,6 +65,13 @@ TEST(ReportWireEncoderTest, KnowsEveryFieldOfTheMessagesItEncodes) {
   EXPECT_EQ(sample->FindFieldByName("name")->number(), 4);
   EXPECT_EQ(sample->FindFieldByName("delta")->number(), 5);
   EXPECT_EQ(sample->FindFieldByName("rate_per_second")->number(), 6);
+  const google::protobuf::Descriptor* level = v1::LevelSample::descriptor();
+  ASSERT_EQ(level->field_count(), 5) << "a new LevelSample field: teach ReportWireEncoder";
+  EXPECT_EQ(level->FindFieldByName("device")->number(), 1);
+  EXPECT_EQ(level->FindFieldByName("port")->number(), 2);
+  EXPECT_EQ(level->FindFieldByName("priority")->number(), 3);
+  EXPECT_EQ(level->FindFieldByName("name")->number(), 4);
+  EXPECT_EQ(level->FindFieldByName("value")->number(), 5);
   EXPECT_EQ(v1::AgentMessage::descriptor()->FindFieldByName("report")->number(), 2);
 }
 
@@ -118,6 +126,43 @@ TEST(ReportWireEncoderTest, LatencyWindowsAndGuardEvents) {
   g->set_detail("pause time 40% over 5s");
   g->set_restored_version("v12");
   ExpectSameAsProtobuf(encoder, r);
+}
+
+v1::LevelSample* AddLevel(v1::Report* r, const std::string& device, uint32_t port, int32_t priority,
+                          const std::string& name, uint64_t value) {
+  v1::LevelSample* l = r->add_levels();
+  l->set_device(device);
+  l->set_port(port);
+  l->set_priority(priority);
+  l->set_name(name);
+  l->set_value(value);
+  return l;
+}
+
+// Levels come last (field 7), after guard events, as protobuf writes them.
+TEST(ReportWireEncoderTest, LevelsMatchProtobufByteForByte) {
+  ReportWireEncoder encoder;
+  v1::Report r;
+  r.set_seq(3);
+  AddSample(&r, "Ethernet0", 3, -1, "queue_bytes", 4096, 4096.0);
+  r.add_guard_events()->set_kind("drift");
+  AddLevel(&r, "Ethernet0", 3, -1, "queue_occupancy_bytes", 123456);
+  AddLevel(&r, "Ethernet0", 4, -1, "pfcwd_stormed", 0);  // proto3 default value
+  AddLevel(&r, "", 0, 0, "", 0);                         // all defaults
+  AddLevel(&r, "Ethernet124", 65535, std::numeric_limits<int32_t>::min(), std::string(200, 'w'),
+           std::numeric_limits<uint64_t>::max());
+  ExpectSameAsProtobuf(encoder, r);
+  // Levels alone, then many of them (a 64-port switch: 1536), into the same buffer.
+  v1::Report only;
+  AddLevel(&only, "Ethernet0", 1, -1, "queue_watermark_bytes", 1);
+  ExpectSameAsProtobuf(encoder, only);
+  v1::Report many;
+  for (int i = 0; i < 1536; ++i) {
+    AddLevel(&many, absl::StrCat("Ethernet", 4 * (i / 24)), static_cast<uint32_t>(i % 8), -1,
+             i % 3 == 0 ? "queue_occupancy_bytes" : "queue_watermark_bytes",
+             static_cast<uint64_t>(i) * 7919);
+  }
+  ExpectSameAsProtobuf(encoder, many);
 }
 
 // A Report above 2^14 bytes (a 3-byte length) and more, encoded round after

@@ -61,6 +61,7 @@ class InPlaceSource : public CounterSource {
       slot.key.name = v.key.name;
       slot.value = v.value;
       slot.width_bits = v.width_bits;
+      slot.kind = v.kind;
     }
     return absl::OkStatus();
   }
@@ -105,6 +106,7 @@ class KeyedSource : public CounterSource {
       EXPECT_EQ(slot->key, s[i].key);
       slot->value = s[i].value;
       slot->width_bits = s[i].width_bits;
+      slot->kind = s[i].kind;
     }
     return absl::OkStatus();
   }
@@ -122,6 +124,24 @@ std::map<std::pair<std::string, int>, uint64_t> Deltas(const SampleBatch& b) {
     EXPECT_EQ(s.device(), "mlx5_0");
     EXPECT_EQ(s.port(), 1u);
     EXPECT_TRUE(m.emplace(std::make_pair(s.name(), s.priority()), s.delta()).second) << s.name();
+  }
+  return m;
+}
+
+CounterValue Level(const std::string& name, uint64_t value) {
+  CounterValue v = V(name, value);
+  v.kind = CounterKind::kLevel;
+  return v;
+}
+
+// name -> value of the batch's levels.
+std::map<std::string, uint64_t> Levels(const SampleBatch& b) {
+  std::map<std::string, uint64_t> m;
+  for (const v1::LevelSample& l : b.levels) {
+    EXPECT_EQ(l.device(), "mlx5_0");
+    EXPECT_EQ(l.port(), 1u);
+    EXPECT_EQ(l.priority(), -1);
+    EXPECT_TRUE(m.emplace(l.name(), l.value()).second) << l.name();
   }
   return m;
 }
@@ -163,6 +183,80 @@ TEST(SamplerTest, FirstSightIsBaselineThenDeltasAndMeasuredRates) {
   EXPECT_EQ(m["cnp_sent"].priority(), -1);
   EXPECT_EQ(m["rx_pfc_pause_frames"].delta(), 0u);
   EXPECT_EQ(m["rx_pfc_pause_frames"].priority(), 3);
+}
+
+// A level is reported as read, from the first round on, down as well as up:
+// never a delta, never a reset, never among the counters.
+TEST(SamplerTest, LevelsAreReportedAsReadEveryRound) {
+  ScriptedSource src;
+  FakeClock clock;
+  src.snapshots = {{V("cnp_sent", 100), Level("queue_occupancy_bytes", 5000)},
+                   {V("cnp_sent", 150), Level("queue_occupancy_bytes", 1200)},
+                   {V("cnp_sent", 150), Level("queue_occupancy_bytes", 0)},
+                   {V("cnp_sent", 170), Level("queue_occupancy_bytes", 9000)}};
+  auto sampler = MakeSampler(&src, &clock);
+  const uint64_t want[] = {5000, 1200, 0, 9000};
+  const uint64_t want_cnp[] = {0, 50, 0, 20};
+  for (int round = 0; round < 4; ++round) {
+    SCOPED_TRACE(round);
+    absl::StatusOr<SampleBatch> b = sampler->SampleOnce();
+    ASSERT_TRUE(b.ok());
+    EXPECT_EQ(Levels(*b),
+              (std::map<std::string, uint64_t>{{"queue_occupancy_bytes", want[round]}}));
+    auto m = Deltas(*b);
+    EXPECT_EQ(m.count({"queue_occupancy_bytes", -1}), 0u);
+    if (round == 0) {
+      EXPECT_TRUE(m.empty());
+    } else {
+      EXPECT_EQ(
+          m,
+          (std::map<std::pair<std::string, int>, uint64_t>{{{"cnp_sent", -1}, want_cnp[round]}}));
+    }
+    EXPECT_EQ(b->values.size(), static_cast<size_t>(b->samples.size()));
+    clock.Advance(absl::Seconds(1));
+  }
+  EXPECT_EQ(sampler->resets(), 0u);
+  EXPECT_EQ(sampler->wraps(), 0u);
+}
+
+// Levels in buffers refilled in place (keyed and not) keep the counters'
+// position matching right, and a level that vanishes is no longer reported.
+TEST(SamplerTest, LevelsBesideCountersInReusedBuffers) {
+  for (bool keyed : {false, true}) {
+    SCOPED_TRACE(keyed);
+    InPlaceSource in_place;
+    KeyedSource keyed_src;
+    std::vector<std::vector<CounterValue>> snapshots = {
+        {Level("queue_watermark_bytes", 70), V("a", 1), Level("pfcwd_stormed", 1), V("b", 10)},
+        {Level("queue_watermark_bytes", 30), V("a", 4), Level("pfcwd_stormed", 0), V("b", 12)},
+        {V("a", 9), V("b", 13)},
+        {Level("queue_watermark_bytes", 50), V("a", 10), V("b", 20)}};
+    in_place.snapshots = snapshots;
+    keyed_src.snapshots = snapshots;
+    FakeClock clock;
+    auto sampler = MakeSampler(keyed ? static_cast<CounterSource*>(&keyed_src) : &in_place, &clock);
+    SampleBatch batch;
+    ASSERT_TRUE(sampler->SampleOnce(&batch).ok());
+    EXPECT_EQ(Levels(batch), (std::map<std::string, uint64_t>{{"queue_watermark_bytes", 70},
+                                                              {"pfcwd_stormed", 1}}));
+    clock.Advance(absl::Seconds(1));
+    ASSERT_TRUE(sampler->SampleOnce(&batch).ok());
+    EXPECT_EQ(Levels(batch), (std::map<std::string, uint64_t>{{"queue_watermark_bytes", 30},
+                                                              {"pfcwd_stormed", 0}}));
+    EXPECT_EQ(Deltas(batch),
+              (std::map<std::pair<std::string, int>, uint64_t>{{{"a", -1}, 3}, {{"b", -1}, 2}}));
+    clock.Advance(absl::Seconds(1));
+    ASSERT_TRUE(sampler->SampleOnce(&batch).ok());
+    EXPECT_TRUE(batch.levels.empty());
+    EXPECT_EQ(Deltas(batch),
+              (std::map<std::pair<std::string, int>, uint64_t>{{{"a", -1}, 5}, {{"b", -1}, 1}}));
+    clock.Advance(absl::Seconds(1));
+    ASSERT_TRUE(sampler->SampleOnce(&batch).ok());
+    EXPECT_EQ(Levels(batch), (std::map<std::string, uint64_t>{{"queue_watermark_bytes", 50}}));
+    EXPECT_EQ(Deltas(batch),
+              (std::map<std::pair<std::string, int>, uint64_t>{{{"a", -1}, 1}, {{"b", -1}, 7}}));
+    EXPECT_EQ(sampler->resets(), 0u);
+  }
 }
 
 TEST(SamplerTest, ThirtyTwoBitCounterWraps) {
@@ -413,6 +507,18 @@ TEST(CounterBufferTest, AppendKeyedComparesIdsNotKeys) {
   EXPECT_EQ(no_id.key_id, 0u);
   buf.Clear();
   EXPECT_EQ(buf.AppendKeyed(0, b).key, b);
+}
+
+// A kept slot that held a level is a counter again unless the source says
+// otherwise: Append and AppendKeyed reset the kind.
+TEST(CounterBufferTest, AppendResetsTheKind) {
+  CounterBuffer buf;
+  buf.Append(Level("queue_occupancy_bytes", 1));
+  buf.AppendKeyed(9, V("b", 1).key).kind = CounterKind::kLevel;
+  ASSERT_EQ(buf[0].kind, CounterKind::kLevel);
+  buf.Clear();
+  EXPECT_EQ(buf.Append().kind, CounterKind::kCounter);
+  EXPECT_EQ(buf.AppendKeyed(9, V("b", 1).key).kind, CounterKind::kCounter);
 }
 
 TEST(SamplerTest, IntervalBounds) {

@@ -33,7 +33,14 @@ tx_pfc_pause_duration_seconds rx_pfc_pause_transitions tx_pause_storm_warning_ev
 tx_pause_storm_error_events rx_discards_phy tx_discards_phy rx_prio_discards port_xmit_wait
 out_of_buffer link_downed symbol_error link_error_recovery port_rcv_errors duplicate_request
 implied_nak_seq_err rnr_nak_retry_err unmapped""".split()
-KNOWN_SERIES = {f"rocetune_rdma_{n}_total" for n in RDMA_CANONICAL} | set("""
+# Switch agents: queue counters (rocetune_switch_<name>_total) and levels (gauges).
+SWITCH_COUNTERS = """queue_packets queue_bytes queue_dropped_packets queue_dropped_bytes
+queue_ecn_marked_packets queue_ecn_marked_bytes pfcwd_storms_detected
+pfcwd_storms_restored""".split()
+SWITCH_LEVELS = "queue_occupancy_bytes queue_watermark_bytes pfcwd_stormed".split()
+KNOWN_SERIES = {f"rocetune_rdma_{n}_total" for n in RDMA_CANONICAL} | {
+    f"rocetune_switch_{n}_total" for n in SWITCH_COUNTERS} | {
+    f"rocetune_switch_{n}" for n in SWITCH_LEVELS} | set("""
 rocetune_dcqcn_parameter rocetune_probe_rtt_seconds rocetune_probe_sent_total
 rocetune_probe_timeouts_total rocetune_probe_loss_ratio rocetune_agent_applies_total
 rocetune_agent_guard_rollbacks_total rocetune_agent_parameter_drift_total

@@ -22,14 +22,11 @@ namespace rocetune {
 namespace {
 
 using ::rocetune::testing::BuiltBinary;
+using ::rocetune::testing::HostFixture;
 using ::rocetune::testing::HttpGet;
 using ::rocetune::testing::MakeTempDir;
 using ::rocetune::testing::Subprocess;
 using ::rocetune::testing::WaitForPortInReadyFile;
-
-std::string Fixture(const std::string& host) {
-  return absl::StrCat(ROCETUNE_SOURCE_DIR, "/tests/fixtures/hosts/", host);
-}
 
 class AgentControllerTest : public ::testing::Test {
  protected:
@@ -58,10 +55,11 @@ class AgentControllerTest : public ::testing::Test {
         std::vector<std::string>{
             "--host_id=" + host_id, absl::StrCat("--controller=127.0.0.1:", grpc_port_),
             "--insecure_loopback", "--metrics_address=127.0.0.1:0",
-            "--sysfs_root=" + Fixture(fixture) + "/sys",
-            "--debugfs_root=" + Fixture(fixture) + "/debug", "--state_dir=" + dir_ + "/" + host_id,
-            "--labels=rack=r1,role=trainer", "--sample_interval=100ms",
-            "--probe_udp_listen=127.0.0.1:0", "--ready_file=" + dir_ + "/" + host_id + ".ready"},
+            "--sysfs_root=" + HostFixture(fixture) + "/sys",
+            "--debugfs_root=" + HostFixture(fixture) + "/debug",
+            "--state_dir=" + dir_ + "/" + host_id, "--labels=rack=r1,role=trainer",
+            "--sample_interval=100ms", "--probe_udp_listen=127.0.0.1:0",
+            "--ready_file=" + dir_ + "/" + host_id + ".ready"},
         dir_ + "/" + host_id + ".log");
     EXPECT_TRUE(agent->Start());
     return agent;

@@ -21,6 +21,7 @@ namespace rocetune {
 namespace {
 
 using ::rocetune::testing::BuiltBinary;
+using ::rocetune::testing::HostFixture;
 using ::rocetune::testing::MakeTempDir;
 using ::rocetune::testing::Subprocess;
 
@@ -67,18 +68,15 @@ bool Eventually(const std::function<bool()>& f, absl::Duration timeout) {
   return f();
 }
 
-std::string Fixture() {
-  return absl::StrCat(ROCETUNE_SOURCE_DIR, "/tests/fixtures/hosts/mlx5_ofed");
-}
-
 // The real agent on a fixture host, reporting to a controller that is not
 // there.
 Subprocess AgentUnderSystemd(const std::string& dir, const std::string& config) {
   return Subprocess(
       BuiltBinary("agent/rocetune-agent"),
       {"--config=" + config, "--host_id=h1", "--controller=127.0.0.1:1", "--insecure_loopback",
-       "--metrics_address=127.0.0.1:0", "--sysfs_root=" + Fixture() + "/sys",
-       "--debugfs_root=" + Fixture() + "/debug", "--state_dir=" + dir + "/state", "--probe=none"},
+       "--metrics_address=127.0.0.1:0", "--sysfs_root=" + HostFixture("mlx5_ofed") + "/sys",
+       "--debugfs_root=" + HostFixture("mlx5_ofed") + "/debug", "--state_dir=" + dir + "/state",
+       "--probe=none"},
       dir + "/agent.log");
 }
 

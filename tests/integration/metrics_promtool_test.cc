@@ -26,15 +26,12 @@ namespace rocetune {
 namespace {
 
 using ::rocetune::testing::BuiltBinary;
+using ::rocetune::testing::HostFixture;
 using ::rocetune::testing::HttpGet;
 using ::rocetune::testing::MakeTempDir;
 using ::rocetune::testing::RunCommand;
 using ::rocetune::testing::Subprocess;
 using ::rocetune::testing::WaitForPortInReadyFile;
-
-std::string Fixture(const std::string& host) {
-  return absl::StrCat(ROCETUNE_SOURCE_DIR, "/tests/fixtures/hosts/", host);
-}
 
 // The value of the series named exactly `series` (name plus labels), or -1.
 double MetricValue(const std::string& body, const std::string& series) {
@@ -130,8 +127,8 @@ TEST_F(MetricsPromtoolTest, AgentAndControllerPassPromtool) {
   Subprocess agent(BuiltBinary("agent/rocetune-agent"),
                    {"--host_id=host-m", absl::StrCat("--controller=127.0.0.1:", grpc_port_),
                     "--insecure_loopback", "--metrics_address=127.0.0.1:0",
-                    "--sysfs_root=" + Fixture("mlx5_upstream") + "/sys",
-                    "--debugfs_root=" + Fixture("mlx5_upstream") + "/debug",
+                    "--sysfs_root=" + HostFixture("mlx5_upstream") + "/sys",
+                    "--debugfs_root=" + HostFixture("mlx5_upstream") + "/debug",
                     "--state_dir=" + dir_ + "/host-m", "--sample_interval=100ms",
                     "--probe_udp_listen=127.0.0.1:0", "--ready_file=" + dir_ + "/host-m.ready"},
                    dir_ + "/host-m.log");
@@ -215,6 +212,48 @@ TEST_F(MetricsPromtoolTest, FabricsimAgentsServeAgentSeries) {
   std::string out;
   EXPECT_EQ(Promtool(dir_, "fabricsim", body, &out), 0) << out;
   EXPECT_EQ(absl::StripAsciiWhitespace(out), "") << "promtool findings on fabricsim:\n" << out;
+  sim.Signal(SIGTERM);
+  EXPECT_EQ(sim.Wait(absl::Seconds(15)), 0) << sim.Log();
+}
+
+// rocetune-fabricsim --agents with its switch agents: the queue occupancy is a
+// gauge per switch queue (a level that goes up and down), the queue counters
+// counters, and the whole output is promtool clean.
+TEST_F(MetricsPromtoolTest, FabricsimSwitchAgentsServeQueueLevelsAsGauges) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir_ + "/sim", ec);
+  ASSERT_FALSE(ec) << ec.message();
+  Subprocess sim(
+      BuiltBinary("sim/rocetune-fabricsim"),
+      {absl::StrCat("--scenario=", ROCETUNE_SOURCE_DIR,
+                    "/tests/sim/testdata/agents_incast.textproto"),
+       "--agents", absl::StrCat("--controller=127.0.0.1:", grpc_port_), "--duration=600s",
+       "--pace=1", "--sample_interval=200ms", "--output=none", "--metrics_address=127.0.0.1:0",
+       "--ready_file=" + dir_ + "/sim.ready", "--state_dir=" + dir_ + "/sim"},
+      dir_ + "/sim.log");
+  ASSERT_TRUE(sim.Start());
+  const int port = WaitForPortInReadyFile(dir_ + "/sim.ready", "metrics_port", absl::Seconds(20));
+  ASSERT_GT(port, 0) << sim.Log();
+  // Levels show from the first round, counters from the second (the first
+  // is their baseline).
+  const std::string body =
+      ScrapeUntil(port, "rocetune_switch_queue_bytes_total{", absl::Seconds(20));
+  EXPECT_TRUE(absl::StrContains(body, "# TYPE rocetune_switch_queue_occupancy_bytes gauge"))
+      << body;
+  EXPECT_GE(MetricValue(body,
+                        "rocetune_switch_queue_occupancy_bytes{device=\"Ethernet0\","
+                        "host=\"sim-tor0\",queue=\"3\"}"),
+            0)
+      << body;
+  EXPECT_TRUE(absl::StrContains(body, "# TYPE rocetune_switch_queue_bytes_total counter"));
+  EXPECT_FALSE(absl::StrContains(body, "name=\"queue_occupancy_bytes\"")) << body;
+  ExpectDaemonSeries(body, "fabricsim");
+  ExpectHostOnEverySeries(body, "fabricsim");
+  std::string out;
+  EXPECT_EQ(Promtool(dir_, "fabricsim_switches", body, &out), 0) << out;
+  EXPECT_EQ(absl::StripAsciiWhitespace(out), "")
+      << "promtool findings on fabricsim with switches:\n"
+      << out;
   sim.Signal(SIGTERM);
   EXPECT_EQ(sim.Wait(absl::Seconds(15)), 0) << sim.Log();
 }

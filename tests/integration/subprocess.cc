@@ -145,4 +145,8 @@ std::string BuiltBinary(const std::string& relative) {
   return absl::StrCat(ROCETUNE_BINARY_DIR, "/", relative);
 }
 
+std::string HostFixture(const std::string& host) {
+  return absl::StrCat(ROCETUNE_SOURCE_DIR, "/tests/fixtures/hosts/", host);
+}
+
 }  // namespace rocetune::testing

@@ -55,6 +55,10 @@ std::string MakeTempDir(const std::string& name);
 // Path of a built binary, e.g. BuiltBinary("agent/rocetune-agent").
 std::string BuiltBinary(const std::string& relative);
 
+// Path of a host fixture tree in the source tree, e.g. HostFixture("mlx5_upstream")
+// (tests/fixtures/hosts/mlx5_upstream, with its sys/ and debug/).
+std::string HostFixture(const std::string& host);
+
 }  // namespace rocetune::testing
 
 #endif  // ROCETUNE_TESTS_INTEGRATION_SUBPROCESS_H_

@@ -5,6 +5,8 @@
 #include <map>
 #include <string>
 
+#include "agent/sampler.h"
+#include "daemon/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -165,6 +167,18 @@ TEST(SimSwitchTest, MarkingFollowsTheAppliedThresholds) {
   EXPECT_GT(Marked(tor0), settled);
 }
 
+TEST(SimSwitchTest, SeamsAreTheSwitchsOwn) {
+  auto fabric = TwoTors();
+  SimSwitch tor0(fabric.get(), 0);
+  HostSeams s = tor0.seams();
+  EXPECT_EQ(s.discovery, tor0.discovery());
+  EXPECT_EQ(s.counters, tor0.counters());
+  EXPECT_EQ(s.applier, tor0.applier());
+  EXPECT_EQ(s.clock, Clock::Real());
+  EXPECT_EQ(s.cc, nullptr);
+  EXPECT_THAT(s.capabilities, ::testing::ElementsAre("switch.sim", "wred_ecn", "pfc_enable"));
+}
+
 TEST(SimSwitchTest, CountersPerQueueAndPriority) {
   auto fabric = TwoTors();
   SimSwitch tor0(fabric.get(), 0);
@@ -180,8 +194,57 @@ TEST(SimSwitchTest, CountersPerQueueAndPriority) {
   EXPECT_GT(ethernet0["queue_packets"], 1000u);
   EXPECT_EQ(ethernet0.count("queue_occupancy_bytes"), 1u);
   EXPECT_EQ(ethernet0.count("queue_dropped_packets"), 1u);
+  // The occupancy is a level; everything else only grows.
+  for (const CounterValue& v : values) {
+    EXPECT_EQ(v.kind,
+              v.key.name == "queue_occupancy_bytes" ? CounterKind::kLevel : CounterKind::kCounter)
+        << v.key.name;
+  }
   // 3 ports x (8 queues x 6 + 8 priorities x 2).
   EXPECT_EQ(values.size(), 3u * (8 * 6 + 8 * 2));
+}
+
+// Mean occupancy of tor0's queue towards h0 over `n` samples 100 us apart
+// (from `at_ns` on), read through the sampler as the agent does: a level in
+// every batch, never a counter sample.
+double MeanOccupancy(Fabric* fabric, Sampler* sampler, int64_t at_ns, int n) {
+  double sum = 0;
+  SampleBatch batch;
+  for (int i = 0; i < n; ++i) {
+    fabric->RunUntil(at_ns + 100000 * i);
+    EXPECT_TRUE(sampler->SampleOnce(&batch).ok());
+    for (const v1::CounterSample& c : batch.samples) {
+      EXPECT_NE(c.name(), "queue_occupancy_bytes");
+    }
+    int found = 0;
+    for (const v1::LevelSample& l : batch.levels) {
+      EXPECT_EQ(l.name(), "queue_occupancy_bytes");
+      if (l.device() == "Ethernet0" && l.port() == 3) {
+        sum += static_cast<double>(l.value());
+        ++found;
+      }
+    }
+    EXPECT_EQ(found, 1);
+  }
+  return sum / n;
+}
+
+// The queue's occupancy follows the marking thresholds up and back down.
+TEST(SimSwitchTest, OccupancyIsALevelThatGoesDownAsWellAsUp) {
+  auto fabric = TwoTors();
+  SimSwitch tor0(fabric.get(), 0);
+  std::unique_ptr<Sampler> sampler =
+      *Sampler::Create(tor0.counters(), Clock::Real(), absl::Milliseconds(10));
+  const double tight = MeanOccupancy(fabric.get(), sampler.get(), 5000000, 20);
+  // Thresholds far above what PFC lets the queue reach: it fills.
+  ASSERT_TRUE(tor0.applier()->Apply(Set({{kKmin, 3900000}, {kKmax, 4000000}})).ok());
+  const double loose = MeanOccupancy(fabric.get(), sampler.get(), 16000000, 20);
+  // Tight again: it drains.
+  ASSERT_TRUE(tor0.applier()->Apply(Set({{kKmin, 5000}, {kKmax, 20000}})).ok());
+  const double again = MeanOccupancy(fabric.get(), sampler.get(), 26000000, 20);
+  EXPECT_GT(loose, 2 * tight) << tight << " " << loose << " " << again;
+  EXPECT_LT(again, loose / 2) << tight << " " << loose << " " << again;
+  EXPECT_EQ(sampler->resets(), 0u);
 }
 
 }  // namespace

@@ -9,8 +9,10 @@
 #include <memory>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "agent/agent_metrics.h"
 #include "agent/apply/lkg_journal.h"
 #include "agent/apply/local_guard.h"
 #include "agent/apply/nic_owner.h"
@@ -19,13 +21,16 @@
 #include "daemon/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "prometheus/text_serializer.h"
 #include "tests/agent/switch/redis_server.h"
 #include "tests/agent/switch/sonic_seed.h"
+#include "tests/integration/subprocess.h"
 
 namespace rocetune {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::RedisServer;
 using testing::SeedSonic;
 
@@ -134,6 +139,16 @@ TEST_F(SonicSwitchTest, DiscoversPortsQueuesProfilesAndWatchdog) {
   EXPECT_EQ((*devs)[0].ports(7).state(), "DOWN");
 }
 
+TEST_F(SonicSwitchTest, SeamsAreTheSwitchsOwn) {
+  HostSeams s = sw_->seams();
+  EXPECT_EQ(s.discovery, sw_->discovery());
+  EXPECT_EQ(s.counters, sw_->counters());
+  EXPECT_EQ(s.applier, sw_->applier());
+  EXPECT_EQ(s.clock, Clock::Real());
+  EXPECT_EQ(s.pfc, nullptr);
+  EXPECT_THAT(s.capabilities, ::testing::ElementsAre("switch.sonic", "wred_ecn", "pfc_enable"));
+}
+
 TEST_F(SonicSwitchTest, CountersUseCanonicalNamesInOneRoundTripPerRound) {
   std::vector<CounterValue> v;
   ASSERT_TRUE(sw_->counters()->Collect(&v).ok());
@@ -147,6 +162,12 @@ TEST_F(SonicSwitchTest, CountersUseCanonicalNamesInOneRoundTripPerRound) {
   ASSERT_NE(Find(v, "Ethernet124", 3, -1, "queue_ecn_marked_packets"), nullptr);
   ASSERT_NE(Find(v, "Ethernet124", 4, -1, "pfcwd_storms_detected"), nullptr);
   EXPECT_EQ(Find(v, "Ethernet0", 3, -1, "pfcwd_stormed")->value, 0u);
+  // The levels are marked as such; the counters are not.
+  EXPECT_EQ(Find(v, "Ethernet0", 3, -1, "pfcwd_stormed")->kind, CounterKind::kLevel);
+  EXPECT_EQ(Find(v, "Ethernet0", 3, -1, "queue_watermark_bytes")->kind, CounterKind::kLevel);
+  EXPECT_EQ(Find(v, "Ethernet0", 3, -1, "queue_bytes")->kind, CounterKind::kCounter);
+  EXPECT_EQ(Find(v, "Ethernet0", 3, -1, "pfcwd_storms_detected")->kind, CounterKind::kCounter);
+  EXPECT_EQ(Find(v, "Ethernet4", 0, 3, "rx_pfc_pause_frames")->kind, CounterKind::kCounter);
   EXPECT_EQ(Find(v, "Ethernet0", 8, -1, "queue_packets"), nullptr);  // multicast skipped
   // Steady state: exactly one round trip per round, whatever the counter count.
   uint64_t before = sw_->counters_db()->round_trips();
@@ -180,9 +201,129 @@ TEST_F(SonicSwitchTest, SixtyFourBitCountersAndResets) {
   EXPECT_EQ(d["queue_bytes/3/-1"], 8589934592000ull - 4294967000ull);
   EXPECT_EQ(d["tx_pfc_pause_frames/0/3"], 7u);  // reset: delta = new value
   EXPECT_EQ(d["pfcwd_storms_detected/3/-1"], 1u);
-  EXPECT_EQ(d["pfcwd_stormed/3/-1"], 1u);
+  EXPECT_EQ(d.count("pfcwd_stormed/3/-1"), 0u);  // a level, not a counter
   EXPECT_EQ(sampler->resets(), 1u);
   EXPECT_EQ(sampler->wraps(), 0u);
+}
+
+// Occupancy, watermark and the watchdog's stormed state are levels from
+// COUNTERS_DB to /metrics: read as levels each round (never deltas, never
+// resets), exported as gauges that follow the switch down as well as up.
+TEST_F(SonicSwitchTest, QueueLevelsAreGaugesThatGoDownAsWellAsUp) {
+  const std::string q = "COUNTERS:" + testing::SeedQueueOid(2, 3);  // Ethernet8 queue 3
+  auto set_levels = [&](const std::string& occupancy, const std::string& watermark,
+                        const std::string& status) {
+    Hset(counters_.get(), q, "SAI_QUEUE_STAT_CURR_OCCUPANCY_BYTES", occupancy);
+    Hset(counters_.get(), q, "SAI_QUEUE_STAT_SHARED_WATERMARK_BYTES", watermark);
+    Hset(counters_.get(), q, "PFC_WD_STATUS", status);
+  };
+  std::unique_ptr<Sampler> sampler =
+      *Sampler::Create(sw_->counters(), Clock::Real(), absl::Milliseconds(10));
+  auto registry = std::make_shared<prometheus::Registry>();
+  AgentMetrics metrics(registry, "leaf1");
+  SampleBatch batch;
+  // One agent round: sample, lend to a Report, observe, take back.
+  auto round = [&]() {
+    EXPECT_TRUE(sampler->SampleOnce(&batch).ok());
+    v1::Report report;
+    report.mutable_counters()->Swap(&batch.samples);
+    report.mutable_levels()->Swap(&batch.levels);
+    for (const v1::CounterSample& c : report.counters()) {
+      EXPECT_NE(c.name(), "queue_occupancy_bytes");
+      EXPECT_NE(c.name(), "queue_watermark_bytes");
+      EXPECT_NE(c.name(), "pfcwd_stormed");
+    }
+    std::map<std::string, uint64_t> levels;
+    for (const v1::LevelSample& l : report.levels()) {
+      if (l.device() == "Ethernet8" && l.port() == 3) levels[l.name()] = l.value();
+    }
+    metrics.ObserveReport(report, batch.values);
+    batch.samples.Swap(report.mutable_counters());
+    batch.levels.Swap(report.mutable_levels());
+    return levels;
+  };
+  auto gauge = [&](const std::string& name) {
+    prometheus::TextSerializer ser;
+    const std::string text = ser.Serialize(registry->Collect());
+    const std::string series =
+        absl::StrCat("\n", name, "{device=\"Ethernet8\",host=\"leaf1\",queue=\"3\"} ");
+    const size_t at = text.find(series);
+    return at == std::string::npos ? -1.0 : std::stod(text.substr(at + series.size()));
+  };
+  set_levels("524288", "1048576", "operational");
+  std::map<std::string, uint64_t> l = round();  // the first round has levels already
+  EXPECT_EQ(l["queue_occupancy_bytes"], 524288u);
+  EXPECT_EQ(l["queue_watermark_bytes"], 1048576u);
+  EXPECT_EQ(l["pfcwd_stormed"], 0u);
+  EXPECT_EQ(gauge("rocetune_switch_queue_occupancy_bytes"), 524288);
+  EXPECT_EQ(gauge("rocetune_switch_queue_watermark_bytes"), 1048576);
+  EXPECT_EQ(gauge("rocetune_switch_pfcwd_stormed"), 0);
+  // Up: a storm.
+  set_levels("2097152", "3145728", "stormed");
+  round();
+  EXPECT_EQ(gauge("rocetune_switch_queue_occupancy_bytes"), 2097152);
+  EXPECT_EQ(gauge("rocetune_switch_queue_watermark_bytes"), 3145728);
+  EXPECT_EQ(gauge("rocetune_switch_pfcwd_stormed"), 1);
+  // Down: drained and restored.
+  set_levels("0", "4096", "operational");
+  l = round();
+  EXPECT_EQ(l["queue_occupancy_bytes"], 0u);
+  EXPECT_EQ(gauge("rocetune_switch_queue_occupancy_bytes"), 0);
+  EXPECT_EQ(gauge("rocetune_switch_queue_watermark_bytes"), 4096);
+  EXPECT_EQ(gauge("rocetune_switch_pfcwd_stormed"), 0);
+  EXPECT_EQ(sampler->resets(), 0u);  // a level going down is no counter reset
+  prometheus::TextSerializer ser;
+  const std::string text = ser.Serialize(registry->Collect());
+  EXPECT_THAT(text, HasSubstr("# TYPE rocetune_switch_queue_occupancy_bytes gauge"));
+  EXPECT_THAT(text, HasSubstr("# TYPE rocetune_switch_queue_watermark_bytes gauge"));
+  EXPECT_THAT(text, HasSubstr("# TYPE rocetune_switch_pfcwd_stormed gauge"));
+  EXPECT_THAT(text, HasSubstr("rocetune_switch_queue_bytes_total{"));  // counters stay counters
+  EXPECT_THAT(text, Not(HasSubstr("rocetune_rdma_unmapped_total")));
+  // The watchdog stops polling the queue: its level is no longer exported.
+  ASSERT_TRUE(counters_->Command({"HDEL", q, "PFC_WD_STATUS"}).ok());
+  round();
+  EXPECT_EQ(gauge("rocetune_switch_pfcwd_stormed"), -1);
+  EXPECT_EQ(gauge("rocetune_switch_queue_occupancy_bytes"), 0);
+}
+
+// The real agent binary on the seeded switch, no controller reachable: its
+// /metrics serves the queue levels as gauges and follows them down.
+TEST_F(SonicSwitchTest, AgentServesQueueLevelsAsGauges) {
+  const std::string q = "COUNTERS:" + testing::SeedQueueOid(2, 3);
+  Hset(counters_.get(), q, "SAI_QUEUE_STAT_CURR_OCCUPANCY_BYTES", "777216");
+  const std::string ready = dir_ + "/agent.ready";
+  testing::Subprocess agent(ROCETUNE_AGENT_BINARY,
+                            {"--platform=sonic", "--redis=" + redis_->endpoint(), "--host_id=leaf1",
+                             "--controller=127.0.0.1:1", "--insecure_loopback",
+                             "--metrics_address=127.0.0.1:0", "--state_dir=" + dir_ + "/state",
+                             "--sample_interval=100ms", "--probe=none", "--ready_file=" + ready},
+                            dir_ + "/agent.log");
+  ASSERT_TRUE(agent.Start());
+  const int port = testing::WaitForPortInReadyFile(ready, "metrics_port", absl::Seconds(20));
+  ASSERT_GT(port, 0) << agent.Log();
+  const std::string series =
+      "rocetune_switch_queue_occupancy_bytes{device=\"Ethernet8\",host=\"leaf1\",queue=\"3\"} ";
+  auto scrape_until = [&](const std::string& want) {
+    std::string body;
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    while (absl::Now() < deadline) {
+      body = testing::HttpGet(port, "/metrics");
+      if (absl::StrContains(body, series + want + "\n")) return body;
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+    ADD_FAILURE() << "no " << series << want << " in:\n" << body << "\nlog:\n" << agent.Log();
+    return body;
+  };
+  const std::string body = scrape_until("777216");
+  EXPECT_THAT(body, HasSubstr("# TYPE rocetune_switch_queue_occupancy_bytes gauge"));
+  EXPECT_THAT(body, HasSubstr("rocetune_switch_pfcwd_stormed{device=\"Ethernet0\",host=\"leaf1\","
+                              "queue=\"3\"} 0"));
+  EXPECT_THAT(body, HasSubstr("rocetune_switch_queue_watermark_bytes{"));
+  EXPECT_THAT(body, Not(HasSubstr("name=\"queue_occupancy_bytes\"")));
+  Hset(counters_.get(), q, "SAI_QUEUE_STAT_CURR_OCCUPANCY_BYTES", "1024");
+  scrape_until("1024");
+  agent.Signal(SIGTERM);
+  EXPECT_EQ(agent.Wait(absl::Seconds(10)), 0) << agent.Log();
 }
 
 TEST_F(SonicSwitchTest, AppliesWithReadBack) {
@@ -373,6 +514,9 @@ TEST_F(SonicSwitchTest, AgentOncePrintsInventoryConfigAndCounters) {
                              "\"rx_pfc_pause_frames\", \"value\": 2003}"));
   EXPECT_THAT(out, HasSubstr("{\"device\": \"Ethernet0\", \"queue\": 3, \"name\": "
                              "\"queue_ecn_marked_packets\""));
+  EXPECT_THAT(out, HasSubstr("\"name\": \"pfcwd_stormed\", \"value\": 0, \"level\": true}"));
+  EXPECT_THAT(out, HasSubstr("\"name\": \"queue_bytes\", \"value\": "));
+  EXPECT_THAT(out, Not(HasSubstr("\"name\": \"queue_bytes\", \"value\": 0, \"level\"")));
   EXPECT_THAT(out, HasSubstr("\"counter_source\": \"sonic_redis\""));
   // Bad flags are refused with a message.
   f = popen(absl::StrCat(ROCETUNE_AGENT_BINARY, " --platform=sonic --once 2>&1").c_str(), "r");
