@@ -9,6 +9,7 @@
 #include <random>
 #include <thread>
 
+#include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/host/cc_params.h"
@@ -17,7 +18,24 @@
 #include "daemon/logging.h"
 #include "grpcpp/grpcpp.h"
 
+ABSL_FLAG(int64_t, report_buffer_max, 300,
+          "Reports of rounds taken while the controller is unreachable held for the reconnect "
+          "(the newest; older ones are dropped and counted). 0 holds none.");
+ABSL_FLAG(int64_t, report_buffer_max_bytes, int64_t{4} << 20,
+          "Bytes (encoded) the held reports may take at most.");
+ABSL_FLAG(absl::Duration, stream_stall_timeout, absl::Seconds(5),
+          "A write to the controller not completed for this long ends the stream; the agent "
+          "then samples, guards and holds reports as when disconnected.");
+
 namespace rocetune {
+
+void ConnectionOptionsFromFlags(AgentOptions* options) {
+  options->report_buffer_max =
+      static_cast<size_t>(std::max<int64_t>(0, absl::GetFlag(FLAGS_report_buffer_max)));
+  options->report_buffer_max_bytes =
+      static_cast<size_t>(std::max<int64_t>(0, absl::GetFlag(FLAGS_report_buffer_max_bytes)));
+  options->stall_timeout = absl::GetFlag(FLAGS_stream_stall_timeout);
+}
 
 namespace {
 
@@ -367,7 +385,10 @@ bool Agent::WriteBytes(Stream* stream, absl::string_view bytes) {
   grpc::Slice slice(bytes.data(), bytes.size());
   grpc::ByteBuffer buffer(&slice, 1);
   absl::MutexLock lock(&write_mu_);
-  return stream->Write(buffer);
+  write_started_nanos_.store(absl::ToUnixNanos(absl::Now()));
+  const bool ok = stream->Write(buffer);
+  write_started_nanos_.store(0);
+  return ok;
 }
 
 void Agent::HandleMessage(const v1::ControllerMessage& msg, absl::string_view wire,
@@ -419,6 +440,34 @@ absl::Status Agent::RunStream() {
     absl::MutexLock lock(&mu_);
     active_context_ = nullptr;
   };
+  // Cancels the stream when a write hangs (see AgentOptions::stall_timeout).
+  absl::Notification stream_over;
+  std::atomic<bool> stalled{false};
+  std::thread stall_watch([&]() {
+    const absl::Duration tick =
+        std::clamp(options_.stall_timeout / 4, absl::Milliseconds(10), absl::Milliseconds(250));
+    while (!stream_over.WaitForNotificationWithTimeout(tick)) {
+      const int64_t since = write_started_nanos_.load();
+      if (since == 0 || absl::Now() - absl::FromUnixNanos(since) < options_.stall_timeout) {
+        continue;
+      }
+      stalled.store(true);
+      LogWarning("a write to the controller stalled; ending the stream",
+                 {{"controller", options_.controller},
+                  {"stalled_for", absl::FormatDuration(options_.stall_timeout)}});
+      {
+        absl::MutexLock lock(&mu_);
+        ++stats_.stalls;
+      }
+      if (options_.metrics != nullptr) options_.metrics->RecordStall();
+      ctx.TryCancel();
+      return;
+    }
+  });
+  auto end_watch = [&]() {
+    stream_over.Notify();
+    stall_watch.join();
+  };
   std::unique_ptr<Stream> stream(
       grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
           channel_.get(), *connect_, &ctx));
@@ -426,9 +475,11 @@ absl::Status Agent::RunStream() {
   *first.mutable_hello() = *hello;
   if (!Write(stream.get(), first)) {
     grpc::Status st = stream->Finish();
+    end_watch();
     clear_ctx();
     return absl::UnavailableError(
-        absl::StrCat("controller ", options_.controller, ": ", st.error_message()));
+        absl::StrCat("controller ", options_.controller, ": ",
+                     stalled.load() ? "connecting stalled" : st.error_message()));
   }
   {
     absl::MutexLock lock(&mu_);
@@ -460,7 +511,9 @@ absl::Status Agent::RunStream() {
   // Encodes each round's Report (as an AgentMessage) into a buffer kept
   // across rounds.
   ReportWireEncoder encoder;
-  while (!stopping_.load() && !reader_done.HasBeenNotified()) {
+  // Reports held while disconnected go out first, oldest first.
+  const bool flushed = SendHeldReports(stream.get());
+  while (flushed && !stopping_.load() && !reader_done.HasBeenNotified()) {
     if (stopped_.WaitForNotificationWithTimeout(SampleInterval())) break;
     v1::Report report;
     bool lent = false;
@@ -471,12 +524,13 @@ absl::Status Agent::RunStream() {
     }
     unsent_guard_events_.clear();
     const bool written = WriteBytes(stream.get(), encoder.Encode(report));
-    // Take the sample messages back for the next round.
-    if (lent) ReturnSamples(&report);
     if (!written) {
       KeepUnsentGuardEvents(&report);
-      break;
+      HoldReport(report);
     }
+    // Take the sample messages back for the next round.
+    if (lent) ReturnSamples(&report);
+    if (!written) break;
     if (options_.metrics != nullptr) options_.metrics->RecordReportSent();
     absl::MutexLock lock(&mu_);
     ++stats_.reports_sent;
@@ -495,6 +549,7 @@ absl::Status Agent::RunStream() {
   if (!reader_done.HasBeenNotified()) ctx.TryCancel();
   reader.join();
   grpc::Status st = stream->Finish();
+  end_watch();
   clear_ctx();
   if (options_.metrics != nullptr) options_.metrics->SetConnected(false);
   if (stopping_.load()) return absl::OkStatus();
@@ -504,7 +559,8 @@ absl::Status Agent::RunStream() {
                                                    " refused this agent: ", st.error_message()));
   }
   return absl::UnavailableError(
-      absl::StrCat("stream to ", options_.controller, " ended: ", st.error_message()));
+      absl::StrCat("stream to ", options_.controller,
+                   " ended: ", stalled.load() ? "a write stalled" : st.error_message()));
 }
 
 void Agent::Round(SampleBatch* batch, v1::Report* report, bool* lent) {
@@ -620,11 +676,71 @@ void Agent::KeepUnsentGuardEvents(v1::Report* report) {
   for (v1::GuardEvent& ev : *report->mutable_guard_events()) {
     unsent_guard_events_.push_back(std::move(ev));
   }
+  report->clear_guard_events();
   if (unsent_guard_events_.size() > kMaxUnsentGuardEvents) {
     unsent_guard_events_.erase(
         unsent_guard_events_.begin(),
         unsent_guard_events_.end() - static_cast<std::ptrdiff_t>(kMaxUnsentGuardEvents));
   }
+}
+
+void Agent::HoldReport(const v1::Report& report) {
+  if (options_.report_buffer_max == 0) {
+    if (options_.metrics != nullptr) options_.metrics->RecordHeldReportsDropped(1);
+    absl::MutexLock lock(&mu_);
+    ++stats_.reports_held_dropped;
+    return;
+  }
+  const absl::string_view message = held_encoder_.Encode(report);
+  held_reports_.push_back({std::string(message), seams_.clock->Monotonic()});
+  held_bytes_ += message.size();
+  size_t dropped = 0;
+  while (held_reports_.size() > options_.report_buffer_max ||
+         (held_bytes_ > options_.report_buffer_max_bytes && !held_reports_.empty())) {
+    held_bytes_ -= held_reports_.front().message.size();
+    held_reports_.pop_front();
+    ++dropped;
+  }
+  if (options_.metrics != nullptr) {
+    options_.metrics->SetReportsHeld(held_reports_.size());
+    if (dropped > 0) options_.metrics->RecordHeldReportsDropped(dropped);
+  }
+  if (dropped > 0) {
+    absl::MutexLock lock(&mu_);
+    stats_.reports_held_dropped += dropped;
+  }
+}
+
+bool Agent::SendHeldReports(Stream* stream) {
+  std::string bytes;
+  size_t sent = 0;
+  bool ok = true;
+  while (!held_reports_.empty() && !stopping_.load()) {
+    const HeldReport& h = held_reports_.front();
+    const int64_t held =
+        std::max<int64_t>(1, absl::ToInt64Nanoseconds(seams_.clock->Monotonic() - h.taken));
+    if (!ReportWireEncoder::WithHeld(h.message, held, &bytes)) {
+      LogOnce("agent.held_report_encoding", LogLevel::kError,
+              "dropping a held report whose encoding could not be read back");
+    } else if (!WriteBytes(stream, bytes)) {
+      ok = false;
+      break;
+    } else {
+      ++sent;
+      if (options_.metrics != nullptr) options_.metrics->RecordHeldReportSent();
+    }
+    held_bytes_ -= h.message.size();
+    held_reports_.pop_front();
+  }
+  if (options_.metrics != nullptr) options_.metrics->SetReportsHeld(held_reports_.size());
+  if (sent > 0) {
+    LogInfo("sent the reports held while disconnected",
+            {{"controller", options_.controller}, {"reports", absl::StrCat(sent)}});
+    absl::MutexLock lock(&mu_);
+    stats_.reports_held_sent += sent;
+    stats_.reports_sent += sent;
+  }
+  return ok;
 }
 
 bool Agent::LocalRoundsFor(absl::Duration d) {
@@ -643,8 +759,9 @@ bool Agent::LocalRoundsFor(absl::Duration d) {
     v1::Report report;
     bool lent = false;
     Round(&batch_, &report, &lent);
-    if (lent) ReturnSamples(&report);
     KeepUnsentGuardEvents(&report);
+    HoldReport(report);
+    if (lent) ReturnSamples(&report);
     absl::MutexLock lock(&mu_);
     ++stats_.local_rounds;
   }

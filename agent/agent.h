@@ -2,6 +2,7 @@
 #define ROCETUNE_AGENT_AGENT_H_
 
 #include <atomic>
+#include <deque>
 #include <memory>
 #include <string>
 #include <utility>
@@ -24,6 +25,7 @@
 #include "agent/host/nic_discovery.h"
 #include "agent/host/pfc_config.h"
 #include "agent/probe/prober.h"
+#include "agent/report_wire.h"
 #include "agent/sampler.h"
 #include "daemon/clock.h"
 #include "daemon/progress.h"
@@ -53,6 +55,12 @@ struct HostSeams {
   std::vector<std::string> capabilities;
 };
 
+struct AgentOptions;
+// Sets the report buffer and stall options from --report_buffer_max,
+// --report_buffer_max_bytes and --stream_stall_timeout (both binaries that
+// run agents take them).
+void ConnectionOptionsFromFlags(AgentOptions* options);
+
 struct AgentOptions {
   std::string host_id;  // required
   std::string controller = "127.0.0.1:7070";
@@ -79,6 +87,17 @@ struct AgentOptions {
   // Reconnect attempts back off from reconnect_min, doubling to reconnect_max,
   // each wait jittered to half to all of it.
   absl::Duration reconnect_max = absl::Seconds(3);
+  // Reports of rounds taken while the controller is unreachable are held, the
+  // newest at most this many and this many bytes (encoded), and sent in order
+  // on reconnect, each with how long it was held; older ones are dropped
+  // (counted). 0 holds none.
+  size_t report_buffer_max = 300;
+  size_t report_buffer_max_bytes = size_t{4} << 20;
+  // A stream whose write (Hello, Report, Ack) has not completed for this long
+  // is cancelled, and the agent goes on as disconnected: a path that drops
+  // packets (the controller's receive window full, a connect that hangs)
+  // would otherwise hold up the sampling round, and with it the local guard.
+  absl::Duration stall_timeout = absl::Seconds(5);
   // Optional, not owned: where the agent records its host series.
   AgentMetrics* metrics = nullptr;
 };
@@ -90,7 +109,10 @@ struct AgentStats {
   uint64_t acks = 0;
   uint64_t nacks = 0;
   uint64_t guard_rollbacks = 0;
-  uint64_t local_rounds = 0;  // rounds sampled while not connected (not sent)
+  uint64_t local_rounds = 0;          // rounds sampled while not connected (held, not sent then)
+  uint64_t reports_held_sent = 0;     // held reports sent after a reconnect
+  uint64_t reports_held_dropped = 0;  // held reports dropped (buffer full)
+  uint64_t stalls = 0;                // streams cancelled for a stalled write
   std::string applied_version;
   std::string probe_plan_version;
 };
@@ -174,6 +196,12 @@ class Agent {
   void HandleMessage(const v1::ControllerMessage& msg, absl::string_view wire, Stream* stream);
   bool Write(Stream* stream, const v1::AgentMessage& msg);
   bool WriteBytes(Stream* stream, absl::string_view bytes);
+  // Encodes `report` (without guard events: they are kept apart) into the
+  // held-report ring, dropping the oldest beyond its bounds.
+  void HoldReport(const v1::Report& report);
+  // Writes the held reports in order, oldest first, each with how long it was
+  // held; false when a write failed (the rest stay held).
+  bool SendHeldReports(Stream* stream);
 
   AgentOptions options_;
   HostSeams seams_;
@@ -207,6 +235,18 @@ class Agent {
   // Report, and guard events of rounds that could not be sent.
   SampleBatch batch_;
   std::vector<v1::GuardEvent> unsent_guard_events_;
+  // Held reports (Run() thread only): the encoded AgentMessage and when the
+  // round was taken (Clock::Monotonic).
+  struct HeldReport {
+    std::string message;
+    absl::Duration taken;
+  };
+  std::deque<HeldReport> held_reports_;
+  size_t held_bytes_ = 0;
+  ReportWireEncoder held_encoder_;
+  // When the write in progress started (absl::ToUnixNanos; 0 = none), read by
+  // the stream's stall watch.
+  std::atomic<int64_t> write_started_nanos_{0};
   std::vector<std::string> guard_rejected_ ABSL_GUARDED_BY(mu_);
   // When the next round is due while disconnected (kept across backoffs).
   absl::Time next_local_round_ = absl::InfinitePast();

@@ -115,6 +115,29 @@ AgentMetrics::AgentMetrics(std::shared_ptr<prometheus::Registry> registry, std::
                         .Help("Reports sent to the controller.")
                         .Register(*registry_)
                         .Add({{"host", host_}})),
+      reports_held_(prometheus::BuildGauge()
+                        .Name("rocetune_agent_reports_held")
+                        .Help("Reports taken while the controller was unreachable, held to "
+                              "be sent on reconnect.")
+                        .Register(*registry_)
+                        .Add({{"host", host_}})),
+      held_sent_(prometheus::BuildCounter()
+                     .Name("rocetune_agent_held_reports_sent_total")
+                     .Help("Held reports sent after a reconnect.")
+                     .Register(*registry_)
+                     .Add({{"host", host_}})),
+      held_dropped_(prometheus::BuildCounter()
+                        .Name("rocetune_agent_held_reports_dropped_total")
+                        .Help("Held reports dropped, oldest first, beyond the buffer's bounds "
+                              "(--report_buffer_max, --report_buffer_max_bytes).")
+                        .Register(*registry_)
+                        .Add({{"host", host_}})),
+      stalls_(prometheus::BuildCounter()
+                  .Name("rocetune_agent_stream_stalls_total")
+                  .Help("Streams cancelled because a write did not complete within "
+                        "--stream_stall_timeout.")
+                  .Register(*registry_)
+                  .Add({{"host", host_}})),
       applied_version_(prometheus::BuildGauge()
                            .Name("rocetune_agent_applied_version")
                            .Help("Version of the parameter set the NIC is expected to hold "
@@ -300,6 +323,16 @@ void AgentMetrics::RecordSampling(absl::Duration d) {
 void AgentMetrics::SetConnected(bool connected) { connected_.Set(connected ? 1 : 0); }
 
 void AgentMetrics::RecordReportSent() { reports_sent_.Increment(); }
+
+void AgentMetrics::SetReportsHeld(size_t held) { reports_held_.Set(static_cast<double>(held)); }
+
+void AgentMetrics::RecordHeldReportSent() { held_sent_.Increment(); }
+
+void AgentMetrics::RecordHeldReportsDropped(size_t n) {
+  held_dropped_.Increment(static_cast<double>(n));
+}
+
+void AgentMetrics::RecordStall() { stalls_.Increment(); }
 
 void AgentMetrics::SetAppliedVersion(const std::string& version) {
   applied_version_.Set(VersionNumber(version));

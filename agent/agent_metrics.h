@@ -61,6 +61,11 @@ class AgentMetrics {
   void RecordSampling(absl::Duration collection_time);
   void SetConnected(bool connected);
   void RecordReportSent();
+  // The held-report ring (reports taken while disconnected).
+  void SetReportsHeld(size_t held);
+  void RecordHeldReportSent();
+  void RecordHeldReportsDropped(size_t n);
+  void RecordStall();
   // rocetune_agent_applied_version / _desired_version: the version number
   // (versions are decimal strings); "" or a non-numeric version is 0.
   void SetAppliedVersion(const std::string& version);
@@ -114,6 +119,10 @@ class AgentMetrics {
   prometheus::Histogram& sampling_seconds_;
   prometheus::Gauge& connected_;
   prometheus::Counter& reports_sent_;
+  prometheus::Gauge& reports_held_;
+  prometheus::Counter& held_sent_;
+  prometheus::Counter& held_dropped_;
+  prometheus::Counter& stalls_;
   prometheus::Gauge& applied_version_;
   prometheus::Gauge& desired_version_;
   ProbeMetrics probe_metrics_ ABSL_GUARDED_BY(mu_);

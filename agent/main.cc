@@ -367,6 +367,7 @@ int main(int argc, char** argv) {
   options.state_dir = absl::GetFlag(FLAGS_state_dir);
   options.metrics = &metrics;
   options.guard = rocetune::LocalGuardOptionsFromFlags();
+  rocetune::ConnectionOptionsFromFlags(&options);
   absl::StatusOr<std::unique_ptr<rocetune::Agent>> agent = rocetune::Agent::Create(options, seams);
   if (!agent.ok()) {
     std::fprintf(stderr, "rocetune-agent: %s\n", std::string(agent.status().message()).c_str());

@@ -19,6 +19,7 @@ constexpr char kReportCounters = (4 << 3) | 2;
 constexpr char kReportLatency = (5 << 3) | 2;
 constexpr char kReportGuardEvents = (6 << 3) | 2;
 constexpr char kReportLevels = (7 << 3) | 2;
+constexpr char kReportHeld = (8 << 3) | 0;
 constexpr char kSampleDevice = (1 << 3) | 2;
 constexpr char kSamplePort = (2 << 3) | 0;
 constexpr char kSamplePriority = (3 << 3) | 0;
@@ -171,6 +172,12 @@ absl::string_view ReportWireEncoder::Encode(const v1::Report& report) {
     p = PutLevel(l, size, room(kMaxElementHeader + size));
     at = static_cast<size_t>(p - buf_.data());
   }
+  if (report.held_nanos() != 0) {
+    p = room(1 + 10);
+    *p++ = kReportHeld;
+    p = PutVarint(SignExtended(report.held_nanos()), p);
+    at = static_cast<size_t>(p - buf_.data());
+  }
 
   const size_t body = at - kHeaderRoom;
   const size_t header = 1 + VarintSize(body);
@@ -178,6 +185,31 @@ absl::string_view ReportWireEncoder::Encode(const v1::Report& report) {
   *h = kAgentMessageReport;
   PutVarint(body, h + 1);
   return absl::string_view(h, header + body);
+}
+
+bool ReportWireEncoder::WithHeld(absl::string_view message, int64_t held_nanos, std::string* out) {
+  // message = tag, varint length, body (fields 1-6 of the Report, no field 7).
+  if (message.size() < 2 || message[0] != kAgentMessageReport) return false;
+  uint64_t body = 0;
+  size_t i = 1;
+  for (int shift = 0; i < message.size() && shift < 35; shift += 7) {
+    const uint8_t b = static_cast<uint8_t>(message[i++]);
+    body |= static_cast<uint64_t>(b & 0x7f) << shift;
+    if ((b & 0x80) == 0) break;
+  }
+  if (body != message.size() - i) return false;
+  const size_t extra = held_nanos == 0 ? 0 : 1 + VarintSize(SignExtended(held_nanos));
+  out->resize(1 + VarintSize(body + extra) + body + extra);
+  char* p = out->data();
+  *p++ = kAgentMessageReport;
+  p = PutVarint(body + extra, p);
+  std::memcpy(p, message.data() + i, body);
+  p += body;
+  if (held_nanos != 0) {
+    *p++ = kReportHeld;
+    p = PutVarint(SignExtended(held_nanos), p);
+  }
+  return static_cast<size_t>(p - out->data()) == out->size();
 }
 
 }  // namespace rocetune

@@ -2,6 +2,7 @@
 #define ROCETUNE_AGENT_REPORT_WIRE_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "absl/strings/string_view.h"
@@ -33,6 +34,11 @@ class ReportWireEncoder {
  public:
   // The encoding of AgentMessage{report}, valid until the next call.
   absl::string_view Encode(const v1::Report& report);
+
+  // Writes to `out` the encoding of AgentMessage{report} with held_nanos set,
+  // given `message`, an Encode() result of a Report whose held_nanos was 0.
+  // False when `message` is not such an encoding (`out` is then unspecified).
+  static bool WithHeld(absl::string_view message, int64_t held_nanos, std::string* out);
 
  private:
   std::string buf_;

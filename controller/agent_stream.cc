@@ -278,12 +278,15 @@ bool AgentStream::DecodeReportInPlace() {
 absl::Status AgentStream::HandleReport(const v1::Report& head,
                                        absl::Span<const CounterInput> counters) {
   absl::Time now = deps_.clock->Now();
-  if (absl::Status s = telemetry_->AddReport(head, counters, now); !s.ok()) {
+  ReportFiling filing = ReportFiling::kLive;
+  if (absl::Status s = telemetry_->AddReport(head, counters, now, &filing); !s.ok()) {
     deps_.metrics->Rejected(Rejection::kBadReport);
     return s;
   }
-  deps_.metrics->ReportReceived(
-      absl::ToDoubleSeconds(now - absl::FromUnixNanos(head.end_unix_nanos())));
+  if (filing != ReportFiling::kLive) deps_.metrics->HeldReport(filing == ReportFiling::kHeld);
+  // The delay of a held report counts from when it was sent.
+  deps_.metrics->ReportReceived(absl::ToDoubleSeconds(
+      now - absl::FromUnixNanos(head.end_unix_nanos()) - absl::Nanoseconds(head.held_nanos())));
   if (!head.guard_events().empty()) deps_.fleet->HandleGuardEvents(host_id_, head.guard_events());
   return absl::OkStatus();
 }

@@ -44,6 +44,14 @@ ControllerMetrics::ControllerMetrics()
                            .Help("Agent reports accepted into telemetry.")
                            .Register(r)
                            .Add({});
+  auto& held = prometheus::BuildCounter()
+                   .Name("rocetune_controller_held_reports_total")
+                   .Help(
+                       "Reports an agent held while disconnected and sent on reconnect: filed "
+                       "in the window of their time, or discarded as older than --retention.")
+                   .Register(r);
+  held_filed_ = &held.Add({{"outcome", "filed"}});
+  held_discarded_ = &held.Add({{"outcome", "discarded"}});
   dropped_family_ = &prometheus::BuildCounter()
                          .Name("rocetune_controller_reports_dropped_total")
                          .Help("Agent reports refused and not stored, by reason.")

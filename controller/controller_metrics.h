@@ -49,6 +49,9 @@ class ControllerMetrics {
     ++reports_received_n_;
     report_delay_->Observe(delay_seconds < 0 ? 0 : delay_seconds);
   }
+  // A report the agent held while disconnected: filed in its window
+  // (`filed`) or discarded as older than the retention.
+  void HeldReport(bool filed) { (filed ? held_filed_ : held_discarded_)->Increment(); }
   void Rejected(Rejection why);
   void OutboundDropped() { outbound_dropped_->Increment(); }
   void Ack() { acks_->Increment(); }
@@ -79,6 +82,8 @@ class ControllerMetrics {
   prometheus::Gauge* telemetry_windows_;
   prometheus::Gauge* telemetry_bytes_;
   prometheus::Counter* reports_received_;
+  prometheus::Counter* held_filed_;
+  prometheus::Counter* held_discarded_;
   std::atomic<uint64_t> reports_received_n_{0};
   std::atomic<uint64_t> reports_dropped_n_{0};
   prometheus::Family<prometheus::Counter>* rejected_family_;

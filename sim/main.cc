@@ -156,6 +156,7 @@ int RunAgents(Fabric* fabric) {
   auto finish_options = [&](AgentOptions* opt) {
     opt->sample_interval = absl::GetFlag(FLAGS_sample_interval);
     opt->guard = LocalGuardOptionsFromFlags();
+    ConnectionOptionsFromFlags(opt);
     opt->state_dir = absl::StrCat(state_base, "/", opt->host_id);
     if (exposer != nullptr) {
       metrics.push_back(std::make_unique<AgentMetrics>(registry, opt->host_id));

@@ -1,8 +1,11 @@
 #include "controller/store/store.h"
 
+#include <fcntl.h>
 #include <google/protobuf/unknown_field_set.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
@@ -11,6 +14,7 @@
 #include <utility>
 #include <variant>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "controller/audit/audit_chain.h"
 
@@ -300,9 +304,41 @@ Store::~Store() {
   sqlite3_close(db_);
 }
 
+namespace {
+
+// " (the state dir <dir> is read-only: ...)" when `db_path`'s directory
+// refuses writes with EROFS, else "". SQLite reports a write refused by a
+// filesystem that went read-only under an open database as an I/O error (or
+// "readonly database"). The mount flags may not show it (after an ext4 error
+// they still say "rw"), so this tries to create a file there.
+std::string ReadOnlyCause(const std::string& db_path) {
+  const size_t slash = db_path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : db_path.substr(0, slash);
+  bool read_only = false;
+  if (struct statvfs st; statvfs(dir.c_str(), &st) == 0 && (st.f_flag & ST_RDONLY) != 0) {
+    read_only = true;
+  } else {
+    const std::string probe = absl::StrCat(dir, "/.write-probe");
+    const int fd = open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      close(fd);
+      unlink(probe.c_str());
+    } else {
+      read_only = errno == EROFS;
+    }
+  }
+  if (!read_only) return "";
+  return absl::StrCat(" (the state dir ", dir, " is read-only: ", std::strerror(EROFS), ")");
+}
+
+constexpr char kReadOnlyMark[] = " is read-only: ";
+
+}  // namespace
+
 absl::Status Store::Error(const std::string& what) {
-  return absl::Status(CodeFor(sqlite3_extended_errcode(db_)),
-                      absl::StrCat(path_, ": ", what, ": ", sqlite3_errmsg(db_)));
+  return absl::Status(
+      CodeFor(sqlite3_extended_errcode(db_)),
+      absl::StrCat(path_, ": ", what, ": ", sqlite3_errmsg(db_), ReadOnlyCause(path_)));
 }
 
 absl::Status Store::Exec(const std::string& sql) {
@@ -334,6 +370,12 @@ absl::Status Store::InTransaction(const std::function<absl::Status()>& body) {
   }
   // SQLite may already have rolled back (e.g. on SQLITE_FULL); then this is a no-op error.
   if (!s.ok()) Exec("ROLLBACK").IgnoreError();
+  if (!s.ok() && !absl::StrContains(s.message(), kReadOnlyMark) &&
+      s.code() != absl::StatusCode::kInvalidArgument && s.code() != absl::StatusCode::kNotFound) {
+    if (std::string cause = ReadOnlyCause(path_); !cause.empty()) {
+      s = absl::Status(s.code(), absl::StrCat(s.message(), cause));
+    }
+  }
   return s;
 }
 

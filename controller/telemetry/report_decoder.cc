@@ -134,6 +134,10 @@ bool ReportDecoder::DecodeReport(const char* p, const char* end) {
           return false;
         }
         break;
+      case v1::Report::kHeldNanosFieldNumber:
+        if (type != kVarint || !ReadVarint(p, end, &v)) return false;
+        head_.set_held_nanos(static_cast<int64_t>(v));
+        break;
       case v1::Report::kGuardEventsFieldNumber:
         if (type != kLengthDelimited || !ReadBytes(p, end, &sub) ||
             !head_.add_guard_events()->ParseFromArray(sub.data(), static_cast<int>(sub.size()))) {

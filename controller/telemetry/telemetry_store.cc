@@ -127,16 +127,21 @@ void CountersOf(const v1::Report& report, std::vector<CounterInput>* out) {
   }
 }
 
-absl::Status HostTelemetry::AddReport(const v1::Report& report, absl::Time received) {
+absl::Status HostTelemetry::AddReport(const v1::Report& report, absl::Time received,
+                                      ReportFiling* filing) {
   thread_local std::vector<CounterInput> counters;
   CountersOf(report, &counters);
-  return AddReport(report, counters, received);
+  return AddReport(report, counters, received, filing);
 }
 
 absl::Status HostTelemetry::AddReport(const v1::Report& report,
-                                      absl::Span<const CounterInput> counters,
-                                      absl::Time received) {
+                                      absl::Span<const CounterInput> counters, absl::Time received,
+                                      ReportFiling* filing) {
   const TelemetryOptions& opt = store_->options();
+  if (report.held_nanos() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("report ", report.seq(), ": held_nanos ",
+                                                   report.held_nanos(), " is negative"));
+  }
   if (counters.size() > static_cast<size_t>(opt.max_counters_per_report)) {
     return absl::InvalidArgumentError(absl::StrCat("report.counters has ", counters.size(),
                                                    " entries (limit ", opt.max_counters_per_report,
@@ -199,11 +204,34 @@ absl::Status HostTelemetry::AddReport(const v1::Report& report,
   thread_local std::vector<int32_t> ids;
   store_->names().Resolve(counters, &ids);
   double interval = static_cast<double>(report.end_unix_nanos() - report.start_unix_nanos()) * 1e-9;
-  int64_t index = store_->WindowIndex(received);
+  const bool held = report.held_nanos() > 0;
+  const int64_t keep = std::max<int64_t>(1, opt.retention / opt.window);
+  int64_t index = store_->WindowIndex(received - absl::Nanoseconds(report.held_nanos()));
+  if (held && index <= store_->WindowIndex(received) - keep) {
+    // Its window is past the retention (it would be pruned at once).
+    if (filing != nullptr) *filing = ReportFiling::kHeldDiscarded;
+    reports_.fetch_add(1, std::memory_order_relaxed);
+    return absl::OkStatus();
+  }
+  if (filing != nullptr) *filing = held ? ReportFiling::kHeld : ReportFiling::kLive;
   {
     absl::MutexLock lock(&mu_);
-    if (windows_.empty() || windows_.back().index < index) {
-      // Reports land only in the newest window: the one before it is closed.
+    // A held report for a window before the newest: that window, which is
+    // closed (or missing, the host did not report then).
+    WindowAggregate* older = nullptr;
+    if (held && !windows_.empty() && index < windows_.back().index) {
+      auto it = std::lower_bound(windows_.begin(), windows_.end(), index,
+                                 [](const WindowAggregate& w, int64_t i) { return w.index < i; });
+      if (it == windows_.end() || it->index != index) {
+        it = windows_.emplace(it);
+        it->index = index;
+      } else {
+        closed_bytes_ -= it->ApproxBytes();
+        it->Reopen();
+      }
+      older = &*it;
+    } else if (windows_.empty() || windows_.back().index < index) {
+      // Live reports land only in the newest window: the one before it is closed.
       if (!windows_.empty()) {
         windows_.back().Compact();
         closed_bytes_ += windows_.back().ApproxBytes();
@@ -211,8 +239,8 @@ absl::Status HostTelemetry::AddReport(const v1::Report& report,
       windows_.emplace_back();
       windows_.back().index = index;
     }
-    // A report for an older window (clock step) lands in the newest one.
-    WindowAggregate& w = windows_.back();
+    // A live report for an older window (clock step) lands in the newest one.
+    WindowAggregate& w = older != nullptr ? *older : windows_.back();
     for (const DecodedLatency& d : latency) {
       if (!w.latency.contains(d.proto->peer_class()) &&
           static_cast<int>(w.latency.size()) >= store_->options().max_peer_classes_per_window) {
@@ -230,8 +258,12 @@ absl::Status HostTelemetry::AddReport(const v1::Report& report,
     }
     w.covered_seconds += interval;
     ++w.reports;
-    int64_t keep = std::max<int64_t>(1, store_->options().retention / store_->options().window);
-    while (!windows_.empty() && windows_.front().index <= index - keep) PopOldest();
+    if (older != nullptr) {
+      older->Compact();
+      closed_bytes_ += older->ApproxBytes();
+    } else {
+      while (!windows_.empty() && windows_.front().index <= index - keep) PopOldest();
+    }
   }
   last_report_nanos_.store(absl::ToUnixNanos(received), std::memory_order_relaxed);
   reports_.fetch_add(1, std::memory_order_relaxed);
@@ -297,6 +329,24 @@ void WindowAggregate::Compact() {
     counter_deltas.shrink_to_fit();
   }
   for (auto& [peer_class, agg] : latency) agg.Pack();
+}
+
+void WindowAggregate::Reopen() {
+  if (!packed_counter_deltas.empty()) {
+    std::vector<std::pair<int32_t, uint64_t>> sums;
+    ForEachCounter([&](int32_t id, uint64_t sum) { sums.emplace_back(id, sum); });
+    counter_deltas = std::move(sums);
+    packed_counter_deltas.clear();
+    packed_counter_deltas.shrink_to_fit();
+  }
+  for (auto& [peer_class, agg] : latency) {
+    if (!agg.packed) continue;
+    agg.network_rtt = Decode(agg.packed_rtt);
+    agg.host_delay = Decode(agg.packed_delay);
+    agg.packed_rtt.clear();
+    agg.packed_delay.clear();
+    agg.packed = false;
+  }
 }
 
 size_t WindowAggregate::ApproxBytes() const {

@@ -104,6 +104,8 @@ struct WindowAggregate {
   // A window that will take no more reports gives back spare capacity and
   // packs its sketches.
   void Compact();
+  // Undoes Compact() so that a report can be added (a held report filed late).
+  void Reopen();
 
   int64_t index = 0;
   uint64_t reports = 0;
@@ -158,6 +160,13 @@ struct PeriodAggregate {
 
 class TelemetryStore;
 
+// Where AddReport put a report.
+enum class ReportFiling {
+  kLive,           // sent when taken: the window containing its receipt
+  kHeld,           // held by the agent: the window containing receipt - held_nanos
+  kHeldDiscarded,  // held so long that its window is past the retention: not stored
+};
+
 // The telemetry of one host. Thread-safe.
 class HostTelemetry {
  public:
@@ -166,11 +175,20 @@ class HostTelemetry {
   // Validates `report` (names, finite values, interval, sketches) and, only if it
   // is valid, adds it to the window containing `received`. kInvalidArgument names
   // the offending field; nothing is stored then.
-  absl::Status AddReport(const v1::Report& report, absl::Time received);
+  //
+  // A held report (held_nanos > 0: taken while the agent could not send it)
+  // goes to the window containing `received` - held_nanos instead, created in
+  // its place among the host's windows when missing (reopened when closed);
+  // one whose window is already past the retention is validated and counted
+  // but not stored. Only held reports go to a window before the newest: a
+  // live report for an older window (a clock step) lands in the newest one.
+  // `filing`, when given, says which it was.
+  absl::Status AddReport(const v1::Report& report, absl::Time received,
+                         ReportFiling* filing = nullptr);
   // The same with the counters given apart (ReportDecoder's fast path);
   // head.counters() is not read.
   absl::Status AddReport(const v1::Report& head, absl::Span<const CounterInput> counters,
-                         absl::Time received);
+                         absl::Time received, ReportFiling* filing = nullptr);
 
   // Drops windows that ended before `oldest`; adds the windows kept and the
   // memory they hold to the two counters when given.

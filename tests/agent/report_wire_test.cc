@@ -49,7 +49,7 @@ v1::CounterSample* AddSample(v1::Report* r, const std::string& device, uint32_t 
 // messages must be added to it too: this test fails until it is.
 TEST(ReportWireEncoderTest, KnowsEveryFieldOfTheMessagesItEncodes) {
   const google::protobuf::Descriptor* report = v1::Report::descriptor();
-  ASSERT_EQ(report->field_count(), 7) << "a new Report field: teach ReportWireEncoder";
+  ASSERT_EQ(report->field_count(), 8) << "a new Report field: teach ReportWireEncoder";
   EXPECT_EQ(report->FindFieldByName("seq")->number(), 1);
   EXPECT_EQ(report->FindFieldByName("start_unix_nanos")->number(), 2);
   EXPECT_EQ(report->FindFieldByName("end_unix_nanos")->number(), 3);
@@ -57,6 +57,7 @@ TEST(ReportWireEncoderTest, KnowsEveryFieldOfTheMessagesItEncodes) {
   EXPECT_EQ(report->FindFieldByName("latency")->number(), 5);
   EXPECT_EQ(report->FindFieldByName("guard_events")->number(), 6);
   EXPECT_EQ(report->FindFieldByName("levels")->number(), 7);
+  EXPECT_EQ(report->FindFieldByName("held_nanos")->number(), 8);
   const google::protobuf::Descriptor* sample = v1::CounterSample::descriptor();
   ASSERT_EQ(sample->field_count(), 6) << "a new CounterSample field: teach ReportWireEncoder";
   EXPECT_EQ(sample->FindFieldByName("device")->number(), 1);
@@ -181,6 +182,51 @@ TEST(ReportWireEncoderTest, BufferReusedAcrossSizes) {
     }
     ExpectSameAsProtobuf(encoder, r);
   }
+}
+
+TEST(ReportWireEncoderTest, HeldNanosMatchesProtobuf) {
+  ReportWireEncoder encoder;
+  v1::Report r;
+  r.set_seq(3);
+  r.set_end_unix_nanos(5);
+  AddSample(&r, "mlx5_0", 1, -1, "cnp_sent", 5, 5.0);
+  r.set_held_nanos(2'500'000'000);
+  ExpectSameAsProtobuf(encoder, r);
+}
+
+// A report encoded when taken and sent later with how long it was held: the
+// bytes are protobuf's for the same report with held_nanos set.
+TEST(ReportWireEncoderTest, WithHeldReframesAStoredEncoding) {
+  ReportWireEncoder encoder;
+  for (int n : {0, 1, 440, 5000}) {
+    SCOPED_TRACE(n);
+    v1::Report r;
+    r.set_seq(static_cast<uint64_t>(n) + 1);
+    r.set_start_unix_nanos(1000);
+    r.set_end_unix_nanos(2000);
+    for (int i = 0; i < n; ++i) {
+      AddSample(&r, "mlx5_0", 1, i % 9 - 1, absl::StrCat("counter_", i),
+                static_cast<uint64_t>(i) * 7, 0.5);
+    }
+    const std::string stored(encoder.Encode(r));
+    for (int64_t held :
+         {int64_t{0}, int64_t{1}, int64_t{127}, int64_t{128}, int64_t{3'600'000'000'000}}) {
+      SCOPED_TRACE(held);
+      std::string out;
+      ASSERT_TRUE(ReportWireEncoder::WithHeld(stored, held, &out));
+      v1::Report want = r;
+      want.set_held_nanos(held);
+      v1::AgentMessage msg;
+      *msg.mutable_report() = want;
+      EXPECT_EQ(out, msg.SerializeAsString());
+    }
+  }
+  std::string out;
+  EXPECT_FALSE(ReportWireEncoder::WithHeld("", 1, &out));
+  EXPECT_FALSE(ReportWireEncoder::WithHeld(std::string("\x12\x05"
+                                                       "ab",
+                                                       4),
+                                           1, &out));
 }
 
 }  // namespace

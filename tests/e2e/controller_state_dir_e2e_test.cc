@@ -10,12 +10,16 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -198,6 +202,139 @@ TEST(ControllerStateDirE2E, FullThenReadOnlyRefusesWritesKeepsReads) {
   EXPECT_EQ(env.Ctl({"audit", "verify"}, "carol", &out), 0) << out;
   std::printf("FAULT state_dir full+readonly mutating_calls_refused=%d half_written=%d\n", refused,
               half_written);
+}
+
+// An ext4 filesystem in a file, on a loop device, mounted on `dir` with
+// errors=remount-ro for the test's lifetime. A mount with files open for
+// writing cannot be remounted read-only, but an ext4 error can make it so
+// underneath them (as a failing disk would): TriggerError() asks the kernel
+// to act as if it found one (/sys/fs/ext4/<dev>/trigger_fs_error).
+class Ext4LoopMount {
+ public:
+  Ext4LoopMount(std::string image, std::string dir)
+      : image_(std::move(image)), dir_(std::move(dir)) {
+    mkdir(dir_.c_str(), 0700);
+    std::string out;
+    if (testing::RunCommand("/usr/bin/truncate", {"-s", "64M", image_}, &out, absl::Seconds(10)) !=
+            0 ||
+        testing::RunCommand("/usr/sbin/mkfs.ext4", {"-q", "-F", image_}, &out, absl::Seconds(30)) !=
+            0) {
+      error_ = absl::StrCat("mkfs.ext4 ", image_, ": ", out);
+      return;
+    }
+    if (testing::RunCommand("/usr/sbin/losetup", {"-f", "--show", image_}, &out,
+                            absl::Seconds(10)) != 0) {
+      error_ = absl::StrCat("losetup: ", out);
+      return;
+    }
+    loop_ = std::string(absl::StripAsciiWhitespace(out));
+    if (!Mount()) error_ = absl::StrCat("mount ", loop_, " on ", dir_, ": ", strerror(errno));
+  }
+  ~Ext4LoopMount() {
+    if (mounted_) umount2(dir_.c_str(), MNT_DETACH);
+    std::string out;
+    if (!loop_.empty())
+      testing::RunCommand("/usr/sbin/losetup", {"-d", loop_}, &out, absl::Seconds(10));
+    unlink(image_.c_str());
+  }
+  const std::string& error() const { return error_; }
+  bool TriggerError() {
+    const std::string dev = loop_.substr(loop_.rfind('/') + 1);
+    std::ofstream f(absl::StrCat("/sys/fs/ext4/", dev, "/trigger_fs_error"));
+    f << "1\n";
+    f.flush();
+    return static_cast<bool>(f);
+  }
+  // Whether creating a file there fails with EROFS (the mount flags may
+  // still say "rw" after an ext4 error).
+  bool ReadOnly() const {
+    const std::string probe = absl::StrCat(dir_, "/.test-probe");
+    const int fd = open(probe.c_str(), O_WRONLY | O_CREAT, 0600);
+    if (fd >= 0) {
+      close(fd);
+      unlink(probe.c_str());
+      return false;
+    }
+    return errno == EROFS;
+  }
+  // Unmounts (nothing may hold files there), checks the filesystem and mounts
+  // it again read-write. Returns what e2fsck said.
+  bool Repair(std::string* out) {
+    if (umount2(dir_.c_str(), 0) != 0) {
+      *out = absl::StrCat("umount ", dir_, ": ", strerror(errno));
+      return false;
+    }
+    mounted_ = false;
+    // 0: clean, 1: errors corrected.
+    const int rc =
+        testing::RunCommand("/usr/sbin/e2fsck", {"-f", "-y", loop_}, out, absl::Seconds(60));
+    if (rc != 0 && rc != 1) return false;
+    return Mount();
+  }
+
+ private:
+  bool Mount() {
+    mounted_ = mount(loop_.c_str(), dir_.c_str(), "ext4", 0, "errors=remount-ro") == 0;
+    return mounted_;
+  }
+  std::string image_;
+  std::string dir_;
+  std::string loop_;
+  std::string error_;
+  bool mounted_ = false;
+};
+
+// The state dir turns read-only underneath a running controller (an ext4
+// error remounts it so). Mutating calls fail with a status naming the
+// database and the cause, nothing is half-written, reads are served. After
+// the controller is stopped and the filesystem checked and mounted again,
+// everything it had confirmed is there and the audit chain verifies.
+TEST(ControllerStateDirE2E, ReadOnlyUnderARunningControllerRefusesWritesKeepsReads) {
+  EnvOptions opt;
+  opt.scenario = "sim/scenarios/allreduce_8_hosts_large_messages.textproto";
+  opt.sets = {"topology.hosts_per_tor=2"};
+  opt.expect_hosts = 8;
+  opt.probe_peers = 4;
+  Env env(opt);
+  Ext4LoopMount disk(absl::StrCat(env.dir(), "/state.img"), absl::StrCat(env.dir(), "/controller"));
+  if (!disk.error().empty())
+    GTEST_SKIP() << "no loop-mounted ext4 for the state dir: " << disk.error();
+  ASSERT_TRUE(env.Start()) << env.ControllerLog() << env.FabricLog();
+  std::string out;
+  ASSERT_EQ(
+      env.Ctl({"policy", "apply", env.WriteFile("p0.textproto", Policy("v1"))}, "alice", &out), 0)
+      << out;
+  // The store commits with synchronous=NORMAL (WAL): durable across a
+  // process crash, not across a disk failing before the next checkpoint. The
+  // kernel's writeback is flushed first so that this test checks the running
+  // controller's behaviour, not that.
+  sync();
+  const Snapshot confirmed = Take(env);
+  ASSERT_GT(confirmed.audit_rows, 0);
+  ASSERT_TRUE(disk.TriggerError());
+  ASSERT_TRUE(disk.ReadOnly()) << "the ext4 error did not remount the state dir read-only";
+  int refused = 0, half_written = 0;
+  ExpectRefusedAndReadable(env, "readonly", &refused, &half_written);
+  // The status names the database and the SQLite error.
+  env.Ctl({"change", "propose", "full", "rpg_time_reset=710", "--reason=ro"}, "alice", &out);
+  EXPECT_THAT(out, HasSubstr(absl::StrCat(env.dir(), "/controller"))) << out;
+  EXPECT_THAT(out, HasSubstr("is read-only: Read-only file system")) << out;
+  // Writable again: stop the controller, check the filesystem, remount.
+  env.KillController();
+  ASSERT_TRUE(disk.Repair(&out)) << out;
+  ASSERT_TRUE(env.StartController()) << env.ControllerLog();
+  const Snapshot after = Take(env);
+  EXPECT_EQ(after.audit_rows, confirmed.audit_rows) << "audit rows lost or half-written";
+  EXPECT_EQ(after.changes, confirmed.changes);
+  EXPECT_EQ(after.policies, confirmed.policies);
+  EXPECT_EQ(env.Ctl({"audit", "verify"}, "carol", &out), 0) << out;
+  ASSERT_EQ(
+      env.Ctl({"policy", "apply", env.WriteFile("p1.textproto", Policy("v2"))}, "alice", &out), 0)
+      << "writable again: " << out;
+  std::printf(
+      "FAULT state_dir readonly_while_running mutating_calls_refused=%d half_written=%d "
+      "audit_rows=%d\n",
+      refused, half_written, after.audit_rows);
 }
 
 }  // namespace

@@ -49,18 +49,22 @@ class AgentControllerTest : public ::testing::Test {
     admin_ = v1::AdminService::NewStub(channel);
   }
 
-  std::unique_ptr<Subprocess> StartAgent(const std::string& host_id, const std::string& fixture) {
-    auto agent = std::make_unique<Subprocess>(
-        BuiltBinary("agent/rocetune-agent"),
-        std::vector<std::string>{
-            "--host_id=" + host_id, absl::StrCat("--controller=127.0.0.1:", grpc_port_),
-            "--insecure_loopback", "--metrics_address=127.0.0.1:0",
-            "--sysfs_root=" + HostFixture(fixture) + "/sys",
-            "--debugfs_root=" + HostFixture(fixture) + "/debug",
-            "--state_dir=" + dir_ + "/" + host_id, "--labels=rack=r1,role=trainer",
-            "--sample_interval=100ms", "--probe_udp_listen=127.0.0.1:0",
-            "--ready_file=" + dir_ + "/" + host_id + ".ready"},
-        dir_ + "/" + host_id + ".log");
+  std::unique_ptr<Subprocess> StartAgent(const std::string& host_id, const std::string& fixture,
+                                         std::vector<std::string> extra = {}) {
+    std::vector<std::string> args{"--host_id=" + host_id,
+                                  absl::StrCat("--controller=127.0.0.1:", grpc_port_),
+                                  "--insecure_loopback",
+                                  "--metrics_address=127.0.0.1:0",
+                                  "--sysfs_root=" + HostFixture(fixture) + "/sys",
+                                  "--debugfs_root=" + HostFixture(fixture) + "/debug",
+                                  "--state_dir=" + dir_ + "/" + host_id,
+                                  "--labels=rack=r1,role=trainer",
+                                  "--sample_interval=100ms",
+                                  "--probe_udp_listen=127.0.0.1:0",
+                                  "--ready_file=" + dir_ + "/" + host_id + ".ready"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto agent = std::make_unique<Subprocess>(BuiltBinary("agent/rocetune-agent"), args,
+                                              dir_ + "/" + host_id + ".log");
     EXPECT_TRUE(agent->Start());
     return agent;
   }
@@ -197,6 +201,76 @@ TEST_F(AgentControllerTest, AgentReconnectsWithinSecondsOfAControllerRestart) {
   EXPECT_LT(took, absl::Seconds(5)) << agent->Log();
   agent->Signal(SIGTERM);
   EXPECT_EQ(agent->Wait(absl::Seconds(10)), 0) << agent->Log();
+}
+
+// Reports taken while the controller is down are held (bounded, oldest
+// dropped first) and sent on reconnect; the controller files them in the
+// windows of their time.
+TEST_F(AgentControllerTest, ReportsHeldWhileTheControllerIsDownArriveAfterTheRestart) {
+  auto agent = StartAgent("host-h", "mlx5_ofed");
+  auto small = StartAgent("host-s", "mlx5_ofed", {"--report_buffer_max=5"});
+  ASSERT_TRUE(WaitForHost("host-h", absl::Seconds(20)).has_value()) << agent->Log();
+  ASSERT_TRUE(WaitForHost("host-s", absl::Seconds(20)).has_value()) << small->Log();
+  const int metrics_h =
+      WaitForPortInReadyFile(dir_ + "/host-h.ready", "metrics_port", absl::Seconds(5));
+  const int metrics_s =
+      WaitForPortInReadyFile(dir_ + "/host-s.ready", "metrics_port", absl::Seconds(5));
+  ASSERT_GT(metrics_h, 0);
+  ASSERT_GT(metrics_s, 0);
+  controller_->Signal(SIGTERM);
+  ASSERT_EQ(controller_->Wait(absl::Seconds(10)), 0) << controller_->Log();
+  absl::SleepFor(absl::Seconds(2));  // --sample_interval=100ms: about 20 rounds held
+  const double held_h = MetricValue(metrics_h, "rocetune_agent_reports_held{host=\"host-h\"}");
+  EXPECT_GE(held_h, 10) << HttpGet(metrics_h, "/metrics");
+  EXPECT_EQ(MetricValue(metrics_s, "rocetune_agent_reports_held{host=\"host-s\"}"), 5);
+  const int port = grpc_port_;
+  controller_ = std::make_unique<Subprocess>(
+      BuiltBinary("controller/rocetune-controller"),
+      std::vector<std::string>{absl::StrCat("--listen=127.0.0.1:", port),
+                               "--metrics_address=127.0.0.1:0", "--insecure_loopback",
+                               "--state_dir=" + dir_ + "/controller",
+                               "--ready_file=" + dir_ + "/controller2.ready"},
+      dir_ + "/controller2.log");
+  ASSERT_TRUE(controller_->Start());
+  const int cmetrics =
+      WaitForPortInReadyFile(dir_ + "/controller2.ready", "metrics_port", absl::Seconds(20));
+  ASSERT_GT(cmetrics, 0) << controller_->Log();
+  ASSERT_TRUE(WaitForHost("host-h", absl::Seconds(15)).has_value()) << agent->Log();
+  ASSERT_TRUE(WaitForHost("host-s", absl::Seconds(15)).has_value()) << small->Log();
+  const std::string sent_h = "rocetune_agent_held_reports_sent_total{host=\"host-h\"}";
+  absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (MetricValue(metrics_h, sent_h) < held_h && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  // Every report held by the roomy agent arrived; the small one kept its newest 5.
+  EXPECT_GE(MetricValue(metrics_h, sent_h), held_h) << agent->Log();
+  EXPECT_EQ(MetricValue(metrics_h, "rocetune_agent_held_reports_dropped_total{host=\"host-h\"}"),
+            0);
+  EXPECT_EQ(MetricValue(metrics_h, "rocetune_agent_reports_held{host=\"host-h\"}"), 0);
+  const double sent_s =
+      MetricValue(metrics_s, "rocetune_agent_held_reports_sent_total{host=\"host-s\"}");
+  EXPECT_GE(sent_s, 5);
+  EXPECT_LE(sent_s, 6);  // one more when a write failed as the stream broke
+  EXPECT_GE(MetricValue(metrics_s, "rocetune_agent_held_reports_dropped_total{host=\"host-s\"}"),
+            10)
+      << HttpGet(metrics_s, "/metrics");
+  // The controller filed them (none is past its 10-minute retention).
+  const double filed =
+      MetricValue(cmetrics, "rocetune_controller_held_reports_total{outcome=\"filed\"}");
+  EXPECT_GE(filed, held_h + 5) << HttpGet(cmetrics, "/metrics");
+  EXPECT_EQ(MetricValue(cmetrics, "rocetune_controller_held_reports_total{outcome=\"discarded\"}"),
+            0);
+  // The restarted controller counts them as the host's reports.
+  grpc::ClientContext ctx;
+  v1::GetHostRequest req;
+  req.set_host_id("host-h");
+  v1::HostInfo info;
+  ASSERT_TRUE(admin_->GetHost(&ctx, req, &info).ok());
+  EXPECT_GE(info.reports(), static_cast<uint64_t>(held_h));
+  for (auto* a : {agent.get(), small.get()}) {
+    a->Signal(SIGTERM);
+    EXPECT_EQ(a->Wait(absl::Seconds(10)), 0) << a->Log();
+  }
 }
 
 TEST_F(AgentControllerTest, TwoAgentsWithDistinctIdentitiesRegister) {

@@ -33,6 +33,7 @@ v1::Report SampleReport(int counters, uint32_t seed) {
   w->mutable_network_rtt_seconds()->set_relative_accuracy(0.01);
   r.add_latency()->set_peer_class("inter_tor");
   r.add_guard_events()->set_detail("pfc pause ratio 0.2 above 0.1");
+  if (seed % 2 == 0) r.set_held_nanos(static_cast<int64_t>(rng()) * 1000);  // a held report
   return r;
 }
 

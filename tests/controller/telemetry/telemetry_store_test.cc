@@ -197,6 +197,96 @@ TEST(TelemetryStoreTest, InvalidReportsChangeNothing) {
   EXPECT_EQ(store.names().size(), 0);
 }
 
+v1::Report Held(v1::Report r, absl::Duration held) {
+  r.set_held_nanos(absl::ToInt64Nanoseconds(held));
+  return r;
+}
+
+// Reports an agent held while disconnected go to the window of their time
+// (receipt - held): a missing window is created in its place, a closed one is
+// reopened and packed again; live reports are unaffected.
+TEST(TelemetryStoreTest, HeldReportsAreFiledInTheWindowOfTheirTime) {
+  TelemetryOptions opt;
+  opt.window = absl::Seconds(10);
+  opt.retention = absl::Seconds(60);
+  TelemetryStore store(opt);
+  auto h = store.ForHost("h");
+  ReportFiling filing = ReportFiling::kHeldDiscarded;
+  // Live reports in windows 0 and 4.
+  ASSERT_TRUE(h->AddReport(Report(100, 1e-5), kT0 + absl::Seconds(1), &filing).ok());
+  EXPECT_EQ(filing, ReportFiling::kLive);
+  ASSERT_TRUE(h->AddReport(Report(1, 1e-5), kT0 + absl::Seconds(41)).ok());
+  // Received at 42 s, held 20 s: window 2, which the host did not report in.
+  ASSERT_TRUE(
+      h->AddReport(Held(Report(20, 2e-5), absl::Seconds(20)), kT0 + absl::Seconds(42), &filing)
+          .ok());
+  EXPECT_EQ(filing, ReportFiling::kHeld);
+  // Held 41.5 s: window 0, closed (packed) since window 4 opened.
+  ASSERT_TRUE(h->AddReport(Held(Report(50, 1e-5), absl::Milliseconds(41'500)),
+                           kT0 + absl::Seconds(43), &filing)
+                  .ok());
+  EXPECT_EQ(filing, ReportFiling::kHeld);
+  std::vector<WindowAggregate> w = h->Windows();
+  ASSERT_EQ(w.size(), 3u);
+  EXPECT_EQ(w[0].index, store.WindowIndex(kT0));
+  EXPECT_EQ(w[1].index, store.WindowIndex(kT0 + absl::Seconds(20)));
+  EXPECT_EQ(w[2].index, store.WindowIndex(kT0 + absl::Seconds(40)));
+  EXPECT_EQ(w[0].reports, 2u);
+  EXPECT_EQ(w[1].reports, 1u);
+  EXPECT_EQ(w[2].reports, 1u);
+  // The older windows are packed again, with the held report's counts in.
+  EXPECT_TRUE(w[0].counter_deltas.empty());
+  EXPECT_FALSE(w[0].packed_counter_deltas.empty());
+  EXPECT_TRUE(w[0].latency.at("intra_tor").packed);
+  TelemetrySummary first = store.Summarize({"h"}, kT0, kT0 + absl::Seconds(10));
+  EXPECT_DOUBLE_EQ(first.cnp_rate_per_second, 150.0 / 4.0);
+  EXPECT_EQ(first.network_rtt.count(), 20u);
+  TelemetrySummary third = store.Summarize({"h"}, kT0 + absl::Seconds(20), kT0 + absl::Seconds(30));
+  EXPECT_DOUBLE_EQ(third.cnp_rate_per_second, 20.0 / 2.0);
+  // The newest window is still the live one.
+  TelemetrySummary last = store.Summarize({"h"}, kT0 + absl::Seconds(40), kT0 + absl::Seconds(50));
+  EXPECT_DOUBLE_EQ(last.cnp_rate_per_second, 1.0 / 2.0);
+  // The closed windows' memory is kept in step: once only the newest window
+  // is left, the footprint is that window's alone (no wrapped-around count).
+  store.Prune(kT0 + absl::Seconds(95));
+  ASSERT_EQ(h->Windows().size(), 1u);
+  EXPECT_GT(store.footprint().bytes, sizeof(WindowAggregate));
+  EXPECT_LT(store.footprint().bytes, 64u << 10);
+  // A live report stamped late (a clock step) still lands in the newest window.
+  ASSERT_TRUE(h->AddReport(Report(2, 1e-5), kT0 + absl::Seconds(12), &filing).ok());
+  EXPECT_EQ(filing, ReportFiling::kLive);
+  EXPECT_EQ(h->Windows().back().reports, 2u);
+  EXPECT_EQ(h->Windows().size(), 1u);
+}
+
+TEST(TelemetryStoreTest, HeldReportsPastTheRetentionAreDiscarded) {
+  TelemetryOptions opt;
+  opt.window = absl::Seconds(10);
+  opt.retention = absl::Seconds(30);
+  TelemetryStore store(opt);
+  auto h = store.ForHost("h");
+  ReportFiling filing = ReportFiling::kLive;
+  ASSERT_TRUE(
+      h->AddReport(Held(Report(5, 1e-5), absl::Seconds(35)), kT0 + absl::Seconds(61), &filing)
+          .ok());
+  EXPECT_EQ(filing, ReportFiling::kHeldDiscarded);
+  EXPECT_TRUE(h->Windows().empty());
+  EXPECT_EQ(h->reports(), 1u);
+  // With no live window yet, a held report within the retention opens one.
+  ASSERT_TRUE(
+      h->AddReport(Held(Report(5, 1e-5), absl::Seconds(20)), kT0 + absl::Seconds(61), &filing)
+          .ok());
+  EXPECT_EQ(filing, ReportFiling::kHeld);
+  ASSERT_EQ(h->Windows().size(), 1u);
+  EXPECT_EQ(h->Windows()[0].index, store.WindowIndex(kT0 + absl::Seconds(41)));
+  // A negative hold is refused and changes nothing.
+  absl::Status bad =
+      h->AddReport(Held(Report(5, 1e-5), absl::Seconds(-1)), kT0 + absl::Seconds(62));
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.message(), HasSubstr("held_nanos"));
+  EXPECT_EQ(h->Windows().size(), 1u);
+}
+
 TEST(TelemetryStoreTest, CounterNameTableIsBounded) {
   TelemetryOptions opt;
   opt.max_counter_names = 3;
