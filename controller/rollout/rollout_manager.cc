@@ -738,6 +738,7 @@ absl::Status RolloutManager::StartStep(v1::Change* c, uint32_t stage) {
   }
   const absl::Time now = clock_->Now();
   TakeBaseline(*c, stage, now);
+  if (stage == 0 && !c->canary_only()) TakeFleetBaseline(*c, now);
   v1::Change next = *c;
   const v1::ChangeState to = stage == 0 ? v1::CANARY : v1::STAGE;
   v1::ChangeTransition t =
@@ -783,6 +784,7 @@ absl::Status RolloutManager::Restore(v1::Change* c, v1::ChangeState end, const s
   }
   *c = next;
   steps_.erase(c->id());
+  fleet_baselines_.erase(c->id());
   LogInfo("change ended", {{"change", c->id()}, {"state", StateName(end)}, {"reason", reason}});
   Publish(*c, reason, 1);
   return absl::OkStatus();
@@ -943,6 +945,10 @@ void RolloutManager::Drive(v1::Change* c) {
     // alpha budget: the judge can only HOLD on them, and the HOLD limit aborts.
     AddVerdict(c, Evaluate(c, static_cast<uint32_t>(due), looks));
   }
+  if (due >= looks && !c->canary_only() &&
+      c->verdicts(c->verdicts_size() - 1).outcome() == v1::Verdict::PASS) {
+    GuardFleet(c, now);
+  }
   const v1::Verdict& v = c->verdicts(c->verdicts_size() - 1);
   switch (v.outcome()) {
     case v1::Verdict::FAIL:
@@ -964,6 +970,7 @@ void RolloutManager::Drive(v1::Change* c) {
               s.ok()) {
             *c = next;
             steps_.erase(c->id());
+            fleet_baselines_.erase(c->id());
             Publish(*c, "done", 1);
           }
           return;

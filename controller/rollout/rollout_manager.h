@@ -167,6 +167,17 @@ class RolloutManager : public FleetListener {
   absl::Status SaveCampaign(const v1::Campaign& t, std::vector<v1::AuditEntry> audit);
   Knobs CurrentKnobValues(const v1::Policy& policy, const std::vector<std::string>& hosts) const;
 
+  // Fleet guard (rollout_manager_fleet.cc, fleet_guard.h). Every host of `c`
+  // over [from, to), counters only.
+  std::map<std::string, HostPeriod> FleetPeriods(const v1::Change& c, absl::Time from,
+                                                 absl::Time to, int expected) const;
+  // Records the fleet baseline of `c` (all its hosts, the baseline period
+  // ending at the window of `step_start`).
+  void TakeFleetBaseline(const v1::Change& c, absl::Time step_start);
+  // After a final PASS of a step: the fleet guard's figures join that
+  // verdict, or its FAIL / HOLD becomes the change's last verdict.
+  void GuardFleet(v1::Change* c, absl::Time now);
+
   Fleet* const fleet_;
   TelemetryStore* const telemetry_;
   Store* const store_;
@@ -179,6 +190,8 @@ class RolloutManager : public FleetListener {
   std::map<std::string, v1::Change> changes_;  // by id
   std::map<std::string, v1::Campaign> campaigns_;
   std::map<std::string, Step> steps_;  // by change id; lost on restart
+  // By change id: every host's counters over the canary's baseline period.
+  std::map<std::string, std::map<std::string, HostPeriod>> fleet_baselines_;
   int64_t change_seq_ = 0;
   int64_t campaign_seq_ = 0;
 
