@@ -573,7 +573,102 @@ TEST_F(RolloutTest, ThinDataHoldsAndAHoldPastTheLimitAborts) {
   for (const std::string& h : hosts_) EXPECT_NE(DesiredValue(h), 100);
 }
 
-TEST_F(RolloutTest, RestartDuringTheCanaryRollsBackConsistently) {
+TEST_F(RolloutTest, RestartDuringTheCanaryResumesTheBakeWithThePersistedBaseline) {
+  ApplyPolicy(PolicyText());
+  Run(6);
+  auto c = Propose(100);
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(Act("approve", c->id(), {"bob", false}).ok());
+  Tick();
+  Run(2);
+  ASSERT_EQ(Get(c->id()).state(), v1::CANARY);
+  Close();
+  clock_.Advance(absl::Seconds(3));  // the controller is down for a while
+  Open();
+  // The telemetry before the restart is gone with the process; the baseline
+  // comes from the store.
+  v1::Change now = Get(c->id());
+  ASSERT_EQ(now.state(), v1::CANARY) << now.DebugString().substr(0, 2000);
+  auto audit = store_->QueryAudit([&] {
+    v1::ListAuditRequest r;
+    r.set_change_id(c->id());
+    r.set_newest_first(true);
+    return r;
+  }());
+  ASSERT_TRUE(audit.ok());
+  ASSERT_GT(audit->entries_size(), 0);
+  EXPECT_EQ(audit->entries(0).action(), "change_resumed");
+  EXPECT_THAT(audit->entries(0).reason(), HasSubstr("resumed with the baseline persisted"));
+  // Without reports the resumed bake does not start: no verdict yet.
+  const int verdicts = now.verdicts_size();
+  for (int i = 0; i < 3; ++i) {
+    clock_.Advance(absl::Seconds(1));
+    Tick();
+  }
+  EXPECT_EQ(Get(c->id()).verdicts_size(), verdicts);
+  Connect();
+  for (int i = 0; i < 40 && Get(c->id()).state() != v1::DONE; ++i) Run(1);
+  now = Get(c->id());
+  EXPECT_EQ(now.state(), v1::DONE) << now.DebugString().substr(0, 3000);
+  for (const std::string& h : hosts_) EXPECT_EQ(DesiredValue(h), 100) << h;
+  EXPECT_LE(Metric("rocetune_controller_changes_rolled_back_total{reason=restart,}"), 0);
+  auto chain = store_->VerifyAudit();
+  ASSERT_TRUE(chain.ok());
+  EXPECT_TRUE(chain->ok()) << chain->problem();
+}
+
+TEST_F(RolloutTest, ARegressionFoundAfterAResumedCanaryIsRolledBack) {
+  ApplyPolicy(PolicyText());
+  factor_ = [](int64_t v) { return v == 2 ? 1.6 : 1.0; };  // tail +60%
+  Run(6);
+  auto c = Propose(2);
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(Act("approve", c->id(), {"bob", false}).ok());
+  Tick();
+  ASSERT_EQ(Get(c->id()).state(), v1::CANARY);
+  Close();
+  Open();
+  Connect();
+  ASSERT_EQ(Get(c->id()).state(), v1::CANARY);
+  // Only the persisted baseline holds the canary's p99 before the change.
+  for (int i = 0; i < 15 && Get(c->id()).state() == v1::CANARY; ++i) Run(1);
+  v1::Change now = Get(c->id());
+  ASSERT_EQ(now.state(), v1::ROLLED_BACK) << now.DebugString().substr(0, 3000);
+  EXPECT_EQ(now.verdicts(now.verdicts_size() - 1).outcome(), v1::Verdict::FAIL);
+  EXPECT_THAT(now.transitions(now.transitions_size() - 1).actor(), "judge");
+  for (const std::string& h : hosts_) EXPECT_NE(DesiredValue(h), 2) << h;
+}
+
+TEST_F(RolloutTest, RestartAtTheLastStageKeepsTheFleetBaseline) {
+  ApplyPolicy(PolicyText());
+  tx_bytes_ = [this](const std::string&) {
+    size_t with = 0;
+    for (const std::string& h : hosts_) with += agents_[h]->Param("rpg_time_reset", 300) == 8;
+    return with == hosts_.size() ? 6'500'000'000ull : 10'000'000'000ull;
+  };
+  Run(6);
+  auto c = Propose(8);
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(Act("approve", c->id(), {"bob", false}).ok());
+  Tick();
+  for (int i = 0; i < 40; ++i) {
+    const v1::Change now = Get(c->id());
+    if (now.state() == v1::STAGE && now.stage() == 2) break;
+    Run(1);
+  }
+  ASSERT_EQ(Get(c->id()).stage(), 2u);
+  Close();
+  Open();
+  Connect();
+  ASSERT_EQ(Get(c->id()).state(), v1::STAGE);
+  for (int i = 0; i < 20 && Get(c->id()).state() == v1::STAGE; ++i) Run(1);
+  v1::Change now = Get(c->id());
+  ASSERT_EQ(now.state(), v1::ROLLED_BACK) << now.DebugString().substr(0, 3000);
+  EXPECT_EQ(now.verdicts(now.verdicts_size() - 1).rule(), "fleet_constraint");
+  for (const std::string& h : hosts_) EXPECT_EQ(DesiredValue(h), 300) << h;
+}
+
+TEST_F(RolloutTest, RestartWithoutAPersistedBaselineRollsBackConsistently) {
   ApplyPolicy(PolicyText());
   Run(6);
   auto c = Propose(100);
@@ -582,6 +677,12 @@ TEST_F(RolloutTest, RestartDuringTheCanaryRollsBackConsistently) {
   Tick();
   ASSERT_EQ(Get(c->id()).state(), v1::CANARY);
   Close();
+  {
+    // As a database written before step baselines were kept.
+    auto store = Store::Open(dir_);
+    ASSERT_TRUE(store.ok());
+    ASSERT_TRUE((*store)->ExecForTest("DELETE FROM step_baselines").ok());
+  }
   Open();
   Connect();
   v1::Change now = Get(c->id());
