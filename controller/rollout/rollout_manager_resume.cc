@@ -71,6 +71,9 @@ bool RolloutManager::ResumeStep(v1::Change* c,
       ": resumed with the baseline persisted when the step started (",
       steps_[c->id()].baseline.size(),
       " hosts); the bake starts again once the hosts report, the gap counts as missing windows");
+  // A transition to the same state records the resume in the change's history
+  // (not counted as entering the state again).
+  *next.add_transitions() = Transition(next, next.state(), "controller", reason);
   if (absl::Status s = Commit(&next, std::nullopt,
                               {MakeAudit("change_resumed", next, Identity{"controller", false},
                                          reason, absl::StrCat("stage ", c->stage()))},

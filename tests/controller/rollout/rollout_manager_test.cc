@@ -599,6 +599,12 @@ TEST_F(RolloutTest, RestartDuringTheCanaryResumesTheBakeWithThePersistedBaseline
   ASSERT_GT(audit->entries_size(), 0);
   EXPECT_EQ(audit->entries(0).action(), "change_resumed");
   EXPECT_THAT(audit->entries(0).reason(), HasSubstr("resumed with the baseline persisted"));
+  // The history shows the resume: CANARY -> CANARY by the controller.
+  const v1::ChangeTransition& resumed = now.transitions(now.transitions_size() - 1);
+  EXPECT_EQ(resumed.from(), v1::CANARY);
+  EXPECT_EQ(resumed.to(), v1::CANARY);
+  EXPECT_EQ(resumed.actor(), "controller");
+  EXPECT_THAT(resumed.reason(), HasSubstr("restarted"));
   // Without reports the resumed bake does not start: no verdict yet.
   const int verdicts = now.verdicts_size();
   for (int i = 0; i < 3; ++i) {
@@ -612,6 +618,8 @@ TEST_F(RolloutTest, RestartDuringTheCanaryResumesTheBakeWithThePersistedBaseline
   EXPECT_EQ(now.state(), v1::DONE) << now.DebugString().substr(0, 3000);
   for (const std::string& h : hosts_) EXPECT_EQ(DesiredValue(h), 100) << h;
   EXPECT_LE(Metric("rocetune_controller_changes_rolled_back_total{reason=restart,}"), 0);
+  EXPECT_LE(Metric("rocetune_controller_change_transitions_total{to_state=CANARY,}"), 0)
+      << "a resume does not count as entering CANARY";
   auto chain = store_->VerifyAudit();
   ASSERT_TRUE(chain.ok());
   EXPECT_TRUE(chain->ok()) << chain->problem();
