@@ -150,6 +150,14 @@ TEST_F(FleetGuardE2E, NeutralChangeIsDoneAndAFleetWideLossIsRolledBack) {
   std::printf("BENCH e2e_fleet_aa ratios=%zu min=%.4f max=%.4f\n", aa.size(), lo, hi);
 
   const v1::Change bad = Run("rate_to_set_on_first_cnp=1000");
+  for (const v1::Verdict& v : bad.verdicts()) {
+    const v1::MetricEvidence* m = FleetThroughput(v);
+    if (m != nullptr) {
+      std::printf("FLEET bad change=%s stage=%u %s/%s fleet_throughput_ratio=%.4f\n",
+                  bad.id().c_str(), v.stage(), v1::Verdict::Outcome_Name(v.outcome()).c_str(),
+                  v.rule().c_str(), m->ratio());
+    }
+  }
   ASSERT_EQ(bad.state(), v1::ROLLED_BACK) << bad.DebugString().substr(0, 8000);
   const v1::Verdict& v = bad.verdicts(bad.verdicts_size() - 1);
   EXPECT_EQ(v.outcome(), v1::Verdict::FAIL);
