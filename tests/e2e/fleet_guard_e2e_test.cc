@@ -126,7 +126,18 @@ TEST_F(FleetGuardE2E, NeutralChangeIsDoneAndAFleetWideLossIsRolledBack) {
   for (int i = 0; i < runs; ++i) {
     // Neutral: rpg_time_reset 300 -> 290 -> 300 ...
     const int64_t value = i % 2 == 0 ? 290 : 300;
-    const v1::Change c = Run(absl::StrCat("rpg_time_reset=", value));
+    v1::Change c = Run(absl::StrCat("rpg_time_reset=", value));
+    // Under load the judge sometimes cannot narrow p99 enough to PASS a stage
+    // (HOLD p99_ucb_too_wide until the limit aborts): that is the judge's
+    // thin-data rule, not the fleet guard; such a change is proposed again once.
+    for (int retry = 0; retry < 1 && c.state() == v1::ABORTED; ++retry) {
+      const v1::Verdict& last = c.verdicts(c.verdicts_size() - 1);
+      ASSERT_NE(last.rule().substr(0, 5), "fleet") << c.DebugString().substr(0, 6000);
+      std::printf("FLEET a/a change=%s aborted by the judge (%s), proposed again\n", c.id().c_str(),
+                  last.rule().c_str());
+      absl::SleepFor(absl::Seconds(5));
+      c = Run(absl::StrCat("rpg_time_reset=", value));
+    }
     ASSERT_EQ(c.state(), v1::DONE) << c.DebugString().substr(0, 6000);
     for (const v1::Verdict& v : c.verdicts()) {
       const v1::MetricEvidence* m = FleetThroughput(v);
