@@ -131,10 +131,11 @@ TEST_F(FleetGuardE2E, NeutralChangeIsDoneAndAFleetWideLossIsRolledBack) {
     // (HOLD p99_ucb_too_wide until the limit aborts): that is the judge's
     // thin-data rule, not the fleet guard; such a change is proposed again once.
     for (int retry = 0; retry < 1 && c.state() == v1::ABORTED; ++retry) {
-      const v1::Verdict& last = c.verdicts(c.verdicts_size() - 1);
-      ASSERT_NE(last.rule().substr(0, 5), "fleet") << c.DebugString().substr(0, 6000);
+      const std::string rule =
+          c.verdicts_size() == 0 ? "" : c.verdicts(c.verdicts_size() - 1).rule();
+      ASSERT_NE(rule.substr(0, 5), "fleet") << c.DebugString().substr(0, 6000);
       std::printf("FLEET a/a change=%s aborted by the judge (%s), proposed again\n", c.id().c_str(),
-                  last.rule().c_str());
+                  rule.c_str());
       absl::SleepFor(absl::Seconds(5));
       c = Run(absl::StrCat("rpg_time_reset=", value));
     }
