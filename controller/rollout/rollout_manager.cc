@@ -95,15 +95,17 @@ absl::Status RolloutManager::Load() {
       campaign_seq_ = std::max(campaign_seq_, IdNumber(t.id()));
       campaigns_[t.id()] = std::move(t);
     }
+    const std::map<std::string, v1::StepBaseline> records = LoadStepRecords();
     for (auto& [id, c] : changes_) {
       if (!InFlight(c.state())) continue;
       const std::string reason =
-          "the controller restarted during the bake: the baseline measured before the change "
-          "was lost with the previous process, so the change is rolled back";
+          "the controller restarted during the bake and found no usable baseline persisted for "
+          "the step, so the change is rolled back";
       if (c.canary_only()) {
         TrialFinished(&c, /*restarted=*/true);
         continue;
       }
+      if (ResumeStep(&c, records)) continue;
       if (absl::Status s = Restore(&c, v1::ROLLED_BACK, "controller", false, reason); !s.ok()) {
         LogError("cannot roll back a change after restart",
                  {{"change", id}, {"error", s.ToString()}});
@@ -215,7 +217,8 @@ void RolloutManager::PublishCampaign(const v1::Campaign& t, const std::string& d
 absl::Status RolloutManager::Commit(v1::Change* change,
                                     std::optional<v1::ChangeTransition> transition,
                                     std::vector<v1::AuditEntry> audit,
-                                    const std::vector<DesiredUpdate>& updates) {
+                                    const std::vector<DesiredUpdate>& updates,
+                                    const v1::StepBaseline* step_baseline) {
   v1::Change next = *change;
   if (transition.has_value()) {
     next.set_state(transition->to());
@@ -248,6 +251,7 @@ absl::Status RolloutManager::Commit(v1::Change* change,
     batch.hosts = hosts;
     batch.changes.push_back(next);
     batch.audit = audit;
+    if (step_baseline != nullptr) batch.step_baselines.push_back(*step_baseline);
     return store_->Commit(batch);
   };
   absl::Status status;
@@ -749,6 +753,7 @@ absl::Status RolloutManager::StartStep(v1::Change* c, uint32_t stage) {
   }
   const absl::Time now = clock_->Now();
   TakeBaseline(*c, stage, now);
+  if (stage == 0 && !c->canary_only()) TakeFleetBaseline(*c, now);
   v1::Change next = *c;
   const v1::ChangeState to = stage == 0 ? v1::CANARY : v1::STAGE;
   v1::ChangeTransition t =
@@ -763,7 +768,8 @@ absl::Status RolloutManager::StartStep(v1::Change* c, uint32_t stage) {
   std::vector<v1::AuditEntry> audit{MakeAudit(
       stage == 0 ? "change_canary" : "change_stage", next, controller, t.reason(),
       absl::StrCat("knobs ", absl::StrJoin(next.knobs(), ",", absl::PairFormatter("="))))};
-  if (absl::Status s = Commit(&next, t, audit, updates); !s.ok()) {
+  const v1::StepBaseline record = StepRecord(c->id(), stage);
+  if (absl::Status s = Commit(&next, t, audit, updates, &record); !s.ok()) {
     steps_.erase(c->id());
     return s;
   }
@@ -794,6 +800,7 @@ absl::Status RolloutManager::Restore(v1::Change* c, v1::ChangeState end, const s
   }
   *c = next;
   steps_.erase(c->id());
+  fleet_baselines_.erase(c->id());
   LogInfo("change ended", {{"change", c->id()}, {"state", StateName(end)}, {"reason", reason}});
   Publish(*c, reason, 1);
   return absl::OkStatus();
@@ -910,6 +917,7 @@ void RolloutManager::Drive(v1::Change* c) {
   const absl::Time now = clock_->Now();
   const absl::Duration bake = Secs(policy.rollout().bake_seconds());
   const uint32_t looks = LooksOf(policy);
+  if (AwaitResumedHosts(*c, &it->second, now)) return;
   const absl::Time after_start = it->second.after_start;
   if (now < after_start) return;
   const double progress = std::min(1.0, absl::FDivDuration(now - after_start, bake));
@@ -954,6 +962,10 @@ void RolloutManager::Drive(v1::Change* c) {
     // alpha budget: the judge can only HOLD on them, and the HOLD limit aborts.
     AddVerdict(c, Evaluate(c, static_cast<uint32_t>(due), looks));
   }
+  if (due >= looks && !c->canary_only() &&
+      c->verdicts(c->verdicts_size() - 1).outcome() == v1::Verdict::PASS) {
+    GuardFleet(c, now);
+  }
   const v1::Verdict& v = c->verdicts(c->verdicts_size() - 1);
   switch (v.outcome()) {
     case v1::Verdict::FAIL:
@@ -975,6 +987,7 @@ void RolloutManager::Drive(v1::Change* c) {
               s.ok()) {
             *c = next;
             steps_.erase(c->id());
+            fleet_baselines_.erase(c->id());
             Publish(*c, "done", 1);
           }
           return;

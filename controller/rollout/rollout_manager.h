@@ -53,9 +53,10 @@ class RolloutManager : public FleetListener {
                  Clock* clock, RolloutOptions options);
   ~RolloutManager() override;
 
-  // Loads policies, changes and campaigns. A change found mid-bake lost its
-  // baseline with the previous process: it is rolled back (audited). Call
-  // before Start.
+  // Loads policies, changes and campaigns. A change found mid-bake resumes
+  // its bake with the step baseline persisted when the step started; without
+  // one it is rolled back (audited). A tuning trial found mid-bake is ended
+  // (aborted). Call before Start.
   absl::Status Load();
   // Starts the ticker. Stop() ends it and drains the executor.
   void Start();
@@ -120,6 +121,9 @@ class RolloutManager : public FleetListener {
     absl::Time after_start;  // first window boundary after the push
     int64_t last_look = 0;   // looks evaluated so far in this step
     int last_progress_tenth = -1;
+    // Set for a step resumed after a restart until its hosts report again
+    // (InfinitePast otherwise); see AwaitResumedHosts.
+    absl::Time resumed_at = absl::InfinitePast();
   };
 
   // How long after a window ends its reports are taken to have arrived.
@@ -150,8 +154,10 @@ class RolloutManager : public FleetListener {
   // Persists `change` (with `transition` appended when set) plus `audit`, and
   // the hosts' desired states in `updates`, in one transaction; then installs
   // the desired states. On failure nothing changes (in memory either).
+  // `step_baseline`, when set, is stored in the same transaction.
   absl::Status Commit(v1::Change* change, std::optional<v1::ChangeTransition> transition,
-                      std::vector<v1::AuditEntry> audit, const std::vector<DesiredUpdate>& updates);
+                      std::vector<v1::AuditEntry> audit, const std::vector<DesiredUpdate>& updates,
+                      const v1::StepBaseline* step_baseline = nullptr);
   v1::ChangeTransition Transition(const v1::Change& c, v1::ChangeState to, const std::string& actor,
                                   const std::string& reason) const;
   v1::AuditEntry MakeAudit(const std::string& action, const v1::Change& c, const Identity& who,
@@ -179,6 +185,29 @@ class RolloutManager : public FleetListener {
   absl::Status SaveCampaign(const v1::Campaign& t, std::vector<v1::AuditEntry> audit);
   Knobs CurrentKnobValues(const v1::Policy& policy, const std::vector<std::string>& hosts) const;
 
+  // Fleet guard (rollout_manager_fleet.cc, fleet_guard.h). Every host of `c`
+  // over [from, to), counters only.
+  std::map<std::string, HostPeriod> FleetPeriods(const v1::Change& c, absl::Time from,
+                                                 absl::Time to, int expected) const;
+  // Records the fleet baseline of `c` (all its hosts, the baseline period
+  // ending at the window of `step_start`).
+  void TakeFleetBaseline(const v1::Change& c, absl::Time step_start);
+  // After a final PASS of a step: the fleet guard's figures join that
+  // verdict, or its FAIL / HOLD becomes the change's last verdict.
+  void GuardFleet(v1::Change* c, absl::Time now);
+
+  // Bake resume (rollout_manager_resume.cc). The record of the step now
+  // running: its baselines and the fleet baseline.
+  v1::StepBaseline StepRecord(const std::string& change_id, uint32_t stage) const;
+  std::map<std::string, v1::StepBaseline> LoadStepRecords();
+  // For a change found in CANARY or STAGE at Load: resumes its bake from the
+  // persisted record of its current step (audited change_resumed); false when
+  // there is none or it cannot be used (the change is then rolled back).
+  bool ResumeStep(v1::Change* c, const std::map<std::string, v1::StepBaseline>& records);
+  // A resumed step waits until most of its measured hosts reported since the
+  // restart, then its bake starts at the next window. True while waiting.
+  bool AwaitResumedHosts(const v1::Change& c, Step* step, absl::Time now);
+
   Fleet* const fleet_;
   TelemetryStore* const telemetry_;
   Store* const store_;
@@ -190,7 +219,9 @@ class RolloutManager : public FleetListener {
   PolicyRegistry policies_;
   std::map<std::string, v1::Change> changes_;  // by id
   std::map<std::string, v1::Campaign> campaigns_;
-  std::map<std::string, Step> steps_;  // by change id; lost on restart
+  std::map<std::string, Step> steps_;  // by change id; persisted as StepRecord
+  // By change id: every host's counters over the canary's baseline period.
+  std::map<std::string, std::map<std::string, HostPeriod>> fleet_baselines_;
   int64_t change_seq_ = 0;
   int64_t campaign_seq_ = 0;
 

@@ -127,6 +127,14 @@ CREATE TABLE campaigns (
 CREATE INDEX campaigns_state ON campaigns(state);
 CREATE INDEX campaigns_created ON campaigns(created_unix_nanos, id);
 )sql",
+    // 4: a change's current step baseline (v1::StepBaseline), kept while the
+    // change is in CANARY or STAGE so that a restarted controller resumes the bake.
+    R"sql(
+CREATE TABLE step_baselines (
+  change_id TEXT PRIMARY KEY,
+  body BLOB NOT NULL
+);
+)sql",
 };
 constexpr int kLatest = sizeof(kMigrations) / sizeof(kMigrations[0]);
 
@@ -894,11 +902,50 @@ absl::Status Store::SaveChangeLocked(const v1::Change& change) {
   return absl::OkStatus();
 }
 
+absl::Status Store::DropEndedStepBaselineLocked(const v1::Change& change) {
+  if (change.state() == v1::CANARY || change.state() == v1::STAGE) return absl::OkStatus();
+  Stmt d(db_, "DELETE FROM step_baselines WHERE change_id = ?1");
+  if (!d.ok()) return Error("prepare step_baselines delete");
+  d.Text(1, change.id());
+  if (d.Step() != SQLITE_DONE) return Error(absl::StrCat("drop step baseline ", change.id()));
+  return absl::OkStatus();
+}
+
+absl::Status Store::SaveStepBaselineLocked(const v1::StepBaseline& baseline) {
+  Stmt st(db_, "INSERT OR REPLACE INTO step_baselines (change_id, body) VALUES (?1, ?2)");
+  if (!st.ok()) return Error("prepare step_baselines insert");
+  st.Text(1, baseline.change_id());
+  st.Blob(2, baseline.SerializeAsString());
+  if (st.Step() != SQLITE_DONE) {
+    return Error(absl::StrCat("save step baseline ", baseline.change_id()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<v1::StepBaseline>> Store::LoadStepBaselines() {
+  absl::MutexLock lock(&mu_);
+  Stmt st(db_, "SELECT change_id, body FROM step_baselines ORDER BY change_id");
+  if (!st.ok()) return Error("prepare step_baselines select");
+  std::vector<v1::StepBaseline> out;
+  int rc;
+  while ((rc = st.Step()) == SQLITE_ROW) {
+    v1::StepBaseline b;
+    if (!b.ParseFromString(st.ColBlob(1)) || b.change_id() != st.ColText(0)) {
+      return absl::DataLossError(
+          absl::StrCat(path_, ": step baseline of change ", st.ColText(0), ": cannot parse"));
+    }
+    out.push_back(std::move(b));
+  }
+  if (rc != SQLITE_DONE) return Error("select step_baselines");
+  return out;
+}
+
 absl::Status Store::SaveChange(const v1::Change& change, const v1::AuditEntry* audit) {
   if (absl::Status s = ValidateChange(change); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
   return InTransaction([&]() -> absl::Status {
     if (absl::Status s = SaveChangeLocked(change); !s.ok()) return s;
+    if (absl::Status s = DropEndedStepBaselineLocked(change); !s.ok()) return s;
     if (audit != nullptr) return AppendAuditLocked(*audit).status();
     return absl::OkStatus();
   });
@@ -978,6 +1025,11 @@ absl::Status Store::Commit(const Batch& batch, CommitResult* result) {
   for (const v1::PolicyVersion& v : batch.policy_versions) {
     if (absl::Status s = ValidatePolicyVersion(v); !s.ok()) return s;
   }
+  for (const v1::StepBaseline& b : batch.step_baselines) {
+    if (b.change_id().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(path_, ": a step baseline without change id"));
+    }
+  }
   CommitResult out;
   absl::MutexLock lock(&mu_);
   absl::Status s = InTransaction([&]() -> absl::Status {
@@ -999,6 +1051,10 @@ absl::Status Store::Commit(const Batch& batch, CommitResult* result) {
     }
     for (const v1::Change& c : batch.changes) {
       if (absl::Status e = SaveChangeLocked(c); !e.ok()) return e;
+      if (absl::Status e = DropEndedStepBaselineLocked(c); !e.ok()) return e;
+    }
+    for (const v1::StepBaseline& b : batch.step_baselines) {
+      if (absl::Status e = SaveStepBaselineLocked(b); !e.ok()) return e;
     }
     for (const v1::AuditEntry& a : batch.audit) {
       absl::StatusOr<int64_t> id = AppendAuditLocked(a);

@@ -26,8 +26,8 @@ struct StoredHost {
 };
 
 // The controller's durable state in SQLite (WAL mode) at <dir>/controller.db:
-// hosts, policies, policy_versions, changes, campaigns, audit (+ audit_hosts,
-// its host index). The schema version is PRAGMA user_version; Open applies
+// hosts, policies, policy_versions, changes, campaigns, step_baselines, audit
+// (+ audit_hosts, its host index). The schema version is PRAGMA user_version; Open applies
 // pending migrations in one transaction each. Thread-safe (one connection,
 // serialized).
 //
@@ -88,6 +88,9 @@ class Store {
     std::vector<v1::PolicyVersion> policy_versions;  // immutable: existing (name, hash) skipped
     std::vector<v1::AuditEntry> audit;
     std::vector<std::string> forget_hosts;  // host rows deleted (after `hosts` are saved)
+    // Upserted by change id, after `changes`. A change saved in any state but
+    // CANARY or STAGE drops its step baseline.
+    std::vector<v1::StepBaseline> step_baselines;
   };
   // What a successful Commit wrote, index-aligned with the batch.
   struct CommitResult {
@@ -118,6 +121,9 @@ class Store {
   // Every campaign, oldest first (by created_unix_nanos, then id).
   absl::StatusOr<std::vector<v1::Campaign>> LoadCampaigns();
 
+  // The step baselines of the changes in CANARY or STAGE (see Batch).
+  absl::StatusOr<std::vector<v1::StepBaseline>> LoadStepBaselines();
+
   // Called with the duration of every write transaction (for /metrics).
   void set_latency_observer(std::function<void(double seconds)> observer);
 
@@ -141,6 +147,11 @@ class Store {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status SaveChangeLocked(const v1::Change& change) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status SaveCampaignLocked(const v1::Campaign& campaign) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status SaveStepBaselineLocked(const v1::StepBaseline& baseline)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Deletes the step baseline of a change no longer in CANARY or STAGE.
+  absl::Status DropEndedStepBaselineLocked(const v1::Change& change)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs `body` inside BEGIN IMMEDIATE / COMMIT (ROLLBACK on error).
   absl::Status InTransaction(const std::function<absl::Status()>& body)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -215,7 +215,8 @@ constraints { metric: "throughput_gbps" max_ratio: 1.08 }
 # fabric. Trials that set it to 1-3 Gb/s passed the 8% canary/control
 # throughput tolerance, yet promoted fleet-wide it cost 32% of the fleet's
 # throughput (every sender restarts low after a CNP and the incast receiver's
-# link goes underused; in a trial the control senders fill it).
+# link goes underused; in a trial the control senders fill it). The fleet
+# guard rolls such a promotion back (fleet_guard_e2e_test).
 knobs { parameter: "dce_tcp_rtt" min: 1 max: 256 step: 1 log_scale: true }
 knobs { parameter: "rpg_time_reset" min: 100 max: 3000 step: 100 log_scale: true }
 knobs { parameter: "rpg_min_dec_fac" min: 50 max: 100 step: 5 }

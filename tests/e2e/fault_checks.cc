@@ -92,7 +92,7 @@ std::vector<std::string> InconsistentChanges(const std::vector<v1::Change>& chan
       if (c.transitions_size() == 0 ||
           absl::FromUnixNanos(c.transitions(c.transitions_size() - 1).unix_nanos()) < restarted) {
         out.push_back(absl::StrCat(c.id(), ": in ", v1::ChangeState_Name(c.state()),
-                                   " from before the restart (not resumed, not rolled back)"));
+                                   " from before the restart (neither resumed nor rolled back)"));
       }
     }
   }

@@ -36,8 +36,9 @@ std::vector<std::string> HostsOffRecord(
 
 // A change is consistent when its transitions chain (each `from` is the
 // previous `to`), its state is the last transition's `to`, and it is not
-// in CANARY or STAGE unless a transition after `restarted` put it there (a
-// process that died mid-bake cannot have left it running).
+// in CANARY or STAGE unless a transition after `restarted` put it there: a
+// change found mid-bake is either resumed from its persisted step baseline
+// (a transition to the same state, actor controller) or rolled back.
 std::vector<std::string> InconsistentChanges(const std::vector<v1::Change>& changes,
                                              absl::Time restarted);
 

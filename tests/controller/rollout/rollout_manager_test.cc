@@ -220,7 +220,7 @@ class RolloutTest : public ::testing::Test {
           c->set_delta(delta);
           c->set_rate_per_second(static_cast<double>(delta));
         };
-        add("tx_bytes", -1, 10'000'000'000ull);
+        add("tx_bytes", -1, tx_bytes_(id));
         add("cnp_handled", -1, 1000);
         add("rx_pfc_pause_duration_us", 3, pause_us_(id));
         ASSERT_TRUE(telem_[id]->AddReport(r, start + absl::Milliseconds(500)).ok());
@@ -313,6 +313,9 @@ class RolloutTest : public ::testing::Test {
   std::mt19937_64 rng_{42};
   std::function<double(int64_t)> factor_ = [](int64_t) { return 1.0; };
   std::function<uint64_t(const std::string&)> pause_us_ = [](const std::string&) { return 0; };
+  std::function<uint64_t(const std::string&)> tx_bytes_ = [](const std::string&) {
+    return 10'000'000'000ull;
+  };
 };
 
 TEST(ChangePlannerTest, CanaryAndControlShareRacksAndStagesEndWithControl) {
@@ -570,7 +573,110 @@ TEST_F(RolloutTest, ThinDataHoldsAndAHoldPastTheLimitAborts) {
   for (const std::string& h : hosts_) EXPECT_NE(DesiredValue(h), 100);
 }
 
-TEST_F(RolloutTest, RestartDuringTheCanaryRollsBackConsistently) {
+TEST_F(RolloutTest, RestartDuringTheCanaryResumesTheBakeWithThePersistedBaseline) {
+  ApplyPolicy(PolicyText());
+  Run(6);
+  auto c = Propose(100);
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(Act("approve", c->id(), {"bob", false}).ok());
+  Tick();
+  Run(2);
+  ASSERT_EQ(Get(c->id()).state(), v1::CANARY);
+  Close();
+  clock_.Advance(absl::Seconds(3));  // the controller is down for a while
+  Open();
+  // The telemetry before the restart is gone with the process; the baseline
+  // comes from the store.
+  v1::Change now = Get(c->id());
+  ASSERT_EQ(now.state(), v1::CANARY) << now.DebugString().substr(0, 2000);
+  auto audit = store_->QueryAudit([&] {
+    v1::ListAuditRequest r;
+    r.set_change_id(c->id());
+    r.set_newest_first(true);
+    return r;
+  }());
+  ASSERT_TRUE(audit.ok());
+  ASSERT_GT(audit->entries_size(), 0);
+  EXPECT_EQ(audit->entries(0).action(), "change_resumed");
+  EXPECT_THAT(audit->entries(0).reason(), HasSubstr("resumed with the baseline persisted"));
+  // The history shows the resume: CANARY -> CANARY by the controller.
+  const v1::ChangeTransition& resumed = now.transitions(now.transitions_size() - 1);
+  EXPECT_EQ(resumed.from(), v1::CANARY);
+  EXPECT_EQ(resumed.to(), v1::CANARY);
+  EXPECT_EQ(resumed.actor(), "controller");
+  EXPECT_THAT(resumed.reason(), HasSubstr("restarted"));
+  // Without reports the resumed bake does not start: no verdict yet.
+  const int verdicts = now.verdicts_size();
+  for (int i = 0; i < 3; ++i) {
+    clock_.Advance(absl::Seconds(1));
+    Tick();
+  }
+  EXPECT_EQ(Get(c->id()).verdicts_size(), verdicts);
+  Connect();
+  for (int i = 0; i < 40 && Get(c->id()).state() != v1::DONE; ++i) Run(1);
+  now = Get(c->id());
+  EXPECT_EQ(now.state(), v1::DONE) << now.DebugString().substr(0, 3000);
+  for (const std::string& h : hosts_) EXPECT_EQ(DesiredValue(h), 100) << h;
+  EXPECT_LE(Metric("rocetune_controller_changes_rolled_back_total{reason=restart,}"), 0);
+  EXPECT_LE(Metric("rocetune_controller_change_transitions_total{to_state=CANARY,}"), 0)
+      << "a resume does not count as entering CANARY";
+  auto chain = store_->VerifyAudit();
+  ASSERT_TRUE(chain.ok());
+  EXPECT_TRUE(chain->ok()) << chain->problem();
+}
+
+TEST_F(RolloutTest, ARegressionFoundAfterAResumedCanaryIsRolledBack) {
+  ApplyPolicy(PolicyText());
+  factor_ = [](int64_t v) { return v == 2 ? 1.6 : 1.0; };  // tail +60%
+  Run(6);
+  auto c = Propose(2);
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(Act("approve", c->id(), {"bob", false}).ok());
+  Tick();
+  ASSERT_EQ(Get(c->id()).state(), v1::CANARY);
+  Close();
+  Open();
+  Connect();
+  ASSERT_EQ(Get(c->id()).state(), v1::CANARY);
+  // Only the persisted baseline holds the canary's p99 before the change.
+  for (int i = 0; i < 15 && Get(c->id()).state() == v1::CANARY; ++i) Run(1);
+  v1::Change now = Get(c->id());
+  ASSERT_EQ(now.state(), v1::ROLLED_BACK) << now.DebugString().substr(0, 3000);
+  EXPECT_EQ(now.verdicts(now.verdicts_size() - 1).outcome(), v1::Verdict::FAIL);
+  EXPECT_THAT(now.transitions(now.transitions_size() - 1).actor(), "judge");
+  for (const std::string& h : hosts_) EXPECT_NE(DesiredValue(h), 2) << h;
+}
+
+TEST_F(RolloutTest, RestartAtTheLastStageKeepsTheFleetBaseline) {
+  ApplyPolicy(PolicyText());
+  tx_bytes_ = [this](const std::string&) {
+    size_t with = 0;
+    for (const std::string& h : hosts_) with += agents_[h]->Param("rpg_time_reset", 300) == 8;
+    return with == hosts_.size() ? 6'500'000'000ull : 10'000'000'000ull;
+  };
+  Run(6);
+  auto c = Propose(8);
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(Act("approve", c->id(), {"bob", false}).ok());
+  Tick();
+  for (int i = 0; i < 40; ++i) {
+    const v1::Change now = Get(c->id());
+    if (now.state() == v1::STAGE && now.stage() == 2) break;
+    Run(1);
+  }
+  ASSERT_EQ(Get(c->id()).stage(), 2u);
+  Close();
+  Open();
+  Connect();
+  ASSERT_EQ(Get(c->id()).state(), v1::STAGE);
+  for (int i = 0; i < 20 && Get(c->id()).state() == v1::STAGE; ++i) Run(1);
+  v1::Change now = Get(c->id());
+  ASSERT_EQ(now.state(), v1::ROLLED_BACK) << now.DebugString().substr(0, 3000);
+  EXPECT_EQ(now.verdicts(now.verdicts_size() - 1).rule(), "fleet_constraint");
+  for (const std::string& h : hosts_) EXPECT_EQ(DesiredValue(h), 300) << h;
+}
+
+TEST_F(RolloutTest, RestartWithoutAPersistedBaselineRollsBackConsistently) {
   ApplyPolicy(PolicyText());
   Run(6);
   auto c = Propose(100);
@@ -579,6 +685,12 @@ TEST_F(RolloutTest, RestartDuringTheCanaryRollsBackConsistently) {
   Tick();
   ASSERT_EQ(Get(c->id()).state(), v1::CANARY);
   Close();
+  {
+    // As a database written before step baselines were kept.
+    auto store = Store::Open(dir_);
+    ASSERT_TRUE(store.ok());
+    ASSERT_TRUE((*store)->ExecForTest("DELETE FROM step_baselines").ok());
+  }
   Open();
   Connect();
   v1::Change now = Get(c->id());
@@ -726,6 +838,179 @@ TEST_F(RolloutTest, StoppingACampaignBeforeItsApprovalRejectsIt) {
   }
   EXPECT_TRUE(reject_row);
   EXPECT_TRUE(stop_row);
+}
+
+// ---- The fleet guard (fleet_guard.h): fleet before/after across the stages.
+
+bool InFlightForTest(v1::ChangeState s) {
+  return s == v1::CANARY || s == v1::STAGE || s == v1::APPROVED;
+}
+
+// A verdict's fleet evidence for `metric` ("fleet_throughput_gbps").
+const v1::MetricEvidence* FleetMetric(const v1::Verdict& v, const std::string& metric) {
+  for (const v1::MetricEvidence& m : v.metrics()) {
+    if (m.metric() == metric) return &m;
+  }
+  return nullptr;
+}
+
+TEST_F(RolloutTest, FleetThroughputLossAtTheLastStageRollsBackEveryHost) {
+  ApplyPolicy(PolicyText());
+  // Every host loses 35% of its throughput once all hosts run
+  // rpg_time_reset=8, and nothing before: no canary/control comparison can
+  // see it, only the fleet before/after.
+  tx_bytes_ = [this](const std::string&) {
+    size_t with = 0;
+    for (const std::string& h : hosts_) with += agents_[h]->Param("rpg_time_reset", 300) == 8;
+    return with == hosts_.size() ? 6'500'000'000ull : 10'000'000'000ull;
+  };
+  Run(6);
+  auto c = Propose(8);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(Act("approve", c->id(), {"bob", false}).ok());
+  Tick();
+  absl::Time last_stage_start;
+  for (int i = 0; i < 60; ++i) {
+    const v1::Change now = Get(c->id());
+    if (!InFlightForTest(now.state())) break;
+    if (now.state() == v1::STAGE && now.stage() == 2 && last_stage_start == absl::Time()) {
+      last_stage_start = clock_.Now();
+    }
+    Run(1);
+  }
+  v1::Change now = Get(c->id());
+  ASSERT_EQ(now.state(), v1::ROLLED_BACK) << now.DebugString().substr(0, 4000);
+  ASSERT_NE(last_stage_start, absl::Time()) << "the loss shows only at the last stage";
+  // Decided at the end of the last stage's bake (6 s) plus the partial window.
+  EXPECT_LE(clock_.Now() - last_stage_start, absl::Seconds(9));
+  const v1::Verdict& v = now.verdicts(now.verdicts_size() - 1);
+  EXPECT_EQ(v.outcome(), v1::Verdict::FAIL);
+  EXPECT_EQ(v.rule(), "fleet_constraint");
+  EXPECT_EQ(v.stage(), 2u);
+  const v1::MetricEvidence* m = FleetMetric(v, "fleet_throughput_gbps");
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->outcome(), "fail");
+  EXPECT_NEAR(m->ratio(), 0.65, 0.02);
+  EXPECT_THAT(m->note(), HasSubstr("baseline 80"));
+  EXPECT_THAT(m->note(), HasSubstr("tolerance 0.900"));
+  EXPECT_THAT(v.summary(), HasSubstr("now 52"));
+  // The earlier steps passed, each with the fleet figures beside the judge's.
+  int fleet_passes = 0;
+  for (const v1::Verdict& old : now.verdicts()) {
+    const v1::MetricEvidence* f = FleetMetric(old, "fleet_throughput_gbps");
+    if (old.outcome() == v1::Verdict::PASS && f != nullptr) {
+      ++fleet_passes;
+      EXPECT_NEAR(f->ratio(), 1.0, 0.01);
+    }
+  }
+  EXPECT_EQ(fleet_passes, 2) << "canary and stage 1";
+  // Every host back on its previous value, audited with the reason.
+  for (const std::string& h : hosts_) {
+    EXPECT_EQ(DesiredValue(h), 300) << h;
+    EXPECT_EQ(agents_[h]->Param("rpg_time_reset", 0), 300) << h;
+  }
+  auto audit = store_->QueryAudit([&] {
+    v1::ListAuditRequest r;
+    r.set_change_id(c->id());
+    r.set_newest_first(true);
+    return r;
+  }());
+  ASSERT_TRUE(audit.ok());
+  ASSERT_GT(audit->entries_size(), 0);
+  EXPECT_EQ(audit->entries(0).action(), "change_rolled_back");
+  EXPECT_THAT(audit->entries(0).reason(), HasSubstr("FAIL (fleet_constraint)"));
+  EXPECT_THAT(audit->entries(0).reason(), HasSubstr("throughput_gbps"));
+  EXPECT_EQ(audit->entries(0).host_ids_size(), 32);
+  EXPECT_EQ(Metric("rocetune_controller_changes_rolled_back_total{reason=judge_fail,}"), 1);
+}
+
+TEST_F(RolloutTest, FleetLossAtAStageRollsBackBeforeTheLastStage) {
+  ApplyPolicy(PolicyText());
+  // Every host loses throughput in proportion to the share of hosts running
+  // rpg_time_reset=8: 12% at the canary (within the tolerance and margin),
+  // 24% at stage 1 (beyond).
+  tx_bytes_ = [this](const std::string&) {
+    double with = 0;
+    for (const std::string& h : hosts_) with += agents_[h]->Param("rpg_time_reset", 300) == 8;
+    return static_cast<uint64_t>(10e9 * (1 - 0.48 * with / static_cast<double>(hosts_.size())));
+  };
+  Run(6);
+  auto c = Propose(8);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(Act("approve", c->id(), {"bob", false}).ok());
+  Tick();
+  for (int i = 0; i < 60 && InFlightForTest(Get(c->id()).state()); ++i) Run(1);
+  v1::Change now = Get(c->id());
+  ASSERT_EQ(now.state(), v1::ROLLED_BACK) << now.DebugString().substr(0, 4000);
+  const v1::Verdict& v = now.verdicts(now.verdicts_size() - 1);
+  EXPECT_EQ(v.rule(), "fleet_constraint");
+  EXPECT_EQ(v.stage(), 1u);
+  // Hosts of the last stage were never changed (no desired state of the change).
+  for (const std::string& h : hosts_) {
+    EXPECT_NE(DesiredValue(h), 8) << h;
+    EXPECT_EQ(agents_[h]->Param("rpg_time_reset", 300), 300) << h;
+  }
+}
+
+TEST_F(RolloutTest, NeutralChangePassesTheFleetGuardAtEveryStepToDone) {
+  ApplyPolicy(PolicyText());
+  // Throughput varies +-4% per host and window, the same before and after.
+  tx_bytes_ = [this](const std::string&) {
+    std::uniform_real_distribution<double> u(0.96, 1.04);
+    return static_cast<uint64_t>(10e9 * u(rng_));
+  };
+  Run(6);
+  auto c = Propose(100);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(Act("approve", c->id(), {"bob", false}).ok());
+  Tick();
+  for (int i = 0; i < 60 && InFlightForTest(Get(c->id()).state()); ++i) Run(1);
+  v1::Change now = Get(c->id());
+  ASSERT_EQ(now.state(), v1::DONE) << now.DebugString().substr(0, 4000);
+  // Canary, stage 1 and the final fleet bake at 100% (stage 2, no control
+  // left): each final PASS carries the fleet figures.
+  std::vector<uint32_t> stages;
+  for (const v1::Verdict& v : now.verdicts()) {
+    const v1::MetricEvidence* f = FleetMetric(v, "fleet_throughput_gbps");
+    if (v.outcome() != v1::Verdict::PASS || f == nullptr) continue;
+    stages.push_back(v.stage());
+    EXPECT_EQ(f->outcome(), "pass");
+    EXPECT_NEAR(f->ratio(), 1.0, 0.03);
+    EXPECT_EQ(f->rack_pairs(), 32u) << "every host compared";
+  }
+  EXPECT_EQ(stages, (std::vector<uint32_t>{0, 1, 2}));
+  const v1::Verdict& last = now.verdicts(now.verdicts_size() - 1);
+  EXPECT_EQ(last.rule(), "no_control_left");
+  for (const std::string& h : hosts_) EXPECT_EQ(DesiredValue(h), 100) << h;
+}
+
+TEST_F(RolloutTest, FleetGuardHoldsWithoutFleetDataAndTheHoldLimitAborts) {
+  ApplyPolicy(PolicyText(1, 4));
+  Run(6);
+  auto c = Propose(100);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(Act("approve", c->id(), {"bob", false}).ok());
+  Tick();
+  for (int i = 0; i < 60; ++i) {
+    const v1::Change now = Get(c->id());
+    if (now.state() == v1::STAGE && now.stage() == 2) break;
+    Run(1);
+  }
+  ASSERT_EQ(Get(c->id()).stage(), 2u);
+  // Half the fleet goes silent: the last stage (no control) cannot be judged
+  // by the fleet guard, which never lets it through.
+  const std::vector<std::string> all = hosts_;
+  hosts_.resize(all.size() / 2);
+  for (int i = 0; i < 30 && InFlightForTest(Get(c->id()).state()); ++i) Run(1);
+  hosts_ = all;
+  v1::Change now = Get(c->id());
+  EXPECT_EQ(now.state(), v1::ABORTED) << now.DebugString().substr(0, 3000);
+  bool fleet_hold = false;
+  for (const v1::Verdict& v : now.verdicts()) {
+    fleet_hold |= v.rule() == "fleet_data" && v.outcome() == v1::Verdict::HOLD;
+  }
+  EXPECT_TRUE(fleet_hold);
+  for (const std::string& h : hosts_) EXPECT_EQ(DesiredValue(h), 300) << h;
 }
 
 }  // namespace

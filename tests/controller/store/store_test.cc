@@ -138,7 +138,7 @@ TEST_F(StoreTest, FreshDatabaseGetsLatestSchemaInWalMode) {
   auto store = Store::Open(dir_ + "/state");
   ASSERT_TRUE(store.ok()) << store.status();
   EXPECT_EQ((*store)->schema_version(), Store::LatestSchemaVersion());
-  EXPECT_EQ(Store::LatestSchemaVersion(), 3);
+  EXPECT_EQ(Store::LatestSchemaVersion(), 4);
   EXPECT_TRUE(std::filesystem::exists(dir_ + "/state/controller.db"));
   EXPECT_TRUE(std::filesystem::exists(dir_ + "/state/controller.db-wal"));
 }
@@ -241,7 +241,7 @@ TEST_F(StoreTest, MigratesSchemaTwoDatabaseChainingOldAuditRowsInIdOrder) {
   auto opened = Store::OpenFile(path);
   ASSERT_TRUE(opened.ok()) << opened.status();
   Store& store = **opened;
-  EXPECT_EQ(store.schema_version(), 3);
+  EXPECT_EQ(store.schema_version(), 4);
 
   // Old rows kept, chained in id order, with valid hashes.
   auto audit = store.ListAudit(0, 10);
@@ -319,7 +319,7 @@ TEST_F(StoreTest, MigratesSchemaOneDatabase) {
                     "(1, 'a', 'x', 's', 'd'), (2, 'b', 'y', 's', 'd');");
   auto store = Store::OpenFile(path);
   ASSERT_TRUE(store.ok()) << store.status();
-  EXPECT_EQ((*store)->schema_version(), 3);
+  EXPECT_EQ((*store)->schema_version(), 4);
   EXPECT_TRUE((*store)->VerifyAudit()->ok());
   EXPECT_EQ((*store)->VerifyAudit()->rows(), 2);
   // Migration 2's index exists.
@@ -963,6 +963,38 @@ TEST_F(StoreTest, FullDatabaseRefusesEveryWriteClearly) {
   }
   ASSERT_TRUE(store->ExecForTest("PRAGMA max_page_count = 1000000").ok());
   ExpectOnlyBaseline(*store);
+}
+
+TEST_F(StoreTest, StepBaselineIsKeptWhileTheChangeBakesAndDroppedWhenItEnds) {
+  auto store = OpenStore("steps.db");
+  ASSERT_NE(store, nullptr);
+  v1::Change c;
+  c.set_id("c-1");
+  c.set_policy_name("p");
+  c.set_state(v1::CANARY);
+  v1::StepBaseline b;
+  b.set_change_id("c-1");
+  b.set_stage(0);
+  b.add_hosts()->set_host_id("h1");
+  Store::Batch batch;
+  batch.changes.push_back(c);
+  batch.step_baselines.push_back(b);
+  ASSERT_TRUE(store->Commit(batch).ok());
+  auto loaded = store->LoadStepBaselines();
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ASSERT_EQ(loaded->size(), 1u);
+  EXPECT_EQ((*loaded)[0].hosts(0).host_id(), "h1");
+  // A baseline without its change id is refused; nothing is written.
+  Store::Batch bad;
+  bad.step_baselines.emplace_back();
+  EXPECT_EQ(store->Commit(bad).code(), absl::StatusCode::kInvalidArgument);
+  // STAGE keeps it; an ended change drops it.
+  c.set_state(v1::STAGE);
+  ASSERT_TRUE(store->SaveChange(c, nullptr).ok());
+  EXPECT_EQ(store->LoadStepBaselines()->size(), 1u);
+  c.set_state(v1::ROLLED_BACK);
+  ASSERT_TRUE(store->SaveChange(c, nullptr).ok());
+  EXPECT_TRUE(store->LoadStepBaselines()->empty());
 }
 
 }  // namespace

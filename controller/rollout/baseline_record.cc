@@ -1,0 +1,82 @@
+#include "controller/rollout/baseline_record.h"
+
+#include <iterator>
+
+#include "absl/strings/str_cat.h"
+
+namespace rocetune::controller {
+namespace {
+
+v1::HostPeriodRecord Encode(const std::string& host_id, const HostPeriod& p) {
+  v1::HostPeriodRecord r;
+  r.set_host_id(host_id);
+  if (!p.rtt.empty()) p.rtt.ToProto(r.mutable_rtt());
+  r.set_probes_sent(p.probes_sent);
+  r.set_probes_lost(p.probes_lost);
+  r.set_windows_present(p.windows_present);
+  r.set_windows_expected(p.windows_expected);
+  r.set_covered_seconds(p.covered_seconds);
+  r.set_cnp(p.cnp);
+  r.set_retransmits(p.retransmits);
+  r.set_tx_bytes(p.tx_bytes);
+  // Trailing zero priorities are left out.
+  int last = 7;
+  while (last >= 0 && p.pause_us[last] == 0) --last;
+  for (int i = 0; i <= last; ++i) r.add_pause_us(p.pause_us[i]);
+  return r;
+}
+
+absl::Status Decode(const std::string& change_id, const v1::HostPeriodRecord& r,
+                    std::map<std::string, HostPeriod>* out) {
+  const std::string where =
+      absl::StrCat("step baseline of change ", change_id, ", host \"", r.host_id(), "\": ");
+  if (r.host_id().empty()) return absl::DataLossError(absl::StrCat(where, "no host id"));
+  if (r.pause_us_size() > 8) {
+    return absl::DataLossError(
+        absl::StrCat(where, r.pause_us_size(), " pause priorities (at most 8)"));
+  }
+  HostPeriod p;
+  if (r.has_rtt()) {
+    absl::StatusOr<QuantileSketch> sketch = QuantileSketch::FromProto(r.rtt());
+    if (!sketch.ok()) {
+      return absl::DataLossError(absl::StrCat(where, "rtt sketch: ", sketch.status().message()));
+    }
+    p.rtt = *std::move(sketch);
+  }
+  p.probes_sent = r.probes_sent();
+  p.probes_lost = r.probes_lost();
+  p.windows_present = r.windows_present();
+  p.windows_expected = r.windows_expected();
+  p.covered_seconds = r.covered_seconds();
+  p.cnp = r.cnp();
+  p.retransmits = r.retransmits();
+  p.tx_bytes = r.tx_bytes();
+  for (int i = 0; i < r.pause_us_size(); ++i) p.pause_us[i] = r.pause_us(i);
+  (*out)[r.host_id()] = std::move(p);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+v1::StepBaseline ToRecord(const std::string& change_id, const StepBaselines& b) {
+  v1::StepBaseline r;
+  r.set_change_id(change_id);
+  r.set_stage(b.stage);
+  for (const auto& [id, p] : b.hosts) *r.add_hosts() = Encode(id, p);
+  for (const auto& [id, p] : b.fleet) *r.add_fleet() = Encode(id, p);
+  return r;
+}
+
+absl::StatusOr<StepBaselines> FromRecord(const v1::StepBaseline& record) {
+  StepBaselines b;
+  b.stage = record.stage();
+  for (const v1::HostPeriodRecord& r : record.hosts()) {
+    if (absl::Status s = Decode(record.change_id(), r, &b.hosts); !s.ok()) return s;
+  }
+  for (const v1::HostPeriodRecord& r : record.fleet()) {
+    if (absl::Status s = Decode(record.change_id(), r, &b.fleet); !s.ok()) return s;
+  }
+  return b;
+}
+
+}  // namespace rocetune::controller

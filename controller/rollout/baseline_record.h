@@ -1,0 +1,31 @@
+#ifndef ROCETUNE_CONTROLLER_ROLLOUT_BASELINE_RECORD_H_
+#define ROCETUNE_CONTROLLER_ROLLOUT_BASELINE_RECORD_H_
+
+#include <map>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "controller/judge/judge.h"
+#include "rocetune/v1/admin.pb.h"
+
+namespace rocetune::controller {
+
+// A step's baselines in the form the store keeps (v1::StepBaseline): per host
+// the HostPeriod the judge reads (RTT sketch, probe counts, windows, covered
+// time, counter sums), and the fleet guard's counters.
+struct StepBaselines {
+  uint32_t stage = 0;
+  std::map<std::string, HostPeriod> hosts;
+  std::map<std::string, HostPeriod> fleet;
+};
+
+v1::StepBaseline ToRecord(const std::string& change_id, const StepBaselines& b);
+
+// kDataLoss naming the change and host for a record that does not decode (a
+// sketch out of range, a missing host id, more than 8 priorities); nothing is
+// returned then.
+absl::StatusOr<StepBaselines> FromRecord(const v1::StepBaseline& record);
+
+}  // namespace rocetune::controller
+
+#endif  // ROCETUNE_CONTROLLER_ROLLOUT_BASELINE_RECORD_H_

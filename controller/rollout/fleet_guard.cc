@@ -1,0 +1,209 @@
+#include "controller/rollout/fleet_guard.h"
+
+#include <algorithm>
+#include <cmath>
+#include <iterator>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace rocetune::controller {
+namespace {
+
+enum class Kind { kThroughput, kPauseRatio, kCnp, kRetransmits, kUnknown };
+
+Kind KindOf(const std::string& metric) {
+  if (metric == "throughput_gbps") return Kind::kThroughput;
+  if (metric == "pfc_pause_ratio") return Kind::kPauseRatio;
+  if (metric == "cnp_per_second") return Kind::kCnp;
+  if (metric == "retransmits_per_second") return Kind::kRetransmits;
+  return Kind::kUnknown;
+}
+
+bool HasExposure(const HostPeriod& p) {
+  return p.covered_seconds > 0 && std::isfinite(p.covered_seconds);
+}
+
+double WorstPause(const HostPeriod& p) {
+  const uint64_t worst = *std::max_element(std::begin(p.pause_us), std::end(p.pause_us));
+  return static_cast<double>(worst) / (p.covered_seconds * 1e6);
+}
+
+// The judge's natural value of a metric over a period (REQUIRES: exposure).
+double Value(Kind kind, const HostPeriod& p) {
+  switch (kind) {
+    case Kind::kThroughput:
+      return static_cast<double>(p.tx_bytes) * 8 / 1e9 / p.covered_seconds;
+    case Kind::kPauseRatio:
+      return WorstPause(p);
+    case Kind::kCnp:
+      return static_cast<double>(p.cnp) / p.covered_seconds;
+    case Kind::kRetransmits:
+      return static_cast<double>(p.retransmits) / p.covered_seconds;
+    case Kind::kUnknown:
+      break;
+  }
+  return 0;
+}
+
+// The value the ratio is taken on: counts get +0.5 (a zero count has a finite
+// ratio), the pause ratio a floor (as the judge's log values).
+double RatioValue(Kind kind, const HostPeriod& p) {
+  switch (kind) {
+    case Kind::kPauseRatio:
+      return std::max(WorstPause(p), kFleetGuardPauseRatioFloor);
+    case Kind::kCnp:
+      return (static_cast<double>(p.cnp) + 0.5) / p.covered_seconds;
+    case Kind::kRetransmits:
+      return (static_cast<double>(p.retransmits) + 0.5) / p.covered_seconds;
+    default:
+      return Value(kind, p);
+  }
+}
+
+double Events(Kind kind, const HostPeriod& p) {
+  if (kind == Kind::kCnp) return static_cast<double>(p.cnp);
+  if (kind == Kind::kRetransmits) return static_cast<double>(p.retransmits);
+  return 0;
+}
+
+struct Guarded {
+  std::string metric;
+  Kind kind;
+  ConstraintTolerance tolerance;
+};
+
+// The metrics guarded: the constraints the judge knows (first per metric),
+// plus throughput at the judge's default tolerance when none names it.
+std::vector<Guarded> GuardedMetrics(const std::vector<v1::Constraint>& constraints) {
+  std::vector<Guarded> out;
+  auto add = [&](const v1::Constraint& c) {
+    const Kind kind = KindOf(c.metric());
+    if (kind == Kind::kUnknown) return;
+    for (const Guarded& g : out) {
+      if (g.metric == c.metric()) return;
+    }
+    out.push_back(Guarded{c.metric(), kind, ToleranceOf(c)});
+  };
+  for (const v1::Constraint& c : constraints) add(c);
+  v1::Constraint throughput;
+  throughput.set_metric("throughput_gbps");
+  add(throughput);
+  return out;
+}
+
+v1::GroupEvidence Group(const std::string& name, const std::vector<const HostPeriod*>& periods) {
+  v1::GroupEvidence g;
+  g.set_group(name);
+  g.set_hosts(static_cast<uint32_t>(periods.size()));
+  if (periods.empty()) return g;
+  double gbps = 0, cnp = 0, pause = 0, retx = 0;
+  for (const HostPeriod* p : periods) {
+    gbps += Value(Kind::kThroughput, *p);
+    cnp += Value(Kind::kCnp, *p);
+    pause += Value(Kind::kPauseRatio, *p);
+    retx += Value(Kind::kRetransmits, *p);
+  }
+  const double n = static_cast<double>(periods.size());
+  g.set_throughput_gbps(gbps / n);
+  g.set_cnp_per_second(cnp / n);
+  g.set_pfc_pause_ratio(pause / n);
+  g.set_retransmits_per_second(retx / n);
+  return g;
+}
+
+}  // namespace
+
+v1::Verdict FleetGuard(const std::map<std::string, HostPeriod>& baseline,
+                       const std::map<std::string, HostPeriod>& now, int hosts,
+                       const FleetGuardConfig& config) {
+  v1::Verdict v;
+  v.set_unix_nanos(config.now_unix_nanos);
+  v.set_stage(config.stage);
+  std::vector<const HostPeriod*> before, after;
+  for (const auto& [id, b] : baseline) {
+    auto a = now.find(id);
+    if (a == now.end() || !HasExposure(b) || !HasExposure(a->second)) continue;
+    before.push_back(&b);
+    after.push_back(&a->second);
+  }
+  *v.add_groups() = Group("fleet_baseline", before);
+  *v.add_groups() = Group("fleet", after);
+  const size_t needed = static_cast<size_t>(std::ceil(kFleetGuardMinCoverage * std::max(hosts, 1)));
+  if (before.size() < needed || before.empty()) {
+    v.set_outcome(v1::Verdict::HOLD);
+    v.set_rule("fleet_data");
+    v.set_summary(absl::StrFormat(
+        "HOLD: the fleet guard needs data before and since the change from %d of %d hosts, has "
+        "%d",
+        needed, hosts, before.size()));
+    return v;
+  }
+  const double n = static_cast<double>(before.size());
+  const double margin = std::max(0.0, config.margin);
+  std::string failed;
+  std::string passed;
+  for (const Guarded& g : GuardedMetrics(config.constraints)) {
+    double base = 0, cur = 0, base_shown = 0, cur_shown = 0, events = 0;
+    for (size_t i = 0; i < before.size(); ++i) {
+      base += RatioValue(g.kind, *before[i]);
+      cur += RatioValue(g.kind, *after[i]);
+      base_shown += Value(g.kind, *before[i]);
+      cur_shown += Value(g.kind, *after[i]);
+      events += Events(g.kind, *after[i]);
+    }
+    base /= n;
+    cur /= n;
+    base_shown /= n;
+    cur_shown /= n;
+    events /= n;
+    v1::MetricEvidence* m = v.add_metrics();
+    m->set_metric(absl::StrCat("fleet_", g.metric));
+    if (!(base > 0) || !std::isfinite(base) || !std::isfinite(cur)) {
+      m->set_outcome("not_evaluated");
+      m->set_note(absl::StrFormat("no fleet baseline (%g)", base_shown));
+      continue;
+    }
+    const double ratio = cur / base;
+    const double tol = g.tolerance.ratio;
+    const double threshold = g.tolerance.higher_is_worse ? tol * (1 + margin) : tol / (1 + margin);
+    const bool beyond = g.tolerance.higher_is_worse ? ratio > threshold : ratio < threshold;
+    const bool counted = g.kind == Kind::kCnp || g.kind == Kind::kRetransmits;
+    const bool fail = beyond && (!counted || events >= kFleetGuardMinEventsPerHost);
+    m->set_outcome(fail ? "fail" : "pass");
+    m->set_rack_pairs(static_cast<uint32_t>(before.size()));  // hosts compared
+    m->set_mean(std::log(ratio));
+    m->set_ratio(ratio);
+    m->set_ratio_lower(g.tolerance.higher_is_worse ? 0 : threshold);
+    m->set_ratio_upper(g.tolerance.higher_is_worse ? threshold : 0);
+    const std::string figures = absl::StrFormat(
+        "fleet %s per host: baseline %.4g, now %.4g, ratio %.3f; tolerance %.3f, noise margin "
+        "%.0f%%: FAIL %s %.3f (%d hosts)",
+        g.metric, base_shown, cur_shown, ratio, tol, 100 * margin,
+        g.tolerance.higher_is_worse ? "above" : "below", threshold, static_cast<int>(n));
+    m->set_note(figures);
+    if (fail && failed.empty()) failed = figures;
+    if (!fail) absl::StrAppend(&passed, passed.empty() ? "" : "; ", g.metric, " ", ratio);
+  }
+  if (!failed.empty()) {
+    v.set_outcome(v1::Verdict::FAIL);
+    v.set_rule("fleet_constraint");
+    v.set_summary(absl::StrCat(
+        "FAIL: the fleet moved beyond a constraint since the change started (same hosts before "
+        "and after, no control needed): ",
+        failed));
+    return v;
+  }
+  v.set_outcome(v1::Verdict::PASS);
+  v.set_rule("fleet_constraint");
+  v.set_summary(absl::StrFormat("fleet within its constraints since the change started (%s)",
+                                passed.empty() ? "nothing measured" : passed));
+  return v;
+}
+
+void MergeFleetEvidence(const v1::Verdict& fleet, v1::Verdict* into) {
+  for (const v1::GroupEvidence& g : fleet.groups()) *into->add_groups() = g;
+  for (const v1::MetricEvidence& m : fleet.metrics()) *into->add_metrics() = m;
+}
+
+}  // namespace rocetune::controller

@@ -1,0 +1,169 @@
+// The fleet guard (pure) and the step baseline record's round trip.
+#include "controller/rollout/fleet_guard.h"
+
+#include <map>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "controller/rollout/baseline_record.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace rocetune::controller {
+namespace {
+
+using ::testing::HasSubstr;
+
+// `n` hosts, each with `gbps` of throughput, `cnp` CNPs and `pause` paused
+// share of priority 3 over 10 s.
+std::map<std::string, HostPeriod> Fleet(int n, double gbps, uint64_t cnp = 0, double pause = 0) {
+  std::map<std::string, HostPeriod> out;
+  for (int i = 0; i < n; ++i) {
+    HostPeriod p;
+    p.covered_seconds = 10;
+    p.windows_present = p.windows_expected = 10;
+    p.tx_bytes = static_cast<uint64_t>(gbps * 1e9 / 8 * 10 * (1 + 0.01 * (i % 3)));
+    p.cnp = cnp;
+    p.pause_us[3] = static_cast<uint64_t>(pause * 10e6);
+    out[absl::StrCat("h", i)] = p;
+  }
+  return out;
+}
+
+const v1::MetricEvidence* Find(const v1::Verdict& v, const std::string& metric) {
+  for (const v1::MetricEvidence& m : v.metrics()) {
+    if (m.metric() == metric) return &m;
+  }
+  return nullptr;
+}
+
+v1::Constraint Constraint(const std::string& metric, double max_ratio) {
+  v1::Constraint c;
+  c.set_metric(metric);
+  c.set_max_ratio(max_ratio);
+  return c;
+}
+
+TEST(FleetGuardTest, ThroughputIsGuardedAtTheDefaultToleranceWithoutAConstraint) {
+  FleetGuardConfig cfg;
+  v1::Verdict ok = FleetGuard(Fleet(32, 10), Fleet(32, 8.5), 32, cfg);
+  EXPECT_EQ(ok.outcome(), v1::Verdict::PASS) << ok.summary();
+  EXPECT_EQ(ok.rule(), "fleet_constraint");
+  ASSERT_NE(Find(ok, "fleet_throughput_gbps"), nullptr);
+  EXPECT_NEAR(Find(ok, "fleet_throughput_gbps")->ratio(), 0.85, 1e-9);
+  // 0.9 / 1.1 = 0.818: a 20% loss fails.
+  v1::Verdict bad = FleetGuard(Fleet(32, 10), Fleet(32, 8), 32, cfg);
+  EXPECT_EQ(bad.outcome(), v1::Verdict::FAIL);
+  EXPECT_EQ(bad.rule(), "fleet_constraint");
+  EXPECT_THAT(bad.summary(), HasSubstr("ratio 0.800"));
+  EXPECT_THAT(bad.summary(), HasSubstr("tolerance 0.900"));
+  EXPECT_THAT(bad.summary(), HasSubstr("FAIL below 0.818"));
+  ASSERT_EQ(bad.groups_size(), 2);
+  EXPECT_EQ(bad.groups(0).group(), "fleet_baseline");
+  EXPECT_EQ(bad.groups(1).group(), "fleet");
+  EXPECT_NEAR(bad.groups(1).throughput_gbps() / bad.groups(0).throughput_gbps(), 0.8, 1e-6);
+}
+
+TEST(FleetGuardTest, ThePolicyConstraintAndTheMarginSetTheThreshold) {
+  FleetGuardConfig cfg;
+  cfg.constraints = {Constraint("throughput_gbps", 1.08)};  // 0.926; /1.1 = 0.842
+  EXPECT_EQ(FleetGuard(Fleet(8, 10), Fleet(8, 8.5), 8, cfg).outcome(), v1::Verdict::PASS);
+  EXPECT_EQ(FleetGuard(Fleet(8, 10), Fleet(8, 8.3), 8, cfg).outcome(), v1::Verdict::FAIL);
+  cfg.margin = 0;
+  EXPECT_EQ(FleetGuard(Fleet(8, 10), Fleet(8, 9.1), 8, cfg).outcome(), v1::Verdict::FAIL);
+  // A gain never fails.
+  EXPECT_EQ(FleetGuard(Fleet(8, 10), Fleet(8, 30), 8, cfg).outcome(), v1::Verdict::PASS);
+}
+
+TEST(FleetGuardTest, CountsFailOnlyAboveTheirFloor) {
+  FleetGuardConfig cfg;
+  cfg.constraints = {Constraint("cnp_per_second", 1.5)};
+  // 1 -> 5 CNPs per host: x4 but below 10 events per host.
+  v1::Verdict few = FleetGuard(Fleet(8, 10, 1), Fleet(8, 10, 5), 8, cfg);
+  EXPECT_EQ(few.outcome(), v1::Verdict::PASS) << few.summary();
+  v1::Verdict many = FleetGuard(Fleet(8, 10, 100), Fleet(8, 10, 400), 8, cfg);
+  EXPECT_EQ(many.outcome(), v1::Verdict::FAIL);
+  EXPECT_THAT(many.summary(), HasSubstr("cnp_per_second"));
+  // Pause ratio: rises below the 1e-4 floor are not judged.
+  cfg.constraints = {Constraint("pfc_pause_ratio", 1.5)};
+  EXPECT_EQ(FleetGuard(Fleet(8, 10, 0, 1e-6), Fleet(8, 10, 0, 5e-5), 8, cfg).outcome(),
+            v1::Verdict::PASS);
+  EXPECT_EQ(FleetGuard(Fleet(8, 10, 0, 1e-3), Fleet(8, 10, 0, 5e-3), 8, cfg).outcome(),
+            v1::Verdict::FAIL);
+}
+
+TEST(FleetGuardTest, HoldsWhenTooFewHostsHaveDataInBothPeriods) {
+  FleetGuardConfig cfg;
+  auto now = Fleet(32, 5);
+  for (int i = 0; i < 7; ++i) now.erase(absl::StrCat("h", i));  // 25 of 32 < 80%
+  v1::Verdict v = FleetGuard(Fleet(32, 10), now, 32, cfg);
+  EXPECT_EQ(v.outcome(), v1::Verdict::HOLD);
+  EXPECT_EQ(v.rule(), "fleet_data");
+  now = Fleet(32, 5);
+  for (int i = 0; i < 6; ++i) now[absl::StrCat("h", i)].covered_seconds = 0;  // 26 of 32
+  EXPECT_EQ(FleetGuard(Fleet(32, 10), now, 32, cfg).outcome(), v1::Verdict::FAIL);
+  EXPECT_EQ(FleetGuard({}, {}, 0, cfg).outcome(), v1::Verdict::HOLD);
+}
+
+TEST(BaselineRecordTest, RoundTripKeepsWhatTheJudgeReads) {
+  StepBaselines b;
+  b.stage = 2;
+  HostPeriod p;
+  for (int i = 1; i <= 1000; ++i) p.rtt.Insert(i * 1e-6);
+  p.probes_sent = 1010;
+  p.probes_lost = 10;
+  p.windows_present = 4;
+  p.windows_expected = 5;
+  p.covered_seconds = 3.9;
+  p.cnp = 7;
+  p.retransmits = 3;
+  p.tx_bytes = 123456789;
+  p.pause_us[3] = 42;
+  b.hosts["h1"] = p;
+  HostPeriod f = p;
+  f.rtt = QuantileSketch();
+  b.fleet["h1"] = f;
+  b.fleet["h2"] = f;
+  const v1::StepBaseline record = ToRecord("c-7", b);
+  EXPECT_EQ(record.change_id(), "c-7");
+  EXPECT_FALSE(record.fleet(0).has_rtt());
+  v1::StepBaseline wire;
+  ASSERT_TRUE(wire.ParseFromString(record.SerializeAsString()));
+  auto back = FromRecord(wire);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->stage, 2u);
+  ASSERT_EQ(back->hosts.size(), 1u);
+  ASSERT_EQ(back->fleet.size(), 2u);
+  const HostPeriod& q = back->hosts.at("h1");
+  EXPECT_EQ(q.rtt.count(), 1000u);
+  EXPECT_DOUBLE_EQ(q.rtt.Quantile(0.99), p.rtt.Quantile(0.99));
+  EXPECT_EQ(q.probes_sent, 1010u);
+  EXPECT_EQ(q.probes_lost, 10u);
+  EXPECT_EQ(q.windows_present, 4);
+  EXPECT_EQ(q.windows_expected, 5);
+  EXPECT_DOUBLE_EQ(q.covered_seconds, 3.9);
+  EXPECT_EQ(q.cnp, 7u);
+  EXPECT_EQ(q.retransmits, 3u);
+  EXPECT_EQ(q.tx_bytes, 123456789u);
+  EXPECT_EQ(q.pause_us[3], 42u);
+  EXPECT_EQ(q.pause_us[7], 0u);
+  EXPECT_TRUE(back->fleet.at("h2").rtt.empty());
+}
+
+TEST(BaselineRecordTest, ABadRecordIsRefusedNamingTheChangeAndHost) {
+  v1::StepBaseline r;
+  r.set_change_id("c-3");
+  v1::HostPeriodRecord* h = r.add_hosts();
+  h->set_host_id("h9");
+  for (int i = 0; i < 9; ++i) h->add_pause_us(1);
+  auto b = FromRecord(r);
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(b.status().message(), HasSubstr("c-3"));
+  EXPECT_THAT(b.status().message(), HasSubstr("h9"));
+  r.clear_hosts();
+  r.add_fleet();  // no host id
+  EXPECT_EQ(FromRecord(r).status().code(), absl::StatusCode::kDataLoss);
+}
+
+}  // namespace
+}  // namespace rocetune::controller

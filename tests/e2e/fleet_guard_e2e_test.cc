@@ -1,0 +1,203 @@
+// End to end: the fleet guard on the simulated fabric (32 hosts in 8 ToRs, a
+// 16:1 incast plus background traffic). A neutral change reaches DONE with
+// the fleet's before/after throughput ratio recorded at every step; a change
+// whose cost shows only fleet-wide (rate_to_set_on_first_cnp=1000: each
+// sender restarts low after a CNP and the incast receiver's link goes
+// underused, which in a canary the control senders hide by filling it) is
+// rolled back by the fleet guard (rule fleet_constraint) on every host.
+//
+// ROCETUNE_FLEET_AA_RUNS=n runs n neutral changes (default 1) and prints every
+// fleet ratio: the A/A spread the guard's noise margin is set from.
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/e2e_env.h"
+
+namespace rocetune::e2e {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string ChangeIdIn(const std::string& out) {
+  size_t at = out.find("c-");
+  if (at == std::string::npos) return "";
+  size_t end = at + 2;
+  while (end < out.size() && isdigit(static_cast<unsigned char>(out[end]))) ++end;
+  return out.substr(at, end - at);
+}
+
+int64_t Param(const v1::HostInfo& h, const std::string& name) {
+  for (const auto& d : h.current_parameters().devices()) {
+    auto it = d.dcqcn().find(name);
+    if (it != d.dcqcn().end()) return it->second;
+  }
+  return -1;
+}
+
+bool Ended(v1::ChangeState s) {
+  return s == v1::DONE || s == v1::ROLLED_BACK || s == v1::ABORTED || s == v1::REJECTED;
+}
+
+const v1::MetricEvidence* FleetThroughput(const v1::Verdict& v) {
+  for (const v1::MetricEvidence& m : v.metrics()) {
+    if (m.metric() == "fleet_throughput_gbps") return &m;
+  }
+  return nullptr;
+}
+
+int64_t TransitionTo(const v1::Change& c, v1::ChangeState to, uint32_t stage = 0) {
+  for (const auto& t : c.transitions()) {
+    if (t.to() == to && (to != v1::STAGE || t.stage() == stage)) return t.unix_nanos();
+  }
+  return 0;
+}
+
+class FleetGuardE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    EnvOptions opt;
+    // The controller, not the agents' guard, must decide.
+    opt.fabricsim_flags = {"--guard_max_pfc_pause_ratio=0", "--guard_max_cnp_rate=0"};
+    env_ = std::make_unique<Env>(opt);
+    ASSERT_TRUE(env_->Start()) << env_->ControllerLog() << env_->FabricLog();
+    // The e2e policy plus the knob a canary cannot judge.
+    const std::string text = absl::StrReplaceAll(
+        TestPolicy("e2e-fleet", /*bake_seconds=*/6),
+        {{"knobs { parameter: \"dce_tcp_rtt\"",
+          "knobs { parameter: \"rate_to_set_on_first_cnp\" min: 0 max: 10000 step: 1000 }\n"
+          "knobs { parameter: \"dce_tcp_rtt\""}});
+    std::string out;
+    ASSERT_EQ(
+        env_->Ctl({"policy", "apply", env_->WriteFile("fleet.textproto", text)}, "alice", &out), 0)
+        << out;
+    absl::SleepFor(absl::Seconds(5));  // a baseline
+  }
+
+  // Proposes `knobs`, approves, waits for the end; returns the change.
+  v1::Change Run(const std::string& knobs) {
+    std::string out;
+    EXPECT_EQ(env_->Ctl({"change", "propose", "e2e-fleet", knobs, "--reason=e2e"}, "alice", &out),
+              0)
+        << out;
+    const std::string id = ChangeIdIn(out);
+    EXPECT_FALSE(id.empty()) << out;
+    EXPECT_EQ(env_->Ctl({"change", "approve", id, "--reason=e2e"}, "bob", &out), 0) << out;
+    EXPECT_TRUE(env_->WaitFor(
+        [&] {
+          auto c = env_->GetChange(id);
+          return c.ok() && Ended(c->state());
+        },
+        absl::Seconds(120), absl::Milliseconds(500)));
+    auto c = env_->GetChange(id);
+    EXPECT_TRUE(c.ok());
+    return c.ok() ? *c : v1::Change();
+  }
+
+  // Every host acked its desired version and holds `value` for `knob`.
+  bool Converged(const std::string& knob, int64_t value, std::string* why) {
+    for (const v1::HostInfo& h : env_->Hosts()) {
+      if (!h.desired_version().empty() && h.current_version() != h.desired_version()) {
+        *why = absl::StrCat(h.host_id(), " applied ", h.current_version(), ", desired ",
+                            h.desired_version());
+        return false;
+      }
+      if (Param(h, knob) != value) {
+        *why = absl::StrCat(h.host_id(), " holds ", knob, "=", Param(h, knob));
+        return false;
+      }
+    }
+    return true;
+  }
+
+  std::unique_ptr<Env> env_;
+};
+
+TEST_F(FleetGuardE2E, NeutralChangeIsDoneAndAFleetWideLossIsRolledBack) {
+  const char* runs_env = std::getenv("ROCETUNE_FLEET_AA_RUNS");
+  const int runs = runs_env != nullptr ? std::max(1, std::atoi(runs_env)) : 1;
+  std::vector<double> aa;
+  for (int i = 0; i < runs; ++i) {
+    // Neutral: rpg_time_reset 300 -> 290 -> 300 ...
+    const int64_t value = i % 2 == 0 ? 290 : 300;
+    v1::Change c = Run(absl::StrCat("rpg_time_reset=", value));
+    // Under load the judge sometimes cannot narrow p99 enough to PASS a stage
+    // (HOLD p99_ucb_too_wide until the limit aborts): that is the judge's
+    // thin-data rule, not the fleet guard; such a change is proposed again once.
+    for (int retry = 0; retry < 1 && c.state() == v1::ABORTED; ++retry) {
+      const std::string rule =
+          c.verdicts_size() == 0 ? "" : c.verdicts(c.verdicts_size() - 1).rule();
+      ASSERT_NE(rule.substr(0, 5), "fleet") << c.DebugString().substr(0, 6000);
+      std::printf("FLEET a/a change=%s aborted by the judge (%s), proposed again\n", c.id().c_str(),
+                  rule.c_str());
+      absl::SleepFor(absl::Seconds(5));
+      c = Run(absl::StrCat("rpg_time_reset=", value));
+    }
+    ASSERT_EQ(c.state(), v1::DONE) << c.DebugString().substr(0, 6000);
+    for (const v1::Verdict& v : c.verdicts()) {
+      const v1::MetricEvidence* m = FleetThroughput(v);
+      if (v.outcome() != v1::Verdict::PASS || m == nullptr) continue;
+      aa.push_back(m->ratio());
+      std::printf("FLEET a/a change=%s stage=%u fleet_throughput_ratio=%.4f  %s\n", c.id().c_str(),
+                  v.stage(), m->ratio(), m->note().c_str());
+    }
+    std::string why;
+    ASSERT_TRUE(
+        env_->WaitFor([&] { return Converged("rpg_time_reset", value, &why); }, absl::Seconds(20)))
+        << why;
+    absl::SleepFor(absl::Seconds(5));  // the next baseline holds no transition
+  }
+  ASSERT_EQ(aa.size(), static_cast<size_t>(3 * runs)) << "canary, stage 1, stage 2 per change";
+  double lo = aa.front(), hi = aa.front();
+  for (double r : aa) {
+    lo = std::min(lo, r);
+    hi = std::max(hi, r);
+  }
+  std::printf("BENCH e2e_fleet_aa ratios=%zu min=%.4f max=%.4f\n", aa.size(), lo, hi);
+
+  const v1::Change bad = Run("rate_to_set_on_first_cnp=1000");
+  for (const v1::Verdict& v : bad.verdicts()) {
+    const v1::MetricEvidence* m = FleetThroughput(v);
+    if (m != nullptr) {
+      std::printf("FLEET bad change=%s stage=%u %s/%s fleet_throughput_ratio=%.4f\n",
+                  bad.id().c_str(), v.stage(), v1::Verdict::Outcome_Name(v.outcome()).c_str(),
+                  v.rule().c_str(), m->ratio());
+    }
+  }
+  ASSERT_EQ(bad.state(), v1::ROLLED_BACK) << bad.DebugString().substr(0, 8000);
+  const v1::Verdict& v = bad.verdicts(bad.verdicts_size() - 1);
+  EXPECT_EQ(v.outcome(), v1::Verdict::FAIL);
+  ASSERT_EQ(v.rule(), "fleet_constraint") << bad.DebugString().substr(0, 8000);
+  const v1::MetricEvidence* m = FleetThroughput(v);
+  ASSERT_NE(m, nullptr);
+  const int64_t canary = TransitionTo(bad, v1::CANARY);
+  const int64_t step = v.stage() == 0 ? canary : TransitionTo(bad, v1::STAGE, v.stage());
+  const int64_t rolled = TransitionTo(bad, v1::ROLLED_BACK);
+  std::printf(
+      "BENCH e2e_fleet_guard stage=%u fleet_throughput_ratio=%.4f rollback_after_step_s=%.1f "
+      "rollback_after_canary_s=%.1f  %s\n",
+      v.stage(), m->ratio(), (rolled - step) / 1e9, (rolled - canary) / 1e9, m->note().c_str());
+  EXPECT_LT(m->ratio(), 0.85);
+  // Decided at the end of the failing step's bake (6 s), not later.
+  EXPECT_LE((rolled - step) / 1e9, 10.0);
+  // Every host the change touched is back on rate_to_set_on_first_cnp=0.
+  std::string why;
+  ASSERT_TRUE(env_->WaitFor([&] { return Converged("rate_to_set_on_first_cnp", 0, &why); },
+                            absl::Seconds(20)))
+      << why;
+  std::string out;
+  ASSERT_EQ(env_->Ctl({"audit", absl::StrCat("--change=", bad.id())}, "carol", &out), 0) << out;
+  EXPECT_THAT(out, HasSubstr("change_rolled_back"));
+  EXPECT_THAT(out, HasSubstr("fleet_constraint"));
+  EXPECT_THAT(out, HasSubstr("throughput_gbps"));
+  ASSERT_EQ(env_->Ctl({"audit", "verify"}, "carol", &out), 0) << out;
+}
+
+}  // namespace
+}  // namespace rocetune::e2e
