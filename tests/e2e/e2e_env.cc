@@ -171,11 +171,13 @@ std::vector<v1::HostInfo> Env::Hosts() {
   return out;
 }
 
-absl::StatusOr<v1::FleetSummaryResponse> Env::Summary(absl::Duration over) {
+absl::StatusOr<v1::FleetSummaryResponse> Env::Summary(absl::Duration over,
+                                                      const std::string& peer_class) {
   // FleetSummary covers the previous and current windows: average several.
   v1::FleetSummaryResponse best;
   grpc::ClientContext ctx;
   v1::FleetSummaryRequest req;
+  req.set_peer_class(peer_class);
   (void)over;
   grpc::Status s = admin_->FleetSummary(WithActor(&ctx), req, &best);
   if (!s.ok()) return absl::UnavailableError(s.error_message());

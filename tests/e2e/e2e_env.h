@@ -52,7 +52,9 @@ class Env {
   absl::StatusOr<v1::Change> GetChange(const std::string& id);
   absl::StatusOr<v1::Campaign> GetCampaign(const std::string& id);
   std::vector<v1::HostInfo> Hosts();
-  absl::StatusOr<v1::FleetSummaryResponse> Summary(absl::Duration over);
+  // The fleet summary; probe quantiles of `peer_class` only when not empty.
+  absl::StatusOr<v1::FleetSummaryResponse> Summary(absl::Duration over,
+                                                   const std::string& peer_class = "");
   bool WaitFor(const std::function<bool()>& cond, absl::Duration timeout,
                absl::Duration poll = absl::Milliseconds(200));
 
