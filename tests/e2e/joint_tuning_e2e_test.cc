@@ -1,0 +1,235 @@
+// End to end: the tuning loop's goal on an incast-plus-background fabric,
+// from firmware defaults: probe p99 at least 30% lower with at most 5% of the
+// throughput lost. A real controller, rocetune-fabricsim --agents with a
+// switch agent per ToR (32 hosts in 8 ToRs of 4; an incast of 4 x 1 MB into
+// one host of every rack every 2 ms plus WebSearch background at 30%), and
+// rocetunectl. The policy tunes the ToRs' ECN thresholds (from the HPCC
+// production values) jointly with the hosts' DCQCN rpg_time_reset (from the
+// firmware default): a canary rack gets both, a control rack neither. The
+// campaign is approved once; the winner is promoted through a second
+// approval, the canary racks and the stages. The fleet's probe p99 and
+// throughput are measured before and after.
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/e2e_env.h"
+
+namespace rocetune::e2e {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kKmin[] = "ecn.AZURE_LOSSLESS.green_min_threshold";
+constexpr char kKmax[] = "ecn.AZURE_LOSSLESS.green_max_threshold";
+constexpr char kTimeReset[] = "rpg_time_reset";
+
+struct FleetFigures {
+  double p99_us = 0;      // probes within each rack: the policy's objective
+  double all_p99_us = 0;  // every probe, across the spines too
+  double gbps = 0;
+};
+
+// Median p99s and mean throughput per host over `n` summaries a second apart.
+FleetFigures Measure(Env& env, int n) {
+  std::vector<double> p99, all;
+  double gbps = 0;
+  int got = 0;
+  for (int i = 0; i < n; ++i) {
+    absl::SleepFor(absl::Seconds(1));
+    auto s = env.Summary(absl::Seconds(2), "intra_tor");
+    auto a = env.Summary(absl::Seconds(2));
+    if (!s.ok() || !a.ok()) continue;
+    p99.push_back(s->probe_rtt_p99_seconds() * 1e6);
+    all.push_back(a->probe_rtt_p99_seconds() * 1e6);
+    gbps += a->tx_gbps_per_host();
+    ++got;
+  }
+  std::sort(p99.begin(), p99.end());
+  std::sort(all.begin(), all.end());
+  return FleetFigures{p99.empty() ? 0 : p99[p99.size() / 2], all.empty() ? 0 : all[all.size() / 2],
+                      got == 0 ? 0 : gbps / got};
+}
+
+std::string IdIn(const std::string& out, const std::string& prefix) {
+  size_t at = out.find(prefix);
+  if (at == std::string::npos) return "";
+  size_t end = at + prefix.size();
+  while (end < out.size() && isdigit(static_cast<unsigned char>(out[end]))) ++end;
+  return out.substr(at, end - at);
+}
+
+// Switch and host knobs together: Kmax and Kmin of the ToRs' lossless profile
+// (Kmin's range below Kmax's, so no candidate inverts them; Kmax first, the
+// knob that moves this fabric's p99 most) and the hosts' rate-increase timer. Objective: probes
+// within each rack (intra_tor), which cross their own ToR's incast queue. Four canary racks against
+// four control racks, 6-second bakes (bench/tuning_bench's joint run and the rehearsal show these
+// knobs' effect on this kind of fabric).
+std::string JointPolicy(int trial_budget) {
+  return absl::StrCat(R"(name: "e2e-joint"
+description: "ToR ECN thresholds and host DCQCN together, from HPCC values and firmware defaults"
+selector { match_labels { key: "role" value: "trainer" } }
+objective { metric: PROBE_RTT_P99 peer_class: "intra_tor" }
+# A trial's canary/control throughput ratio varies by several percent over a
+# short bake; the fleet-wide figure below is held to 5%.
+constraints { metric: "throughput_gbps" max_ratio: 1.08 }
+knobs { parameter: "ecn.AZURE_LOSSLESS.green_max_threshold" min: 450000 max: 1600000 step: 50000 log_scale: true }
+knobs { parameter: "ecn.AZURE_LOSSLESS.green_min_threshold" min: 12500 max: 400000 step: 2500 log_scale: true }
+knobs { parameter: "rpg_time_reset" min: 30 max: 3000 step: 5 log_scale: true }
+tuner { kind: COORDINATE_DESCENT trial_budget: )",
+                      trial_budget, R"( min_improvement: 0.03 }
+rollout {
+  canary_fraction: 0.5
+  min_canary_hosts: 8
+  bake_seconds: 6
+  baseline_seconds: 4
+  looks: 2
+  # Straight from the canary racks to all: an intermediate stage of 6 racks
+  # would leave 2 control racks, too few for the rack-level judge to bound
+  # the p99 ratio (it HOLDs until the limit aborts the change). The last
+  # stage, with no control left, is judged by the fleet guard.
+  stages: [1.0]
+  rack_label: "tor"
+}
+guard {
+  max_p99_regression: 0.05
+  confidence: 0.995
+  min_samples: 300
+  min_rack_pairs: 4
+  max_hold_seconds: 12
+}
+approval { approvers: 1 }
+)");
+}
+
+TEST(JointTuningE2E, SwitchAndHostCampaignFromDefaultsMeetsTheP99Goal) {
+  EnvOptions opt;
+  opt.scenario = "tests/e2e/joint_tuning_32_hosts.textproto";
+  opt.sets = {};
+  opt.switch_agents = true;
+  opt.expect_hosts = 40;  // 32 hosts and 8 ToRs
+  opt.pace = 0.03;
+  opt.probe_rate = 6000;
+  opt.fabricsim_flags = {"--guard_max_pfc_pause_ratio=0", "--guard_max_cnp_rate=0"};
+  Env env(opt);
+  ASSERT_TRUE(env.Start()) << env.ControllerLog() << env.FabricLog();
+  const std::string policy = env.WriteFile("joint.textproto", JointPolicy(10));
+  std::string out;
+  ASSERT_EQ(env.Ctl({"policy", "apply", policy, "--reason=e2e"}, "alice", &out), 0) << out;
+  absl::SleepFor(absl::Seconds(3));
+  const FleetFigures before = Measure(env, 7);
+  ASSERT_GT(before.p99_us, 0);
+
+  ASSERT_EQ(env.Ctl({"tuning", "start", "e2e-joint", "--reason=tune racks"}, "alice", &out), 0)
+      << out;
+  const std::string campaign = IdIn(out, "t-");
+  ASSERT_FALSE(campaign.empty()) << out;
+  auto started = env.GetCampaign(campaign);
+  ASSERT_TRUE(started.ok());
+  EXPECT_EQ(started->start().at(kKmin), 400000) << "the start is what the ToRs hold";
+  EXPECT_EQ(started->start().at(kKmax), 1600000);
+  EXPECT_EQ(started->start().at(kTimeReset), 300) << "the firmware default the hosts hold";
+  ASSERT_EQ(env.Ctl({"tuning", "approve", campaign, "--reason=go"}, "bob", &out), 0) << out;
+  ASSERT_TRUE(env.WaitFor(
+      [&] {
+        auto t = env.GetCampaign(campaign);
+        return t.ok() && t->state() != v1::Campaign::RUNNING;
+      },
+      absl::Seconds(300), absl::Seconds(1)))
+      << env.GetCampaign(campaign)->DebugString();
+  auto t = env.GetCampaign(campaign);
+  ASSERT_TRUE(t.ok());
+  ASSERT_EQ(t->state(), v1::Campaign::FINISHED) << t->DebugString();
+  for (const v1::Trial& tr : t->trials()) {
+    auto c = env.GetChange(tr.change_id());
+    ASSERT_TRUE(c.ok());
+    EXPECT_TRUE(c->canary_only());
+    std::set<std::string> canary_racks, pushed_racks;
+    int canary_tors = 0;
+    for (const v1::HostTarget& h : c->hosts()) {
+      const bool tor = h.host_id().rfind("sim-tor", 0) == 0;
+      if (tor && h.role() == v1::HostTarget::CANARY) {
+        ++canary_tors;
+        canary_racks.insert(h.host_id().substr(7));
+      }
+      if (h.role() != v1::HostTarget::CANARY) {
+        EXPECT_TRUE(h.pushed_version().empty())
+            << "trial " << tr.index() << " touched control " << h.host_id();
+      }
+    }
+    EXPECT_EQ(canary_tors, 4) << "trial " << tr.index() << ": half the racks, whole";
+    for (const v1::HostTarget& h : c->hosts()) {
+      if (h.role() == v1::HostTarget::CANARY && h.host_id().rfind("sim-tor", 0) != 0) {
+        EXPECT_FALSE(h.pushed_version().empty())
+            << "trial " << tr.index() << ": canary host " << h.host_id() << " got its DCQCN knob";
+      }
+    }
+    for (const auto& x : c->transitions()) EXPECT_NE(x.to(), v1::STAGE) << tr.change_id();
+  }
+  ASSERT_EQ(env.Ctl({"tuning", "show", campaign}, "carol", &out), 0);
+  std::printf("%s\n", out.c_str());
+  ASSERT_FALSE(t->promotion_change_id().empty()) << "the tuner found nothing better: " << out;
+  const std::string promo = t->promotion_change_id();
+  EXPECT_EQ(env.Ctl({"change", "approve", promo, "--reason=mine"}, "alice", &out), 1)
+      << "the campaign's proposer cannot approve its promotion";
+  ASSERT_EQ(env.Ctl({"change", "approve", promo, "--reason=promote"}, "bob", &out), 0) << out;
+  ASSERT_TRUE(env.WaitFor(
+      [&] {
+        auto c = env.GetChange(promo);
+        return c.ok() && c->state() != v1::APPROVED && c->state() != v1::CANARY &&
+               c->state() != v1::STAGE;
+      },
+      absl::Seconds(120), absl::Seconds(1)));
+  ASSERT_EQ(env.Ctl({"change", "show", promo}, "carol", &out), 0);
+  std::printf("%s\n", out.c_str());
+  auto c = env.GetChange(promo);
+  ASSERT_TRUE(c.ok());
+  ASSERT_EQ(c->state(), v1::DONE) << c->DebugString().substr(0, 4000);
+  // Every ToR and every host now holds the winner.
+  int tors = 0, hosts = 0;
+  for (const v1::HostInfo& h : env.Hosts()) {
+    const bool tor = h.host_id().rfind("sim-tor", 0) == 0;
+    const char* knob = tor ? kKmin : kTimeReset;
+    for (const auto& d : h.current_parameters().devices()) {
+      auto it = d.dcqcn().find(knob);
+      if (it == d.dcqcn().end()) continue;
+      EXPECT_EQ(it->second, t->best().at(knob)) << h.host_id();
+      (tor ? tors : hosts) += 1;
+    }
+  }
+  EXPECT_EQ(tors, 8);
+  EXPECT_GE(hosts, 32);
+  absl::SleepFor(absl::Seconds(2));
+  const FleetFigures after = Measure(env, 7);
+  const double improvement = 1 - after.p99_us / before.p99_us;
+  const double tput = after.gbps / before.gbps - 1;
+  std::printf(
+      "BENCH e2e_joint_tuning p99_before_us=%.1f p99_after_us=%.1f improvement_pct=%.1f "
+      "all_probes_p99_before_us=%.1f all_probes_p99_after_us=%.1f all_probes_improvement_pct=%.1f "
+      "throughput_change_pct=%.1f trials=%d best_trial_ratio=%.3f best=%s\n",
+      before.p99_us, after.p99_us, 100 * improvement, before.all_p99_us, after.all_p99_us,
+      100 * (1 - after.all_p99_us / before.all_p99_us), 100 * tput, t->trials_size(),
+      t->best_objective_ratio(),
+      absl::StrCat(kKmin, "=", t->best().at(kKmin), " ", kKmax, "=", t->best().at(kKmax), " ",
+                   kTimeReset, "=", t->best().at(kTimeReset))
+          .c_str());
+  // The tuning loop's goal on the policy's objective (probes within each
+  // rack, whose queues the tuned ToRs and hosts shape): p99 at least 30%
+  // lower, at most 5% of the throughput lost, within the trial budget.
+  // Probes between racks also cross the spines, whose ECN thresholds no agent
+  // tunes here (the simulator runs switch agents on ToRs only): their p99 is
+  // printed, not held to the goal.
+  EXPECT_LE(t->trials_size(), 10);
+  EXPECT_GE(improvement, 0.30);
+  EXPECT_GE(tput, -0.05);
+}
+
+}  // namespace
+}  // namespace rocetune::e2e
