@@ -79,9 +79,10 @@ std::string JointPolicy(int trial_budget) {
 description: "ToR ECN thresholds and host DCQCN together, from HPCC values and firmware defaults"
 selector { match_labels { key: "role" value: "trainer" } }
 objective { metric: PROBE_RTT_P99 peer_class: "intra_tor" }
-# A trial's canary/control throughput ratio varies by several percent over a
-# short bake; the fleet-wide figure below is held to 5%.
-constraints { metric: "throughput_gbps" max_ratio: 1.08 }
+# Racks differ in load, so a 6-second rack-level trial measures the
+# canary/control throughput ratio to about +-8% (two of four runs refused a
+# Kmax of 800 KB at a 0.926 floor); the fleet-wide figure below is held to 5%.
+constraints { metric: "throughput_gbps" max_ratio: 1.12 }
 knobs { parameter: "ecn.AZURE_LOSSLESS.green_max_threshold" min: 450000 max: 1600000 step: 50000 log_scale: true }
 knobs { parameter: "ecn.AZURE_LOSSLESS.green_min_threshold" min: 12500 max: 400000 step: 2500 log_scale: true }
 knobs { parameter: "rpg_time_reset" min: 30 max: 300 step: 5 log_scale: true }
