@@ -419,56 +419,46 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
 
-  // The knob set recommended for the end-to-end test, on a longer run.
-  if (absl::GetFlag(FLAGS_e2e)) {
-    const std::vector<BenchKnob> e2e = EndToEndKnobs();
-    const BenchScenario bs{"incast_background_32_hosts",
-                           {absl::StrCat("duration_ms=", absl::GetFlag(FLAGS_e2e_duration_ms))}};
-    std::printf("# end-to-end knobs: %s\n", Describe(e2e, false).c_str());
+  // Tuner-only runs on a longer simulation: the knob set recommended for the
+  // end-to-end test, and the same with the switches' ECN thresholds (joint).
+  const std::string e2e_duration =
+      absl::StrCat("duration_ms=", absl::GetFlag(FLAGS_e2e_duration_ms));
+  struct TunerOnlyRun {
+    bool enabled;
+    const char* label;  // the BENCH line's scenario prefix
+    BenchScenario scenario;
+    std::vector<BenchKnob> (*knobs)(const rocetune::v1::Scenario&);
+  };
+  const TunerOnlyRun runs[] = {
+      {absl::GetFlag(FLAGS_e2e),
+       "e2e_knobs",
+       {"incast_background_32_hosts", {e2e_duration}},
+       [](const rocetune::v1::Scenario&) { return EndToEndKnobs(); }},
+      {absl::GetFlag(FLAGS_joint),
+       "joint_knobs",
+       {"incast_large_background_32_hosts", {e2e_duration}},
+       JointKnobs},
+  };
+  for (const TunerOnlyRun& run : runs) {
+    if (!run.enabled) continue;
+    const BenchScenario& bs = run.scenario;
     absl::StatusOr<rocetune::v1::Scenario> scenario = load(bs);
     if (!scenario.ok()) return 1;
-    absl::StatusOr<Outcome> o = Tune(*scenario, e2e, false, threads, verbose);
+    const std::vector<BenchKnob> knobs_of_run = run.knobs(*scenario);
+    std::printf("# %s: %s\n", run.label, Describe(knobs_of_run, false).c_str());
+    absl::StatusOr<Outcome> o = Tune(*scenario, knobs_of_run, false, threads, verbose);
     if (!o.ok()) {
-      std::fprintf(stderr, "tuning_bench: e2e: %s\n", std::string(o.status().message()).c_str());
+      std::fprintf(stderr, "tuning_bench: %s: %s\n", run.label,
+                   std::string(o.status().message()).c_str());
       return 1;
     }
     std::printf(
-        "BENCH tuning_bench scenario=e2e_knobs_%s overrides=%s default_p99_us=%.1f "
+        "BENCH tuning_bench scenario=%s_%s overrides=%s default_p99_us=%.1f "
         "tuner_p99_us=%.1f improvement_pct=%.1f trials=%zu throughput_change_pct=%.1f "
         "incast_burst_p99_change_pct=%.1f fresh_seeds_improvement_pct=%.1f "
         "tuner_best=%s stop=%s meets_e2e_goal=%d tuner_seconds=%.1f\n",
-        bs.name.c_str(), absl::StrJoin(bs.overrides, ",").c_str(), o->base.p99_us, o->best.p99_us,
-        100 * (1 - o->best.p99_us / o->base.p99_us), o->trials,
-        100 * (o->best.throughput_gbps / o->base.throughput_gbps - 1),
-        ChangePct(o->best.incast_burst_p99_us, o->base.incast_burst_p99_us),
-        -ChangePct(o->best_fresh_p99_us, o->base_fresh_p99_us), Format(o->best_knobs).c_str(),
-        o->stop.c_str(),
-        (o->best.p99_us <= 0.7 * o->base.p99_us &&
-         o->best.throughput_gbps >= 0.95 * o->base.throughput_gbps)
-            ? 1
-            : 0,
-        o->tuner_seconds);
-  }
-  // The same with the switches' ECN thresholds tuned jointly.
-  if (absl::GetFlag(FLAGS_joint)) {
-    const BenchScenario bs{"incast_large_background_32_hosts",
-                           {absl::StrCat("duration_ms=", absl::GetFlag(FLAGS_e2e_duration_ms))}};
-    absl::StatusOr<rocetune::v1::Scenario> scenario = load(bs);
-    if (!scenario.ok()) return 1;
-    const std::vector<BenchKnob> joint = JointKnobs(*scenario);
-    std::printf("# joint switch + host knobs: %s\n", Describe(joint, false).c_str());
-    absl::StatusOr<Outcome> o = Tune(*scenario, joint, false, threads, verbose);
-    if (!o.ok()) {
-      std::fprintf(stderr, "tuning_bench: joint: %s\n", std::string(o.status().message()).c_str());
-      return 1;
-    }
-    std::printf(
-        "BENCH tuning_bench scenario=joint_knobs_%s overrides=%s default_p99_us=%.1f "
-        "tuner_p99_us=%.1f improvement_pct=%.1f trials=%zu throughput_change_pct=%.1f "
-        "incast_burst_p99_change_pct=%.1f fresh_seeds_improvement_pct=%.1f "
-        "tuner_best=%s stop=%s meets_e2e_goal=%d tuner_seconds=%.1f\n",
-        bs.name.c_str(), absl::StrJoin(bs.overrides, ",").c_str(), o->base.p99_us, o->best.p99_us,
-        100 * (1 - o->best.p99_us / o->base.p99_us), o->trials,
+        run.label, bs.name.c_str(), absl::StrJoin(bs.overrides, ",").c_str(), o->base.p99_us,
+        o->best.p99_us, 100 * (1 - o->best.p99_us / o->base.p99_us), o->trials,
         100 * (o->best.throughput_gbps / o->base.throughput_gbps - 1),
         ChangePct(o->best.incast_burst_p99_us, o->base.incast_burst_p99_us),
         -ChangePct(o->best_fresh_p99_us, o->base_fresh_p99_us), Format(o->best_knobs).c_str(),
