@@ -20,51 +20,15 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/e2e/campaign_flow.h"
 #include "tests/e2e/e2e_env.h"
 
 namespace rocetune::e2e {
 namespace {
 
-using ::testing::HasSubstr;
-
 constexpr char kKmin[] = "ecn.AZURE_LOSSLESS.green_min_threshold";
 constexpr char kKmax[] = "ecn.AZURE_LOSSLESS.green_max_threshold";
 constexpr char kTimeReset[] = "rpg_time_reset";
-
-struct FleetFigures {
-  double p99_us = 0;      // probes within each rack: the policy's objective
-  double all_p99_us = 0;  // every probe, across the spines too
-  double gbps = 0;
-};
-
-// Median p99s and mean throughput per host over `n` summaries a second apart.
-FleetFigures Measure(Env& env, int n) {
-  std::vector<double> p99, all;
-  double gbps = 0;
-  int got = 0;
-  for (int i = 0; i < n; ++i) {
-    absl::SleepFor(absl::Seconds(1));
-    auto s = env.Summary(absl::Seconds(2), "intra_tor");
-    auto a = env.Summary(absl::Seconds(2));
-    if (!s.ok() || !a.ok()) continue;
-    p99.push_back(s->probe_rtt_p99_seconds() * 1e6);
-    all.push_back(a->probe_rtt_p99_seconds() * 1e6);
-    gbps += a->tx_gbps_per_host();
-    ++got;
-  }
-  std::sort(p99.begin(), p99.end());
-  std::sort(all.begin(), all.end());
-  return FleetFigures{p99.empty() ? 0 : p99[p99.size() / 2], all.empty() ? 0 : all[all.size() / 2],
-                      got == 0 ? 0 : gbps / got};
-}
-
-std::string IdIn(const std::string& out, const std::string& prefix) {
-  size_t at = out.find(prefix);
-  if (at == std::string::npos) return "";
-  size_t end = at + prefix.size();
-  while (end < out.size() && isdigit(static_cast<unsigned char>(out[end]))) ++end;
-  return out.substr(at, end - at);
-}
 
 // Switch and host knobs together: Kmax and Kmin of the ToRs' lossless profile
 // (Kmin's range below Kmax's, so no candidate inverts them; Kmax first, the
@@ -127,29 +91,16 @@ TEST(JointTuningE2E, SwitchAndHostCampaignFromDefaultsMeetsTheP99Goal) {
   std::string out;
   ASSERT_EQ(env.Ctl({"policy", "apply", policy, "--reason=e2e"}, "alice", &out), 0) << out;
   absl::SleepFor(absl::Seconds(3));
-  const FleetFigures before = Measure(env, 7);
-  ASSERT_GT(before.p99_us, 0);
+  const FleetFigures before = MeasureFleet(env, 7, "intra_tor");
+  ASSERT_GT(before.class_p99_us, 0);
 
-  ASSERT_EQ(env.Ctl({"tuning", "start", "e2e-joint", "--reason=tune racks"}, "alice", &out), 0)
-      << out;
-  const std::string campaign = IdIn(out, "t-");
-  ASSERT_FALSE(campaign.empty()) << out;
-  auto started = env.GetCampaign(campaign);
-  ASSERT_TRUE(started.ok());
-  EXPECT_EQ(started->start().at(kKmin), 400000) << "the start is what the ToRs hold";
-  EXPECT_EQ(started->start().at(kKmax), 1600000);
-  EXPECT_EQ(started->start().at(kTimeReset), 300) << "the firmware default the hosts hold";
-  ASSERT_EQ(env.Ctl({"tuning", "approve", campaign, "--reason=go"}, "bob", &out), 0) << out;
-  ASSERT_TRUE(env.WaitFor(
-      [&] {
-        auto t = env.GetCampaign(campaign);
-        return t.ok() && t->state() != v1::Campaign::RUNNING;
-      },
-      absl::Seconds(300), absl::Seconds(1)))
-      << env.GetCampaign(campaign)->DebugString();
-  auto t = env.GetCampaign(campaign);
-  ASSERT_TRUE(t.ok());
+  absl::StatusOr<v1::Campaign> t = RunApprovedCampaign(env, "e2e-joint", absl::Seconds(300));
+  ASSERT_TRUE(t.ok()) << t.status();
   ASSERT_EQ(t->state(), v1::Campaign::FINISHED) << t->DebugString();
+  const std::string campaign = t->id();
+  EXPECT_EQ(t->start().at(kKmin), 400000) << "the start is what the ToRs hold";
+  EXPECT_EQ(t->start().at(kKmax), 1600000);
+  EXPECT_EQ(t->start().at(kTimeReset), 300) << "the firmware default the hosts hold";
   for (const v1::Trial& tr : t->trials()) {
     auto c = env.GetChange(tr.change_id());
     ASSERT_TRUE(c.ok());
@@ -180,20 +131,10 @@ TEST(JointTuningE2E, SwitchAndHostCampaignFromDefaultsMeetsTheP99Goal) {
   std::printf("%s\n", out.c_str());
   ASSERT_FALSE(t->promotion_change_id().empty()) << "the tuner found nothing better: " << out;
   const std::string promo = t->promotion_change_id();
-  EXPECT_EQ(env.Ctl({"change", "approve", promo, "--reason=mine"}, "alice", &out), 1)
-      << "the campaign's proposer cannot approve its promotion";
-  ASSERT_EQ(env.Ctl({"change", "approve", promo, "--reason=promote"}, "bob", &out), 0) << out;
-  ASSERT_TRUE(env.WaitFor(
-      [&] {
-        auto c = env.GetChange(promo);
-        return c.ok() && c->state() != v1::APPROVED && c->state() != v1::CANARY &&
-               c->state() != v1::STAGE;
-      },
-      absl::Seconds(120), absl::Seconds(1)));
+  absl::StatusOr<v1::Change> c = PromoteAndWait(env, promo, absl::Seconds(120));
+  ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_EQ(env.Ctl({"change", "show", promo}, "carol", &out), 0);
   std::printf("%s\n", out.c_str());
-  auto c = env.GetChange(promo);
-  ASSERT_TRUE(c.ok());
   ASSERT_EQ(c->state(), v1::DONE) << c->DebugString().substr(0, 4000);
   // Every ToR and every host now holds the winner.
   int tors = 0, hosts = 0;
@@ -210,15 +151,15 @@ TEST(JointTuningE2E, SwitchAndHostCampaignFromDefaultsMeetsTheP99Goal) {
   EXPECT_EQ(tors, 8);
   EXPECT_GE(hosts, 32);
   absl::SleepFor(absl::Seconds(2));
-  const FleetFigures after = Measure(env, 7);
-  const double improvement = 1 - after.p99_us / before.p99_us;
+  const FleetFigures after = MeasureFleet(env, 7, "intra_tor");
+  const double improvement = 1 - after.class_p99_us / before.class_p99_us;
   const double tput = after.gbps / before.gbps - 1;
   std::printf(
       "BENCH e2e_joint_tuning p99_before_us=%.1f p99_after_us=%.1f improvement_pct=%.1f "
       "all_probes_p99_before_us=%.1f all_probes_p99_after_us=%.1f all_probes_improvement_pct=%.1f "
       "throughput_change_pct=%.1f trials=%d best_trial_ratio=%.3f best=%s\n",
-      before.p99_us, after.p99_us, 100 * improvement, before.all_p99_us, after.all_p99_us,
-      100 * (1 - after.all_p99_us / before.all_p99_us), 100 * tput, t->trials_size(),
+      before.class_p99_us, after.class_p99_us, 100 * improvement, before.p99_us, after.p99_us,
+      100 * (1 - after.p99_us / before.p99_us), 100 * tput, t->trials_size(),
       t->best_objective_ratio(),
       absl::StrCat(kKmin, "=", t->best().at(kKmin), " ", kKmax, "=", t->best().at(kKmax), " ",
                    kTimeReset, "=", t->best().at(kTimeReset))

@@ -17,45 +17,14 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/e2e/campaign_flow.h"
 #include "tests/e2e/e2e_env.h"
 
 namespace rocetune::e2e {
 namespace {
 
-using ::testing::HasSubstr;
-
 constexpr char kKmin[] = "ecn.AZURE_LOSSLESS.green_min_threshold";
 constexpr char kKmax[] = "ecn.AZURE_LOSSLESS.green_max_threshold";
-
-struct FleetFigures {
-  double p99_us = 0;
-  double gbps = 0;
-};
-
-// Median p99 and mean throughput per host over `n` summaries a second apart.
-FleetFigures Measure(Env& env, int n) {
-  std::vector<double> p99;
-  double gbps = 0;
-  int got = 0;
-  for (int i = 0; i < n; ++i) {
-    absl::SleepFor(absl::Seconds(1));
-    auto s = env.Summary(absl::Seconds(2));
-    if (!s.ok()) continue;
-    p99.push_back(s->probe_rtt_p99_seconds() * 1e6);
-    gbps += s->tx_gbps_per_host();
-    ++got;
-  }
-  std::sort(p99.begin(), p99.end());
-  return FleetFigures{p99.empty() ? 0 : p99[p99.size() / 2], got == 0 ? 0 : gbps / got};
-}
-
-std::string IdIn(const std::string& out, const std::string& prefix) {
-  size_t at = out.find(prefix);
-  if (at == std::string::npos) return "";
-  size_t end = at + prefix.size();
-  while (end < out.size() && isdigit(static_cast<unsigned char>(out[end]))) ++end;
-  return out.substr(at, end - at);
-}
 
 // Switch knobs only: Kmin and Kmax of the ToRs' lossless profile, from the
 // HPCC-production values down (Kmax within the 32 MiB buffer, Kmin always
@@ -113,28 +82,15 @@ TEST(SwitchTuningE2E, CampaignOfTorEcnThresholdsLowersFleetP99) {
   std::string out;
   ASSERT_EQ(env.Ctl({"policy", "apply", policy, "--reason=e2e"}, "alice", &out), 0) << out;
   absl::SleepFor(absl::Seconds(3));
-  const FleetFigures before = Measure(env, 7);
+  const FleetFigures before = MeasureFleet(env, 7);
   ASSERT_GT(before.p99_us, 0);
 
-  ASSERT_EQ(env.Ctl({"tuning", "start", "e2e-tor-ecn", "--reason=tune the ToRs"}, "alice", &out), 0)
-      << out;
-  const std::string campaign = IdIn(out, "t-");
-  ASSERT_FALSE(campaign.empty()) << out;
-  auto started = env.GetCampaign(campaign);
-  ASSERT_TRUE(started.ok());
-  EXPECT_EQ(started->start().at(kKmin), 400000) << "the start is what the ToRs hold";
-  EXPECT_EQ(started->start().at(kKmax), 1600000);
-  ASSERT_EQ(env.Ctl({"tuning", "approve", campaign, "--reason=go"}, "bob", &out), 0) << out;
-  ASSERT_TRUE(env.WaitFor(
-      [&] {
-        auto t = env.GetCampaign(campaign);
-        return t.ok() && t->state() != v1::Campaign::RUNNING;
-      },
-      absl::Seconds(300), absl::Seconds(1)))
-      << env.GetCampaign(campaign)->DebugString();
-  auto t = env.GetCampaign(campaign);
-  ASSERT_TRUE(t.ok());
+  absl::StatusOr<v1::Campaign> t = RunApprovedCampaign(env, "e2e-tor-ecn", absl::Seconds(300));
+  ASSERT_TRUE(t.ok()) << t.status();
   ASSERT_EQ(t->state(), v1::Campaign::FINISHED) << t->DebugString();
+  const std::string campaign = t->id();
+  EXPECT_EQ(t->start().at(kKmin), 400000) << "the start is what the ToRs hold";
+  EXPECT_EQ(t->start().at(kKmax), 1600000);
   for (const v1::Trial& tr : t->trials()) {
     auto c = env.GetChange(tr.change_id());
     ASSERT_TRUE(c.ok());
@@ -157,20 +113,10 @@ TEST(SwitchTuningE2E, CampaignOfTorEcnThresholdsLowersFleetP99) {
   std::printf("%s\n", out.c_str());
   ASSERT_FALSE(t->promotion_change_id().empty()) << "the tuner found nothing better: " << out;
   const std::string promo = t->promotion_change_id();
-  EXPECT_EQ(env.Ctl({"change", "approve", promo, "--reason=mine"}, "alice", &out), 1)
-      << "the campaign's proposer cannot approve its promotion";
-  ASSERT_EQ(env.Ctl({"change", "approve", promo, "--reason=promote"}, "bob", &out), 0) << out;
-  ASSERT_TRUE(env.WaitFor(
-      [&] {
-        auto c = env.GetChange(promo);
-        return c.ok() && c->state() != v1::APPROVED && c->state() != v1::CANARY &&
-               c->state() != v1::STAGE;
-      },
-      absl::Seconds(120), absl::Seconds(1)));
+  absl::StatusOr<v1::Change> c = PromoteAndWait(env, promo, absl::Seconds(120));
+  ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_EQ(env.Ctl({"change", "show", promo}, "carol", &out), 0);
   std::printf("%s\n", out.c_str());
-  auto c = env.GetChange(promo);
-  ASSERT_TRUE(c.ok());
   ASSERT_EQ(c->state(), v1::DONE) << c->DebugString().substr(0, 4000);
   // Every ToR now holds the winner.
   for (const v1::HostInfo& h : env.Hosts()) {
@@ -183,7 +129,7 @@ TEST(SwitchTuningE2E, CampaignOfTorEcnThresholdsLowersFleetP99) {
     }
   }
   absl::SleepFor(absl::Seconds(2));
-  const FleetFigures after = Measure(env, 7);
+  const FleetFigures after = MeasureFleet(env, 7);
   const double improvement = 1 - after.p99_us / before.p99_us;
   const double tput = after.gbps / before.gbps - 1;
   std::printf(

@@ -12,40 +12,11 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/e2e/campaign_flow.h"
 #include "tests/e2e/e2e_env.h"
 
 namespace rocetune::e2e {
 namespace {
-
-using ::testing::HasSubstr;
-
-struct Fleet {
-  double p99_us = 0;
-  double gbps = 0;
-};
-
-// Median p99 and mean throughput over `n` summaries a second apart.
-Fleet Measure(Env& env, int n) {
-  std::vector<double> p99;
-  double gbps = 0;
-  for (int i = 0; i < n; ++i) {
-    absl::SleepFor(absl::Seconds(1));
-    auto s = env.Summary(absl::Seconds(2));
-    if (!s.ok()) continue;
-    p99.push_back(s->probe_rtt_p99_seconds() * 1e6);
-    gbps += s->tx_gbps_per_host() / n;
-  }
-  std::sort(p99.begin(), p99.end());
-  return Fleet{p99.empty() ? 0 : p99[p99.size() / 2], gbps};
-}
-
-std::string IdIn(const std::string& out, const std::string& prefix) {
-  size_t at = out.find(prefix);
-  if (at == std::string::npos) return "";
-  size_t end = at + prefix.size();
-  while (end < out.size() && isdigit(static_cast<unsigned char>(out[end]))) ++end;
-  return out.substr(at, end - at);
-}
 
 TEST(TuningE2E, CampaignFromFirmwareDefaultsLowersFleetP99) {
   EnvOptions opt;
@@ -58,26 +29,13 @@ TEST(TuningE2E, CampaignFromFirmwareDefaultsLowersFleetP99) {
   std::string out;
   ASSERT_EQ(env.Ctl({"policy", "apply", policy, "--reason=e2e"}, "alice", &out), 0) << out;
   absl::SleepFor(absl::Seconds(3));
-  const Fleet before = Measure(env, 7);
+  const FleetFigures before = MeasureFleet(env, 7);
   ASSERT_GT(before.p99_us, 0);
 
-  ASSERT_EQ(env.Ctl({"tuning", "start", "e2e-tune", "--reason=e2e tuning"}, "alice", &out), 0)
-      << out;
-  const std::string campaign = IdIn(out, "t-");
-  ASSERT_FALSE(campaign.empty()) << out;
-  EXPECT_EQ(env.Ctl({"tuning", "approve", campaign, "--reason=mine"}, "alice", &out), 1);
-  EXPECT_THAT(out, HasSubstr("PERMISSION_DENIED"));
-  ASSERT_EQ(env.Ctl({"tuning", "approve", campaign, "--reason=go"}, "bob", &out), 0) << out;
-  ASSERT_TRUE(env.WaitFor(
-      [&] {
-        auto t = env.GetCampaign(campaign);
-        return t.ok() && t->state() != v1::Campaign::RUNNING;
-      },
-      absl::Seconds(540), absl::Seconds(1)))
-      << env.GetCampaign(campaign)->DebugString();
-  auto t = env.GetCampaign(campaign);
-  ASSERT_TRUE(t.ok());
+  absl::StatusOr<v1::Campaign> t = RunApprovedCampaign(env, "e2e-tune", absl::Seconds(540));
+  ASSERT_TRUE(t.ok()) << t.status();
   ASSERT_EQ(t->state(), v1::Campaign::FINISHED) << t->DebugString();
+  const std::string campaign = t->id();
   EXPECT_LE(t->trials_size(), 12);
   for (const v1::Trial& tr : t->trials()) {
     auto c = env.GetChange(tr.change_id());
@@ -91,20 +49,10 @@ TEST(TuningE2E, CampaignFromFirmwareDefaultsLowersFleetP99) {
   std::printf("%s\n", out.c_str());
   ASSERT_FALSE(t->promotion_change_id().empty()) << "the tuner found nothing better: " << out;
   const std::string promo = t->promotion_change_id();
-  EXPECT_EQ(env.Ctl({"change", "approve", promo, "--reason=mine"}, "alice", &out), 1)
-      << "the campaign's proposer cannot approve its promotion";
-  ASSERT_EQ(env.Ctl({"change", "approve", promo, "--reason=promote"}, "bob", &out), 0) << out;
-  ASSERT_TRUE(env.WaitFor(
-      [&] {
-        auto c = env.GetChange(promo);
-        return c.ok() && c->state() != v1::APPROVED && c->state() != v1::CANARY &&
-               c->state() != v1::STAGE;
-      },
-      absl::Seconds(120), absl::Seconds(1)));
-  auto c = env.GetChange(promo);
-  ASSERT_TRUE(c.ok());
+  absl::StatusOr<v1::Change> c = PromoteAndWait(env, promo, absl::Seconds(120));
+  ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_EQ(c->state(), v1::DONE) << c->DebugString().substr(0, 4000);
-  const Fleet after = Measure(env, 7);
+  const FleetFigures after = MeasureFleet(env, 7);
   const double improvement = 1 - after.p99_us / before.p99_us;
   const double tput = after.gbps / before.gbps - 1;
   std::printf(

@@ -1,0 +1,102 @@
+#include "tests/e2e/campaign_flow.h"
+
+#include <algorithm>
+#include <cctype>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace rocetune::e2e {
+namespace {
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+FleetFigures MeasureFleet(Env& env, int n, const std::string& peer_class) {
+  std::vector<double> all, cls;
+  double gbps = 0;
+  int got = 0;
+  for (int i = 0; i < n; ++i) {
+    absl::SleepFor(absl::Seconds(1));
+    absl::StatusOr<v1::FleetSummaryResponse> a = env.Summary(absl::Seconds(2));
+    if (!a.ok()) continue;
+    if (!peer_class.empty()) {
+      absl::StatusOr<v1::FleetSummaryResponse> c = env.Summary(absl::Seconds(2), peer_class);
+      if (!c.ok()) continue;
+      cls.push_back(c->probe_rtt_p99_seconds() * 1e6);
+    }
+    all.push_back(a->probe_rtt_p99_seconds() * 1e6);
+    gbps += a->tx_gbps_per_host();
+    ++got;
+  }
+  return FleetFigures{Median(all), Median(cls), got == 0 ? 0 : gbps / got};
+}
+
+std::string IdIn(const std::string& out, const std::string& prefix) {
+  size_t at = out.find(prefix);
+  if (at == std::string::npos) return "";
+  size_t end = at + prefix.size();
+  while (end < out.size() && isdigit(static_cast<unsigned char>(out[end]))) ++end;
+  return out.substr(at, end - at);
+}
+
+absl::StatusOr<v1::Campaign> RunApprovedCampaign(Env& env, const std::string& policy_name,
+                                                 absl::Duration timeout) {
+  std::string out;
+  if (env.Ctl({"tuning", "start", policy_name, "--reason=e2e tuning"}, "alice", &out) != 0) {
+    return absl::InternalError(absl::StrCat("tuning start ", policy_name, ": ", out));
+  }
+  const std::string campaign = IdIn(out, "t-");
+  if (campaign.empty()) return absl::InternalError(absl::StrCat("no campaign id in: ", out));
+  if (env.Ctl({"tuning", "approve", campaign, "--reason=mine"}, "alice", &out) != 1 ||
+      !absl::StrContains(out, "PERMISSION_DENIED")) {
+    return absl::InternalError(
+        absl::StrCat("alice approved her own campaign ", campaign, " or failed otherwise: ", out));
+  }
+  if (env.Ctl({"tuning", "approve", campaign, "--reason=go"}, "bob", &out) != 0) {
+    return absl::InternalError(absl::StrCat("bob's approval of ", campaign, ": ", out));
+  }
+  const bool ended = env.WaitFor(
+      [&] {
+        absl::StatusOr<v1::Campaign> t = env.GetCampaign(campaign);
+        return t.ok() && t->state() != v1::Campaign::RUNNING;
+      },
+      timeout, absl::Seconds(1));
+  absl::StatusOr<v1::Campaign> t = env.GetCampaign(campaign);
+  if (!t.ok()) return t.status();
+  if (!ended) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        campaign, " still running after ", absl::FormatDuration(timeout), ": ", t->DebugString()));
+  }
+  return t;
+}
+
+absl::StatusOr<v1::Change> PromoteAndWait(Env& env, const std::string& change,
+                                          absl::Duration timeout) {
+  std::string out;
+  if (env.Ctl({"change", "approve", change, "--reason=mine"}, "alice", &out) != 1) {
+    return absl::InternalError(absl::StrCat("the campaign's proposer approved its promotion ",
+                                            change, " or failed otherwise: ", out));
+  }
+  if (env.Ctl({"change", "approve", change, "--reason=promote"}, "bob", &out) != 0) {
+    return absl::InternalError(absl::StrCat("bob's approval of ", change, ": ", out));
+  }
+  env.WaitFor(
+      [&] {
+        absl::StatusOr<v1::Change> c = env.GetChange(change);
+        return c.ok() && c->state() != v1::APPROVED && c->state() != v1::CANARY &&
+               c->state() != v1::STAGE;
+      },
+      timeout, absl::Seconds(1));
+  return env.GetChange(change);
+}
+
+}  // namespace rocetune::e2e

@@ -1,0 +1,42 @@
+#ifndef ROCETUNE_TESTS_E2E_CAMPAIGN_FLOW_H_
+#define ROCETUNE_TESTS_E2E_CAMPAIGN_FLOW_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "rocetune/v1/admin.pb.h"
+#include "tests/e2e/e2e_env.h"
+
+namespace rocetune::e2e {
+
+// What the fleet measured over `n` fleet summaries a second apart: the median
+// probe p99 over all probes and, when `peer_class` is not empty, over that
+// peer class; the mean throughput per host.
+struct FleetFigures {
+  double p99_us = 0;
+  double class_p99_us = 0;  // 0 without a peer class
+  double gbps = 0;
+};
+FleetFigures MeasureFleet(Env& env, int n, const std::string& peer_class = "");
+
+// The first id in rocetunectl's `out` that starts with `prefix` ("t-", "c-"),
+// or "".
+std::string IdIn(const std::string& out, const std::string& prefix);
+
+// A tuning campaign of policy `policy_name` as the two-person rule wants it:
+// alice starts it, her own approval is refused (PERMISSION_DENIED), bob
+// approves it. Waits until it is no longer RUNNING (at most `timeout`) and
+// returns it; an error naming the step and rocetunectl's output otherwise.
+absl::StatusOr<v1::Campaign> RunApprovedCampaign(Env& env, const std::string& policy_name,
+                                                 absl::Duration timeout);
+
+// A campaign's promotion `change`: alice (the campaign's proposer) may not
+// approve it, bob does. Waits until it leaves APPROVED, CANARY and STAGE (at
+// most `timeout`) and returns it.
+absl::StatusOr<v1::Change> PromoteAndWait(Env& env, const std::string& change,
+                                          absl::Duration timeout);
+
+}  // namespace rocetune::e2e
+
+#endif  // ROCETUNE_TESTS_E2E_CAMPAIGN_FLOW_H_
