@@ -189,8 +189,11 @@ absl::StatusOr<std::vector<v1::HostTarget>> PlanRacks(const v1::Policy& policy,
   }
 
   std::vector<v1::HostTarget> out;
-  for (const auto& [name, rack] : racks) {
-    const auto [role, stage] = plan.at(name);
+  for (const auto& [rack_name, rack] : racks) {
+    // Plain copies: clang before 16 cannot capture structured bindings.
+    const std::string name = rack_name;
+    const v1::HostTarget::Role role = plan.at(name).first;
+    const uint32_t stage = plan.at(name).second;
     auto base = [&](const StoredHost& h) {
       v1::HostTarget t;
       t.set_host_id(h.info.host_id());
