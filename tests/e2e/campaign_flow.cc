@@ -48,6 +48,14 @@ std::string IdIn(const std::string& out, const std::string& prefix) {
   return out.substr(at, end - at);
 }
 
+int64_t ParameterOf(const v1::HostInfo& host, const std::string& name) {
+  for (const auto& d : host.current_parameters().devices()) {
+    auto it = d.dcqcn().find(name);
+    if (it != d.dcqcn().end()) return it->second;
+  }
+  return -1;
+}
+
 absl::StatusOr<v1::Campaign> RunApprovedCampaign(Env& env, const std::string& policy_name,
                                                  absl::Duration timeout) {
   std::string out;

@@ -1,6 +1,7 @@
 #ifndef ROCETUNE_TESTS_E2E_CAMPAIGN_FLOW_H_
 #define ROCETUNE_TESTS_E2E_CAMPAIGN_FLOW_H_
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -23,6 +24,10 @@ FleetFigures MeasureFleet(Env& env, int n, const std::string& peer_class = "");
 // The first id in rocetunectl's `out` that starts with `prefix` ("t-", "c-"),
 // or "".
 std::string IdIn(const std::string& out, const std::string& prefix);
+
+// The value `host` holds for parameter `name` on its first device that has it,
+// or -1.
+int64_t ParameterOf(const v1::HostInfo& host, const std::string& name);
 
 // A tuning campaign of policy `policy_name` as the two-person rule wants it:
 // alice starts it, her own approval is refused (PERMISSION_DENIED), bob

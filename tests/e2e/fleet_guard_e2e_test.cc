@@ -18,28 +18,13 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/e2e/campaign_flow.h"
 #include "tests/e2e/e2e_env.h"
 
 namespace rocetune::e2e {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::string ChangeIdIn(const std::string& out) {
-  size_t at = out.find("c-");
-  if (at == std::string::npos) return "";
-  size_t end = at + 2;
-  while (end < out.size() && isdigit(static_cast<unsigned char>(out[end]))) ++end;
-  return out.substr(at, end - at);
-}
-
-int64_t Param(const v1::HostInfo& h, const std::string& name) {
-  for (const auto& d : h.current_parameters().devices()) {
-    auto it = d.dcqcn().find(name);
-    if (it != d.dcqcn().end()) return it->second;
-  }
-  return -1;
-}
 
 bool Ended(v1::ChangeState s) {
   return s == v1::DONE || s == v1::ROLLED_BACK || s == v1::ABORTED || s == v1::REJECTED;
@@ -86,7 +71,7 @@ class FleetGuardE2E : public ::testing::Test {
     EXPECT_EQ(env_->Ctl({"change", "propose", "e2e-fleet", knobs, "--reason=e2e"}, "alice", &out),
               0)
         << out;
-    const std::string id = ChangeIdIn(out);
+    const std::string id = IdIn(out, "c-");
     EXPECT_FALSE(id.empty()) << out;
     EXPECT_EQ(env_->Ctl({"change", "approve", id, "--reason=e2e"}, "bob", &out), 0) << out;
     EXPECT_TRUE(env_->WaitFor(
@@ -108,8 +93,8 @@ class FleetGuardE2E : public ::testing::Test {
                             h.desired_version());
         return false;
       }
-      if (Param(h, knob) != value) {
-        *why = absl::StrCat(h.host_id(), " holds ", knob, "=", Param(h, knob));
+      if (ParameterOf(h, knob) != value) {
+        *why = absl::StrCat(h.host_id(), " holds ", knob, "=", ParameterOf(h, knob));
         return false;
       }
     }

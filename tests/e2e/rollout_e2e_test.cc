@@ -12,29 +12,13 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/e2e/campaign_flow.h"
 #include "tests/e2e/e2e_env.h"
 
 namespace rocetune::e2e {
 namespace {
 
 using ::testing::HasSubstr;
-
-// The change id ("c-N") in rocetunectl's output.
-std::string ChangeIdIn(const std::string& out) {
-  size_t at = out.find("c-");
-  if (at == std::string::npos) return "";
-  size_t end = at + 2;
-  while (end < out.size() && isdigit(static_cast<unsigned char>(out[end]))) ++end;
-  return out.substr(at, end - at);
-}
-
-int64_t Param(const v1::HostInfo& h, const std::string& name) {
-  for (const auto& d : h.current_parameters().devices()) {
-    auto it = d.dcqcn().find(name);
-    if (it != d.dcqcn().end()) return it->second;
-  }
-  return -1;
-}
 
 // Every host acked its desired version, and holds `value` for `knob`.
 bool Converged(Env& env, const std::string& knob, int64_t value, std::string* why) {
@@ -44,8 +28,8 @@ bool Converged(Env& env, const std::string& knob, int64_t value, std::string* wh
                           h.desired_version());
       return false;
     }
-    if (Param(h, knob) != value) {
-      *why = absl::StrCat(h.host_id(), " holds ", knob, "=", Param(h, knob));
+    if (ParameterOf(h, knob) != value) {
+      *why = absl::StrCat(h.host_id(), " holds ", knob, "=", ParameterOf(h, knob));
       return false;
     }
   }
@@ -57,7 +41,7 @@ std::string Propose(Env& env, const std::string& policy, const std::string& knob
   std::string out;
   const int rc = env.Ctl({"change", "propose", policy, knobs, "--reason=e2e"}, actor, &out);
   EXPECT_EQ(rc, 0) << out;
-  return ChangeIdIn(out);
+  return IdIn(out, "c-");
 }
 
 TEST(RolloutE2E, BadChangeIsRolledBackWithinTwoJudgeWindows) {
