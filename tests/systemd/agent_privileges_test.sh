@@ -194,8 +194,10 @@ run_agent priv-debugfs-nocaps "$up2" "${no_caps[@]}" && {
 # The system interpreter: a per-user one (pyenv shims) is not readable by the unit's user.
 python=/usr/bin/python3
 [ -x "$python" ] || python=$(command -v python3)
-with=$(as_unit "${unit_caps[@]}" "$python" "$src/tests/systemd/net_admin_probe.py")
-without=$(as_unit "${no_caps[@]}" "$python" "$src/tests/systemd/net_admin_probe.py")
+# A copy in the scratch dir: the checkout may sit below a directory the unit's user cannot enter.
+install -m 0644 "$src/tests/systemd/net_admin_probe.py" "$work/net_admin_probe.py"
+with=$(as_unit "${unit_caps[@]}" "$python" "$work/net_admin_probe.py")
+without=$(as_unit "${no_caps[@]}" "$python" "$work/net_admin_probe.py")
 if [ "$with" = "dcbnl_set=-95 ethtool_stunable=-95" ] && [ "$without" = "dcbnl_set=-1 ethtool_stunable=-1" ]; then
   echo "ok: dcbnl/ethtool SET with the unit's capabilities: $with (EOPNOTSUPP on lo); without: $without (EPERM)"
 else
