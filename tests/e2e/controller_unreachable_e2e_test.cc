@@ -86,8 +86,12 @@ TEST(ControllerUnreachableE2E, HostsKeepParametersGuardActsAloneAndReconnectFast
   std::map<std::string, std::string> storm_version;
   for (const v1::HostInfo& h : env.Hosts()) {
     if (std::find(storm.begin(), storm.end(), h.host_id()) != storm.end()) {
-      EXPECT_EQ(Param(h, "rpg_min_dec_fac"), 100) << h.host_id();
-      storm_version[h.host_id()] = h.current_version();
+      // The guard may already have restored a host whose storm began before
+      // this read (it acts within a few hundred ms of the pause ratio).
+      if (h.last_guard_event().empty()) {
+        EXPECT_EQ(Param(h, "rpg_min_dec_fac"), 100) << h.host_id();
+      }
+      storm_version[h.host_id()] = h.desired_version();
     }
   }
   env.KillController();
