@@ -1,5 +1,6 @@
 // The rollout manager's fleet guard (see fleet_guard.h): the fleet baseline
 // taken when a change's canary starts, and the check at the end of each step.
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -8,6 +9,7 @@
 #include "controller/rollout/judge_inputs.h"
 #include "controller/rollout/rollout_manager.h"
 #include "controller/rollout/rollout_util.h"
+#include "controller/rollout/switch_plan.h"
 #include "daemon/logging.h"
 
 namespace rocetune::controller {
@@ -18,6 +20,9 @@ std::map<std::string, HostPeriod> RolloutManager::FleetPeriods(const v1::Change&
                                                                absl::Time to, int expected) const {
   std::map<std::string, HostPeriod> out;
   for (const v1::HostTarget& h : c.hosts()) {
+    // Switches report levels, not tx_bytes: as in the judge's baseline, they
+    // are not part of the fleet's host evidence.
+    if (IsSwitchTarget(h)) continue;
     std::shared_ptr<HostTelemetry> t = telemetry_->Find(h.host_id());
     PeriodAggregate agg;
     if (t != nullptr && to > from) agg = t->Aggregate(from, to, "");
@@ -60,8 +65,10 @@ void RolloutManager::GuardFleet(v1::Change* c, absl::Time now) {
     const absl::Time to = telemetry_->WindowStart(telemetry_->WindowIndex(now - ReportGrace()));
     const int expected =
         static_cast<int>(telemetry_->WindowIndex(to) - telemetry_->WindowIndex(from));
-    v = FleetGuard(base->second, FleetPeriods(*c, from, to, std::max(1, expected)), c->hosts_size(),
-                   cfg);
+    const int nic_hosts =
+        static_cast<int>(std::count_if(c->hosts().begin(), c->hosts().end(),
+                                       [](const v1::HostTarget& h) { return !IsSwitchTarget(h); }));
+    v = FleetGuard(base->second, FleetPeriods(*c, from, to, std::max(1, expected)), nic_hosts, cfg);
   }
   v1::Verdict& last = *c->mutable_verdicts(c->verdicts_size() - 1);
   v.set_look(last.look());

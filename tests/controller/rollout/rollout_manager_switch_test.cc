@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -188,6 +189,7 @@ class RolloutSwitchTest : public ::testing::Test {
     for (int s = 0; s < seconds; ++s) {
       const absl::Time start = clock_.Now();
       for (const std::string& id : hosts_) {
+        if (silent_.contains(id)) continue;
         const int64_t kmin = agents_[absl::StrCat("sim-tor", rack_of_[id])]->Param(kKmin);
         const double factor = factor_(kmin);
         v1::Report r;
@@ -264,6 +266,7 @@ class RolloutSwitchTest : public ::testing::Test {
   std::unique_ptr<RolloutManager> manager_;
   std::vector<std::string> hosts_, switches_;
   std::map<std::string, int> rack_of_;
+  std::set<std::string> silent_;  // hosts that never report
   std::map<std::string, std::shared_ptr<FakeAgent>> agents_;
   std::map<std::string, std::shared_ptr<HostTelemetry>> telem_;
   uint64_t stream_ = 0;
@@ -326,6 +329,30 @@ TEST_F(RolloutSwitchTest, SwitchChangeCanariesTorsThenStagesToDoneAndRollsBack) 
   auto chain = store_->VerifyAudit();
   ASSERT_TRUE(chain.ok());
   EXPECT_TRUE(chain->ok()) << chain->problem();
+}
+
+// The fleet guard's coverage rule (data from 80% of the change's hosts) counts
+// the hosts a switch change measures, not its switches, which report no
+// throughput: one silent host of 32 must not hold the change.
+TEST_F(RolloutSwitchTest, FleetGuardCoverageCountsHostsNotSwitches) {
+  silent_.insert("h3-1");
+  Run(6);
+  auto c = Propose(100000);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(Act("approve", c->id()).ok());
+  Run(40);
+  const v1::Change now = Get(c->id());
+  ASSERT_EQ(now.state(), v1::DONE) << now.DebugString().substr(0, 4000);
+  bool fleet_evidence = false;
+  for (const v1::Verdict& v : now.verdicts()) {
+    EXPECT_NE(v.rule(), "fleet_data") << v.summary();
+    for (const v1::GroupEvidence& g : v.groups()) {
+      if (g.group() != "fleet") continue;
+      fleet_evidence = true;
+      EXPECT_EQ(g.hosts(), static_cast<uint32_t>(kRacks * kHostsPerRack - 1));
+    }
+  }
+  EXPECT_TRUE(fleet_evidence) << "the fleet guard judged the last stage";
 }
 
 TEST_F(RolloutSwitchTest, RegressionOnCanaryTorsRollsTheSwitchesBack) {
