@@ -11,9 +11,14 @@ constexpr v1::ChangeState kStates[] = {v1::PROPOSED, v1::APPROVED, v1::CANARY,  
                                        v1::DONE,     v1::REJECTED, v1::ROLLED_BACK, v1::ABORTED};
 
 constexpr RollbackReason kReasons[] = {
-    RollbackReason::kJudgeFail,        RollbackReason::kNack,        RollbackReason::kGuard,
-    RollbackReason::kManual,           RollbackReason::kHoldTimeout, RollbackReason::kRestart,
+    RollbackReason::kJudgeFail,
+    RollbackReason::kNack,
+    RollbackReason::kGuard,
+    RollbackReason::kManual,
+    RollbackReason::kHoldTimeout,
+    RollbackReason::kRestart,
     RollbackReason::kFabricRegression,
+    RollbackReason::kFleetConstraint,
 };
 
 constexpr const char* kVerdicts[] = {"PASS", "FAIL", "HOLD"};
@@ -53,6 +58,8 @@ const char* RollbackReasonName(RollbackReason reason) {
       return "restart";
     case RollbackReason::kFabricRegression:
       return "fabric_regression";
+    case RollbackReason::kFleetConstraint:
+      return "fleet_constraint";
   }
   return "judge_fail";
 }
@@ -61,6 +68,7 @@ RollbackReason RollbackReasonForRule(const std::string& rule) {
   if (rule == "nack") return RollbackReason::kNack;
   if (rule == "local_guard") return RollbackReason::kGuard;
   if (rule == "fabric_regression") return RollbackReason::kFabricRegression;
+  if (rule == "fleet_constraint") return RollbackReason::kFleetConstraint;
   return RollbackReason::kJudgeFail;
 }
 

@@ -43,8 +43,8 @@ TEST(RolloutMetricsTest, CountersStartAtZeroForEveryLabel) {
         s.at(std::string("rocetune_controller_change_transitions_total{to_state=") + state + ",}"),
         0);
   }
-  for (const char* reason :
-       {"judge_fail", "nack", "guard", "manual", "hold_timeout", "restart", "fabric_regression"}) {
+  for (const char* reason : {"judge_fail", "nack", "guard", "manual", "hold_timeout", "restart",
+                             "fabric_regression", "fleet_constraint"}) {
     EXPECT_EQ(
         s.at(std::string("rocetune_controller_changes_rolled_back_total{reason=") + reason + ",}"),
         0);
@@ -63,6 +63,7 @@ TEST(RolloutMetricsTest, RecordsTransitionsRollbacksVerdictsAndTrials) {
   m.RecordRollback(RollbackReasonForRule("nack"));
   m.RecordRollback(RollbackReasonForRule("local_guard"));
   m.RecordRollback(RollbackReasonForRule("fabric_regression"));
+  m.RecordRollback(RollbackReasonForRule("fleet_constraint"));
   m.RecordRollback(RollbackReason::kHoldTimeout);
   v1::Verdict v;
   v.set_outcome(v1::Verdict::HOLD);
@@ -82,6 +83,7 @@ TEST(RolloutMetricsTest, RecordsTransitionsRollbacksVerdictsAndTrials) {
   EXPECT_EQ(s["rocetune_controller_changes_rolled_back_total{reason=nack,}"], 1);
   EXPECT_EQ(s["rocetune_controller_changes_rolled_back_total{reason=guard,}"], 1);
   EXPECT_EQ(s["rocetune_controller_changes_rolled_back_total{reason=fabric_regression,}"], 1);
+  EXPECT_EQ(s["rocetune_controller_changes_rolled_back_total{reason=fleet_constraint,}"], 1);
   EXPECT_EQ(s["rocetune_controller_changes_rolled_back_total{reason=hold_timeout,}"], 1);
   EXPECT_EQ(s["rocetune_controller_judge_verdicts_total{verdict=HOLD,}"], 1);
   EXPECT_EQ(s["rocetune_controller_judge_verdicts_total{verdict=FAIL,}"], 1);
