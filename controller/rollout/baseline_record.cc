@@ -63,7 +63,8 @@ v1::StepBaseline ToRecord(const std::string& change_id, const StepBaselines& b) 
   r.set_change_id(change_id);
   r.set_stage(b.stage);
   for (const auto& [id, p] : b.hosts) *r.add_hosts() = Encode(id, p);
-  for (const auto& [id, p] : b.fleet) *r.add_fleet() = Encode(id, p);
+  for (const auto& [id, p] : b.fleet.hosts) *r.add_fleet() = Encode(id, p);
+  if (!b.fleet.rtt.empty()) b.fleet.rtt.ToProto(r.mutable_fleet_rtt());
   return r;
 }
 
@@ -74,7 +75,15 @@ absl::StatusOr<StepBaselines> FromRecord(const v1::StepBaseline& record) {
     if (absl::Status s = Decode(record.change_id(), r, &b.hosts); !s.ok()) return s;
   }
   for (const v1::HostPeriodRecord& r : record.fleet()) {
-    if (absl::Status s = Decode(record.change_id(), r, &b.fleet); !s.ok()) return s;
+    if (absl::Status s = Decode(record.change_id(), r, &b.fleet.hosts); !s.ok()) return s;
+  }
+  if (record.has_fleet_rtt()) {
+    absl::StatusOr<QuantileSketch> sketch = QuantileSketch::FromProto(record.fleet_rtt());
+    if (!sketch.ok()) {
+      return absl::DataLossError(absl::StrCat("step baseline of ", record.change_id(),
+                                              ": fleet rtt sketch: ", sketch.status().message()));
+    }
+    b.fleet.rtt = *std::move(sketch);
   }
   return b;
 }

@@ -6,17 +6,18 @@
 
 #include "absl/status/statusor.h"
 #include "controller/judge/judge.h"
+#include "controller/rollout/fleet_guard.h"
 #include "rocetune/v1/admin.pb.h"
 
 namespace rocetune::controller {
 
 // A step's baselines in the form the store keeps (v1::StepBaseline): per host
 // the HostPeriod the judge reads (RTT sketch, probe counts, windows, covered
-// time, counter sums), and the fleet guard's counters.
+// time, counter sums), and the fleet guard's counters and merged RTT sketch.
 struct StepBaselines {
   uint32_t stage = 0;
   std::map<std::string, HostPeriod> hosts;
-  std::map<std::string, HostPeriod> fleet;
+  FleetPeriod fleet;
 };
 
 v1::StepBaseline ToRecord(const std::string& change_id, const StepBaselines& b);

@@ -112,11 +112,50 @@ v1::GroupEvidence Group(const std::string& name, const std::vector<const HostPer
   return g;
 }
 
+// The fleet's p99 before and since the change (see kFleetP99RegressionRatio).
+// Returns the FAIL summary, or "" when it passes or cannot be judged.
+std::string CheckP99(const QuantileSketch& before, const QuantileSketch& after,
+                     const FleetGuardConfig& config, v1::Verdict* v) {
+  v1::MetricEvidence* m = v->add_metrics();
+  m->set_metric("fleet_p99");
+  const uint64_t need = std::max<uint64_t>(config.min_rtt_samples, 1);
+  if (before.count() < need || after.count() < need) {
+    m->set_outcome("not_evaluated");
+    m->set_note(absl::StrFormat("probes before %d, since %d: the fleet p99 needs %d in each",
+                                before.count(), after.count(), need));
+    return "";
+  }
+  const double p_before = before.Quantile(0.99);
+  const double p_after = after.Quantile(0.99);
+  const double ratio = p_before > 0 ? p_after / p_before : 1.0;
+  const bool fail = ratio >= kFleetP99RegressionRatio;
+  m->set_outcome(fail ? "fail" : "pass");
+  m->set_mean(std::log(ratio));
+  m->set_ratio(ratio);
+  m->set_ratio_upper(kFleetP99RegressionRatio);
+  const std::string figures = absl::StrFormat(
+      "fleet probe p99: baseline %.1f us (%d probes), now %.1f us (%d probes), ratio %.3f; FAIL "
+      "at %.2f",
+      p_before * 1e6, before.count(), p_after * 1e6, after.count(), ratio,
+      kFleetP99RegressionRatio);
+  m->set_note(figures);
+  return fail ? figures : "";
+}
+
+void SetP99(const QuantileSketch& rtt, v1::GroupEvidence* g) {
+  g->set_samples(rtt.count());
+  if (rtt.count() > 0) {
+    g->set_p99_seconds(rtt.Quantile(0.99));
+    g->set_p999_seconds(rtt.Quantile(0.999));
+  }
+}
+
 }  // namespace
 
-v1::Verdict FleetGuard(const std::map<std::string, HostPeriod>& baseline,
-                       const std::map<std::string, HostPeriod>& now, int hosts,
+v1::Verdict FleetGuard(const FleetPeriod& baseline_period, const FleetPeriod& now_period, int hosts,
                        const FleetGuardConfig& config) {
+  const std::map<std::string, HostPeriod>& baseline = baseline_period.hosts;
+  const std::map<std::string, HostPeriod>& now = now_period.hosts;
   v1::Verdict v;
   v.set_unix_nanos(config.now_unix_nanos);
   v.set_stage(config.stage);
@@ -127,8 +166,8 @@ v1::Verdict FleetGuard(const std::map<std::string, HostPeriod>& baseline,
     before.push_back(&b);
     after.push_back(&a->second);
   }
-  *v.add_groups() = Group("fleet_baseline", before);
-  *v.add_groups() = Group("fleet", after);
+  SetP99(baseline_period.rtt, &(*v.add_groups() = Group("fleet_baseline", before)));
+  SetP99(now_period.rtt, &(*v.add_groups() = Group("fleet", after)));
   const size_t needed = static_cast<size_t>(std::ceil(kFleetGuardMinCoverage * std::max(hosts, 1)));
   if (before.size() < needed || before.empty()) {
     v.set_outcome(v1::Verdict::HOLD);
@@ -184,6 +223,18 @@ v1::Verdict FleetGuard(const std::map<std::string, HostPeriod>& baseline,
     m->set_note(figures);
     if (fail && failed.empty()) failed = figures;
     if (!fail) absl::StrAppend(&passed, passed.empty() ? "" : "; ", g.metric, " ", ratio);
+  }
+  if (failed.empty()) {
+    const std::string p99 = CheckP99(baseline_period.rtt, now_period.rtt, config, &v);
+    if (!p99.empty()) {
+      v.set_outcome(v1::Verdict::FAIL);
+      v.set_rule("fleet_p99");
+      v.set_summary(absl::StrCat(
+          "FAIL: the fleet's probe p99 rose since the change started (same fleet before and "
+          "after, no control left to compare with): ",
+          p99));
+      return v;
+    }
   }
   if (!failed.empty()) {
     v.set_outcome(v1::Verdict::FAIL);

@@ -26,6 +26,21 @@ inline constexpr double kFleetGuardMinCoverage = 0.8;
 // metrics): CNPs or retransmits per host in the period, pause ratio.
 inline constexpr double kFleetGuardMinEventsPerHost = 10;
 inline constexpr double kFleetGuardPauseRatioFloor = 1e-4;
+// The fleet's probe RTT p99 since the change over its p99 before it, at or
+// above which the guard FAILs (rule "fleet_p99"). The same ratio as the
+// judge's shared-fabric regression rule: at the last stage no control is left,
+// so a before/after comparison is the only p99 evidence, and it is confounded
+// by whatever else changed in that time; only a large rise is taken as the
+// change's doing.
+inline constexpr double kFleetP99RegressionRatio = 1.5;
+
+// The fleet over one period: each host's counters (the rtt of these periods
+// is not used) and the probe RTT sketch merged over all of them (the policy's
+// objective peer class).
+struct FleetPeriod {
+  std::map<std::string, HostPeriod> hosts;
+  QuantileSketch rtt;
+};
 
 struct FleetGuardConfig {
   // The policy's constraints. Throughput is always guarded: with the policy's
@@ -33,6 +48,9 @@ struct FleetGuardConfig {
   // tolerance.
   std::vector<v1::Constraint> constraints;
   double margin = kFleetGuardNoiseMargin;
+  // Probes needed in each period's merged sketch before the p99 is judged
+  // (the policy's guard.min_samples).
+  uint64_t min_rtt_samples = 1000;
   uint32_t stage = 0;  // copied into the verdict
   int64_t now_unix_nanos = 0;
 };
@@ -48,13 +66,15 @@ struct FleetGuardConfig {
 // Returns PASS with rule "fleet_constraint" when every metric is within its
 // tolerance widened by the margin, FAIL with rule "fleet_constraint" naming
 // the first metric beyond it (baseline, now, ratio, tolerance in the summary
-// and evidence), or HOLD with rule "fleet_data" when fewer than
-// kFleetGuardMinCoverage of `hosts` have data in both periods. Evidence:
-// groups "fleet_baseline" and "fleet" (hosts, per-host rates) and one metric
-// "fleet_<metric>" per guarded metric (ratio = now / baseline, ratio_lower =
-// the FAIL threshold, note with the figures).
-v1::Verdict FleetGuard(const std::map<std::string, HostPeriod>& baseline,
-                       const std::map<std::string, HostPeriod>& now, int hosts,
+// and evidence), FAIL with rule "fleet_p99" when the constraints hold but the
+// fleet's probe p99 (merged sketches, at least min_rtt_samples in each period)
+// rose by kFleetP99RegressionRatio or more, or HOLD with rule "fleet_data"
+// when fewer than kFleetGuardMinCoverage of `hosts` have data in both periods.
+// Evidence: groups "fleet_baseline" and "fleet" (hosts, per-host rates, p99
+// and samples) and one metric "fleet_<metric>" per guarded metric (ratio =
+// now / baseline, ratio_lower = the FAIL threshold, note with the figures),
+// and "fleet_p99" (not_evaluated when a period has too few probes).
+v1::Verdict FleetGuard(const FleetPeriod& baseline, const FleetPeriod& now, int hosts,
                        const FleetGuardConfig& config);
 
 // Adds the fleet verdict's groups and metrics to `into` (a PASS of the judge

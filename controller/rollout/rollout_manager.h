@@ -20,6 +20,7 @@
 #include "controller/policy/policy_registry.h"
 #include "controller/rollout/change_planner.h"
 #include "controller/rollout/executor.h"
+#include "controller/rollout/fleet_guard.h"
 #include "controller/rollout/rollout_metrics.h"
 #include "controller/store/store.h"
 #include "controller/telemetry/telemetry_store.h"
@@ -186,9 +187,10 @@ class RolloutManager : public FleetListener {
   Knobs CurrentKnobValues(const v1::Policy& policy, const std::vector<std::string>& hosts) const;
 
   // Fleet guard (rollout_manager_fleet.cc, fleet_guard.h). Every host of `c`
-  // over [from, to), counters only.
-  std::map<std::string, HostPeriod> FleetPeriods(const v1::Change& c, absl::Time from,
-                                                 absl::Time to, int expected) const;
+  // (switches excepted) over [from, to): counters per host, and the probes of
+  // `peer_class` merged over all of them.
+  FleetPeriod FleetPeriods(const v1::Change& c, absl::Time from, absl::Time to, int expected,
+                           const std::string& peer_class) const;
   // Records the fleet baseline of `c` (all its hosts, the baseline period
   // ending at the window of `step_start`).
   void TakeFleetBaseline(const v1::Change& c, absl::Time step_start);
@@ -221,7 +223,7 @@ class RolloutManager : public FleetListener {
   std::map<std::string, v1::Campaign> campaigns_;
   std::map<std::string, Step> steps_;  // by change id; persisted as StepRecord
   // By change id: every host's counters over the canary's baseline period.
-  std::map<std::string, std::map<std::string, HostPeriod>> fleet_baselines_;
+  std::map<std::string, FleetPeriod> fleet_baselines_;
   int64_t change_seq_ = 0;
   int64_t campaign_seq_ = 0;
 

@@ -16,19 +16,22 @@ namespace rocetune::controller {
 
 using rollout_util::Secs;
 
-std::map<std::string, HostPeriod> RolloutManager::FleetPeriods(const v1::Change& c, absl::Time from,
-                                                               absl::Time to, int expected) const {
-  std::map<std::string, HostPeriod> out;
+FleetPeriod RolloutManager::FleetPeriods(const v1::Change& c, absl::Time from, absl::Time to,
+                                         int expected, const std::string& peer_class) const {
+  FleetPeriod out;
   for (const v1::HostTarget& h : c.hosts()) {
     // Switches report levels, not tx_bytes: as in the judge's baseline, they
     // are not part of the fleet's host evidence.
     if (IsSwitchTarget(h)) continue;
     std::shared_ptr<HostTelemetry> t = telemetry_->Find(h.host_id());
     PeriodAggregate agg;
-    if (t != nullptr && to > from) agg = t->Aggregate(from, to, "");
+    if (t != nullptr && to > from) agg = t->Aggregate(from, to, peer_class);
     HostPeriod p = ToHostPeriod(agg, expected);
-    p.rtt = QuantileSketch();  // the fleet guard reads counters only
-    out[h.host_id()] = std::move(p);
+    // Sketches of one store share its accuracy: a merge cannot fail, and a
+    // host that somehow could not merge is left out of the fleet's p99 only.
+    if (!p.rtt.empty()) out.rtt.Merge(p.rtt).IgnoreError();
+    p.rtt = QuantileSketch();  // per host, the guard reads counters only
+    out.hosts[h.host_id()] = std::move(p);
   }
   return out;
 }
@@ -40,7 +43,8 @@ void RolloutManager::TakeFleetBaseline(const v1::Change& c, absl::Time step_star
   const absl::Duration baseline = Secs(policy.rollout().baseline_seconds());
   const int expected =
       std::max<int>(1, static_cast<int>(std::ceil(absl::FDivDuration(baseline, options_.window))));
-  fleet_baselines_[c.id()] = FleetPeriods(c, boundary - baseline, boundary, expected);
+  fleet_baselines_[c.id()] =
+      FleetPeriods(c, boundary - baseline, boundary, expected, policy.objective().peer_class());
 }
 
 void RolloutManager::GuardFleet(v1::Change* c, absl::Time now) {
@@ -51,6 +55,7 @@ void RolloutManager::GuardFleet(v1::Change* c, absl::Time now) {
   FleetGuardConfig cfg;
   cfg.constraints.assign(policy.constraints().begin(), policy.constraints().end());
   cfg.stage = c->state() == v1::STAGE ? c->stage() : 0;
+  cfg.min_rtt_samples = policy.guard().min_samples();
   cfg.now_unix_nanos = absl::ToUnixNanos(now);
   auto base = fleet_baselines_.find(c->id());
   v1::Verdict v;
@@ -68,7 +73,10 @@ void RolloutManager::GuardFleet(v1::Change* c, absl::Time now) {
     const int nic_hosts =
         static_cast<int>(std::count_if(c->hosts().begin(), c->hosts().end(),
                                        [](const v1::HostTarget& h) { return !IsSwitchTarget(h); }));
-    v = FleetGuard(base->second, FleetPeriods(*c, from, to, std::max(1, expected)), nic_hosts, cfg);
+    v = FleetGuard(
+        base->second,
+        FleetPeriods(*c, from, to, std::max(1, expected), policy.objective().peer_class()),
+        nic_hosts, cfg);
   }
   v1::Verdict& last = *c->mutable_verdicts(c->verdicts_size() - 1);
   v.set_look(last.look());

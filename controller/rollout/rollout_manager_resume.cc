@@ -62,7 +62,7 @@ bool RolloutManager::ResumeStep(v1::Change* c,
   step.after_start = telemetry_->WindowStart(telemetry_->WindowIndex(now) + 1);
   step.resumed_at = now;
   steps_[c->id()] = std::move(step);
-  if (!b->fleet.empty()) fleet_baselines_[c->id()] = std::move(b->fleet);
+  if (!b->fleet.hosts.empty()) fleet_baselines_[c->id()] = std::move(b->fleet);
   v1::Change next = *c;
   next.set_hold_since_unix_nanos(0);
   const std::string reason = absl::StrCat(

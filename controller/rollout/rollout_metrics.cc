@@ -11,14 +11,9 @@ constexpr v1::ChangeState kStates[] = {v1::PROPOSED, v1::APPROVED, v1::CANARY,  
                                        v1::DONE,     v1::REJECTED, v1::ROLLED_BACK, v1::ABORTED};
 
 constexpr RollbackReason kReasons[] = {
-    RollbackReason::kJudgeFail,
-    RollbackReason::kNack,
-    RollbackReason::kGuard,
-    RollbackReason::kManual,
-    RollbackReason::kHoldTimeout,
-    RollbackReason::kRestart,
-    RollbackReason::kFabricRegression,
-    RollbackReason::kFleetConstraint,
+    RollbackReason::kJudgeFail,        RollbackReason::kNack,        RollbackReason::kGuard,
+    RollbackReason::kManual,           RollbackReason::kHoldTimeout, RollbackReason::kRestart,
+    RollbackReason::kFabricRegression, RollbackReason::kFleetGuard,
 };
 
 constexpr const char* kVerdicts[] = {"PASS", "FAIL", "HOLD"};
@@ -58,8 +53,8 @@ const char* RollbackReasonName(RollbackReason reason) {
       return "restart";
     case RollbackReason::kFabricRegression:
       return "fabric_regression";
-    case RollbackReason::kFleetConstraint:
-      return "fleet_constraint";
+    case RollbackReason::kFleetGuard:
+      return "fleet_guard";
   }
   return "judge_fail";
 }
@@ -68,7 +63,7 @@ RollbackReason RollbackReasonForRule(const std::string& rule) {
   if (rule == "nack") return RollbackReason::kNack;
   if (rule == "local_guard") return RollbackReason::kGuard;
   if (rule == "fabric_regression") return RollbackReason::kFabricRegression;
-  if (rule == "fleet_constraint") return RollbackReason::kFleetConstraint;
+  if (rule == "fleet_constraint" || rule == "fleet_p99") return RollbackReason::kFleetGuard;
   return RollbackReason::kJudgeFail;
 }
 

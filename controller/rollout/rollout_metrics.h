@@ -25,14 +25,15 @@ enum class RollbackReason {
   kHoldTimeout,       // the judge held longer than the policy allows
   kRestart,           // the controller restarted during the bake
   kFabricRegression,  // the canary's own p99 rose with control's (shared fabric)
-  kFleetConstraint,   // the fleet guard: a constraint metric lost fleet-wide
+  kFleetGuard,        // the fleet guard: a constraint or the p99 lost fleet-wide
 };
 
 // "judge_fail", "nack", "guard", "manual", "hold_timeout", "restart", "fabric_regression",
-// "fleet_constraint".
+// "fleet_guard".
 const char* RollbackReasonName(RollbackReason reason);
 // The reason for a FAIL verdict's rule: "nack", "local_guard",
-// "fabric_regression", "fleet_constraint"; any other rule is a judge FAIL.
+// "fabric_regression", "fleet_constraint" and "fleet_p99" (both "fleet_guard"); any
+// other rule is a judge FAIL.
 RollbackReason RollbackReasonForRule(const std::string& rule);
 
 // The tuning loop's series on the controller's /metrics (docs/metrics.md):

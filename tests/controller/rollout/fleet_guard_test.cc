@@ -15,9 +15,9 @@ namespace {
 using ::testing::HasSubstr;
 
 // `n` hosts, each with `gbps` of throughput, `cnp` CNPs and `pause` paused
-// share of priority 3 over 10 s.
-std::map<std::string, HostPeriod> Fleet(int n, double gbps, uint64_t cnp = 0, double pause = 0) {
-  std::map<std::string, HostPeriod> out;
+// share of priority 3 over 10 s; no probes.
+FleetPeriod Fleet(int n, double gbps, uint64_t cnp = 0, double pause = 0) {
+  FleetPeriod out;
   for (int i = 0; i < n; ++i) {
     HostPeriod p;
     p.covered_seconds = 10;
@@ -25,9 +25,16 @@ std::map<std::string, HostPeriod> Fleet(int n, double gbps, uint64_t cnp = 0, do
     p.tx_bytes = static_cast<uint64_t>(gbps * 1e9 / 8 * 10 * (1 + 0.01 * (i % 3)));
     p.cnp = cnp;
     p.pause_us[3] = static_cast<uint64_t>(pause * 10e6);
-    out[absl::StrCat("h", i)] = p;
+    out.hosts[absl::StrCat("h", i)] = p;
   }
   return out;
+}
+
+// `n` probes: 97% at 10 us, the slowest 3% at `tail_us`.
+QuantileSketch Probes(int n, double tail_us) {
+  QuantileSketch s;
+  for (int i = 0; i < n; ++i) s.Insert((i % 100 < 97 ? 10 : tail_us) * 1e-6);
+  return s;
 }
 
 const v1::MetricEvidence* Find(const v1::Verdict& v, const std::string& metric) {
@@ -95,14 +102,50 @@ TEST(FleetGuardTest, CountsFailOnlyAboveTheirFloor) {
 TEST(FleetGuardTest, HoldsWhenTooFewHostsHaveDataInBothPeriods) {
   FleetGuardConfig cfg;
   auto now = Fleet(32, 5);
-  for (int i = 0; i < 7; ++i) now.erase(absl::StrCat("h", i));  // 25 of 32 < 80%
+  for (int i = 0; i < 7; ++i) now.hosts.erase(absl::StrCat("h", i));  // 25 of 32 < 80%
   v1::Verdict v = FleetGuard(Fleet(32, 10), now, 32, cfg);
   EXPECT_EQ(v.outcome(), v1::Verdict::HOLD);
   EXPECT_EQ(v.rule(), "fleet_data");
   now = Fleet(32, 5);
-  for (int i = 0; i < 6; ++i) now[absl::StrCat("h", i)].covered_seconds = 0;  // 26 of 32
+  for (int i = 0; i < 6; ++i) now.hosts[absl::StrCat("h", i)].covered_seconds = 0;  // 26 of 32
   EXPECT_EQ(FleetGuard(Fleet(32, 10), now, 32, cfg).outcome(), v1::Verdict::FAIL);
-  EXPECT_EQ(FleetGuard({}, {}, 0, cfg).outcome(), v1::Verdict::HOLD);
+  EXPECT_EQ(FleetGuard(FleetPeriod(), FleetPeriod(), 0, cfg).outcome(), v1::Verdict::HOLD);
+}
+
+// At the last stage no control is left: the fleet's own p99, before and
+// since, is the only p99 evidence; a rise by half fails, a smaller one or a
+// thin period does not.
+TEST(FleetGuardTest, TheFleetP99FailsOnlyWhenItRoseByHalfWithEnoughProbes) {
+  FleetGuardConfig cfg;
+  cfg.min_rtt_samples = 2000;
+  FleetPeriod before = Fleet(32, 10);
+  before.rtt = Probes(5000, 40);
+  FleetPeriod after = Fleet(32, 10);
+  after.rtt = Probes(5000, 56);  // +40%
+  v1::Verdict ok = FleetGuard(before, after, 32, cfg);
+  EXPECT_EQ(ok.outcome(), v1::Verdict::PASS) << ok.summary();
+  ASSERT_NE(Find(ok, "fleet_p99"), nullptr);
+  EXPECT_EQ(Find(ok, "fleet_p99")->outcome(), "pass");
+  EXPECT_NEAR(Find(ok, "fleet_p99")->ratio(), 1.4, 0.03);
+  EXPECT_EQ(ok.groups(0).samples(), 5000u);
+  EXPECT_NEAR(ok.groups(1).p99_seconds(), 56e-6, 1e-6);
+
+  after.rtt = Probes(5000, 64);  // +60%
+  v1::Verdict bad = FleetGuard(before, after, 32, cfg);
+  EXPECT_EQ(bad.outcome(), v1::Verdict::FAIL);
+  EXPECT_EQ(bad.rule(), "fleet_p99");
+  EXPECT_THAT(bad.summary(), HasSubstr("now 64.0 us (5000 probes), ratio 1.6"));
+
+  // Too few probes in either period: not judged.
+  after.rtt = Probes(1000, 64);
+  v1::Verdict thin = FleetGuard(before, after, 32, cfg);
+  EXPECT_EQ(thin.outcome(), v1::Verdict::PASS) << thin.summary();
+  EXPECT_EQ(Find(thin, "fleet_p99")->outcome(), "not_evaluated");
+
+  // A lost constraint is named first, even when the p99 rose too.
+  after = Fleet(32, 5);
+  after.rtt = Probes(5000, 64);
+  EXPECT_EQ(FleetGuard(before, after, 32, cfg).rule(), "fleet_constraint");
 }
 
 TEST(BaselineRecordTest, RoundTripKeepsWhatTheJudgeReads) {
@@ -122,8 +165,9 @@ TEST(BaselineRecordTest, RoundTripKeepsWhatTheJudgeReads) {
   b.hosts["h1"] = p;
   HostPeriod f = p;
   f.rtt = QuantileSketch();
-  b.fleet["h1"] = f;
-  b.fleet["h2"] = f;
+  b.fleet.hosts["h1"] = f;
+  b.fleet.hosts["h2"] = f;
+  b.fleet.rtt = p.rtt;
   const v1::StepBaseline record = ToRecord("c-7", b);
   EXPECT_EQ(record.change_id(), "c-7");
   EXPECT_FALSE(record.fleet(0).has_rtt());
@@ -133,7 +177,8 @@ TEST(BaselineRecordTest, RoundTripKeepsWhatTheJudgeReads) {
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->stage, 2u);
   ASSERT_EQ(back->hosts.size(), 1u);
-  ASSERT_EQ(back->fleet.size(), 2u);
+  ASSERT_EQ(back->fleet.hosts.size(), 2u);
+  EXPECT_EQ(back->fleet.rtt.count(), 1000u);
   const HostPeriod& q = back->hosts.at("h1");
   EXPECT_EQ(q.rtt.count(), 1000u);
   EXPECT_DOUBLE_EQ(q.rtt.Quantile(0.99), p.rtt.Quantile(0.99));
@@ -147,7 +192,7 @@ TEST(BaselineRecordTest, RoundTripKeepsWhatTheJudgeReads) {
   EXPECT_EQ(q.tx_bytes, 123456789u);
   EXPECT_EQ(q.pause_us[3], 42u);
   EXPECT_EQ(q.pause_us[7], 0u);
-  EXPECT_TRUE(back->fleet.at("h2").rtt.empty());
+  EXPECT_TRUE(back->fleet.hosts.at("h2").rtt.empty());
 }
 
 TEST(BaselineRecordTest, ABadRecordIsRefusedNamingTheChangeAndHost) {
@@ -163,6 +208,11 @@ TEST(BaselineRecordTest, ABadRecordIsRefusedNamingTheChangeAndHost) {
   r.clear_hosts();
   r.add_fleet();  // no host id
   EXPECT_EQ(FromRecord(r).status().code(), absl::StatusCode::kDataLoss);
+  r.clear_fleet();
+  r.mutable_fleet_rtt()->set_relative_accuracy(2);  // out of range
+  b = FromRecord(r);
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(b.status().message(), HasSubstr("fleet rtt"));
 }
 
 }  // namespace

@@ -921,7 +921,43 @@ TEST_F(RolloutTest, FleetThroughputLossAtTheLastStageRollsBackEveryHost) {
   EXPECT_THAT(audit->entries(0).reason(), HasSubstr("FAIL (fleet_constraint)"));
   EXPECT_THAT(audit->entries(0).reason(), HasSubstr("throughput_gbps"));
   EXPECT_EQ(audit->entries(0).host_ids_size(), 32);
-  EXPECT_EQ(Metric("rocetune_controller_changes_rolled_back_total{reason=judge_fail,}"), 1);
+  EXPECT_EQ(Metric("rocetune_controller_changes_rolled_back_total{reason=fleet_guard,}"), 1);
+}
+
+// The last stage leaves no control, so the judge cannot see a p99 that rises
+// only once every host runs the change; the fleet guard's own p99 before and
+// after does.
+TEST_F(RolloutTest, FleetP99RiseAtTheLastStageRollsBackEveryHost) {
+  ApplyPolicy(PolicyText());
+  factor_ = [this](int64_t) {
+    for (const std::string& h : hosts_) {
+      if (agents_[h]->Param("rpg_time_reset", 300) != 8) return 1.0;
+    }
+    return 2.5;
+  };
+  Run(6);
+  auto c = Propose(8);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(Act("approve", c->id(), {"bob", false}).ok());
+  Tick();
+  bool reached_last_stage = false;
+  for (int i = 0; i < 60; ++i) {
+    const v1::Change now = Get(c->id());
+    if (!InFlightForTest(now.state())) break;
+    reached_last_stage |= now.state() == v1::STAGE && now.stage() == 2;
+    Run(1);
+  }
+  const v1::Change now = Get(c->id());
+  ASSERT_EQ(now.state(), v1::ROLLED_BACK) << now.DebugString().substr(0, 4000);
+  EXPECT_TRUE(reached_last_stage);
+  const v1::Verdict& v = now.verdicts(now.verdicts_size() - 1);
+  EXPECT_EQ(v.rule(), "fleet_p99") << v.summary();
+  EXPECT_EQ(v.stage(), 2u);
+  const v1::MetricEvidence* m = FleetMetric(v, "fleet_p99");
+  ASSERT_NE(m, nullptr);
+  EXPECT_GE(m->ratio(), 1.5);
+  for (const std::string& h : hosts_) EXPECT_EQ(agents_[h]->Param("rpg_time_reset", 0), 300) << h;
+  EXPECT_EQ(Metric("rocetune_controller_changes_rolled_back_total{reason=fleet_guard,}"), 1);
 }
 
 TEST_F(RolloutTest, FleetLossAtAStageRollsBackBeforeTheLastStage) {

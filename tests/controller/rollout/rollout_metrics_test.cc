@@ -44,7 +44,7 @@ TEST(RolloutMetricsTest, CountersStartAtZeroForEveryLabel) {
         0);
   }
   for (const char* reason : {"judge_fail", "nack", "guard", "manual", "hold_timeout", "restart",
-                             "fabric_regression", "fleet_constraint"}) {
+                             "fabric_regression", "fleet_guard"}) {
     EXPECT_EQ(
         s.at(std::string("rocetune_controller_changes_rolled_back_total{reason=") + reason + ",}"),
         0);
@@ -64,6 +64,7 @@ TEST(RolloutMetricsTest, RecordsTransitionsRollbacksVerdictsAndTrials) {
   m.RecordRollback(RollbackReasonForRule("local_guard"));
   m.RecordRollback(RollbackReasonForRule("fabric_regression"));
   m.RecordRollback(RollbackReasonForRule("fleet_constraint"));
+  m.RecordRollback(RollbackReasonForRule("fleet_p99"));
   m.RecordRollback(RollbackReason::kHoldTimeout);
   v1::Verdict v;
   v.set_outcome(v1::Verdict::HOLD);
@@ -83,7 +84,7 @@ TEST(RolloutMetricsTest, RecordsTransitionsRollbacksVerdictsAndTrials) {
   EXPECT_EQ(s["rocetune_controller_changes_rolled_back_total{reason=nack,}"], 1);
   EXPECT_EQ(s["rocetune_controller_changes_rolled_back_total{reason=guard,}"], 1);
   EXPECT_EQ(s["rocetune_controller_changes_rolled_back_total{reason=fabric_regression,}"], 1);
-  EXPECT_EQ(s["rocetune_controller_changes_rolled_back_total{reason=fleet_constraint,}"], 1);
+  EXPECT_EQ(s["rocetune_controller_changes_rolled_back_total{reason=fleet_guard,}"], 2);
   EXPECT_EQ(s["rocetune_controller_changes_rolled_back_total{reason=hold_timeout,}"], 1);
   EXPECT_EQ(s["rocetune_controller_judge_verdicts_total{verdict=HOLD,}"], 1);
   EXPECT_EQ(s["rocetune_controller_judge_verdicts_total{verdict=FAIL,}"], 1);
