@@ -37,7 +37,7 @@ namespace {
 
 constexpr char kTable[] = "rocetune_cut";
 
-// The first of `names` found in the usual system directories ("" if none).
+// The path of the tool `name` in the usual system directories ("" if none).
 std::string SystemTool(const std::string& name) {
   for (const char* dir : {"/usr/sbin", "/sbin", "/usr/bin", "/bin"}) {
     const std::string path = absl::StrCat(dir, "/", name);
@@ -104,7 +104,8 @@ int64_t TcpOutRsts() {
   return -1;
 }
 
-// The nft table that drops the controller's port; deleted on destruction.
+// The nft table that drops the controller's port; deleted on destruction (and
+// gone with the namespace once the test's processes exit).
 class Cut {
  public:
   explicit Cut(std::string nft) : nft_(std::move(nft)) {}
@@ -154,13 +155,13 @@ TEST(ControllerCutE2E, SilentCutAgentsStallHoldReportsAndReconnect) {
   const std::string nft = SystemTool("nft");
   const std::string ip = SystemTool("ip");
   if (nft.empty() || ip.empty()) GTEST_SKIP() << "needs nft (nftables) and ip (iproute2)";
-  const std::string outer_ns = NetnsOf("self");
+  const std::string outer_ns = NetnsOf("thread-self");
   // Only this thread changes namespace: the Env's children are forked from it.
   if (unshare(CLONE_NEWNET) != 0) {
     GTEST_SKIP() << "unshare(CLONE_NEWNET): " << std::strerror(errno)
                  << " (needs root / CAP_SYS_ADMIN)";
   }
-  const std::string inner_ns = NetnsOf("self");
+  const std::string inner_ns = NetnsOf("thread-self");
   ASSERT_NE(inner_ns, outer_ns);
   std::string out;
   ASSERT_EQ(testing::RunCommand(ip, {"link", "set", "lo", "up"}, &out), 0) << out;
@@ -172,6 +173,8 @@ TEST(ControllerCutE2E, SilentCutAgentsStallHoldReportsAndReconnect) {
                          "--metrics_address=127.0.0.1:0", absl::StrCat("--ready_file=", ready)};
   Env env(opt);
   ASSERT_TRUE(env.Start()) << env.ControllerLog() << env.FabricLog();
+  // The fabric and rocetunectl reach the controller on this namespace's
+  // loopback, so they are in it too.
   EXPECT_EQ(NetnsOf(absl::StrCat(env.controller_pid())), inner_ns)
       << "the controller is not in the test's namespace";
   const int fabric_metrics =
