@@ -431,6 +431,11 @@ absl::Status Agent::RunStream() {
   absl::StatusOr<v1::Hello> hello = BuildHello();
   if (!hello.ok()) return hello.status();
   grpc::ClientContext ctx;
+  // The initial metadata goes with the Hello. Otherwise creating the stream
+  // sends it and waits for a connection outside any write, so neither the
+  // stall timeout nor the local rounds below cover that wait: with the
+  // controller cut off it lasted until gRPC's 20 s connect timeout.
+  ctx.set_initial_metadata_corked(true);
   {
     absl::MutexLock lock(&mu_);
     if (stopping_.load()) return absl::OkStatus();
@@ -473,7 +478,19 @@ absl::Status Agent::RunStream() {
           channel_.get(), *connect_, &ctx));
   v1::AgentMessage first;
   *first.mutable_hello() = *hello;
-  if (!Write(stream.get(), first)) {
+  // Through a path that silently drops packets the Hello waits up to the
+  // stall timeout (the connection is not up, or its flow-control window is
+  // spent): meanwhile this thread goes on with local rounds, so that
+  // sampling and the local guard do not stop during every connect attempt.
+  bool hello_written = false;
+  absl::Notification hello_done;
+  std::thread hello_writer([&]() {
+    hello_written = Write(stream.get(), first);
+    hello_done.Notify();
+  });
+  if (!hello_done.WaitForNotificationWithTimeout(SampleInterval())) LocalRoundsUntil(hello_done);
+  hello_writer.join();
+  if (!hello_written) {
     grpc::Status st = stream->Finish();
     end_watch();
     clear_ctx();
@@ -743,14 +760,23 @@ bool Agent::SendHeldReports(Stream* stream) {
   return ok;
 }
 
-bool Agent::LocalRoundsFor(absl::Duration d) {
-  const absl::Time end = absl::Now() + d;
+bool Agent::LocalRoundsFor(absl::Duration d) { return LocalRounds(absl::Now() + d, nullptr); }
+
+bool Agent::LocalRoundsUntil(const absl::Notification& done) {
+  return LocalRounds(absl::InfiniteFuture(), &done);
+}
+
+bool Agent::LocalRounds(absl::Time end, const absl::Notification* done) {
   while (true) {
     const absl::Time now = absl::Now();
     if (now >= end) return false;
+    if (done != nullptr && done->HasBeenNotified()) return stopping_.load();
     if (now < next_local_round_) {
-      // Until the next round or the end of the backoff, whichever is first.
-      if (stopped_.WaitForNotificationWithTimeout(std::min(end, next_local_round_) - now)) {
+      // Until the next round or the end, whichever is first. With `done`,
+      // Stop cancels the stream, which ends the write `done` waits for.
+      const absl::Duration wait = std::min(end, next_local_round_) - now;
+      if (done == nullptr ? stopped_.WaitForNotificationWithTimeout(wait)
+                          : done->WaitForNotificationWithTimeout(wait) && stopping_.load()) {
         return true;
       }
       continue;

@@ -164,6 +164,10 @@ class Agent {
   // local guard do not depend on the controller. Guard events are kept for
   // the next Report sent. Returns true when stopped.
   bool LocalRoundsFor(absl::Duration d);
+  // As LocalRoundsFor, until `done` is notified (or Stop). Returns true when
+  // stopped.
+  bool LocalRoundsUntil(const absl::Notification& done);
+  bool LocalRounds(absl::Time end, const absl::Notification* done);
   // Re-reads the NIC's parameters when a drift check is due (or `force`):
   // updates /metrics with what the device holds and adds a "drift" event
   // naming each parameter (expected, found) to `report` when any differ.
