@@ -101,9 +101,8 @@ bool ParseCertificates(absl::string_view pem, std::vector<X509Ptr>* out, std::st
 }  // namespace
 
 std::vector<std::string> TlsRefusalReasons() {
-  return {kRefusedNoCertificate,  kRefusedExpired,       kRefusedNotYetValid,
-          kRefusedUntrusted,      kRefusedWrongPurpose,  kRefusedBadCertificate,
-          kRefusedCaUnavailable,  kRefusedInvalid};
+  return {kRefusedNoCertificate, kRefusedExpired,        kRefusedNotYetValid,   kRefusedUntrusted,
+          kRefusedWrongPurpose,  kRefusedBadCertificate, kRefusedCaUnavailable, kRefusedInvalid};
 }
 
 struct ClientCertVerifier::Bundle {
@@ -160,8 +159,8 @@ std::shared_ptr<const ClientCertVerifier::Bundle> ClientCertVerifier::CurrentBun
     std::vector<X509Ptr> certs;
     std::string parse_error;
     if (!ParseCertificates(text, &certs, &parse_error)) {
-      err = absl::StrCat("--tls_ca=", ca_file_, ": not a PEM certificate bundle (", parse_error,
-                         ")");
+      err =
+          absl::StrCat("--tls_ca=", ca_file_, ": not a PEM certificate bundle (", parse_error, ")");
     } else if (certs.empty()) {
       err = absl::StrCat("--tls_ca=", ca_file_, ": holds no PEM certificate");
     } else {
@@ -252,21 +251,21 @@ absl::Status ClientCertVerifier::Verify(absl::string_view leaf_pem, absl::string
   X509* bad = X509_STORE_CTX_get_current_cert(ctx.get());
   const std::string what = X509_verify_cert_error_string(err);
   // Which certificate of the chain failed, when it is not the leaf.
-  const std::string where = (depth > 0 && bad != nullptr)
-                                ? absl::StrCat(" (the chain's certificate ",
-                                               NameText(X509_get_subject_name(bad)), ")")
-                                : std::string();
+  const std::string where =
+      (depth > 0 && bad != nullptr)
+          ? absl::StrCat(" (the chain's certificate ", NameText(X509_get_subject_name(bad)), ")")
+          : std::string();
   switch (err) {
     case X509_V_ERR_CERT_HAS_EXPIRED:
-      return refuse(kRefusedExpired,
-                    absl::StrCat(who, what, where, " (notAfter ",
-                                 TimeText(bad != nullptr ? X509_get0_notAfter(bad) : nullptr),
-                                 ")"));
+      return refuse(
+          kRefusedExpired,
+          absl::StrCat(who, what, where, " (notAfter ",
+                       TimeText(bad != nullptr ? X509_get0_notAfter(bad) : nullptr), ")"));
     case X509_V_ERR_CERT_NOT_YET_VALID:
-      return refuse(kRefusedNotYetValid,
-                    absl::StrCat(who, what, where, " (notBefore ",
-                                 TimeText(bad != nullptr ? X509_get0_notBefore(bad) : nullptr),
-                                 ")"));
+      return refuse(
+          kRefusedNotYetValid,
+          absl::StrCat(who, what, where, " (notBefore ",
+                       TimeText(bad != nullptr ? X509_get0_notBefore(bad) : nullptr), ")"));
     case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT:
     case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY:
     case X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE:
@@ -278,9 +277,9 @@ absl::Status ClientCertVerifier::Verify(absl::string_view leaf_pem, absl::string
       return refuse(kRefusedUntrusted,
                     absl::StrCat(who, "not signed by the configured CA (", what, ")", where));
     case X509_V_ERR_INVALID_PURPOSE:
-      return refuse(kRefusedWrongPurpose,
-                    absl::StrCat(who, "not usable for TLS client authentication (", what, ")",
-                                 where));
+      return refuse(
+          kRefusedWrongPurpose,
+          absl::StrCat(who, "not usable for TLS client authentication (", what, ")", where));
     default:
       return refuse(kRefusedInvalid, absl::StrCat(who, what, where));
   }

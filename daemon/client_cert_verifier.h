@@ -21,11 +21,11 @@ namespace rocetune {
 inline constexpr char kRefusedNoCertificate[] = "no_certificate";
 inline constexpr char kRefusedExpired[] = "expired";
 inline constexpr char kRefusedNotYetValid[] = "not_yet_valid";
-inline constexpr char kRefusedUntrusted[] = "untrusted";          // not signed by the CA
-inline constexpr char kRefusedWrongPurpose[] = "wrong_purpose";   // not for TLS clients
+inline constexpr char kRefusedUntrusted[] = "untrusted";             // not signed by the CA
+inline constexpr char kRefusedWrongPurpose[] = "wrong_purpose";      // not for TLS clients
 inline constexpr char kRefusedBadCertificate[] = "bad_certificate";  // unparseable
-inline constexpr char kRefusedCaUnavailable[] = "ca_unavailable";  // our CA bundle failed
-inline constexpr char kRefusedInvalid[] = "invalid";  // any other verification error
+inline constexpr char kRefusedCaUnavailable[] = "ca_unavailable";    // our CA bundle failed
+inline constexpr char kRefusedInvalid[] = "invalid";                 // any other verification error
 
 // The reason classes above, for pre-declaring metric series.
 std::vector<std::string> TlsRefusalReasons();
