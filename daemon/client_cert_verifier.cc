@@ -241,7 +241,11 @@ absl::Status ClientCertVerifier::Verify(absl::string_view leaf_pem, absl::string
   }
   // The level Debian's OpenSSL applies to TLS peers (SECLEVEL=2): at least
   // 112-bit security for keys, no SHA-1 signatures.
-  X509_VERIFY_PARAM_set_auth_level(X509_STORE_CTX_get0_param(ctx.get()), 2);
+  X509_VERIFY_PARAM* param = X509_STORE_CTX_get0_param(ctx.get());
+  X509_VERIFY_PARAM_set_auth_level(param, 2);
+  // As gRPC's own root store: any certificate of the bundle is a trust
+  // anchor (an intermediate CA alone may be configured), tried first.
+  X509_VERIFY_PARAM_set_flags(param, X509_V_FLAG_PARTIAL_CHAIN | X509_V_FLAG_TRUSTED_FIRST);
   if (X509_verify_cert(ctx.get()) == 1) {
     ERR_clear_error();
     return absl::OkStatus();

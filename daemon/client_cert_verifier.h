@@ -42,7 +42,9 @@ struct TlsRefusal {
 // OpenSSL's X509_verify_cert: the leaf must chain to a certificate of the CA
 // bundle file, every certificate in the chain must be within its validity
 // period now, the leaf must be usable for TLS client authentication (purpose
-// "ssl_client") and keys and signatures must meet security level 2.
+// "ssl_client") and keys and signatures must meet security level 2. Like
+// gRPC's own verification, every certificate of the bundle is a trust anchor
+// (X509_V_FLAG_PARTIAL_CHAIN): a bundle may hold an intermediate CA alone.
 // The bundle is re-read when the file's inode, size, mtime or ctime changes
 // (checked on every call), so a rotated CA takes effect at the next handshake.
 // Fails closed: an unreadable or unparseable bundle refuses every chain.

@@ -83,6 +83,16 @@ TEST_F(ClientCertVerifierTest, IntermediateFromThePeerIsUsedButNotTrusted) {
   EXPECT_EQ(r.reason, kRefusedUntrusted) << s;
 }
 
+TEST_F(ClientCertVerifierTest, IntermediateAloneInTheBundleIsATrustAnchor) {
+  Write(ca_file_, Cert("int"));
+  ClientCertVerifier v(ca_file_);
+  TlsRefusal r;
+  EXPECT_TRUE(v.Verify(Cert("via-int"), "", &r).ok()) << r.message;
+  // Not the root's other children.
+  EXPECT_FALSE(v.Verify(Cert("good"), "", &r).ok());
+  EXPECT_EQ(r.reason, kRefusedUntrusted);
+}
+
 TEST_F(ClientCertVerifierTest, CertificateOfAnotherCaIsRefused) {
   ClientCertVerifier v(ca_file_);
   TlsRefusal r;
