@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -72,6 +73,21 @@ std::unique_ptr<grpc::ClientContext> Client::NewContext(absl::Duration timeout) 
 std::string StatusCodeName(grpc::StatusCode code) {
   // gRPC's and Abseil's canonical codes share their numbers and names.
   return absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
+}
+
+std::string TlsRefusalHint(const grpc::Status& status, bool tls) {
+  if (!tls || status.error_code() != grpc::StatusCode::UNAVAILABLE) return "";
+  const std::string& m = status.error_message();
+  // TLS 1.3: the server verifies the client's certificate after the client
+  // has finished its side, so a refusal reads "Socket closed"; an alert
+  // during the handshake reads as a handshake failure.
+  if (!absl::StrContains(m, "Socket closed") &&
+      !absl::StrContains(absl::AsciiStrToLower(m), "handshake")) {
+    return "";
+  }
+  return "the controller probably refused the TLS handshake: check that --tls_cert is signed by "
+         "the CA the controller trusts (its --tls_ca), is valid now and is meant for TLS clients "
+         "(the controller audits each refusal as tls_refused)";
 }
 
 }  // namespace rocetune::cli

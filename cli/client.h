@@ -55,6 +55,12 @@ class Client {
 // "NOT_FOUND", "UNAVAILABLE", ...
 std::string StatusCodeName(grpc::StatusCode code);
 
+// A hint for a call that failed because the controller closed the connection
+// in or right after the TLS handshake, which is how a refused client
+// certificate shows on this side (gRPC gives no reason); "" for any other
+// failure or without TLS.
+std::string TlsRefusalHint(const grpc::Status& status, bool tls);
+
 }  // namespace rocetune::cli
 
 #endif  // ROCETUNE_CLI_CLIENT_H_

@@ -144,6 +144,9 @@ int Context::Call(const char* method,
   if (s.ok()) return kExitOk;
   err_ << "rocetunectl: " << method << " (controller " << options_.controller
        << "): " << StatusCodeName(s.error_code()) << ": " << s.error_message() << "\n";
+  if (std::string hint = TlsRefusalHint(s, options_.tls.enabled()); !hint.empty()) {
+    err_ << "rocetunectl: " << hint << "\n";
+  }
   return kExitError;
 }
 

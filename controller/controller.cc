@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <string>
 #include <thread>
 #include <utility>
 
@@ -31,6 +33,33 @@ bool SplitHostPort(const std::string& address, std::string* host, int* port) {
   }
   *host = h;
   return true;
+}
+
+// Refused TLS handshakes: counted in `metrics`, their aggregated audit rows
+// queued on the rollout executor (whose thread writes the store), never
+// written on gRPC's handshake thread.
+std::shared_ptr<TlsRefusalLog> NewTlsRefusalLog(Store* store, RolloutManager* rollout,
+                                                ControllerMetrics* metrics, Clock* clock,
+                                                absl::Duration period) {
+  std::function<void(const v1::AuditEntry&)> emit;
+  if (store != nullptr) {
+    emit = [store, rollout](const v1::AuditEntry& e) {
+      auto write = [store, e] {
+        if (absl::StatusOr<int64_t> id = store->AppendAudit(e); !id.ok()) {
+          LogError("cannot audit a refused TLS handshake", {{"error", id.status().ToString()}});
+        }
+      };
+      if (!rollout->executor().Post(write)) {
+        LogError("cannot audit a refused TLS handshake: the controller is stopping",
+                 {{"actor", e.actor()}, {"detail", e.detail()}});
+      }
+    };
+  }
+  TlsRefusalLogOptions opt;
+  opt.period = period;
+  return std::make_shared<TlsRefusalLog>(
+      clock, std::move(emit), [metrics](const std::string& reason) { metrics->TlsRefused(reason); },
+      opt);
 }
 
 }  // namespace
@@ -95,10 +124,11 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(const ControllerOp
   std::unique_ptr<Authorizer> authorizer;
   std::string listen = options.listen;
   if (options.tls.enabled()) {
-    absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> tls =
-        MakeServerCredentials(options.tls);
-    if (!tls.ok()) return tls.status();
-    creds = *std::move(tls);
+    // The credentials are made once the audit path exists (below).
+    if (absl::Status s = CheckTlsOptions(options.tls); !s.ok()) return s;
+    if (options.tls_refusal_audit_period <= absl::ZeroDuration()) {
+      return absl::InvalidArgumentError("the TLS refusal audit period must be positive");
+    }
     if (options.roles_file.empty()) {
       return absl::InvalidArgumentError(
           "--roles_file is required with mutual TLS: it says which certificate identities are "
@@ -182,6 +212,14 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(const ControllerOp
                   c->rollout_.get()};
   mdeps.authorizer = c->authorizer_.get();
   c->admin_service_ = std::make_unique<AdminService>(mdeps);
+  if (options.tls.enabled()) {
+    c->tls_refusals_ = NewTlsRefusalLog(c->store_.get(), c->rollout_.get(), c->metrics_.get(),
+                                        clock, options.tls_refusal_audit_period);
+    absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> tls = MakeServerCredentials(
+        options.tls, [log = c->tls_refusals_](const TlsRefusal& r) { log->Record(r); });
+    if (!tls.ok()) return tls.status();
+    creds = *std::move(tls);
+  }
 
   grpc::ServerBuilder builder;
   builder.AddListeningPort(listen, creds, &c->grpc_port_);
@@ -235,6 +273,7 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(const ControllerOp
 
 void Controller::Tick() {
   absl::MutexLock lock(&tick_mu_);
+  if (tls_refusals_ != nullptr) tls_refusals_->Flush();
   fleet_->Sweep();
   metrics_->UpdateFleet(fleet_->Counts());
   absl::Time now = clock_->Now();
@@ -263,6 +302,9 @@ void Controller::Stop() {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
     server_->Wait();
   }
+  // Pending refusal counts go out before the executor drains; later
+  // handshakes (none once the server is down) are ignored.
+  if (tls_refusals_ != nullptr) tls_refusals_->Close();
   // The streams' completion queues go down after the server; admin calls
   // waiting on the rollout executor are answered first (it drains on Stop).
   if (agent_service_ != nullptr) agent_service_->Stop();

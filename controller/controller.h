@@ -10,6 +10,7 @@
 #include "absl/time/time.h"
 #include "controller/admin/admin_service.h"
 #include "controller/agent_service.h"
+#include "controller/audit/tls_refusal_log.h"
 #include "controller/controller_metrics.h"
 #include "controller/fleet/event_bus.h"
 #include "controller/fleet/fleet.h"
@@ -59,6 +60,9 @@ struct ControllerOptions {
   // Period at which active changes are driven (judge looks, stages, HOLD
   // limits); zero disables the ticker (tests call rollout().Tick()).
   absl::Duration rollout_tick = absl::Seconds(1);
+  // Refused TLS handshakes become at most one audit row per (reason,
+  // certificate subject, issuer) per period, carrying their count.
+  absl::Duration tls_refusal_audit_period = absl::Minutes(1);
 };
 
 // The controller: stores, registry, telemetry, gRPC services, /metrics.
@@ -100,6 +104,9 @@ class Controller {
   std::unique_ptr<Fleet> fleet_;
   std::unique_ptr<RolloutManager> rollout_;
   std::unique_ptr<Authorizer> authorizer_;  // null without TLS
+  // Shared with the TLS credentials' verifier (which may outlive this
+  // object inside gRPC); closed by Stop. Null without TLS.
+  std::shared_ptr<TlsRefusalLog> tls_refusals_;
   std::unique_ptr<AgentService> agent_service_;
   std::unique_ptr<AdminService> admin_service_;
   std::unique_ptr<grpc::Server> server_;

@@ -1,6 +1,9 @@
 #include "controller/controller_metrics.h"
 
+#include <string>
 #include <vector>
+
+#include "daemon/client_cert_verifier.h"
 
 namespace rocetune::controller {
 namespace {
@@ -66,6 +69,13 @@ ControllerMetrics::ControllerMetrics()
     rejected_family_->Add({{"reason", RejectionReason(why)}});
   }
   dropped_family_->Add({{"reason", "bad_report"}});
+  tls_refusals_family_ = &prometheus::BuildCounter()
+                              .Name("rocetune_controller_tls_refusals_total")
+                              .Help("TLS handshakes refused for the client certificate, by reason.")
+                              .Register(r);
+  for (const std::string& reason : TlsRefusalReasons()) {
+    tls_refusals_family_->Add({{"reason", reason}});
+  }
   dropped_family_->Add({{"reason", "not_registered"}});
   outbound_dropped_ = &prometheus::BuildCounter()
                            .Name("rocetune_controller_outbound_dropped_total")

@@ -61,6 +61,10 @@ class ControllerMetrics {
   void StreamClosed() { streams_->Decrement(); }
   void StoreWrite(double seconds) { store_latency_->Observe(seconds); }
   void WatchEventDropped() { watch_dropped_->Increment(); }
+  // A refused TLS handshake; `reason` is one of TlsRefusalReasons().
+  void TlsRefused(const std::string& reason) {
+    tls_refusals_family_->Add({{"reason", reason}}).Increment();
+  }
 
   uint64_t reports_received() const { return reports_received_n_.load(); }
   uint64_t reports_dropped() const { return reports_dropped_n_.load(); }
@@ -93,6 +97,7 @@ class ControllerMetrics {
   prometheus::Counter* nacks_;
   prometheus::Counter* stale_replies_;
   prometheus::Counter* watch_dropped_;
+  prometheus::Family<prometheus::Counter>* tls_refusals_family_;
   prometheus::Gauge* streams_;
   prometheus::Histogram* store_latency_;
   prometheus::Histogram* report_delay_;

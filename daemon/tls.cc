@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/security/credentials.h"
@@ -105,12 +106,20 @@ absl::Status CheckTlsOptions(const TlsOptions& tls) {
 }
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
-    const TlsOptions& tls) {
+    const TlsOptions& tls, TlsRefusalCallback on_refusal) {
   if (absl::Status s = CheckTlsOptions(tls); !s.ok()) return s;
   grpc::experimental::TlsServerCredentialsOptions options(Provider(tls));
+  // The CA is still watched: OpenSSL names its certificates in the
+  // CertificateRequest it sends.
   options.watch_root_certs();
   options.watch_identity_key_cert_pairs();
-  options.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  // gRPC asks for a client certificate and lets every handshake through to
+  // our verifier, which refuses a missing one too: only then does every
+  // refusal reach code that can count and audit it (with "..._REQUIRE_..."
+  // a client without a certificate is refused inside OpenSSL, unseen).
+  options.set_cert_request_type(GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_BUT_DONT_VERIFY);
+  options.set_certificate_verifier(MakeGrpcClientCertVerifier(
+      std::make_shared<ClientCertVerifier>(tls.ca_file), std::move(on_refusal)));
   std::shared_ptr<grpc::ServerCredentials> creds =
       grpc::experimental::TlsServerCredentials(options);
   if (creds == nullptr) return absl::InternalError("gRPC refused the TLS server credentials");

@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "daemon/client_cert_verifier.h"
 #include "grpcpp/grpcpp.h"
 
 namespace rocetune {
@@ -33,10 +34,14 @@ struct TlsOptions {
 // kInvalidArgument naming the flag (`--tls_cert`, ...) and the file otherwise.
 absl::Status CheckTlsOptions(const TlsOptions& tls);
 
-// Server credentials requiring a client certificate that chains to the CA
-// (the handshake fails without one). The files are re-read every `refresh`.
+// Server credentials requiring a client certificate that chains to the CA:
+// the handshake fails without one, and with one that ClientCertVerifier
+// refuses (another CA, expired, not yet valid, not for TLS clients), each
+// refusal reported to `on_refusal` (see TlsRefusalCallback). The server's own
+// certificate and key are re-read every `refresh`; the CA bundle is re-read
+// by the verifier as soon as the file changes.
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
-    const TlsOptions& tls);
+    const TlsOptions& tls, TlsRefusalCallback on_refusal = nullptr);
 
 // Channel credentials presenting the certificate and verifying the server's
 // against the CA and `server_name` (set in `args` when given).

@@ -1,10 +1,12 @@
 // Mutual TLS and roles end to end on loopback: certificates made at run time
 // by deploy/pki/make-dev-pki.sh; a controller started in process.
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <string>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "controller/controller.h"
 #include "daemon/tls.h"
@@ -13,6 +15,7 @@
 #include "grpcpp/security/tls_certificate_provider.h"
 #include "grpcpp/security/tls_credentials_options.h"
 #include "gtest/gtest.h"
+#include "prometheus/registry.h"
 #include "rocetune/v1/admin.grpc.pb.h"
 #include "rocetune/v1/agent.grpc.pb.h"
 #include "tests/controller/controller_test_util.h"
@@ -132,6 +135,30 @@ class TlsRolesTest : public ::testing::Test {
     });
   }
 
+  // The tls_refused rows of `reason`, oldest first.
+  std::vector<v1::AuditEntry> Refusals(const std::string& reason) {
+    std::vector<v1::AuditEntry> out;
+    for (const v1::AuditEntry& e : Audit()) {
+      if (e.action() == "tls_refused" && e.reason() == reason) out.push_back(e);
+    }
+    return out;
+  }
+  // Waits for a tls_refused row of `reason` by `actor` and returns its detail
+  // ("" when none came).
+  std::string RefusalAudited(const std::string& reason, const std::string& actor) {
+    std::string detail;
+    testing::Eventually([&] {
+      for (const v1::AuditEntry& e : Refusals(reason)) {
+        if (e.actor() == actor && !e.authenticated()) {
+          detail = e.detail();
+          return true;
+        }
+      }
+      return false;
+    });
+    return detail;
+  }
+
   // Opens a Connect stream as `cert` sending a Hello for `host_id`; returns
   // the status the controller ends it with (OK when still open after 1 s).
   grpc::Status HelloAs(const std::shared_ptr<grpc::Channel>& ch, const std::string& host_id) {
@@ -164,9 +191,11 @@ TEST_F(TlsRolesTest, ViewerReadsAndIsAuditedUnderItsCertificateName) {
   for (const v1::AuditEntry& e : Audit()) EXPECT_NE(e.actor(), "admin");
 }
 
-TEST_F(TlsRolesTest, NoCertificateIsRefusedInTheHandshake) {
+TEST_F(TlsRolesTest, NoCertificateIsRefusedInTheHandshakeAndAudited) {
   grpc::Status s = ListHosts(RawChannel("", ""));
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+  EXPECT_THAT(RefusalAudited("no_certificate", "(no certificate)"),
+              HasSubstr("count=1: no client certificate presented"));
 }
 
 TEST_F(TlsRolesTest, CertificateOfAnotherCaIsRefused) {
@@ -176,11 +205,23 @@ TEST_F(TlsRolesTest, CertificateOfAnotherCaIsRefused) {
   // The same name from the wrong CA is no better.
   s = ListHosts(RawChannel(*other_ + "/user-carol.pem", *other_ + "/user-carol.key"));
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+  const std::string detail = RefusalAudited("untrusted", "CN=mallory");
+  EXPECT_THAT(detail, HasSubstr("client certificate CN=mallory issued by CN=other-ca: not signed "
+                                "by the configured CA"));
+  EXPECT_THAT(RefusalAudited("untrusted", "CN=carol"), HasSubstr("CN=other-ca"));
+  for (const v1::AuditEntry& e : Refusals("untrusted")) EXPECT_EQ(e.subject(), "CN=other-ca");
+  // No identity was established, so no call of carol's was audited.
+  for (const v1::AuditEntry& e : Audit()) {
+    EXPECT_FALSE(e.actor() == "carol" && e.subject() == "ListHosts") << e.ShortDebugString();
+  }
 }
 
 TEST_F(TlsRolesTest, ExpiredCertificateIsRefusedByServerAndLocally) {
   grpc::Status s = ListHosts(RawChannel(*pki_ + "/user-dave.pem", *pki_ + "/user-dave.key"));
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+  const std::string detail = RefusalAudited("expired", "CN=dave");
+  EXPECT_THAT(detail, HasSubstr("certificate has expired"));
+  EXPECT_THAT(detail, HasSubstr("notAfter Jan  2 00:00:00 2020 GMT"));
   TlsOptions tls;
   tls.cert_file = *pki_ + "/user-dave.pem";
   tls.key_file = *pki_ + "/user-dave.key";
@@ -188,6 +229,34 @@ TEST_F(TlsRolesTest, ExpiredCertificateIsRefusedByServerAndLocally) {
   absl::Status local = CheckTlsOptions(tls);
   EXPECT_EQ(local.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(local.message(), HasSubstr("expired"));
+}
+
+TEST_F(TlsRolesTest, RocetunectlExplainsARefusedHandshake) {
+  const std::string cmd =
+      absl::StrCat(ROCETUNE_BINARY_DIR, "/cli/rocetunectl --controller=", target_,
+                   " --tls_cert=", *other_, "/user-carol.pem --tls_key=", *other_,
+                   "/user-carol.key --tls_ca=", *pki_, "/ca.pem hosts 2>&1");
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[512];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  EXPECT_NE(pclose(p), 0) << out;
+  EXPECT_THAT(out, HasSubstr("UNAVAILABLE"));
+  EXPECT_THAT(out, HasSubstr("the controller probably refused the TLS handshake: check that "
+                             "--tls_cert is signed by the CA the controller trusts"));
+  // A controller that is not there gets no such hint.
+  const std::string down = absl::StrCat(
+      ROCETUNE_BINARY_DIR, "/cli/rocetunectl --controller=127.0.0.1:1 --tls_cert=", *pki_,
+      "/user-carol.pem --tls_key=", *pki_, "/user-carol.key --tls_ca=", *pki_,
+      "/ca.pem hosts 2>&1");
+  p = popen(down.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  out.clear();
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  EXPECT_NE(pclose(p), 0) << out;
+  EXPECT_THAT(out, HasSubstr("UNAVAILABLE"));
+  EXPECT_THAT(out, ::testing::Not(HasSubstr("TLS handshake")));
 }
 
 TEST_F(TlsRolesTest, ViewerApprovingIsDeniedAndAudited) {
@@ -342,6 +411,98 @@ TEST_F(TlsRolesTest, TrustedCaIsReloadedWithoutRestart) {
     std::ofstream(dir + "/ca.pem", std::ios::app | std::ios::binary) << other.rdbuf();
   }
   EXPECT_TRUE(testing::Eventually([&] { return ListHosts(RawChannel(cert, key)).ok(); }, 10));
+  {
+    // Its last step: the old CA is no longer trusted.
+    std::ifstream other(*other_ + "/ca.pem", std::ios::binary);
+    std::ofstream(dir + "/ca.pem", std::ios::trunc | std::ios::binary) << other.rdbuf();
+  }
+  const std::string old_cert = *pki_ + "/user-carol.pem", old_key = *pki_ + "/user-carol.key";
+  EXPECT_TRUE(testing::Eventually(
+      [&] {
+        return ListHosts(RawChannel(old_cert, old_key)).error_code() ==
+               grpc::StatusCode::UNAVAILABLE;
+      },
+      10));
+  EXPECT_TRUE(ListHosts(RawChannel(cert, key)).ok());
+}
+
+// The detail's count ("count=N: ..." or "count=N since ...").
+int64_t CountOf(const v1::AuditEntry& e) {
+  int64_t n = 0;
+  const std::string& d = e.detail();
+  if (d.rfind("count=", 0) != 0) return -1;
+  size_t end = d.find_first_not_of("0123456789", 6);
+  if (!absl::SimpleAtoi(d.substr(6, end - 6), &n)) return -1;
+  return n;
+}
+
+double CounterValue(prometheus::Registry& registry, const std::string& name,
+                    const std::string& reason) {
+  for (const prometheus::MetricFamily& f : registry.Collect()) {
+    if (f.name != name) continue;
+    for (const prometheus::ClientMetric& m : f.metric) {
+      for (const prometheus::ClientMetric::Label& l : m.label) {
+        if (l.name == "reason" && l.value == reason) return m.counter.value;
+      }
+    }
+  }
+  return -1;
+}
+
+TEST_F(TlsRolesTest, RefusalFloodGivesFewAuditRowsCarryingTheCount) {
+  // A controller with a short aggregation period, so the count row comes soon.
+  ControllerOptions opt;
+  opt.listen = "127.0.0.1:0";
+  opt.metrics_address = "";
+  opt.state_dir = testing::MakeTempDir();
+  opt.tls.cert_file = *pki_ + "/controller.pem";
+  opt.tls.key_file = *pki_ + "/controller.key";
+  opt.tls.ca_file = *pki_ + "/ca.pem";
+  opt.roles_file = *pki_ + "/roles.textproto";
+  opt.tick_interval = absl::ZeroDuration();
+  opt.rollout_tick = absl::ZeroDuration();
+  opt.tls_refusal_audit_period = absl::Seconds(3);
+  auto c = Controller::Start(opt);
+  ASSERT_TRUE(c.ok()) << c.status();
+  controller_ = *std::move(c);
+  target_ = absl::StrCat("127.0.0.1:", controller_->grpc_port());
+  const std::string cert = *other_ + "/user-mallory.pem", key = *other_ + "/user-mallory.key";
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_EQ(ListHosts(RawChannel(cert, key)).error_code(), grpc::StatusCode::UNAVAILABLE);
+  }
+  auto refused = [&] {
+    return static_cast<int64_t>(CounterValue(
+        *controller_->metrics().registry(), "rocetune_controller_tls_refusals_total", "untrusted"));
+  };
+  // gRPC may retry a connection in the background: at least one handshake a call.
+  EXPECT_GE(refused(), 50);
+  // The first refusal is a row at once; the rest wait for the period's end.
+  std::vector<v1::AuditEntry> rows;
+  ASSERT_TRUE(testing::Eventually([&] { return !(rows = Refusals("untrusted")).empty(); }));
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(CountOf(rows[0]), 1);
+  absl::SleepFor(absl::Seconds(3.2));
+  controller_->Tick();
+  int64_t total = 0, counted = 0;
+  ASSERT_TRUE(testing::Eventually([&] {
+    rows = Refusals("untrusted");
+    total = 0;
+    for (const v1::AuditEntry& e : rows) total += CountOf(e);
+    counted = refused();
+    return total == counted;
+  })) << "rows: "
+      << rows.size() << " total: " << total << " refused: " << counted;
+  EXPECT_GE(rows.size(), 2u);
+  EXPECT_LE(rows.size(), 3u);
+  for (const v1::AuditEntry& e : rows) {
+    EXPECT_EQ(e.actor(), "CN=mallory");
+    EXPECT_EQ(e.subject(), "CN=other-ca");
+    EXPECT_FALSE(e.authenticated());
+  }
+  EXPECT_THAT(rows.back().detail(), HasSubstr(" since "));
+  // Nothing more is written while nothing is refused.
+  controller_->Tick();
+  EXPECT_EQ(Refusals("untrusted").size(), rows.size());
 }
 
 TEST(TlsStartTest, RolesFileRequiredWithTlsAndRefusedWithout) {
