@@ -53,10 +53,15 @@ class CoordinateSearch : public Tuner {
   double min_improvement() const { return min_improvement_; }
 
  private:
-  CoordinateSearch(std::vector<v1::Knob> knobs, uint32_t budget, double min_improvement)
-      : knobs_(std::move(knobs)), budget_(budget), min_improvement_(min_improvement) {}
+  CoordinateSearch(std::vector<v1::Knob> knobs, std::vector<v1::Constraint> constraints,
+                   uint32_t budget, double min_improvement)
+      : knobs_(std::move(knobs)),
+        constraints_(std::move(constraints)),
+        budget_(budget),
+        min_improvement_(min_improvement) {}
 
   std::vector<v1::Knob> knobs_;
+  std::vector<v1::Constraint> constraints_;
   uint32_t budget_;
   double min_improvement_;
 };

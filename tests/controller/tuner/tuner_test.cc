@@ -44,6 +44,14 @@ std::unique_ptr<Tuner> MustMake(const v1::Policy& p, uint32_t budget = 0) {
   return t.ok() ? std::move(*t) : nullptr;
 }
 
+TrialResult TrialOf(const KnobValues& knobs, std::optional<double> ratio, bool constraints_ok) {
+  TrialResult t;
+  t.knobs = knobs;
+  t.objective_ratio = ratio;
+  t.constraints_ok = constraints_ok;
+  return t;
+}
+
 // What a trial measures: the objective of the candidate (lower is better) and
 // whether it meets the constraints.
 struct Measurement {
@@ -250,27 +258,27 @@ TEST(CoordinateSearchTest, AcceptsOnlyImprovementsAboveMinImprovement) {
   auto tuner = MustMake(policy);
   TunerDecision first = tuner->Next({{"a", 50}}, {});
   ASSERT_TRUE(first.next.has_value());
-  TrialResult small{*first.next, 0.95, true};
+  TrialResult small = TrialOf(*first.next, 0.95, true);
   EXPECT_EQ(tuner->Next({{"a", 50}}, {small}).best.at("a"), 50);
-  TrialResult big{*first.next, 0.85, true};
+  TrialResult big = TrialOf(*first.next, 0.85, true);
   TunerDecision d = tuner->Next({{"a", 50}}, {big});
   EXPECT_EQ(d.best.at("a"), first.next->at("a"));
   EXPECT_DOUBLE_EQ(d.best_ratio, 0.85);
   // A trial without a verdict is no improvement.
-  TrialResult hold{*first.next, std::nullopt, true};
+  TrialResult hold = TrialOf(*first.next, std::nullopt, true);
   EXPECT_EQ(tuner->Next({{"a", 50}}, {hold}).best.at("a"), 50);
 }
 
 TEST(CoordinateSearchTest, TrialsItDidNotProposeAreSnappedIntoBounds) {
   auto tuner = MustMake(MakePolicy({MakeKnob("a", 0, 100, 10)}));
   // Someone else's trials: off the grid, and far outside the bounds.
-  TrialResult off_grid{{{"a", 43}}, 0.5, true};
+  TrialResult off_grid = TrialOf({{"a", 43}}, 0.5, true);
   TunerDecision d = tuner->Next({{"a", 50}}, {off_grid});
   EXPECT_EQ(d.best.at("a"), 40);
-  TrialResult huge{{{"a", std::numeric_limits<int64_t>::max()}}, 0.5, true};
+  TrialResult huge = TrialOf({{"a", std::numeric_limits<int64_t>::max()}}, 0.5, true);
   d = tuner->Next({{"a", 50}}, {huge});
   EXPECT_EQ(d.best.at("a"), 100);
-  TrialResult tiny{{{"a", std::numeric_limits<int64_t>::min()}}, 0.5, true};
+  TrialResult tiny = TrialOf({{"a", std::numeric_limits<int64_t>::min()}}, 0.5, true);
   d = tuner->Next({{"a", 50}}, {tiny});
   EXPECT_EQ(d.best.at("a"), 0);
   ASSERT_TRUE(d.next.has_value());
@@ -329,12 +337,12 @@ TEST(FixedTunerTest, ProposesTheFixedValuesOnce) {
   EXPECT_EQ(*d.next, (KnobValues{{"a", 70}, {"b", 20}}));
   EXPECT_EQ(d.best, start);
 
-  TunerDecision good = tuner->Next(start, {{*d.next, 0.7, true}});
+  TunerDecision good = tuner->Next(start, {TrialOf(*d.next, 0.7, true)});
   EXPECT_FALSE(good.next.has_value());
   EXPECT_EQ(good.best, *d.next);
   EXPECT_DOUBLE_EQ(good.best_ratio, 0.7);
 
-  TunerDecision bad = tuner->Next(start, {{*d.next, 0.7, false}});
+  TunerDecision bad = tuner->Next(start, {TrialOf(*d.next, 0.7, false)});
   EXPECT_FALSE(bad.next.has_value());
   EXPECT_EQ(bad.best, start);
   EXPECT_DOUBLE_EQ(bad.best_ratio, 1.0);
