@@ -30,7 +30,7 @@ struct TrialResult {
   // constrain are ignored. Optional: without it (older stored trials) the
   // search behaves as it would without constraint data (no pair moves, see
   // coordinate_search.h).
-  std::map<std::string, double> constraint_ratios;
+  std::map<std::string, double> constraint_ratios = {};
 };
 
 struct TunerDecision {
