@@ -28,8 +28,7 @@ namespace {
 // A stored trial's canary/control ratios of the policy's constraints (the
 // judge's "ln_<metric>_did" evidence), keyed by Constraint.metric as the tuner
 // expects; empty for trials stored without them.
-std::map<std::string, double> TrialConstraintRatios(const v1::Trial& tr,
-                                                    const v1::Policy& policy) {
+std::map<std::string, double> TrialConstraintRatios(const v1::Trial& tr, const v1::Policy& policy) {
   std::map<std::string, double> out;
   for (const v1::Constraint& c : policy.constraints()) {
     auto it = tr.constraints().find(absl::StrCat("ln_", c.metric(), "_did"));
