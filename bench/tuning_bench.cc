@@ -247,6 +247,11 @@ absl::StatusOr<Outcome> Tune(const rocetune::v1::Scenario& scenario,
   policy.set_name("tuning_bench");
   policy.mutable_tuner()->set_kind(rocetune::v1::Tuner::COORDINATE_DESCENT);
   for (const BenchKnob& b : knobs) *policy.add_knobs() = b.knob;
+  // The bench's constraint as a policy constraint (a floor on the
+  // candidate/default throughput ratio), so the tuner sees its margin.
+  rocetune::v1::Constraint* throughput = policy.add_constraints();
+  throughput->set_metric("throughput_gbps");
+  throughput->set_max_ratio(1 - kMaxThroughputLoss);
   Evaluator eval(scenario);
   // Firmware defaults: the values the simulated hosts start with.
   KnobValues start;
@@ -273,6 +278,8 @@ absl::StatusOr<Outcome> Tune(const rocetune::v1::Scenario& scenario,
     t.knobs = *d.next;
     if (cand.ok && inc.ok && inc.p99_us > 0) t.objective_ratio = cand.p99_us / inc.p99_us;
     t.constraints_ok = constraint_ok(cand);
+    if (cand.ok)
+      t.constraint_ratios["throughput_gbps"] = cand.throughput_gbps / out.base.throughput_gbps;
     if (verbose) {
       std::printf("# %s trial %zu: %s p99_us=%.1f ratio=%.3f throughput_gbps=%.2f ok=%d (%s)\n",
                   scenario.name().c_str(), trials.size() + 1, Format(t.knobs).c_str(), cand.p99_us,

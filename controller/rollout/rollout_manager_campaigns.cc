@@ -2,7 +2,9 @@
 // The change state machine is in rollout_manager.cc.
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -20,6 +22,22 @@ namespace rocetune::controller {
 using rollout_util::FindMetric;
 using rollout_util::InFlight;
 using rollout_util::Secs;
+
+namespace {
+
+// A stored trial's canary/control ratios of the policy's constraints (the
+// judge's "ln_<metric>_did" evidence), keyed by Constraint.metric as the tuner
+// expects; empty for trials stored without them.
+std::map<std::string, double> TrialConstraintRatios(const v1::Trial& tr, const v1::Policy& policy) {
+  std::map<std::string, double> out;
+  for (const v1::Constraint& c : policy.constraints()) {
+    auto it = tr.constraints().find(absl::StrCat("ln_", c.metric(), "_did"));
+    if (it != tr.constraints().end()) out[c.metric()] = it->second;
+  }
+  return out;
+}
+
+}  // namespace
 
 Knobs RolloutManager::CurrentKnobValues(const v1::Policy& policy,
                                         const std::vector<std::string>& hosts) const {
@@ -319,6 +337,7 @@ void RolloutManager::DriveCampaign(v1::Campaign* t) {
     const double incumbent = (*tuner)->Next(start, results).best_ratio;
     TrialResult r;
     r.knobs = Knobs(tr.knobs().begin(), tr.knobs().end());
+    r.constraint_ratios = TrialConstraintRatios(tr, policy);
     if (tr.outcome() == "improved" || tr.outcome() == "not_improved") {
       r.objective_ratio = tr.objective_ratio() / (incumbent > 0 ? incumbent : 1.0);
     } else if (tr.outcome() == "fail" || tr.outcome() == "constraint_exceeded") {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <map>
 #include <optional>
 #include <set>
 #include <utility>
@@ -10,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "agent/host/cc_params.h"
+#include "controller/judge/judge.h"
 
 namespace rocetune::controller {
 namespace {
@@ -59,11 +62,34 @@ Axis MakeAxis(const v1::Knob& knob, const KnobValues& start) {
   return a;
 }
 
+// A policy constraint the judge knows, with its tolerance on the
+// candidate/reference ratio.
+struct Limit {
+  std::string metric;
+  ConstraintTolerance tolerance;
+
+  // ln of the distance from `ratio` to the tolerance, positive inside.
+  double Margin(double ratio) const {
+    return tolerance.higher_is_worse ? std::log(tolerance.ratio / ratio)
+                                     : std::log(ratio / tolerance.ratio);
+  }
+};
+
+bool UsableRatio(double r) { return std::isfinite(r) && r > 0; }
+
 // The replayed search.
 class SearchState {
  public:
-  SearchState(const std::vector<v1::Knob>& knobs, const KnobValues& start, double min_improvement)
+  SearchState(const std::vector<v1::Knob>& knobs, const std::vector<v1::Constraint>& constraints,
+              const KnobValues& start, double min_improvement)
       : min_improvement_(min_improvement), incumbent_(start) {
+    for (const v1::Constraint& c : constraints) {
+      const ConstraintTolerance t = ToleranceOf(c);
+      if (!UsableRatio(t.ratio)) continue;
+      limits_.push_back({c.metric(), t});
+      // The reference is the start: its own ratios are 1.
+      incumbent_ratios_[c.metric()] = 1.0;
+    }
     for (const v1::Knob& k : knobs) {
       axes_.push_back(MakeAxis(k, start));
       incumbent_[k.parameter()] = axes_.back().origin;
@@ -87,6 +113,12 @@ class SearchState {
   // The next candidate (advancing past moves that need no trial), or nullopt
   // when every knob is stuck.
   std::optional<KnobValues> Propose() {
+    pending_pair_.reset();
+    if (std::optional<Pair> pair = BestPair(); pair.has_value()) {
+      pending_pair_ = pair->a;
+      proposal_reason_ = pair->reason;
+      return std::move(pair->values);
+    }
     for (int i = 0; i < kProposeIterationLimit; ++i) {
       if (AllStuck()) return std::nullopt;
       PerKnob& pk = per_knob_[cursor_];
@@ -119,11 +151,19 @@ class SearchState {
       if (it != trial.knobs.end()) measured[a.knob->parameter()] = a.Snap(it->second);
     }
     measured_.insert(Key(measured));
+    const bool pair = had_proposal && pending_pair_.has_value();
+    if (pair) moves_[*pending_pair_].paired = true;
     if (TrialImproves(trial, min_improvement_)) {
       incumbent_ = std::move(measured);
       best_ratio_ *= *trial.objective_ratio;
       for (PerKnob& pk : per_knob_) pk.stuck = false;
-      if (had_proposal) {
+      incumbent_ratios_ = LimitRatios(trial);
+      moves_.clear();
+      if (pair) {
+        // A fresh visit of the current knob from the new incumbent.
+        first_failed_ = false;
+        dir_ = per_knob_[cursor_].last_dir;
+      } else if (had_proposal) {
         PerKnob& pk = per_knob_[cursor_];
         if (axes_[cursor_].knob->log_scale()) {
           pk.exponent = std::min(pk.exponent * 2, kMaxExponent);
@@ -137,7 +177,11 @@ class SearchState {
       }
       return;
     }
-    if (had_proposal) Fail();
+    if (pair) return;  // the sweep resumes where the pair interrupted it
+    if (had_proposal) {
+      RecordMove(measured, trial);
+      Fail();
+    }
   }
 
   const KnobValues& incumbent() const { return incumbent_; }
@@ -151,6 +195,120 @@ class SearchState {
     int last_dir = 1;
     bool stuck = false;
   };
+
+  // A single-knob move measured from the current incumbent (not an
+  // improvement, or it would be the incumbent).
+  struct SingleMove {
+    size_t knob = 0;
+    int64_t value = 0;
+    double objective_ratio = 1;
+    std::map<std::string, double> ratios;  // per Limit metric, when measured
+    bool feasible = true;                  // constraints_ok
+    bool strong_infeasible = false;        // improves strongly but breaks a Limit
+    bool paired = false;                   // its pair move was tried
+  };
+  struct Pair {
+    KnobValues values;
+    size_t a = 0;  // index into moves_ of the constraint-breaking move
+    std::string reason;
+  };
+
+  std::map<std::string, double> LimitRatios(const TrialResult& trial) const {
+    std::map<std::string, double> out;
+    for (const Limit& l : limits_) {
+      auto it = trial.constraint_ratios.find(l.metric);
+      if (it != trial.constraint_ratios.end() && UsableRatio(it->second)) {
+        out[l.metric] = it->second;
+      }
+    }
+    return out;
+  }
+
+  void RecordMove(const KnobValues& measured, const TrialResult& trial) {
+    if (limits_.empty() || !trial.objective_ratio.has_value() ||
+        !UsableRatio(*trial.objective_ratio)) {
+      return;
+    }
+    std::optional<size_t> knob;
+    for (size_t k = 0; k < axes_.size(); ++k) {
+      const std::string& name = axes_[k].knob->parameter();
+      if (measured.at(name) == incumbent_.at(name)) continue;
+      if (knob.has_value()) return;  // more than one knob moved
+      knob = k;
+    }
+    if (!knob.has_value()) return;
+    SingleMove m;
+    m.knob = *knob;
+    m.value = measured.at(axes_[*knob].knob->parameter());
+    m.objective_ratio = *trial.objective_ratio;
+    m.ratios = LimitRatios(trial);
+    m.feasible = trial.constraints_ok;
+    if (!trial.constraints_ok && m.objective_ratio < 1 - min_improvement_) {
+      for (const Limit& l : limits_) {
+        auto it = m.ratios.find(l.metric);
+        if (it != m.ratios.end() && !l.tolerance.Within(it->second)) m.strong_infeasible = true;
+      }
+    }
+    moves_.push_back(std::move(m));
+  }
+
+  // The most promising untried compensated pair, if any: a constraint-breaking
+  // strong move `a` joined with a feasible move `b` on another knob from the
+  // same incumbent, whose predicted objective improves and whose predicted
+  // constraint ratios (a * b / incumbent per metric) are all within tolerance.
+  // Best: the largest predicted worst margin, then the lowest predicted
+  // objective, then the earliest moves.
+  std::optional<Pair> BestPair() const {
+    std::optional<Pair> best;
+    double best_margin = 0, best_objective = 0;
+    for (size_t a = 0; a < moves_.size(); ++a) {
+      const SingleMove& ma = moves_[a];
+      if (!ma.strong_infeasible || ma.paired) continue;
+      for (size_t b = 0; b < moves_.size(); ++b) {
+        const SingleMove& mb = moves_[b];
+        if (!mb.feasible || mb.knob == ma.knob) continue;
+        const double objective = ma.objective_ratio * mb.objective_ratio;
+        if (!(objective < 1 - min_improvement_)) continue;
+        double worst = std::numeric_limits<double>::infinity();
+        std::string worst_metric;
+        bool predictable = true;
+        for (const Limit& l : limits_) {
+          auto ra = ma.ratios.find(l.metric);
+          if (ra == ma.ratios.end()) continue;
+          auto rb = mb.ratios.find(l.metric);
+          auto ri = incumbent_ratios_.find(l.metric);
+          if (rb == mb.ratios.end() || ri == incumbent_ratios_.end()) {
+            predictable = false;
+            break;
+          }
+          const double m = l.Margin(ra->second * rb->second / ri->second);
+          if (m < worst) {
+            worst = m;
+            worst_metric = l.metric;
+          }
+        }
+        if (!predictable || !(worst >= 0) || std::isinf(worst)) continue;
+        if (best.has_value() &&
+            (worst < best_margin || (worst == best_margin && objective >= best_objective))) {
+          continue;
+        }
+        KnobValues values = incumbent_;
+        const std::string& name_a = axes_[ma.knob].knob->parameter();
+        const std::string& name_b = axes_[mb.knob].knob->parameter();
+        values[name_a] = ma.value;
+        values[name_b] = mb.value;
+        if (measured_.contains(Key(values))) continue;
+        best_margin = worst;
+        best_objective = objective;
+        best = Pair{std::move(values), a,
+                    absl::StrCat("pair: ", name_a, " ", incumbent_.at(name_a), " -> ", ma.value,
+                                 " with ", name_b, " ", incumbent_.at(name_b), " -> ", mb.value,
+                                 " (predicted ratio ", absl::SixDigits(objective), ", ",
+                                 worst_metric, " margin ", absl::SixDigits(worst), ")")};
+      }
+    }
+    return best;
+  }
 
   std::vector<int64_t> Key(const KnobValues& values) const {
     std::vector<int64_t> key;
@@ -216,6 +374,7 @@ class SearchState {
   }
 
   double min_improvement_;
+  std::vector<Limit> limits_;
   std::vector<Axis> axes_;
   std::vector<PerKnob> per_knob_;
   KnobValues incumbent_;
@@ -225,6 +384,12 @@ class SearchState {
   bool first_failed_ = false;
   std::set<std::vector<int64_t>> measured_;
   std::string proposal_reason_;
+  // Compensated pairs: the incumbent's measured constraint ratios (empty when
+  // the trial that made it lacked them), the single-knob moves measured from
+  // it, and the move whose pair is the pending proposal.
+  std::map<std::string, double> incumbent_ratios_;
+  std::vector<SingleMove> moves_;
+  std::optional<size_t> pending_pair_;
 };
 
 }  // namespace
@@ -291,12 +456,14 @@ absl::StatusOr<std::unique_ptr<CoordinateSearch>> CoordinateSearch::Create(const
   double mi = policy.tuner().min_improvement();
   if (mi == 0) mi = kDefaultMinImprovement;
   std::vector<v1::Knob> knobs(policy.knobs().begin(), policy.knobs().end());
-  return std::unique_ptr<CoordinateSearch>(new CoordinateSearch(std::move(knobs), budget, mi));
+  std::vector<v1::Constraint> constraints(policy.constraints().begin(), policy.constraints().end());
+  return std::unique_ptr<CoordinateSearch>(
+      new CoordinateSearch(std::move(knobs), std::move(constraints), budget, mi));
 }
 
 TunerDecision CoordinateSearch::Next(const KnobValues& start,
                                      const std::vector<TrialResult>& trials) {
-  SearchState state(knobs_, start, min_improvement_);
+  SearchState state(knobs_, constraints_, start, min_improvement_);
   const size_t used = std::min<size_t>(trials.size(), budget_);
   for (size_t i = 0; i < used; ++i) {
     const bool had_proposal = state.Propose().has_value();

@@ -35,6 +35,24 @@ namespace rocetune::controller {
 // clamped to the last grid point inside it. Points already measured (the
 // start and every trial) are skipped without a trial.
 //
+// Compensated pairs: a move that improves strongly (objective_ratio <
+// 1 - min_improvement) but breaks one of the policy's constraints is never
+// accepted alone. When the trials carry constraint_ratios, the search keeps
+// the single-knob moves measured from the current incumbent and, before the
+// next single-knob move, proposes such a move `a` joined with a feasible move
+// `b` on another knob from the same incumbent (both knobs at the values those
+// trials measured), when a separable model predicts the pair to improve
+// (ratio_a * ratio_b < 1 - min_improvement) and to meet every constraint
+// `a` measured (per metric, ratio_a * ratio_b / ratio_incumbent within the
+// judge's tolerance for that Constraint, controller/judge ToleranceOf; the
+// start's ratios are 1). Among the candidates it takes the largest predicted
+// worst margin (ln distance to the tolerance), then the lowest predicted
+// objective, then the earliest trials. Each `a` gets at most one pair. A pair
+// that improves becomes the incumbent (the current knob's visit restarts from
+// it); one that does not leaves the sweep where it was. Without constraint
+// data (older trials, a policy without constraints, metrics the judge does
+// not know) no pair is proposed and the search is the one described above.
+//
 // The search stops after `budget` trials ("budget spent") or when every knob is
 // stuck ("converged"). State is rebuilt from the trials on every call: the
 // same (start, trials) always give the same decision.
@@ -53,10 +71,15 @@ class CoordinateSearch : public Tuner {
   double min_improvement() const { return min_improvement_; }
 
  private:
-  CoordinateSearch(std::vector<v1::Knob> knobs, uint32_t budget, double min_improvement)
-      : knobs_(std::move(knobs)), budget_(budget), min_improvement_(min_improvement) {}
+  CoordinateSearch(std::vector<v1::Knob> knobs, std::vector<v1::Constraint> constraints,
+                   uint32_t budget, double min_improvement)
+      : knobs_(std::move(knobs)),
+        constraints_(std::move(constraints)),
+        budget_(budget),
+        min_improvement_(min_improvement) {}
 
   std::vector<v1::Knob> knobs_;
+  std::vector<v1::Constraint> constraints_;
   uint32_t budget_;
   double min_improvement_;
 };

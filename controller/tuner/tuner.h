@@ -23,6 +23,14 @@ struct TrialResult {
   // better, 1.0 = no change. Absent when the trial gave no verdict (HOLD).
   std::optional<double> objective_ratio;
   bool constraints_ok = true;  // false: a constraint or guard failed (counts as worse)
+  // The policy's constraints as measured: Constraint.metric -> the candidate's
+  // value over the reference's, where the reference is the start values
+  // measured the same way for the whole campaign (the control group in the
+  // fleet), so the start's own ratios are 1. Metrics the policy does not
+  // constrain are ignored. Optional: without it (older stored trials) the
+  // search behaves as it would without constraint data (no pair moves, see
+  // coordinate_search.h).
+  std::map<std::string, double> constraint_ratios = {};
 };
 
 struct TunerDecision {

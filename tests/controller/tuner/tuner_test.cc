@@ -1,9 +1,11 @@
 // The tuners: bounds, budget, convergence, replay, search quality, FIXED.
 #include "controller/tuner/tuner.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -44,11 +46,21 @@ std::unique_ptr<Tuner> MustMake(const v1::Policy& p, uint32_t budget = 0) {
   return t.ok() ? std::move(*t) : nullptr;
 }
 
+TrialResult TrialOf(const KnobValues& knobs, std::optional<double> ratio, bool constraints_ok) {
+  TrialResult t;
+  t.knobs = knobs;
+  t.objective_ratio = ratio;
+  t.constraints_ok = constraints_ok;
+  return t;
+}
+
 // What a trial measures: the objective of the candidate (lower is better) and
 // whether it meets the constraints.
 struct Measurement {
   double objective;
   bool constraints_ok = true;
+  // Constraint metric -> value over the start's (TrialResult::constraint_ratios).
+  std::map<std::string, double> constraint_ratios = {};
 };
 using Objective = std::function<Measurement(const KnobValues&)>;
 
@@ -71,6 +83,7 @@ TuningRun Drive(Tuner& tuner, const KnobValues& start, const Objective& f, size_
     t.knobs = *d.next;
     t.objective_ratio = cand.objective / inc.objective;
     t.constraints_ok = cand.constraints_ok;
+    t.constraint_ratios = cand.constraint_ratios;
     run.trials.push_back(t);
   }
   return run;
@@ -98,14 +111,27 @@ TEST(CoordinateSearchTest, NeverProposesOutsideBoundsOrOffGrid) {
     v1::Policy policy = MakePolicy(knobs);
     policy.mutable_tuner()->set_min_improvement(
         std::uniform_real_distribution<double>(0, 0.2)(rng));
+    // Half the rounds measure a throughput constraint, so pair moves happen.
+    const bool constrained = uni(0, 1) == 1;
+    if (constrained) {
+      v1::Constraint* c = policy.add_constraints();
+      c->set_metric("throughput_gbps");
+      c->set_max_ratio(0.95);
+    }
     auto tuner = MustMake(policy, static_cast<uint32_t>(uni(1, 40)));
     ASSERT_NE(tuner, nullptr);
     const uint64_t salt = rng();
     // A random, rugged objective: a hash of the values.
-    Objective f = [salt](const KnobValues& v) {
+    Objective f = [salt, constrained](const KnobValues& v) {
       uint64_t h = salt;
       for (const auto& [k, x] : v) h = (h ^ static_cast<uint64_t>(x)) * 0x9E3779B97F4A7C15ULL;
-      return Measurement{0.5 + static_cast<double>(h % 1000) / 1000.0, (h >> 20) % 5 != 0};
+      Measurement m{0.5 + static_cast<double>(h % 1000) / 1000.0, (h >> 20) % 5 != 0};
+      if (constrained) {
+        const double throughput = 0.8 + static_cast<double>((h >> 30) % 400) / 1000.0;
+        m.constraint_ratios["throughput_gbps"] = throughput;
+        m.constraints_ok = m.constraints_ok && throughput >= 0.95;
+      }
+      return m;
     };
     TuningRun run = Drive(*tuner, start, f);
     std::set<std::vector<int64_t>> seen;
@@ -250,27 +276,27 @@ TEST(CoordinateSearchTest, AcceptsOnlyImprovementsAboveMinImprovement) {
   auto tuner = MustMake(policy);
   TunerDecision first = tuner->Next({{"a", 50}}, {});
   ASSERT_TRUE(first.next.has_value());
-  TrialResult small{*first.next, 0.95, true};
+  TrialResult small = TrialOf(*first.next, 0.95, true);
   EXPECT_EQ(tuner->Next({{"a", 50}}, {small}).best.at("a"), 50);
-  TrialResult big{*first.next, 0.85, true};
+  TrialResult big = TrialOf(*first.next, 0.85, true);
   TunerDecision d = tuner->Next({{"a", 50}}, {big});
   EXPECT_EQ(d.best.at("a"), first.next->at("a"));
   EXPECT_DOUBLE_EQ(d.best_ratio, 0.85);
   // A trial without a verdict is no improvement.
-  TrialResult hold{*first.next, std::nullopt, true};
+  TrialResult hold = TrialOf(*first.next, std::nullopt, true);
   EXPECT_EQ(tuner->Next({{"a", 50}}, {hold}).best.at("a"), 50);
 }
 
 TEST(CoordinateSearchTest, TrialsItDidNotProposeAreSnappedIntoBounds) {
   auto tuner = MustMake(MakePolicy({MakeKnob("a", 0, 100, 10)}));
   // Someone else's trials: off the grid, and far outside the bounds.
-  TrialResult off_grid{{{"a", 43}}, 0.5, true};
+  TrialResult off_grid = TrialOf({{"a", 43}}, 0.5, true);
   TunerDecision d = tuner->Next({{"a", 50}}, {off_grid});
   EXPECT_EQ(d.best.at("a"), 40);
-  TrialResult huge{{{"a", std::numeric_limits<int64_t>::max()}}, 0.5, true};
+  TrialResult huge = TrialOf({{"a", std::numeric_limits<int64_t>::max()}}, 0.5, true);
   d = tuner->Next({{"a", 50}}, {huge});
   EXPECT_EQ(d.best.at("a"), 100);
-  TrialResult tiny{{{"a", std::numeric_limits<int64_t>::min()}}, 0.5, true};
+  TrialResult tiny = TrialOf({{"a", std::numeric_limits<int64_t>::min()}}, 0.5, true);
   d = tuner->Next({{"a", 50}}, {tiny});
   EXPECT_EQ(d.best.at("a"), 0);
   ASSERT_TRUE(d.next.has_value());
@@ -296,6 +322,130 @@ TEST(CoordinateSearchTest, RespectsMaxStepAndStartsFromKnobStart) {
 TEST(CoordinateSearchTest, MissingStartUsesTheFirmwareDefault) {
   auto tuner = MustMake(MakePolicy({MakeKnob("rpg_time_reset", 1, 3000, 1)}));
   EXPECT_EQ(tuner->Next({}, {}).best.at("rpg_time_reset"), 300);
+}
+
+// Two knobs: raising `a` lowers the objective strongly but costs throughput
+// beyond the 5% a policy tolerates; lowering `b` raises throughput and costs a
+// little objective. Only the two moved together improve feasibly.
+// `compensation`: throughput gained per unit of b below 50.
+Measurement PairObjective(const KnobValues& v, double compensation) {
+  const double a = static_cast<double>(v.at("a"));
+  const double b = static_cast<double>(v.at("b"));
+  Measurement m;
+  m.objective = (1 - 0.005 * a) * (1 + 0.004 * std::max(0.0, 50 - b));
+  const double throughput = (1 - 0.006 * a) * (1 + compensation * (50 - b));
+  m.constraints_ok = throughput >= 0.95;
+  m.constraint_ratios["throughput_gbps"] = throughput;
+  return m;
+}
+
+v1::Policy PairPolicy(bool with_constraint) {
+  v1::Policy p = MakePolicy({MakeKnob("a", 0, 100, 10), MakeKnob("b", 0, 100, 10)});
+  if (with_constraint) {
+    v1::Constraint* c = p.add_constraints();
+    c->set_metric("throughput_gbps");
+    c->set_max_ratio(0.95);  // a floor: at most 5% throughput loss
+  }
+  return p;
+}
+
+const KnobValues kPairStart = {{"a", 0}, {"b", 50}};
+
+bool MovesTwoKnobs(const KnobValues& from, const KnobValues& to) {
+  return from.at("a") != to.at("a") && from.at("b") != to.at("b");
+}
+
+TEST(CoordinateSearchTest, PairMoveCompensatesAConstraintBreakingMove) {
+  auto tuner = MustMake(PairPolicy(true), 20);
+  TuningRun run =
+      Drive(*tuner, kPairStart, [](const KnobValues& v) { return PairObjective(v, 0.006); });
+  const TunerDecision& last = run.decisions.back();
+  EXPECT_GT(last.best.at("a"), 0) << "the constraint-breaking knob never moved";
+  EXPECT_LT(last.best.at("b"), 50) << "the compensating knob never moved";
+  const Measurement best = PairObjective(last.best, 0.006);
+  EXPECT_TRUE(best.constraints_ok);
+  EXPECT_LT(best.objective, 0.98);
+  EXPECT_NEAR(last.best_ratio, best.objective / PairObjective(kPairStart, 0.006).objective, 1e-9);
+  // The pair came right after its two halves: a single trial moving both
+  // knobs from the incumbent of its time, named as a pair.
+  size_t pairs = 0;
+  for (size_t i = 0; i < run.trials.size(); ++i) {
+    if (!MovesTwoKnobs(run.decisions[i].best, run.trials[i].knobs)) continue;
+    ++pairs;
+    EXPECT_THAT(run.decisions[i].reason, HasSubstr("pair: a "));
+    EXPECT_THAT(run.decisions[i].reason, HasSubstr("with b "));
+  }
+  EXPECT_GE(pairs, 1u);
+  EXPECT_LE(run.trials.size(), 20u);
+}
+
+TEST(CoordinateSearchTest, NoPairWhenTheCompensationIsPredictedTooWeak) {
+  auto tuner = MustMake(PairPolicy(true), 20);
+  // b raises throughput too little to carry any feasible move of a.
+  TuningRun run =
+      Drive(*tuner, kPairStart, [](const KnobValues& v) { return PairObjective(v, 0.001); });
+  for (size_t i = 0; i < run.trials.size(); ++i) {
+    EXPECT_FALSE(MovesTwoKnobs(run.decisions[i].best, run.trials[i].knobs))
+        << "trial " << i + 1 << ": " << run.decisions[i].reason;
+  }
+  EXPECT_EQ(run.decisions.back().best, kPairStart);
+}
+
+TEST(CoordinateSearchTest, WithoutConstraintDataTheSearchIsUnchanged) {
+  auto strip = [](const KnobValues& v) {
+    Measurement m = PairObjective(v, 0.006);
+    m.constraint_ratios.clear();
+    return m;
+  };
+  auto other_metric = [](const KnobValues& v) {
+    Measurement m = PairObjective(v, 0.006);
+    m.constraint_ratios = {{"cnp_per_second", m.constraint_ratios.at("throughput_gbps")}};
+    return m;
+  };
+  auto with_data = [](const KnobValues& v) { return PairObjective(v, 0.006); };
+  // The search as it was before constraint data: a policy without constraints.
+  auto reference_tuner = MustMake(PairPolicy(false), 20);
+  const TuningRun reference = Drive(*reference_tuner, kPairStart, with_data);
+  EXPECT_EQ(reference.decisions.back().best, kPairStart);  // a alone always breaks it
+  struct Variant {
+    const char* name;
+    bool policy_constraint;
+    Objective f;
+  };
+  for (const Variant& variant :
+       {Variant{"trials without ratios", true, strip},
+        Variant{"ratios of a metric the policy does not constrain", true, other_metric},
+        Variant{"policy without constraints", false, with_data}}) {
+    auto tuner = MustMake(PairPolicy(variant.policy_constraint), 20);
+    const TuningRun run = Drive(*tuner, kPairStart, variant.f);
+    ASSERT_EQ(run.decisions.size(), reference.decisions.size()) << variant.name;
+    for (size_t i = 0; i < run.decisions.size(); ++i) {
+      EXPECT_EQ(run.decisions[i].next, reference.decisions[i].next) << variant.name << " " << i;
+      EXPECT_EQ(run.decisions[i].best, reference.decisions[i].best) << variant.name << " " << i;
+      EXPECT_EQ(run.decisions[i].reason, reference.decisions[i].reason) << variant.name;
+    }
+  }
+}
+
+TEST(CoordinateSearchTest, PairMovesReplayToTheSameDecision) {
+  v1::Policy policy = PairPolicy(true);
+  auto tuner = MustMake(policy, 20);
+  TuningRun run =
+      Drive(*tuner, kPairStart, [](const KnobValues& v) { return PairObjective(v, 0.006); });
+  bool saw_pair = false;
+  for (size_t i = 0; i < run.decisions.size(); ++i) {
+    std::vector<TrialResult> prefix(run.trials.begin(), run.trials.begin() + i);
+    auto fresh = MustMake(policy, 20);
+    for (int again = 0; again < 2; ++again) {  // also the same tuner twice
+      TunerDecision d = (again == 0 ? fresh : tuner)->Next(kPairStart, prefix);
+      EXPECT_EQ(d.next, run.decisions[i].next) << "after " << i << " trials";
+      EXPECT_EQ(d.best, run.decisions[i].best);
+      EXPECT_DOUBLE_EQ(d.best_ratio, run.decisions[i].best_ratio);
+      EXPECT_EQ(d.reason, run.decisions[i].reason);
+    }
+    saw_pair |= run.decisions[i].reason.find("pair:") != std::string::npos;
+  }
+  EXPECT_TRUE(saw_pair);
 }
 
 TEST(MakeTunerTest, RejectsBadPolicies) {
@@ -329,12 +479,12 @@ TEST(FixedTunerTest, ProposesTheFixedValuesOnce) {
   EXPECT_EQ(*d.next, (KnobValues{{"a", 70}, {"b", 20}}));
   EXPECT_EQ(d.best, start);
 
-  TunerDecision good = tuner->Next(start, {{*d.next, 0.7, true}});
+  TunerDecision good = tuner->Next(start, {TrialOf(*d.next, 0.7, true)});
   EXPECT_FALSE(good.next.has_value());
   EXPECT_EQ(good.best, *d.next);
   EXPECT_DOUBLE_EQ(good.best_ratio, 0.7);
 
-  TunerDecision bad = tuner->Next(start, {{*d.next, 0.7, false}});
+  TunerDecision bad = tuner->Next(start, {TrialOf(*d.next, 0.7, false)});
   EXPECT_FALSE(bad.next.has_value());
   EXPECT_EQ(bad.best, start);
   EXPECT_DOUBLE_EQ(bad.best_ratio, 1.0);
