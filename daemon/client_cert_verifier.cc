@@ -12,39 +12,19 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/openssl_util.h"
 
 namespace rocetune {
 namespace {
 
 constexpr size_t kMaxNameChars = 200;
 
-struct BioFree {
-  void operator()(BIO* b) const { BIO_free(b); }
-};
-struct X509Free {
-  void operator()(X509* x) const { X509_free(x); }
-};
-struct StackFree {
-  void operator()(STACK_OF(X509) * s) const { sk_X509_pop_free(s, X509_free); }
-};
-struct CtxFree {
-  void operator()(X509_STORE_CTX* c) const { X509_STORE_CTX_free(c); }
-};
-using BioPtr = std::unique_ptr<BIO, BioFree>;
-using X509Ptr = std::unique_ptr<X509, X509Free>;
-using StackPtr = std::unique_ptr<STACK_OF(X509), StackFree>;
-using CtxPtr = std::unique_ptr<X509_STORE_CTX, CtxFree>;
+using openssl::BioPtr;
+using CtxPtr = openssl::StoreCtxPtr;
+using StackPtr = openssl::X509StackPtr;
+using openssl::X509Ptr;
 
-// The OpenSSL error queue of this thread as text, emptied (gRPC's TLS code on
-// the same thread reads the queue after its own calls).
-std::string TakeOpenSslError() {
-  const unsigned long e = ERR_peek_last_error();  // NOLINT(runtime/int): OpenSSL's type
-  ERR_clear_error();
-  if (e == 0) return "no PEM certificate found";
-  char buf[256];
-  ERR_error_string_n(e, buf, sizeof buf);
-  return buf;
-}
+std::string TakeOpenSslError() { return openssl::TakeError("no PEM certificate found"); }
 
 std::string BioText(BIO* bio) {
   char* data = nullptr;

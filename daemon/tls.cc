@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/openssl_util.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/security/tls_certificate_provider.h"
@@ -21,27 +22,11 @@
 namespace rocetune {
 namespace {
 
-struct BioFree {
-  void operator()(BIO* b) const { BIO_free(b); }
-};
-struct X509Free {
-  void operator()(X509* x) const { X509_free(x); }
-};
-struct KeyFree {
-  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
-};
-using BioPtr = std::unique_ptr<BIO, BioFree>;
-using X509Ptr = std::unique_ptr<X509, X509Free>;
-using KeyPtr = std::unique_ptr<EVP_PKEY, KeyFree>;
+using openssl::BioPtr;
+using openssl::KeyPtr;
+using openssl::X509Ptr;
 
-std::string OpenSslError() {
-  const unsigned long e = ERR_get_error();  // NOLINT(runtime/int): OpenSSL's type
-  ERR_clear_error();
-  if (e == 0) return "no PEM block found";
-  char buf[256];
-  ERR_error_string_n(e, buf, sizeof buf);
-  return buf;
-}
+std::string OpenSslError() { return openssl::TakeError("no PEM block found"); }
 
 absl::StatusOr<BioPtr> OpenFile(const std::string& path, const std::string& flag) {
   if (path.empty()) {

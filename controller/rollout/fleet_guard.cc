@@ -224,25 +224,19 @@ v1::Verdict FleetGuard(const FleetPeriod& baseline_period, const FleetPeriod& no
     if (fail && failed.empty()) failed = figures;
     if (!fail) absl::StrAppend(&passed, passed.empty() ? "" : "; ", g.metric, " ", ratio);
   }
-  if (failed.empty()) {
-    const std::string p99 = CheckP99(baseline_period.rtt, now_period.rtt, config, &v);
-    if (!p99.empty()) {
-      v.set_outcome(v1::Verdict::FAIL);
-      v.set_rule("fleet_p99");
-      v.set_summary(absl::StrCat(
-          "FAIL: the fleet's probe p99 rose since the change started (same fleet before and "
-          "after, no control left to compare with): ",
-          p99));
-      return v;
-    }
-  }
-  if (!failed.empty()) {
+  // A lost constraint is named first; the p99 is checked when none is.
+  const std::string p99 =
+      failed.empty() ? CheckP99(baseline_period.rtt, now_period.rtt, config, &v) : "";
+  if (!failed.empty() || !p99.empty()) {
+    const bool constraint = !failed.empty();
     v.set_outcome(v1::Verdict::FAIL);
-    v.set_rule("fleet_constraint");
+    v.set_rule(constraint ? "fleet_constraint" : "fleet_p99");
     v.set_summary(absl::StrCat(
-        "FAIL: the fleet moved beyond a constraint since the change started (same hosts before "
-        "and after, no control needed): ",
-        failed));
+        constraint ? "FAIL: the fleet moved beyond a constraint since the change started (same "
+                     "hosts before and after, no control needed): "
+                   : "FAIL: the fleet's probe p99 rose since the change started (same fleet "
+                     "before and after, no control left to compare with): ",
+        constraint ? failed : p99));
     return v;
   }
   v.set_outcome(v1::Verdict::PASS);

@@ -58,18 +58,24 @@ class TlsRolesTest : public ::testing::Test {
     delete other_;
   }
 
-  void SetUp() override {
+  // A controller on a fresh state dir with the certificates and roles of
+  // `pki` (the suite's by default).
+  static ControllerOptions Options(const std::string& pki = *pki_) {
     ControllerOptions opt;
     opt.listen = "127.0.0.1:0";
     opt.metrics_address = "";
     opt.state_dir = testing::MakeTempDir();
-    opt.tls.cert_file = *pki_ + "/controller.pem";
-    opt.tls.key_file = *pki_ + "/controller.key";
-    opt.tls.ca_file = *pki_ + "/ca.pem";
-    opt.roles_file = *pki_ + "/roles.textproto";
+    opt.tls.cert_file = pki + "/controller.pem";
+    opt.tls.key_file = pki + "/controller.key";
+    opt.tls.ca_file = pki + "/ca.pem";
+    opt.roles_file = pki + "/roles.textproto";
     opt.tick_interval = absl::ZeroDuration();
     opt.rollout_tick = absl::ZeroDuration();
-    auto c = Controller::Start(opt);
+    return opt;
+  }
+
+  void SetUp() override {
+    auto c = Controller::Start(Options());
     ASSERT_TRUE(c.ok()) << c.status();
     controller_ = *std::move(c);
     target_ = absl::StrCat("127.0.0.1:", controller_->grpc_port());
@@ -390,16 +396,8 @@ TEST_F(TlsRolesTest, TrustedCaIsReloadedWithoutRestart) {
     std::ifstream in(*pki_ + "/" + f, std::ios::binary);
     std::ofstream(dir + "/" + f, std::ios::binary) << in.rdbuf();
   }
-  ControllerOptions opt;
-  opt.listen = "127.0.0.1:0";
-  opt.metrics_address = "";
-  opt.tls.cert_file = dir + "/controller.pem";
-  opt.tls.key_file = dir + "/controller.key";
-  opt.tls.ca_file = dir + "/ca.pem";
+  ControllerOptions opt = Options(dir);
   opt.tls.refresh = absl::Seconds(1);
-  opt.roles_file = dir + "/roles.textproto";
-  opt.tick_interval = absl::ZeroDuration();
-  opt.rollout_tick = absl::ZeroDuration();
   auto c = Controller::Start(opt);
   ASSERT_TRUE(c.ok()) << c.status();
   target_ = absl::StrCat("127.0.0.1:", (*c)->grpc_port());
@@ -451,16 +449,7 @@ double CounterValue(prometheus::Registry& registry, const std::string& name,
 
 TEST_F(TlsRolesTest, RefusalFloodGivesFewAuditRowsCarryingTheCount) {
   // A controller with a short aggregation period, so the count row comes soon.
-  ControllerOptions opt;
-  opt.listen = "127.0.0.1:0";
-  opt.metrics_address = "";
-  opt.state_dir = testing::MakeTempDir();
-  opt.tls.cert_file = *pki_ + "/controller.pem";
-  opt.tls.key_file = *pki_ + "/controller.key";
-  opt.tls.ca_file = *pki_ + "/ca.pem";
-  opt.roles_file = *pki_ + "/roles.textproto";
-  opt.tick_interval = absl::ZeroDuration();
-  opt.rollout_tick = absl::ZeroDuration();
+  ControllerOptions opt = Options();
   opt.tls_refusal_audit_period = absl::Seconds(3);
   auto c = Controller::Start(opt);
   ASSERT_TRUE(c.ok()) << c.status();
