@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <map>
 #include <optional>
@@ -391,6 +392,18 @@ bool Agent::WriteBytes(Stream* stream, absl::string_view bytes) {
   return ok;
 }
 
+bool Agent::WriteWhileSampling(Stream* stream, absl::string_view bytes) {
+  bool ok = false;
+  absl::Notification done;
+  std::thread writer([&]() {
+    ok = WriteBytes(stream, bytes);
+    done.Notify();
+  });
+  if (!done.WaitForNotificationWithTimeout(SampleInterval())) LocalRoundsUntil(done);
+  writer.join();
+  return ok;
+}
+
 void Agent::HandleMessage(const v1::ControllerMessage& msg, absl::string_view wire,
                           Stream* stream) {
   v1::AgentMessage reply;
@@ -540,7 +553,7 @@ absl::Status Agent::RunStream() {
       *report.add_guard_events() = std::move(ev);
     }
     unsent_guard_events_.clear();
-    const bool written = WriteBytes(stream.get(), encoder.Encode(report));
+    const bool written = WriteWhileSampling(stream.get(), encoder.Encode(report));
     if (!written) {
       KeepUnsentGuardEvents(&report);
       HoldReport(report);
@@ -549,8 +562,13 @@ absl::Status Agent::RunStream() {
     if (lent) ReturnSamples(&report);
     if (!written) break;
     if (options_.metrics != nullptr) options_.metrics->RecordReportSent();
-    absl::MutexLock lock(&mu_);
-    ++stats_.reports_sent;
+    {
+      absl::MutexLock lock(&mu_);
+      ++stats_.reports_sent;
+    }
+    // Rounds taken while that write was slow were held: they go out next,
+    // oldest first, with their guard events.
+    if (!held_reports_.empty() && !SendHeldReports(stream.get())) break;
   }
   {
     absl::MutexLock lock(&write_mu_);
@@ -803,6 +821,12 @@ absl::Status Agent::Run() {
     // stacked kept hosts away up to 9 s after a controller restart (measured by
     // tests/e2e/controller_unreachable_e2e_test).
     grpc::experimental::ChannelResetConnectionBackoff(channel_.get());
+    // After a failed attempt the channel hands a call made at once its last
+    // error ("connection refused") until its own reconnect, which the reset
+    // has just started, completes: such attempts took 1 ms and failed though
+    // the controller had been back for seconds (the debug log below). Waiting
+    // briefly for the channel to connect lets the attempt see the controller.
+    channel_->WaitForConnected(std::chrono::system_clock::now() + std::chrono::milliseconds(300));
     absl::Status s = RunStream();
     if (stopping_.load()) break;
     if (s.code() == absl::StatusCode::kInvalidArgument) return s;
@@ -821,7 +845,13 @@ absl::Status Agent::Run() {
             {{"controller", options_.controller}, {"error", std::string(s.message())}});
     // Jittered (half to all of the backoff), so a fleet does not return in step.
     std::uniform_real_distribution<double> share(0.5, 1.0);
-    if (LocalRoundsFor(backoff * share(rng))) break;
+    const absl::Duration wait = backoff * share(rng);
+    LogDebug("connect attempt failed",
+             {{"host", options_.host_id},
+              {"attempt_took", absl::FormatDuration(seams_.clock->Monotonic() - start)},
+              {"retry_in", absl::FormatDuration(wait)},
+              {"error", std::string(s.message())}});
+    if (LocalRoundsFor(wait)) break;
     backoff = std::min(backoff * 2, options_.reconnect_max);
   }
   return absl::OkStatus();

@@ -200,6 +200,12 @@ class Agent {
   void HandleMessage(const v1::ControllerMessage& msg, absl::string_view wire, Stream* stream);
   bool Write(Stream* stream, const v1::AgentMessage& msg);
   bool WriteBytes(Stream* stream, absl::string_view bytes);
+  // WriteBytes on a helper thread: when the write takes longer than one sample
+  // interval (a path that drops packets, or a full flow-control window), this
+  // thread takes local rounds meanwhile, so sampling and the local guard go on
+  // until the write ends or the stall timeout cancels the stream. Reports of
+  // those rounds are held and sent after it.
+  bool WriteWhileSampling(Stream* stream, absl::string_view bytes);
   // Encodes `report` (without guard events: they are kept apart) into the
   // held-report ring, dropping the oldest beyond its bounds.
   void HoldReport(const v1::Report& report);

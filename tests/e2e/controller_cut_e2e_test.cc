@@ -271,10 +271,11 @@ TEST(ControllerCutE2E, SilentCutAgentsStallHoldReportsAndReconnect) {
   const double detect_all = absl::ToDoubleSeconds(all_stalled - cut_at);
   EXPECT_LE(detect_all, 12.0) << "stall detection";
 
-  // The agents kept sampling (and guarding) while cut off, apart from the
-  // first stalled write.
+  // The agents kept sampling (and guarding) while cut off: stalled writes
+  // and connect attempts run beside local rounds (95-100% measured; 71% when
+  // the first stalled report write still held the sampling thread).
   const double expected_rounds = round_rate * absl::ToDoubleSeconds(healed_at - cut_at);
-  EXPECT_GE(rounds, 0.5 * expected_rounds) << "sampling rounds while cut off";
+  EXPECT_GE(rounds, 0.8 * expected_rounds) << "sampling rounds while cut off";
 
   // Back: every host on a new stream within a few seconds.
   std::vector<v1::HostInfo> hosts;

@@ -62,11 +62,12 @@ TEST(ControllerUnreachableE2E, HostsKeepParametersGuardActsAloneAndReconnectFast
   std::sort(reconnect.begin(), reconnect.end());
   std::printf("FAULT controller_unreachable reconnect_s min=%.2f median=%.2f max=%.2f (32 hosts)\n",
               reconnect.front(), reconnect[reconnect.size() / 2], reconnect.back());
-  // Typically every host is back in 2.2-4.4 s; one restart in a clean-clone
-  // run took 9.2 s for its last host (cause not found: the agents' own
-  // backoff is capped at 3 s), so the bound on the worst restart is looser.
+  // Every host is back within the agents' jittered 3 s backoff plus the
+  // controller's start (0.7-2.7 s measured). Restarts that took 9.3-9.5 s
+  // came from attempts failing at once on the channel's cached error; the
+  // agent now waits briefly for the channel to connect (docs/faults.md).
   EXPECT_LE(reconnect[reconnect.size() / 2], 5.0) << "hosts back within a few seconds";
-  EXPECT_LE(reconnect.back(), 15.0) << "every host back after a restart";
+  EXPECT_LE(reconnect.back(), 10.0) << "every host back after a restart";
 
   // Parameters did not move while the controller was away.
   for (const v1::HostInfo& h : env.Hosts()) {
