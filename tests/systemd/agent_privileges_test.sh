@@ -111,7 +111,11 @@ run_agent() {
   local state=$work/state-$host
   mkdir -m 0750 "$state"
   chown "$uid:$gid" "$state"
-  as_unit "$@" "$agent" --host_id="$host" --controller="127.0.0.1:$port" --insecure_loopback \
+  # setpriv itself, not the as_unit function: a function run with & is a
+  # subshell, whose PID ($!) is not the agent's, and killing it orphaned the
+  # agent (left running after the test).
+  setpriv --reuid="$uid" --regid="$gid" $groups_opt --no-new-privs "$@" \
+    "$agent" --host_id="$host" --controller="127.0.0.1:$port" --insecure_loopback \
     --metrics_address=127.0.0.1:0 --sysfs_root="$tree/sys" --debugfs_root="$tree/debug" \
     --state_dir="$state" --counter_source=sysfs --kernel_netdevs=off --probe=none \
     --sample_interval=200ms >"$work/agent-$host.log" 2>&1 &
@@ -128,6 +132,10 @@ run_agent() {
 stop_agent() {
   kill "$agent_pid" 2>/dev/null || true
   wait "$agent_pid" 2>/dev/null || true
+  # Nothing of this agent may outlive the test.
+  if pgrep -f -- "--state_dir=$work/state-$1( |\$)" >/dev/null; then
+    fail "agent $1 still running after SIGTERM"
+  fi
 }
 
 # check_push HOST FILE VALUE WANT(ack|nack): push rpg_ai_rate=VALUE to mlx5_0.
@@ -170,24 +178,24 @@ ofed=$(make_tree mlx5_ofed ofed)
 ofed_file=$ofed/sys/class/net/ens1f0np0/ecn/roce_rp/rpg_ai_rate
 run_agent priv-ofed "$ofed" "${unit_caps[@]}" && {
   check_push priv-ofed "$ofed_file" 21 ack
-  stop_agent
+  stop_agent priv-ofed
 }
 ofed2=$(make_tree mlx5_ofed ofed-nocaps)
 run_agent priv-ofed-nocaps "$ofed2" "${no_caps[@]}" && {
   check_push priv-ofed-nocaps "$ofed2/sys/class/net/ens1f0np0/ecn/roce_rp/rpg_ai_rate" 22 nack
-  stop_agent
+  stop_agent priv-ofed-nocaps
 }
 
 # 2. Upstream debugfs layout (0700 mount, 0600 cc_params files).
 up=$(make_tree mlx5_upstream upstream)
 run_agent priv-debugfs "$up" "${unit_caps[@]}" && {
   check_push priv-debugfs "$up/debug/mlx5/0000:3b:00.0/cc_params/rp_ai_rate" 23 ack
-  stop_agent
+  stop_agent priv-debugfs
 }
 up2=$(make_tree mlx5_upstream upstream-nocaps)
 run_agent priv-debugfs-nocaps "$up2" "${no_caps[@]}" && {
   check_push priv-debugfs-nocaps "$up2/debug/mlx5/0000:3b:00.0/cc_params/rp_ai_rate" 24 nack
-  stop_agent
+  stop_agent priv-debugfs-nocaps
 }
 
 # 3. CAP_NET_ADMIN: dcbnl SET and ethtool STUNABLE pass the capability check.
