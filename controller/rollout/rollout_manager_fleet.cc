@@ -70,13 +70,11 @@ void RolloutManager::GuardFleet(v1::Change* c, absl::Time now) {
     const absl::Time to = telemetry_->WindowStart(telemetry_->WindowIndex(now - ReportGrace()));
     const int expected =
         static_cast<int>(telemetry_->WindowIndex(to) - telemetry_->WindowIndex(from));
-    const int nic_hosts =
-        static_cast<int>(std::count_if(c->hosts().begin(), c->hosts().end(),
-                                       [](const v1::HostTarget& h) { return !IsSwitchTarget(h); }));
-    v = FleetGuard(
-        base->second,
-        FleetPeriods(*c, from, to, std::max(1, expected), policy.objective().peer_class()),
-        nic_hosts, cfg);
+    const FleetPeriod since =
+        FleetPeriods(*c, from, to, std::max(1, expected), policy.objective().peer_class());
+    // FleetPeriods lists every host the change measures (switches excepted),
+    // with or without data: the coverage rule's denominator.
+    v = FleetGuard(base->second, since, static_cast<int>(since.hosts.size()), cfg);
   }
   v1::Verdict& last = *c->mutable_verdicts(c->verdicts_size() - 1);
   v.set_look(last.look());
