@@ -44,7 +44,8 @@ uint64_t PlanOrderKey(const std::string& seed, const std::string& text);
 //   rack "");
 // - the canary is max(min_canary_hosts, ceil(canary_fraction * N)) hosts,
 //   taken one per rack in turn, each from a rack that also keeps a control
-//   host; every canary host gets a control host of its own rack;
+//   host; every canary host gets a control host of its own rack (the judge
+//   also measures a rack's REST hosts as control until their stage);
 // - stage n holds the unchanged hosts up to the cumulative fraction
 //   stages[n-1] of N, control hosts last so they stay unchanged longest.
 // kFailedPrecondition when no rack has two hosts.

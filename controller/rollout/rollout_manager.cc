@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <set>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -728,11 +729,23 @@ void RolloutManager::TakeBaseline(const v1::Change& c, uint32_t stage, absl::Tim
       std::max<int>(1, static_cast<int>(std::ceil(absl::FDivDuration(baseline, options_.window))));
   Step step;
   step.after_start = telemetry_->WindowStart(index + 1);
+  // In a rack where a host runs the change, every host not changed yet is
+  // measured as control: REST hosts of later stages too, not only the canary's
+  // designated control host. The judge averages them into the rack's control
+  // side, so the rack's DiD is less noisy. (In rack-level plans a rack is
+  // changed whole, so such racks hold no unchanged host.)
+  auto treated = [stage](const v1::HostTarget& h) {
+    return h.role() == v1::HostTarget::CANARY || (h.stage() != 0 && h.stage() <= stage);
+  };
+  std::set<std::string> changed_racks;
   for (const v1::HostTarget& h : c.hosts()) {
-    const bool treated =
-        h.role() == v1::HostTarget::CANARY || (h.stage() != 0 && h.stage() <= stage);
-    const bool control = h.role() == v1::HostTarget::CONTROL && h.stage() > stage;
-    if (!treated && !control) continue;
+    if (treated(h) && !IsSwitchTarget(h)) changed_racks.insert(h.rack());
+  }
+  for (const v1::HostTarget& h : c.hosts()) {
+    const bool control = !treated(h) && h.stage() > stage &&
+                         (h.role() == v1::HostTarget::CONTROL ||
+                          (h.role() == v1::HostTarget::REST && changed_racks.count(h.rack()) != 0));
+    if (!treated(h) && !control) continue;
     if (IsSwitchTarget(h)) continue;  // judged through the hosts of its rack
     std::shared_ptr<HostTelemetry> t = telemetry_->Find(h.host_id());
     PeriodAggregate agg;

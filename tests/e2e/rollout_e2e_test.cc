@@ -169,10 +169,11 @@ TEST(RolloutE2E, ControllerKilledDuringCanaryAndStageResumesTheBake) {
   ASSERT_TRUE(env.Start()) << env.ControllerLog() << env.FabricLog();
   // A neutral change must PASS every judged step, which needs the p99 ratio's
   // upper bound below 1.2 over 8 rack pairs. Per-host p99 over a few seconds
-  // of incast is noisy, and the canary pairs one changed host with one control
-  // host per rack (rack-pair DiD sd 0.2-0.3 for some canary draws): with 6 s
-  // bakes and 4 s baselines, 1 run in 8 held a step past its 18 s limit.
-  // 10 s on both sides of the change passed 13 of 13 runs.
+  // of incast is noisy: rack-pair DiD sd 0.04-0.3 per step (the first
+  // change's canary, one changed host per rack, draws 0.2-0.3 on every run;
+  // the seed is the change id). With 6 s bakes and 4 s baselines, 1 run in 8
+  // here, and one CI run, held a step past its 18 s limit; 10 s on both sides
+  // of the change passed 17 of 17 runs.
   const std::string policy = env.WriteFile(
       "kill.textproto", absl::StrReplaceAll(TestPolicy("e2e-kill", 10),
                                             {{"baseline_seconds: 4", "baseline_seconds: 10"}}));
@@ -214,6 +215,7 @@ TEST(RolloutE2E, ControllerKilledDuringCanaryAndStageResumesTheBake) {
     c = env.GetChange(id);
     ASSERT_TRUE(c.ok());
     ASSERT_EQ(c->state(), v1::DONE) << VerdictTrail(*c) << c->DebugString().substr(0, 3000);
+    std::printf("verdicts of %s:\n%s", id.c_str(), VerdictTrail(*c).c_str());
     std::printf("BENCH e2e_resume killed_in=%s restart_to_done_s=%.1f\n",
                 v1::ChangeState_Name(kill_in).c_str(),
                 absl::ToDoubleSeconds(absl::Now() - restarted));

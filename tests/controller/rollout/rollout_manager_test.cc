@@ -428,6 +428,18 @@ TEST_F(RolloutTest, ApprovedChangeCanariesThenStagesToDone) {
   bool passed = false;
   for (const auto& v : now.verdicts()) passed |= v.outcome() == v1::Verdict::PASS;
   EXPECT_TRUE(passed);
+  // Every host not changed yet in a rack with a changed host is control: at
+  // the canary (one per rack) its designated control host and the 16 REST
+  // hosts; at stage 1 (half the fleet changed) the 8 REST hosts of stage 2
+  // and the 8 control hosts.
+  std::map<std::pair<uint32_t, std::string>, uint32_t> group_hosts;
+  for (const auto& v : now.verdicts()) {
+    for (const auto& g : v.groups()) group_hosts[{v.stage(), g.group()}] = g.hosts();
+  }
+  EXPECT_EQ((group_hosts[{0, "canary"}]), 8u);
+  EXPECT_EQ((group_hosts[{0, "control"}]), 24u);
+  EXPECT_EQ((group_hosts[{1, "canary"}]), 16u);
+  EXPECT_EQ((group_hosts[{1, "control"}]), 16u);
   Tick();
   for (const char* to : {"PROPOSED", "APPROVED", "CANARY", "DONE"}) {
     EXPECT_EQ(
