@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <iostream>
+#include <map>
 
 #include "controller/judge/judge.h"
 #include "tests/controller/judge/judge_sim.h"
@@ -52,6 +53,36 @@ TEST(JudgePowerTest, FourRacksRarelyPassARegression) {
   std::cout << Describe("tail x1.2, 4 racks", t) << "\n";
   EXPECT_EQ(t.pass, 0);
   EXPECT_EQ(t.fail, 0);  // fewer than min_rack_pairs: no test may decide
+}
+
+}  // namespace
+}  // namespace rocetune::controller::sim
+
+namespace rocetune::controller::sim {
+namespace {
+
+// The rollout manager measures every unchanged host of a rack as control (a
+// canary host's partner and the rack's REST hosts). On the same fleet, three
+// control hosts per rack instead of one must keep the A/A false FAILs within
+// budget, PASS a neutral change at least as often, and catch a +10% p99
+// regression (below the planned +20%, so detection is not saturated) at least
+// as often.
+TEST(JudgePowerTest, MoreControlHostsPerRackPassAndCatchMore) {
+  const int seeds = Seeds(400);
+  std::map<int, Tally> aa, weak;
+  for (int controls : {1, 3}) {
+    SimConfig neutral;
+    neutral.control_per_rack = controls;
+    aa[controls] = RunSchedule(neutral, AllMetricsConfig(), seeds, 600001);
+    SimConfig regression = neutral;
+    regression.canary_tail_scale = 1.1;
+    weak[controls] = RunSchedule(regression, AllMetricsConfig(), seeds, 700001);
+    std::cout << "controls per rack " << controls << ": " << Describe("A/A", aa[controls]) << "; "
+              << Describe("tail x1.1", weak[controls]) << "\n";
+  }
+  EXPECT_LE(aa[3].fail, 2) << "false FAILs with 3 controls per rack";
+  EXPECT_GE(aa[3].pass, aa[1].pass);
+  EXPECT_GT(weak[3].fail, weak[1].fail);
 }
 
 }  // namespace
