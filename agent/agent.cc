@@ -495,15 +495,8 @@ absl::Status Agent::RunStream() {
   // stall timeout (the connection is not up, or its flow-control window is
   // spent): meanwhile this thread goes on with local rounds, so that
   // sampling and the local guard do not stop during every connect attempt.
-  bool hello_written = false;
-  absl::Notification hello_done;
-  std::thread hello_writer([&]() {
-    hello_written = Write(stream.get(), first);
-    hello_done.Notify();
-  });
-  if (!hello_done.WaitForNotificationWithTimeout(SampleInterval())) LocalRoundsUntil(hello_done);
-  hello_writer.join();
-  if (!hello_written) {
+  std::string hello_bytes;
+  if (!first.SerializeToString(&hello_bytes) || !WriteWhileSampling(stream.get(), hello_bytes)) {
     grpc::Status st = stream->Finish();
     end_watch();
     clear_ctx();

@@ -32,6 +32,7 @@ using rollout_util::IdNumber;
 using rollout_util::InFlight;
 using rollout_util::IsActiveState;
 using rollout_util::LooksOf;
+using rollout_util::RunsChangeAt;
 using rollout_util::Secs;
 using rollout_util::StageCount;
 using rollout_util::StateName;
@@ -734,9 +735,7 @@ void RolloutManager::TakeBaseline(const v1::Change& c, uint32_t stage, absl::Tim
   // designated control host. The judge averages them into the rack's control
   // side, so the rack's DiD is less noisy. (In rack-level plans a rack is
   // changed whole, so such racks hold no unchanged host.)
-  auto treated = [stage](const v1::HostTarget& h) {
-    return h.role() == v1::HostTarget::CANARY || (h.stage() != 0 && h.stage() <= stage);
-  };
+  auto treated = [stage](const v1::HostTarget& h) { return RunsChangeAt(h, stage); };
   std::set<std::string> changed_racks;
   for (const v1::HostTarget& h : c.hosts()) {
     if (treated(h) && !IsSwitchTarget(h)) changed_racks.insert(h.rack());
@@ -847,8 +846,7 @@ v1::Verdict RolloutManager::Evaluate(v1::Change* c, uint32_t look, uint32_t look
     HostInput in;
     in.host_id = h.host_id();
     in.rack = h.rack();
-    in.canary = h.role() == v1::HostTarget::CANARY ||
-                (h.stage() != 0 && h.stage() <= c->stage() && c->state() == v1::STAGE);
+    in.canary = RunsChangeAt(h, c->state() == v1::STAGE ? c->stage() : 0);
     in.before = b->second;
     std::shared_ptr<HostTelemetry> t = telemetry_->Find(h.host_id());
     PeriodAggregate agg;

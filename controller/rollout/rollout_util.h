@@ -40,6 +40,11 @@ inline uint32_t StageCount(const v1::Policy& p) {
   return static_cast<uint32_t>(st.size());
 }
 
+// Whether `h` runs the change during `stage` (0 = the canary step).
+inline bool RunsChangeAt(const v1::HostTarget& h, uint32_t stage) {
+  return h.role() == v1::HostTarget::CANARY || (h.stage() != 0 && h.stage() <= stage);
+}
+
 inline const v1::MetricEvidence* FindMetric(const v1::Verdict& v, const std::string& name) {
   for (const v1::MetricEvidence& m : v.metrics()) {
     if (m.metric() == name) return &m;
