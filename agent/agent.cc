@@ -804,6 +804,17 @@ bool Agent::LocalRounds(absl::Time end, const absl::Notification* done) {
   }
 }
 
+bool Agent::AwaitConnected(absl::Duration d) {
+  absl::Notification done;
+  std::thread waiter([&]() {
+    channel_->WaitForConnected(absl::ToChronoTime(absl::Now() + d));
+    done.Notify();
+  });
+  const bool stopped = LocalRoundsUntil(done);
+  waiter.join();
+  return stopped;
+}
+
 absl::Status Agent::Run() {
   absl::Duration backoff = options_.reconnect_min;
   std::mt19937_64 rng(std::random_device{}());
@@ -819,7 +830,7 @@ absl::Status Agent::Run() {
     // has just started, completes: such attempts took 1 ms and failed though
     // the controller had been back for seconds (the debug log below). Waiting
     // briefly for the channel to connect lets the attempt see the controller.
-    channel_->WaitForConnected(std::chrono::system_clock::now() + std::chrono::milliseconds(300));
+    if (AwaitConnected(absl::Milliseconds(300))) break;
     absl::Status s = RunStream();
     if (stopping_.load()) break;
     if (s.code() == absl::StatusCode::kInvalidArgument) return s;

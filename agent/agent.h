@@ -168,6 +168,10 @@ class Agent {
   // stopped.
   bool LocalRoundsUntil(const absl::Notification& done);
   bool LocalRounds(absl::Time end, const absl::Notification* done);
+  // Waits up to `d` for the channel to connect, taking local rounds meanwhile
+  // (a blocking wait stopped sampling for up to `d` per connect attempt while
+  // the controller was down). Returns true when stopped.
+  bool AwaitConnected(absl::Duration d);
   // Re-reads the NIC's parameters when a drift check is due (or `force`):
   // updates /metrics with what the device holds and adds a "drift" event
   // naming each parameter (expected, found) to `report` when any differ.
