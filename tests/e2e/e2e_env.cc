@@ -6,11 +6,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
+#include <system_error>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "gtest/gtest.h"
 
 namespace rocetune::e2e {
 namespace {
@@ -50,6 +53,14 @@ Env::~Env() {
   if (controller_ != nullptr) {
     controller_->Signal(SIGTERM);
     if (!controller_->Wait(absl::Seconds(10)).has_value()) controller_->Signal(SIGKILL);
+  }
+  // A passing test leaves nothing behind; a failing one keeps its logs and
+  // state for a look (the path is in the failure messages).
+  if (!::testing::Test::HasFailure()) {
+    if (fabric_ != nullptr) fabric_->Wait(absl::Seconds(5));
+    if (controller_ != nullptr) controller_->Wait(absl::Seconds(5));
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
   }
 }
 
