@@ -224,12 +224,12 @@ objective { metric: PROBE_RTT_P99 }
 # A trial's canary/control throughput ratio varies by about +-8% over a
 # 4-second bake here; a tighter tolerance rejects neutral trials by noise.
 constraints { metric: "throughput_gbps" max_ratio: 1.08 }
-# Not rate_to_set_on_first_cnp: a canary trial cannot judge it in a shared
-# fabric. Trials that set it to 1-3 Gb/s passed the 8% canary/control
-# throughput tolerance, yet promoted fleet-wide it cost 32% of the fleet's
-# throughput (every sender restarts low after a CNP and the incast receiver's
-# link goes underused; in a trial the control senders fill it). The fleet
-# guard rolls such a promotion back (fleet_guard_e2e_test).
+# Not rate_to_set_on_first_cnp: its cost can be collective, which a canary
+# trial judged against same-rack control hosts cannot see (under a lockstep
+# all-reduce, a few crawling senders slow every host's steps); the fleet guard
+# rolls such a change back (fleet_guard_e2e_test). It also multiplies the
+# simulator's work about fivefold, so here it would slow the simulated fabric
+# below its pace and count as lost throughput.
 knobs { parameter: "dce_tcp_rtt" min: 1 max: 256 step: 1 log_scale: true }
 knobs { parameter: "rpg_time_reset" min: 100 max: 3000 step: 100 log_scale: true }
 knobs { parameter: "rpg_min_dec_fac" min: 50 max: 100 step: 5 }
