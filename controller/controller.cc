@@ -11,9 +11,11 @@
 #include <thread>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
 #include "daemon/address.h"
 #include "daemon/logging.h"
 #include "daemon/process_metrics.h"
@@ -38,6 +40,26 @@ bool SplitHostPort(const std::string& address, std::string* host, int* port) {
 // Refused TLS handshakes: counted in `metrics`, their aggregated audit rows
 // queued on the rollout executor (whose thread writes the store), never
 // written on gRPC's handshake thread.
+// Logs failed store writes: the first at once, then at most one line every
+// 10 s carrying how many failed meanwhile (a full disk fails every write).
+// Called under the store's lock, so never concurrently.
+class StoreErrorLog {
+ public:
+  void Record(const absl::Status& e) {
+    ++failed_;
+    const absl::Time now = absl::Now();
+    if (now < next_) return;
+    next_ = now + absl::Seconds(10);
+    LogError("store write failed: nothing of it was kept",
+             {{"error", e.ToString()}, {"failed_writes_since_last_line", absl::StrCat(failed_)}});
+    failed_ = 0;
+  }
+
+ private:
+  absl::Time next_ = absl::InfinitePast();
+  uint64_t failed_ = 0;
+};
+
 std::shared_ptr<TlsRefusalLog> NewTlsRefusalLog(Store* store, RolloutManager* rollout,
                                                 ControllerMetrics* metrics, Clock* clock,
                                                 absl::Duration period) {
@@ -163,6 +185,11 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(const ControllerOp
     c->store_ = *std::move(store);
     ControllerMetrics* m = c->metrics_.get();
     c->store_->set_latency_observer([m](double s) { m->StoreWrite(s); });
+    c->store_->set_error_observer(
+        [m, log = std::make_shared<StoreErrorLog>()](const absl::Status& e) {
+          m->StoreError(absl::AsciiStrToLower(absl::StatusCodeToString(e.code())));
+          log->Record(e);
+        });
   }
   TelemetryOptions topt;
   topt.window = options.window;

@@ -106,6 +106,14 @@ ControllerMetrics::ControllerMetrics()
                         .Add({}, prometheus::Histogram::BucketBoundaries{
                                      0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                                      0.05, 0.1, 0.25, 1});
+  store_errors_family_ = &prometheus::BuildCounter()
+                              .Name("rocetune_controller_store_errors_total")
+                              .Help(
+                                  "Store write transactions that failed, by status code "
+                                  "(resource_exhausted: disk full; failed_precondition: "
+                                  "read-only; unavailable: I/O error or locked). Nothing of a "
+                                  "failed write is kept.")
+                              .Register(r);
   report_delay_ = &prometheus::BuildHistogram()
                        .Name("rocetune_controller_report_delay_seconds")
                        .Help("Time from a report's end timestamp (agent clock) to its ingestion.")

@@ -60,6 +60,11 @@ class ControllerMetrics {
   void StreamOpened() { streams_->Increment(); }
   void StreamClosed() { streams_->Decrement(); }
   void StoreWrite(double seconds) { store_latency_->Observe(seconds); }
+  // A store write that failed; `code` is the status code in lower snake case
+  // ("resource_exhausted": disk full, "failed_precondition": read-only, ...).
+  void StoreError(const std::string& code) {
+    store_errors_family_->Add({{"code", code}}).Increment();
+  }
   void WatchEventDropped() { watch_dropped_->Increment(); }
   // A refused TLS handshake; `reason` is one of TlsRefusalReasons().
   void TlsRefused(const std::string& reason) {
@@ -100,6 +105,7 @@ class ControllerMetrics {
   prometheus::Family<prometheus::Counter>* tls_refusals_family_;
   prometheus::Gauge* streams_;
   prometheus::Histogram* store_latency_;
+  prometheus::Family<prometheus::Counter>* store_errors_family_;
   prometheus::Histogram* report_delay_;
   prometheus::Family<prometheus::Gauge>* hosts_family_;
   prometheus::Gauge* hosts_connected_;

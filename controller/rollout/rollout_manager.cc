@@ -1000,6 +1000,9 @@ void RolloutManager::Drive(v1::Change* c) {
             steps_.erase(c->id());
             fleet_baselines_.erase(c->id());
             Publish(*c, "done", 1);
+          } else {
+            LogError("cannot store a change as DONE; retried at the next look",
+                     {{"change", c->id()}, {"error", s.ToString()}});
           }
           return;
         }
@@ -1012,12 +1015,15 @@ void RolloutManager::Drive(v1::Change* c) {
       break;
   }
   // HOLD (or an interim PASS): persist the verdict; a HOLD past the limit aborts.
+  // The HOLD clock runs in memory whether or not the store takes the verdict:
+  // a store that cannot write (disk full) must not stop the limit.
+  if (v.outcome() == v1::Verdict::HOLD && due >= looks && c->hold_since_unix_nanos() == 0) {
+    c->set_hold_since_unix_nanos(absl::ToUnixNanos(now));
+  }
   v1::Change next = *c;
   if (v.outcome() == v1::Verdict::HOLD && due >= looks) {
-    if (next.hold_since_unix_nanos() == 0) next.set_hold_since_unix_nanos(absl::ToUnixNanos(now));
     const absl::Duration held = now - absl::FromUnixNanos(next.hold_since_unix_nanos());
     if (held > Secs(policy.guard().max_hold_seconds())) {
-      *c = next;
       const std::string why = absl::StrCat("HOLD for ", absl::FormatDuration(held), " (limit ",
                                            policy.guard().max_hold_seconds(), " s): ", v.summary());
       if (c->canary_only()) {
@@ -1030,7 +1036,14 @@ void RolloutManager::Drive(v1::Change* c) {
       return;
     }
   }
-  if (absl::Status s = Commit(&next, std::nullopt, {}, {}); s.ok()) *c = next;
+  if (absl::Status s = Commit(&next, std::nullopt, {}, {}); s.ok()) {
+    *c = next;
+  } else {
+    // Kept in memory (the verdict, the HOLD clock); the store catches up at
+    // the next write that succeeds.
+    LogError("cannot store a verdict; the change goes on in memory",
+             {{"change", c->id()}, {"verdict", v.summary()}, {"error", s.ToString()}});
+  }
   Publish(*c, absl::StrCat("verdict ", v1::Verdict::Outcome_Name(v.outcome()), ": ", v.rule()),
           progress);
 }

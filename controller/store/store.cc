@@ -368,8 +368,10 @@ absl::Status Store::ExecForTest(const std::string& sql) {
 absl::Status Store::InTransaction(const std::function<absl::Status()>& body) {
   Timer timer(latency_observer_);
   if (absl::Status s = Exec("BEGIN IMMEDIATE"); !s.ok()) {
-    return absl::Status(s.code(),
-                        absl::StrCat(path_, ": cannot start a write transaction: ", s.message()));
+    s = absl::Status(s.code(),
+                     absl::StrCat(path_, ": cannot start a write transaction: ", s.message()));
+    if (error_observer_) error_observer_(s);
+    return s;
   }
   absl::Status s = body();
   if (s.ok()) {
@@ -383,6 +385,11 @@ absl::Status Store::InTransaction(const std::function<absl::Status()>& body) {
     if (std::string cause = ReadOnlyCause(path_); !cause.empty()) {
       s = absl::Status(s.code(), absl::StrCat(s.message(), cause));
     }
+  }
+  // Refused input (an empty id, an unknown row) is the caller's error, not the store's.
+  if (!s.ok() && error_observer_ && s.code() != absl::StatusCode::kInvalidArgument &&
+      s.code() != absl::StatusCode::kNotFound) {
+    error_observer_(s);
   }
   return s;
 }
@@ -559,6 +566,11 @@ absl::Status Store::FoldOldChangeRows() {
 void Store::set_latency_observer(std::function<void(double)> observer) {
   absl::MutexLock lock(&mu_);
   latency_observer_ = std::move(observer);
+}
+
+void Store::set_error_observer(std::function<void(const absl::Status&)> observer) {
+  absl::MutexLock lock(&mu_);
+  error_observer_ = std::move(observer);
 }
 
 // ---- hosts

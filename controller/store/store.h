@@ -126,6 +126,10 @@ class Store {
 
   // Called with the duration of every write transaction (for /metrics).
   void set_latency_observer(std::function<void(double seconds)> observer);
+  // Called with every write transaction that failed (disk full, read-only,
+  // I/O error...), after the rollback: the caller's status says the same, but
+  // this is the one place every failed write passes (for /metrics and logs).
+  void set_error_observer(std::function<void(const absl::Status& error)> observer);
 
   // Runs raw SQL (tests of migrations).
   absl::Status ExecForTest(const std::string& sql);
@@ -163,6 +167,7 @@ class Store {
   sqlite3* db_ ABSL_GUARDED_BY(mu_);
   const std::string path_;
   std::function<void(double)> latency_observer_;
+  std::function<void(const absl::Status&)> error_observer_;
 };
 
 }  // namespace rocetune::controller

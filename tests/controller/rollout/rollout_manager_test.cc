@@ -585,6 +585,43 @@ TEST_F(RolloutTest, ThinDataHoldsAndAHoldPastTheLimitAborts) {
   for (const std::string& h : hosts_) EXPECT_NE(DesiredValue(h), 100);
 }
 
+// A store that cannot write (disk full, read-only) must not stop the HOLD
+// clock: the limit runs in memory, the abort is retried while it cannot be
+// stored, and it lands at the first tick after writes succeed again (before,
+// the HOLD start was only kept when its verdict was stored, so the clock
+// started over once space came back).
+TEST_F(RolloutTest, AStoreThatCannotWriteDoesNotStopTheHoldLimit) {
+  ApplyPolicy(PolicyText(1, 4));
+  int store_errors = 0;
+  store_->set_error_observer([&](const absl::Status&) { ++store_errors; });
+  auto c = Propose(100);
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(Act("approve", c->id(), {"bob", false}).ok());
+  Tick();
+  ASSERT_EQ(Get(c->id()).state(), v1::CANARY);
+  ASSERT_TRUE(store_->ExecForTest("PRAGMA query_only = 1").ok());
+  // No telemetry: HOLD at every look past the plan, 20 s against a 4 s limit.
+  for (int i = 0; i < 20; ++i) {
+    clock_.Advance(absl::Seconds(1));
+    Tick();
+  }
+  v1::Change during = Get(c->id());
+  EXPECT_EQ(during.state(), v1::CANARY) << "the abort cannot be stored yet";
+  EXPECT_NE(during.hold_since_unix_nanos(), 0) << "the HOLD clock runs in memory";
+  EXPECT_GT(Metric("rocetune_controller_change_hold_seconds{}"), 4);
+  EXPECT_GT(store_errors, 0);
+  ASSERT_TRUE(store_->ExecForTest("PRAGMA query_only = 0").ok());
+  // The next look after writes succeed aborts; the HOLD clock did not restart.
+  for (int i = 0; i < 3 && Get(c->id()).state() == v1::CANARY; ++i) {
+    clock_.Advance(absl::Seconds(1));
+    Tick();
+  }
+  v1::Change after = Get(c->id());
+  EXPECT_EQ(after.state(), v1::ABORTED);
+  EXPECT_EQ(Metric("rocetune_controller_changes_rolled_back_total{reason=hold_timeout,}"), 1);
+  for (const std::string& h : hosts_) EXPECT_NE(DesiredValue(h), 100);
+}
+
 TEST_F(RolloutTest, RestartDuringTheCanaryResumesTheBakeWithThePersistedBaseline) {
   ApplyPolicy(PolicyText());
   Run(6);
