@@ -696,6 +696,13 @@ void Agent::MaybeCheckDrift(v1::Report* report, bool force) {
   ev->set_unix_nanos(absl::ToUnixNanos(seams_.clock->Now()));
   ev->set_kind("drift");
   ev->set_detail(detail);
+  for (const DriftItem& d : drift) {
+    v1::DriftedParameter* p = ev->add_drifted();
+    p->set_device(d.device);
+    p->set_parameter(d.parameter);
+    p->set_expected(d.expected);
+    if (d.found.has_value()) p->set_found(*d.found);
+  }
 }
 
 void Agent::KeepUnsentGuardEvents(v1::Report* report) {

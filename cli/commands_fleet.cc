@@ -266,6 +266,7 @@ int Push(Context& ctx, const std::vector<std::string>& args) {
   v1::SetDesiredStateRequest req;
   req.set_host_id(args[0]);
   req.set_reason(ctx.args().Get("reason"));
+  req.set_replace(ctx.args().GetBool("replace"));
   v1::DeviceParameters* dev = req.mutable_parameters()->add_devices();
   dev->set_device(args[1]);
   for (size_t i = 2; i < args.size(); ++i) {
@@ -309,7 +310,18 @@ int Push(Context& ctx, const std::vector<std::string>& args) {
   if (ctx.json()) {
     ctx.PrintJson(resp);
   } else {
-    ctx.out() << "desired state " << resp.version() << " queued for " << args[0] << "\n";
+    if (resp.changes().empty()) {
+      ctx.out() << "desired state " << resp.version() << " of " << args[0]
+                << " already holds these values; nothing changes\n";
+    } else {
+      ctx.out() << "desired state " << resp.version() << " queued for " << args[0]
+                << (req.replace() ? " (replacing the whole set)" : "") << ":\n";
+      for (const v1::ValueChange& v : resp.changes()) {
+        ctx.out() << "  " << v.device() << "/" << v.parameter() << ": "
+                  << (v.old_value().empty() ? "(not set)" : v.old_value()) << " -> "
+                  << (v.new_value().empty() ? "(removed)" : v.new_value()) << "\n";
+      }
+    }
   }
   if (!ctx.args().GetBool("wait")) return kExitOk;
   return WaitForAck(ctx, args[0], resp.version());
@@ -378,8 +390,9 @@ std::vector<CommandSpec> FleetCommands() {
        Forget},
       {{"push"},
        "HOST DEVICE NAME=VALUE...",
-       "set one host's desired parameters directly (no canary; lab use and break-glass)",
-       {"reason", "wait"},
+       "set parameters in one host's desired state directly, merged into it (no canary; lab use "
+       "and break-glass); --replace makes them the whole set",
+       {"reason", "wait", "replace"},
        true,
        3,
        -1,

@@ -92,6 +92,9 @@ std::vector<FlagSpec> AllFlags() {
       {"budget", false, "tuning start: trial budget (default: the policy's)"},
       {"scenario", false, "change rehearse: scenario file (text-format Scenario)"},
       {"wait", true, "push: wait until the host acks (exit 0) or nacks (exit 1)"},
+      {"replace", true,
+       "push: the named parameters become the host's whole desired state (default: merged "
+       "into it; what is not named is no longer managed nor corrected on drift)"},
   };
 }
 

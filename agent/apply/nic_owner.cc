@@ -51,25 +51,49 @@ absl::StatusOr<ApplyResult> NicOwner::Apply(const std::string& version,
   if (!result.ok()) return result;
   guard_->Arm(version, result->applied);
   version_ = version;
-  // The read-back of the devices in the set replaces their expected values;
-  // devices the set did not name keep theirs.
+  expected_ = MergeExpected(expected_, set, result->applied);
+  return result;
+}
+
+v1::ParameterSet NicOwner::MergeExpected(const v1::ParameterSet& expected,
+                                         const v1::ParameterSet& set,
+                                         const v1::ParameterSet& read_back) {
+  std::map<std::string, const v1::DeviceParameters*> named;
+  for (const v1::DeviceParameters& d : set.devices()) named[d.device()] = &d;
   std::map<std::string, const v1::DeviceParameters*> fresh;
-  for (const v1::DeviceParameters& d : result->applied.devices()) fresh[d.device()] = &d;
+  for (const v1::DeviceParameters& d : read_back.devices()) fresh[d.device()] = &d;
+  // One device: what the set named comes from the read-back; what it did not
+  // name keeps its expected value (so an out-of-band write there is still
+  // drift, not the new normal); what was not expected before is taken as read.
+  auto merge = [](const v1::DeviceParameters* old, const v1::DeviceParameters& want,
+                  const v1::DeviceParameters& back) {
+    v1::DeviceParameters out = back;
+    if (old == nullptr) return out;
+    for (const auto& [name, value] : old->dcqcn()) {
+      if (want.dcqcn().count(name) == 0) (*out.mutable_dcqcn())[name] = value;
+    }
+    if (!want.has_rp_enable_mask() && old->has_rp_enable_mask()) {
+      out.set_rp_enable_mask(old->rp_enable_mask());
+    }
+    if (!want.has_np_enable_mask() && old->has_np_enable_mask()) {
+      out.set_np_enable_mask(old->np_enable_mask());
+    }
+    if (!want.has_pfc() && old->has_pfc()) *out.mutable_pfc() = old->pfc();
+    return out;
+  };
   v1::ParameterSet next;
-  for (const v1::DeviceParameters& d : expected_.devices()) {
-    auto it = fresh.find(d.device());
-    if (it == fresh.end()) {
+  for (const v1::DeviceParameters& d : expected.devices()) {
+    auto f = fresh.find(d.device());
+    auto n = named.find(d.device());
+    if (f == fresh.end() || n == named.end()) {
       *next.add_devices() = d;
       continue;
     }
-    v1::DeviceParameters merged = *it->second;
-    if (!merged.has_pfc() && d.has_pfc()) *merged.mutable_pfc() = d.pfc();
-    *next.add_devices() = std::move(merged);
-    fresh.erase(it);
+    *next.add_devices() = merge(&d, *n->second, *f->second);
+    fresh.erase(f);
   }
   for (const auto& [name, d] : fresh) *next.add_devices() = *d;
-  expected_ = std::move(next);
-  return result;
+  return next;
 }
 
 absl::StatusOr<std::optional<NicOwner::Resolution>> NicOwner::ResolveInterruptedApply() {

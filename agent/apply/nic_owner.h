@@ -90,6 +90,15 @@ class NicOwner {
   std::string expected_version() const;
   v1::ParameterSet expected() const;
 
+  // The expected state after applying `set`, whose devices read back as
+  // `read_back`: for each device the set names, the parameters it names take
+  // their read-back values and every other parameter keeps its value in
+  // `expected` (parameters not in `expected` are taken as read back); devices
+  // it does not name keep `expected`'s values.
+  static v1::ParameterSet MergeExpected(const v1::ParameterSet& expected,
+                                        const v1::ParameterSet& set,
+                                        const v1::ParameterSet& read_back);
+
   // Drift of `current` against `expected`: only what `expected` names is compared.
   static std::vector<DriftItem> Compare(const v1::ParameterSet& expected,
                                         const v1::ParameterSet& current);

@@ -329,11 +329,7 @@ void AdminService::Start(grpc::ServerCompletionQueue* cq, CallTracker* calls) {
                 absl::StrCat("parameters.devices[", i, "].device is empty"));
           }
         }
-        absl::StatusOr<std::string> v = m->SetDesiredState(r, w);
-        if (!v.ok()) return v.status();
-        v1::SetDesiredStateResponse resp;
-        resp.set_version(*v);
-        return resp;
+        return m->SetDesiredState(r, w);
       },
       cq, calls);
   ServeRollout<v1::ForgetHostRequest, v1::ForgetHostResponse>(

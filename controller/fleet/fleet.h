@@ -185,6 +185,14 @@ class Fleet {
     v1::ProbeEndpoint probe_endpoint;  // from Hello
     std::string probe_plan_version;    // last plan pushed on the current stream
     bool superseded_another = false;   // the current stream closed an older live one
+    // Drift corrections of one finding back off: a re-push that does not
+    // clear the drift (another writer fights it) is not repeated at once.
+    struct DriftRetry {
+      std::string finding;  // desired version + the agent's detail
+      int attempts = 0;
+      absl::Time last;
+      absl::Time next;
+    } drift_retry;
   };
 
   // kAlreadyExists when `h`'s live stream superseded another and still

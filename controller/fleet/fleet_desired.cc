@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "controller/audit/audit_values.h"
 #include "controller/fleet/fleet.h"
 #include "daemon/logging.h"
@@ -245,6 +246,40 @@ void Fleet::SetObserveOnlyCheck(std::function<bool(const std::string& host_id)> 
   observe_only_check_ = std::move(check);
 }
 
+namespace {
+
+// The first correction of a drift finding goes out at once; when the same
+// finding comes back, the next re-push waits kDriftRetryFirst, doubling to
+// kDriftRetryMax. A finding that has not come back for kDriftRetryForget (or
+// twice the current wait, if longer) starts over.
+constexpr absl::Duration kDriftRetryFirst = absl::Seconds(1);
+constexpr absl::Duration kDriftRetryMax = absl::Minutes(5);
+constexpr absl::Duration kDriftRetryForget = absl::Minutes(1);
+
+// The wait before the next re-push after `attempts` corrections of one finding.
+absl::Duration DriftRetryWait(int attempts) {
+  if (attempts <= 0) return absl::ZeroDuration();
+  return std::min(kDriftRetryMax, kDriftRetryFirst * (int64_t{1} << std::min(attempts - 1, 20)));
+}
+
+// Whether `desired` names `p` (so that re-pushing it can write `p` back).
+bool Names(const v1::ParameterSet& desired, const v1::DriftedParameter& p) {
+  for (const v1::DeviceParameters& d : desired.devices()) {
+    if (d.device() != p.device()) continue;
+    const std::string& n = p.parameter();
+    if (d.dcqcn().count(n) != 0) return true;
+    if (n == "rp_enable_mask") return d.has_rp_enable_mask();
+    if (n == "np_enable_mask") return d.has_np_enable_mask();
+    if (n == "pfc.enable_mask") return d.has_pfc();
+    if (n == "pfc.delay") return d.has_pfc() && d.pfc().has_delay();
+    if (n == "pfc.prevention_timeout_ms") return d.has_pfc() && d.pfc().has_prevention_timeout_ms();
+    return false;
+  }
+  return false;
+}
+
+}  // namespace
+
 void Fleet::HandleDrift(const std::string& host_id, const v1::GuardEvent& event) {
   bool observe_only = options_.observe_only;
   if (!observe_only) {
@@ -252,10 +287,15 @@ void Fleet::HandleDrift(const std::string& host_id, const v1::GuardEvent& event)
     observe_only = observe_only_check_ != nullptr && observe_only_check_(host_id);
   }
   const std::string found = absl::StrCat("drift: ", event.detail());
+  const absl::Time now = clock_->Now();
   std::shared_ptr<AgentConnection> conn;
   std::string version;
   v1::ParameterSet desired;
   bool repeated = false;
+  bool waiting = false;  // a correction of this finding is backing off
+  int attempt = 0;
+  absl::Duration next_wait;
+  std::vector<std::string> unmanaged;  // drifted parameters the desired state does not name
   {
     absl::MutexLock lock(&mu_);
     auto it = hosts_.find(host_id);
@@ -267,13 +307,39 @@ void Fleet::HandleDrift(const std::string& host_id, const v1::GuardEvent& event)
     info.clear_drift();
     info.add_drift(event.detail());
     // A version the host rejected (Nack, guard restore) is never re-pushed.
-    if (!observe_only && h.stored.desired_seq != 0 && h.conn != nullptr &&
-        !Contains(info.rejected_versions(), info.desired_version())) {
-      conn = h.conn;
-      version = info.desired_version();
-      desired = h.stored.desired;
+    const bool can_push = !observe_only && h.stored.desired_seq != 0 && h.conn != nullptr &&
+                          !Contains(info.rejected_versions(), info.desired_version());
+    // A re-push writes only what the desired state names (agents before
+    // `drifted` list nothing: the re-push is tried).
+    bool any_managed = event.drifted().empty();
+    for (const v1::DriftedParameter& p : event.drifted()) {
+      if (h.stored.desired_seq != 0 && Names(h.stored.desired, p)) {
+        any_managed = true;
+      } else {
+        unmanaged.push_back(absl::StrCat(p.device(), "/", p.parameter()));
+      }
+    }
+    if (can_push && any_managed) {
+      Host::DriftRetry& r = h.drift_retry;
+      const std::string key = absl::StrCat(info.desired_version(), " ", event.detail());
+      if (r.finding != key ||
+          now - r.last > std::max(kDriftRetryForget, 2 * DriftRetryWait(r.attempts))) {
+        r = Host::DriftRetry{key, 0, now, now};
+      }
+      if (now < r.next) {
+        waiting = true;
+      } else {
+        attempt = ++r.attempts;
+        r.last = now;
+        next_wait = DriftRetryWait(r.attempts);
+        r.next = now + next_wait;
+        conn = h.conn;
+        version = info.desired_version();
+        desired = h.stored.desired;
+      }
     }
   }
+  if (waiting) return;  // counted by the agent's drift gauge; audited at the next attempt
   std::string action;
   std::string detail;
   if (observe_only) {
@@ -282,6 +348,22 @@ void Fleet::HandleDrift(const std::string& host_id, const v1::GuardEvent& event)
   } else if (conn != nullptr) {
     action = "drift_corrected";
     detail = absl::StrCat("re-pushed desired version ", version, "; found ", event.detail());
+    if (attempt > 1) {
+      absl::StrAppend(&detail, " (attempt ", attempt,
+                      ": the drift came back after the last re-push, so something else writes "
+                      "these parameters; the next re-push waits ",
+                      absl::FormatDuration(next_wait), ")");
+    }
+    if (!unmanaged.empty()) {
+      absl::StrAppend(&detail, "; not in the desired state, so not corrected: ",
+                      absl::StrJoin(unmanaged, ", "));
+    }
+  } else if (!unmanaged.empty() && !event.drifted().empty()) {
+    action = "drift_observed";
+    detail = absl::StrCat(
+        "not in the host's desired state, so a re-push cannot correct it (push the value, or "
+        "push without --replace): ",
+        absl::StrJoin(unmanaged, ", "), "; found ", event.detail());
   } else {
     action = "drift_observed";
     detail = absl::StrCat("no desired state to re-push (none, rejected, or not connected); found ",

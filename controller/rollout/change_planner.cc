@@ -95,6 +95,32 @@ absl::Status CheckKnobs(const v1::Policy& policy, const Knobs& knobs) {
   return absl::OkStatus();
 }
 
+v1::ParameterSet MergeParameterSets(const v1::ParameterSet& base, const v1::ParameterSet& overlay) {
+  v1::ParameterSet out = base;
+  for (const v1::DeviceParameters& o : overlay.devices()) {
+    v1::DeviceParameters* d = nullptr;
+    for (v1::DeviceParameters& b : *out.mutable_devices()) {
+      if (b.device() == o.device()) d = &b;
+    }
+    if (d == nullptr) {
+      *out.add_devices() = o;
+      continue;
+    }
+    for (const auto& [name, value] : o.dcqcn()) (*d->mutable_dcqcn())[name] = value;
+    if (o.has_rp_enable_mask()) d->set_rp_enable_mask(o.rp_enable_mask());
+    if (o.has_np_enable_mask()) d->set_np_enable_mask(o.np_enable_mask());
+    if (o.has_pfc()) {
+      v1::PfcSettings* pfc = d->mutable_pfc();
+      pfc->set_enable_mask(o.pfc().enable_mask());
+      if (o.pfc().has_delay()) pfc->set_delay(o.pfc().delay());
+      if (o.pfc().has_prevention_timeout_ms()) {
+        pfc->set_prevention_timeout_ms(o.pfc().prevention_timeout_ms());
+      }
+    }
+  }
+  return out;
+}
+
 v1::ParameterSet PreviousParameters(const StoredHost& host) {
   if (host.desired_seq != 0) return host.desired;
   return host.info.current_parameters();

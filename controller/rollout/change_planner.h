@@ -24,6 +24,13 @@ absl::Status CheckKnobs(const v1::Policy& policy, const Knobs& knobs);
 // else what it reported in force (Hello / last Ack).
 v1::ParameterSet PreviousParameters(const StoredHost& host);
 
+// `overlay` merged into `base`, per parameter: every DCQCN value, enable mask
+// and PFC field `overlay` names replaces (or adds to) `base`'s for the same
+// device; devices and parameters it does not name keep `base`'s values. A
+// device only `overlay` names is added. (A hand push merges this way, so that
+// it never drops what the host's desired state already manages.)
+v1::ParameterSet MergeParameterSets(const v1::ParameterSet& base, const v1::ParameterSet& overlay);
+
 // `previous` with the knob values applied to every device that has DCQCN
 // parameters (or, for a host that reported none, to every device of its
 // inventory whose parameter layout is not "none"). kFailedPrecondition when the

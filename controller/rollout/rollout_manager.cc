@@ -700,8 +700,8 @@ absl::Status RolloutManager::ForgetHost(const v1::ForgetHostRequest& req, const 
                             DesiredStateActor{who.name, who.authenticated, req.reason(), ""});
 }
 
-absl::StatusOr<std::string> RolloutManager::SetDesiredState(const v1::SetDesiredStateRequest& req,
-                                                            const Identity& who) {
+absl::StatusOr<v1::SetDesiredStateResponse> RolloutManager::SetDesiredState(
+    const v1::SetDesiredStateRequest& req, const Identity& who) {
   const std::string holder = ActiveChangeOf(req.host_id());
   if (!holder.empty()) {
     return absl::FailedPreconditionError(
@@ -714,8 +714,18 @@ absl::StatusOr<std::string> RolloutManager::SetDesiredState(const v1::SetDesired
   // Devices, layout, parameters the layout has, ranges and the link, against
   // what the host reported: refused here rather than NACKed later.
   if (absl::Status s = CheckAgainstInventory(host->info, req.parameters()); !s.ok()) return s;
+  const v1::ParameterSet previous = PreviousParameters(*host);
+  const v1::ParameterSet next =
+      req.replace() ? req.parameters() : MergeParameterSets(previous, req.parameters());
   DesiredStateActor actor{who.name, who.authenticated, req.reason(), ""};
-  return fleet_->SetDesiredState(req.host_id(), req.parameters(), actor);
+  absl::StatusOr<std::string> version = fleet_->SetDesiredState(req.host_id(), next, actor);
+  if (!version.ok()) return version.status();
+  v1::SetDesiredStateResponse resp;
+  resp.set_version(*version);
+  for (v1::ValueChange& v : DiffParameterSets(req.host_id(), previous, next)) {
+    *resp.add_changes() = std::move(v);
+  }
+  return resp;
 }
 
 // ---------------------------------------------------------------- rollout

@@ -97,12 +97,15 @@ class RolloutManager : public FleetListener {
   v1::ListCampaignsResponse ListCampaigns() const;
 
   // A manual push (rocetunectl push): refused for a host that takes part in
-  // an active change.
+  // an active change. The request's parameters are merged into the host's
+  // desired state (or, with none yet, into what it reported in force); with
+  // `replace` they become the whole desired state. The response carries the
+  // new version and what it changes.
   // Forgets a GONE host (Fleet::ForgetHost); kFailedPrecondition while it
   // takes part in an active change.
   absl::Status ForgetHost(const v1::ForgetHostRequest& req, const Identity& who);
-  absl::StatusOr<std::string> SetDesiredState(const v1::SetDesiredStateRequest& req,
-                                              const Identity& who);
+  absl::StatusOr<v1::SetDesiredStateResponse> SetDesiredState(const v1::SetDesiredStateRequest& req,
+                                                              const Identity& who);
   // The active change holding `host_id`, "" if none. Thread-safe (any thread).
   std::string ActiveChangeOf(const std::string& host_id) const;
 

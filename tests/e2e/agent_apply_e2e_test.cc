@@ -11,8 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
@@ -200,6 +202,92 @@ TEST(AgentApplyE2E, OutOfBandWriteIsDetectedCorrectedAndAudited) {
   v1::HostInfo h = host();
   EXPECT_EQ(h.current_version(), version);
   EXPECT_TRUE(h.rejected_versions().empty());
+  agent.Signal(SIGTERM);
+  agent.Wait(absl::Seconds(10));
+}
+
+int CountLines(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) n += absl::StrContains(line, needle);
+  return n;
+}
+
+// Issue 28 item 1, as reported: an agent with two devices, `push n1 mlx5_0
+// rpg_time_reset=310 --wait`, then an out-of-band write of 777 to mlx5_1's
+// rpg_time_reset. Before, push replaced the whole desired state (mlx5_1
+// unmanaged), the agent reported the drift after every re-push, the controller
+// re-pushed the same version (writes=0) ~4 times a second with an audit row
+// each, and an out-of-band write on mlx5_0 was absorbed by those re-pushes.
+// Now: push merges, both writes are corrected, rows stay few; with --replace
+// the unmanaged drift is observed once and nothing loops.
+TEST(AgentApplyE2E, PushMergesAndDriftOnEitherDeviceIsCorrectedWithoutALoop) {
+  EnvOptions opt;
+  Env env(opt);
+  ASSERT_TRUE(env.StartController()) << env.ControllerLog();
+  const std::string tree = CopyFixture(env);
+  testing::Subprocess agent(testing::BuiltBinary("agent/rocetune-agent"),
+                            AgentArgs(env, tree, {"--probe=none", "--drift_interval=1s"}),
+                            absl::StrCat(env.dir(), "/agent.log"));
+  ASSERT_TRUE(agent.Start());
+  auto host = [&] {
+    for (const auto& h : env.Hosts()) {
+      if (h.host_id() == kHost) return h;
+    }
+    return v1::HostInfo();
+  };
+  ASSERT_TRUE(env.WaitFor([&] { return host().state() == v1::HOST_CONNECTED; }, absl::Seconds(30)))
+      << agent.Log();
+  const std::string rp0 = tree + "/sys/class/net/ens1f0np0/ecn/roce_rp/";
+  const std::string rp1 = tree + "/sys/class/net/ens1f1np1/ecn/roce_rp/";
+  std::string out;
+  ASSERT_EQ(env.Ctl({"push", kHost, "mlx5_0", "rpg_time_reset=310", "--wait"}, "alice", &out), 0)
+      << out << agent.Log();
+  EXPECT_THAT(out, HasSubstr("mlx5_0/rpg_time_reset: 300 -> 310"));
+  EXPECT_THAT(out, ::testing::Not(HasSubstr("(removed)")));
+  ASSERT_EQ(ReadFile(rp0 + "rpg_time_reset"), "310");
+  ASSERT_EQ(env.Ctl({"audit", "--limit=200"}, "alice", &out), 0) << out;
+  EXPECT_THAT(out, ::testing::Not(HasSubstr("(removed)"))) << "push dropped managed values";
+
+  // Out of band on the device the push did not name, then on another
+  // parameter of the one it did.
+  std::ofstream(rp1 + "rpg_time_reset") << "777\n";
+  ASSERT_TRUE(
+      env.WaitFor([&] { return ReadFile(rp1 + "rpg_time_reset") == "300"; }, absl::Seconds(10)))
+      << agent.Log() << env.ControllerLog();
+  std::ofstream(rp0 + "rpg_hai_rate") << "777\n";
+  ASSERT_TRUE(
+      env.WaitFor([&] { return ReadFile(rp0 + "rpg_hai_rate") == "50"; }, absl::Seconds(10)))
+      << agent.Log() << env.ControllerLog();
+  EXPECT_EQ(ReadFile(rp0 + "rpg_time_reset"), "310");
+  absl::SleepFor(absl::Seconds(3));  // a loop would keep writing rows meanwhile
+  ASSERT_EQ(env.Ctl({"audit", "--limit=500"}, "alice", &out), 0) << out;
+  const int corrected = CountLines(out, "drift_corrected");
+  std::printf("drift: 2 out-of-band writes corrected with %d drift_corrected rows\n", corrected);
+  EXPECT_GE(corrected, 2);
+  EXPECT_LE(corrected, 6) << out;
+
+  // --replace: mlx5_1 is no longer managed, so its drift cannot be corrected
+  // by a re-push: observed and audited once, nothing re-pushed in a loop.
+  ASSERT_EQ(env.Ctl({"push", kHost, "mlx5_0", "rpg_time_reset=310", "--replace", "--wait"}, "alice",
+                    &out),
+            0)
+      << out;
+  EXPECT_THAT(out, HasSubstr("replacing the whole set"));
+  EXPECT_THAT(out, HasSubstr("mlx5_1/rpg_time_reset: 300 -> (removed)"));
+  std::ofstream(rp1 + "rpg_time_reset") << "777\n";
+  ASSERT_TRUE(env.WaitFor(
+      [&] {
+        std::string a;
+        env.Ctl({"audit", "--limit=500"}, "alice", &a);
+        return absl::StrContains(a, "not in the host's desired state");
+      },
+      absl::Seconds(10)))
+      << agent.Log();
+  absl::SleepFor(absl::Seconds(4));  // four more drift checks
+  ASSERT_EQ(env.Ctl({"audit", "--limit=500"}, "alice", &out), 0) << out;
+  EXPECT_EQ(CountLines(out, "not in the host's desired state"), 1) << out;
+  EXPECT_EQ(CountLines(out, "drift_corrected"), corrected) << "no re-push of the replaced set";
+  EXPECT_EQ(ReadFile(rp1 + "rpg_time_reset"), "777") << "not managed, not written";
   agent.Signal(SIGTERM);
   agent.Wait(absl::Seconds(10));
 }

@@ -131,6 +131,52 @@ TEST_F(NicOwnerTest, OutOfBandWriteIsDriftUntilReapplied) {
   EXPECT_EQ(store_.Get("rpg_ai_rate"), 33);
 }
 
+// Issue 28 item 1: re-applying a set that names only rpg_ai_rate took the
+// whole device's read-back as the new expected state, so an out-of-band write
+// to another parameter of that device (here rpg_hai_rate) was absorbed by the
+// next re-push and never reported again. It stays drift now.
+TEST_F(NicOwnerTest, ReapplyingASetDoesNotAbsorbAnOutOfBandWriteToAnotherParameter) {
+  ASSERT_TRUE(owner_->Apply("12", AiRate(33)).ok());
+  store_.Poke("rpg_hai_rate", 777);
+  ASSERT_EQ(owner_->CheckDrift().size(), 1u);
+  ASSERT_TRUE(owner_->Apply("12", AiRate(33)).ok());  // the controller's re-push
+  std::vector<DriftItem> drift = owner_->CheckDrift();
+  ASSERT_EQ(drift.size(), 1u);
+  EXPECT_EQ(drift[0].Text(), "mlx5_0/rpg_hai_rate: expected 50, found 777");
+  // A set that names it writes it back and it is expected as written.
+  v1::ParameterSet both = AiRate(33);
+  (*both.mutable_devices(0)->mutable_dcqcn())["rpg_hai_rate"] = 50;
+  ASSERT_TRUE(owner_->Apply("13", both).ok());
+  EXPECT_THAT(owner_->CheckDrift(), IsEmpty());
+  EXPECT_EQ(store_.Get("rpg_hai_rate"), 50);
+}
+
+TEST(NicOwnerMergeTest, NamedFromTheReadBackOthersKeptNewTakenAsRead) {
+  v1::ParameterSet expected;
+  v1::DeviceParameters* e0 = expected.add_devices();
+  e0->set_device("mlx5_0");
+  (*e0->mutable_dcqcn())["rpg_ai_rate"] = 5;
+  (*e0->mutable_dcqcn())["rpg_hai_rate"] = 50;
+  e0->mutable_pfc()->set_enable_mask(0x08);
+  v1::DeviceParameters* e1 = expected.add_devices();
+  e1->set_device("mlx5_1");
+  (*e1->mutable_dcqcn())["rpg_time_reset"] = 300;
+  v1::ParameterSet set = AiRate(33);
+  v1::ParameterSet back;
+  v1::DeviceParameters* b0 = back.add_devices();
+  b0->set_device("mlx5_0");
+  (*b0->mutable_dcqcn())["rpg_ai_rate"] = 33;
+  (*b0->mutable_dcqcn())["rpg_hai_rate"] = 777;  // written by someone else
+  (*b0->mutable_dcqcn())["rpg_gd"] = 11;         // not expected before
+  v1::ParameterSet next = NicOwner::MergeExpected(expected, set, back);
+  ASSERT_EQ(next.devices_size(), 2);
+  EXPECT_EQ(next.devices(0).dcqcn().at("rpg_ai_rate"), 33);
+  EXPECT_EQ(next.devices(0).dcqcn().at("rpg_hai_rate"), 50);
+  EXPECT_EQ(next.devices(0).dcqcn().at("rpg_gd"), 11);
+  EXPECT_EQ(next.devices(0).pfc().enable_mask(), 0x08u);
+  EXPECT_EQ(next.devices(1).dcqcn().at("rpg_time_reset"), 300);
+}
+
 TEST_F(NicOwnerTest, GuardRestoreBecomesTheExpectedState) {
   ASSERT_TRUE(owner_->Apply("7", AiRate(40)).ok());
   std::optional<v1::GuardEvent> ev = owner_->Observe(CnpStorm());

@@ -172,12 +172,77 @@ TEST_F(FleetTest, DriftIsCorrectedByRepushingTheDesiredState) {
   EXPECT_EQ(info.current_version(), *v);  // drift is not a rejection
   EXPECT_TRUE(info.rejected_versions().empty());
   EXPECT_THAT(sub_->kinds, ::testing::Contains("drift_corrected:h1"));
-  // Level-triggered: the same finding again is corrected again.
+  // Level-triggered, with a back-off: the same finding right after the
+  // re-push waits; a second later it is corrected again.
+  fleet_.HandleGuardEvents("h1", Events(Drift(found)));
+  EXPECT_EQ(c->pushed.size(), 2u);
+  clock_.Advance(absl::Seconds(1));
   fleet_.HandleGuardEvents("h1", Events(Drift(found)));
   EXPECT_EQ(c->pushed.size(), 3u);
   // The Ack of the re-push clears the drift.
   fleet_.HandleAck("h1", ack);
   EXPECT_EQ(fleet_.GetHost("h1")->drift_size(), 0);
+}
+
+v1::GuardEvent DriftOf(const std::string& device, const std::string& parameter, int64_t expected,
+                       int64_t found) {
+  v1::GuardEvent e = Drift(absl::StrCat("version 1: ", device, "/", parameter, ": expected ",
+                                        expected, ", found ", found));
+  v1::DriftedParameter* p = e.add_drifted();
+  p->set_device(device);
+  p->set_parameter(parameter);
+  p->set_expected(expected);
+  p->set_found(found);
+  return e;
+}
+
+// Issue 28 item 1: a finding that a re-push does not clear (another writer
+// fights it, or the agent reports it after every apply) was re-pushed and
+// audited on every report, ~4 a second, forever. Now the re-pushes of one
+// finding back off (1 s, 2 s, 4 s ... 5 min).
+TEST_F(FleetTest, DriftThatARepushDoesNotClearBacksOff) {
+  auto c = std::make_shared<FakeConnection>(1);
+  ASSERT_TRUE(fleet_.Register(MakeHello("h1"), c).ok());
+  auto v = fleet_.SetDesiredState("h1", Params(33));
+  ASSERT_TRUE(v.ok());
+  c->pushed.clear();
+  sub_->kinds.clear();
+  // Four reports a second for a minute, each with the same finding.
+  for (int i = 0; i < 240; ++i) {
+    fleet_.HandleGuardEvents("h1", Events(DriftOf("mlx5_0", "rpg_ai_rate", 33, 777)));
+    clock_.Advance(absl::Milliseconds(250));
+  }
+  // At 0, 1, 3, 7, 15, 31 s (the next would be at 63 s).
+  EXPECT_EQ(c->pushed.size(), 6u);
+  EXPECT_EQ(std::count(sub_->kinds.begin(), sub_->kinds.end(), "drift_corrected:h1"), 6);
+  // A different finding is corrected at once.
+  fleet_.HandleGuardEvents("h1", Events(DriftOf("mlx5_0", "rpg_ai_rate", 33, 778)));
+  EXPECT_EQ(c->pushed.size(), 7u);
+  // The same finding right after waits; once it has stopped coming back for
+  // a while, it starts over and is corrected at once.
+  fleet_.HandleGuardEvents("h1", Events(DriftOf("mlx5_0", "rpg_ai_rate", 33, 778)));
+  EXPECT_EQ(c->pushed.size(), 7u);
+  clock_.Advance(absl::Minutes(2));
+  fleet_.HandleGuardEvents("h1", Events(DriftOf("mlx5_0", "rpg_ai_rate", 33, 778)));
+  EXPECT_EQ(c->pushed.size(), 8u);
+}
+
+// A drifted parameter the desired state does not name cannot be corrected by
+// a re-push (before: re-pushed with writes=0 on every report): it is observed
+// and audited once, and nothing is pushed.
+TEST_F(FleetTest, DriftOutsideTheDesiredStateIsObservedOnceNotRepushed) {
+  auto c = std::make_shared<FakeConnection>(1);
+  ASSERT_TRUE(fleet_.Register(MakeHello("h1"), c).ok());
+  ASSERT_TRUE(fleet_.SetDesiredState("h1", Params(33)).ok());  // mlx5_0/rpg_ai_rate only
+  c->pushed.clear();
+  sub_->kinds.clear();
+  for (int i = 0; i < 40; ++i) {
+    fleet_.HandleGuardEvents("h1", Events(DriftOf("mlx5_1", "rpg_time_reset", 300, 777)));
+    clock_.Advance(absl::Milliseconds(250));
+  }
+  EXPECT_TRUE(c->pushed.empty());
+  EXPECT_EQ(std::count(sub_->kinds.begin(), sub_->kinds.end(), "drift_observed:h1"), 1);
+  EXPECT_THAT(fleet_.GetHost("h1")->drift(0), HasSubstr("mlx5_1/rpg_time_reset"));
 }
 
 TEST_F(FleetTest, ObserveOnlyHostsReportDriftWithoutCorrection) {

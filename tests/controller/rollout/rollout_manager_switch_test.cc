@@ -296,7 +296,7 @@ TEST_F(RolloutSwitchTest, SwitchChangeCanariesTorsThenStagesToDoneAndRollsBack) 
   EXPECT_EQ(HostPushes(), 0) << "a switch change never pushes to the hosts it measures";
   // A ToR and a measured host of an active change take no manual push.
   for (const std::string& member : {std::string("sim-tor0"), std::string("h0-0")}) {
-    auto push = OnExec<absl::StatusOr<std::string>>([&] {
+    auto push = OnExec<absl::StatusOr<v1::SetDesiredStateResponse>>([&] {
       v1::SetDesiredStateRequest req;
       req.set_host_id(member);
       return manager_->SetDesiredState(req, Identity{"carol", false});

@@ -390,6 +390,79 @@ TEST(ChangePlannerTest, KnobsOutsideThePolicyAreRefused) {
   EXPECT_FALSE(CheckKnobs(policy, {}).ok());
 }
 
+// Issue 28 item 1: a hand push replaced the host's whole desired state with
+// the one parameter named, so every other parameter and device went
+// unmanaged (audited as "-> (removed)") and their drift could never be
+// corrected. A push now merges; --replace is explicit.
+TEST_F(RolloutTest, AHandPushMergesIntoTheDesiredStateAndReplaceIsExplicit) {
+  auto push = [&](int64_t ai, bool replace) {
+    return OnExec<absl::StatusOr<v1::SetDesiredStateResponse>>([&] {
+      v1::SetDesiredStateRequest req;
+      req.set_host_id("h00");
+      req.set_reason("lab");
+      req.set_replace(replace);
+      v1::DeviceParameters* d = req.mutable_parameters()->add_devices();
+      d->set_device(kDevice);
+      (*d->mutable_dcqcn())["rpg_ai_rate"] = ai;
+      return manager_->SetDesiredState(req, Identity{"carol", false});
+    });
+  };
+  auto first = push(20, false);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(first->changes_size(), 1);
+  EXPECT_EQ(first->changes(0).parameter(), "rpg_ai_rate");
+  EXPECT_EQ(first->changes(0).old_value(), "5");
+  EXPECT_EQ(first->changes(0).new_value(), "20");
+  auto h = fleet_->GetStored("h00");
+  ASSERT_TRUE(h.ok());
+  ASSERT_EQ(h->desired.devices_size(), 1);
+  EXPECT_EQ(h->desired.devices(0).dcqcn().at("rpg_time_reset"), 300) << "kept, still managed";
+  EXPECT_EQ(h->desired.devices(0).dcqcn().at("rpg_ai_rate"), 20);
+  // The same values again: no new version, nothing changes.
+  auto same = push(20, false);
+  ASSERT_TRUE(same.ok());
+  EXPECT_EQ(same->version(), first->version());
+  EXPECT_EQ(same->changes_size(), 0);
+  // --replace: exactly what is named; the response says what is dropped.
+  auto replaced = push(20, true);
+  ASSERT_TRUE(replaced.ok());
+  ASSERT_EQ(replaced->changes_size(), 1);
+  EXPECT_EQ(replaced->changes(0).parameter(), "rpg_time_reset");
+  EXPECT_EQ(replaced->changes(0).new_value(), "");
+  h = fleet_->GetStored("h00");
+  EXPECT_EQ(h->desired.devices(0).dcqcn().count("rpg_time_reset"), 0u);
+}
+
+TEST(ChangePlannerTest, MergeParameterSetsSetsWhatIsNamedAndKeepsTheRest) {
+  v1::ParameterSet base;
+  v1::DeviceParameters* b0 = base.add_devices();
+  b0->set_device("mlx5_0");
+  (*b0->mutable_dcqcn())["rpg_time_reset"] = 300;
+  (*b0->mutable_dcqcn())["rpg_ai_rate"] = 5;
+  b0->set_rp_enable_mask(0x08);
+  b0->mutable_pfc()->set_enable_mask(0x08);
+  b0->mutable_pfc()->set_delay(100);
+  base.add_devices()->set_device("mlx5_1");
+  (*base.mutable_devices(1)->mutable_dcqcn())["rpg_time_reset"] = 300;
+  v1::ParameterSet overlay;
+  v1::DeviceParameters* o0 = overlay.add_devices();
+  o0->set_device("mlx5_0");
+  (*o0->mutable_dcqcn())["rpg_time_reset"] = 310;
+  o0->mutable_pfc()->set_enable_mask(0x10);
+  overlay.add_devices()->set_device("mlx5_2");
+  (*overlay.mutable_devices(1)->mutable_dcqcn())["rpg_gd"] = 7;
+  v1::ParameterSet m = MergeParameterSets(base, overlay);
+  ASSERT_EQ(m.devices_size(), 3);
+  EXPECT_EQ(m.devices(0).dcqcn().at("rpg_time_reset"), 310);
+  EXPECT_EQ(m.devices(0).dcqcn().at("rpg_ai_rate"), 5);
+  EXPECT_EQ(m.devices(0).rp_enable_mask(), 0x08u);
+  EXPECT_EQ(m.devices(0).pfc().enable_mask(), 0x10u);
+  EXPECT_EQ(m.devices(0).pfc().delay(), 100u);
+  EXPECT_EQ(m.devices(1).dcqcn().at("rpg_time_reset"), 300);
+  EXPECT_EQ(m.devices(2).device(), "mlx5_2");
+  EXPECT_EQ(m.devices(2).dcqcn().at("rpg_gd"), 7);
+}
+
 TEST_F(RolloutTest, ApprovedChangeCanariesThenStagesToDone) {
   ApplyPolicy(PolicyText());
   Run(6);  // baseline
