@@ -18,6 +18,7 @@
 #include "controller/rollout/switch_plan.h"
 #include "controller/tuner/tuner.h"
 #include "daemon/logging.h"
+#include "google/protobuf/util/message_differencer.h"
 
 namespace rocetune::controller {
 namespace {
@@ -558,7 +559,15 @@ absl::StatusOr<v1::Change> RolloutManager::Rollback(const v1::ChangeActionReques
   if (c->state() == v1::DONE) {
     for (const v1::HostTarget& h : c->hosts()) {
       if (h.pushed_version().empty()) continue;
-      if (fleet_->DesiredVersion(h.host_id()) != h.pushed_version()) {
+      // The host still runs this change when its desired state is the set the
+      // change gave it: the same version, or the same content under a newer
+      // version (a later change on these hosts that was rolled back or
+      // aborted restored exactly this set, as a new version).
+      absl::StatusOr<StoredHost> now = fleet_->GetStored(h.host_id());
+      const bool same_set =
+          now.ok() && now->desired_seq != 0 &&
+          google::protobuf::util::MessageDifferencer::Equals(now->desired, h.target());
+      if (fleet_->DesiredVersion(h.host_id()) != h.pushed_version() && !same_set) {
         return absl::FailedPreconditionError(absl::StrCat(
             "host ", h.host_id(), " moved on since change ", c->id(), " (desired version ",
             fleet_->DesiredVersion(h.host_id()), ", the change set ", h.pushed_version(),

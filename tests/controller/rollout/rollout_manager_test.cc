@@ -573,6 +573,49 @@ TEST_F(RolloutTest, RegressionOnTheCanaryRollsBackEveryTouchedHost) {
   EXPECT_EQ(Metric("rocetune_controller_change_transitions_total{to_state=ROLLED_BACK,}"), 1);
 }
 
+// Issue 28 item 5: c-2 DONE; c-3 on the same hosts rolled back by the judge
+// restores c-2's set, as a new desired version. Rolling back c-2 was refused
+// ("roll back the later change first", which c-3, already rolled back, could
+// not be): the check compared version numbers, not the set the host holds.
+TEST_F(RolloutTest, ADoneChangeCanBeRolledBackAfterALaterChangeOnItsHostsWasRolledBack) {
+  ApplyPolicy(PolicyText());
+  factor_ = [](int64_t v) { return v == 2 ? 1.6 : 1.0; };
+  Run(6);
+  auto done = Propose(100);
+  ASSERT_TRUE(done.ok()) << done.status();
+  ASSERT_TRUE(Act("approve", done->id(), {"bob", false}).ok());
+  Tick();
+  Run(30);
+  ASSERT_EQ(Get(done->id()).state(), v1::DONE);
+  Run(6);
+  auto bad = Propose(2);
+  ASSERT_TRUE(bad.ok()) << bad.status();
+  ASSERT_TRUE(Act("approve", bad->id(), {"bob", false}).ok());
+  Tick();
+  for (int i = 0; i < 12 && Get(bad->id()).state() == v1::CANARY; ++i) Run(1);
+  ASSERT_EQ(Get(bad->id()).state(), v1::ROLLED_BACK);
+  for (const std::string& h : hosts_) ASSERT_EQ(DesiredValue(h), 100) << h;
+  auto back = Act("rollback", done->id(), {"carol", false});
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->state(), v1::ROLLED_BACK);
+  for (const std::string& h : hosts_) EXPECT_EQ(DesiredValue(h), 300) << h;
+  // Under a later change still in force, rolling back is still refused.
+  std::vector<std::string> ids;
+  for (int64_t value : {150, 200}) {
+    Run(6);
+    auto c = Propose(value);
+    ASSERT_TRUE(c.ok()) << c.status();
+    ASSERT_TRUE(Act("approve", c->id(), {"bob", false}).ok());
+    Tick();
+    Run(30);
+    ASSERT_EQ(Get(c->id()).state(), v1::DONE);
+    ids.push_back(c->id());
+  }
+  auto refused = Act("rollback", ids[0], {"carol", false});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(), HasSubstr("roll back the later change first"));
+}
+
 TEST_F(RolloutTest, GuardEventOnACanaryHostRollsBackAndTheSetIsNeverRepushed) {
   ApplyPolicy(PolicyText());
   Run(6);
