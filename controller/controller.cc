@@ -209,6 +209,7 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(const ControllerOp
   ropt.tick = options.rollout_tick;
   ropt.window = options.window;
   ropt.retention = options.retention;
+  ropt.max_message_bytes = static_cast<size_t>(options.max_message_bytes);
   c->rollout_ = std::make_unique<RolloutManager>(c->fleet_.get(), c->telemetry_.get(),
                                                  c->store_.get(), &c->events_, clock, ropt);
   c->rollout_->set_metrics(&c->metrics_->rollout());
@@ -238,6 +239,7 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(const ControllerOp
                   &c->events_,      c->metrics_.get(),   clock,
                   c->rollout_.get()};
   mdeps.authorizer = c->authorizer_.get();
+  mdeps.max_message_bytes = static_cast<size_t>(options.max_message_bytes);
   c->admin_service_ = std::make_unique<AdminService>(mdeps);
   if (options.tls.enabled()) {
     c->tls_refusals_ = NewTlsRefusalLog(c->store_.get(), c->rollout_.get(), c->metrics_.get(),

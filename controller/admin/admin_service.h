@@ -30,6 +30,8 @@ struct AdminDeps {
   Clock* clock;
   RolloutManager* rollout;  // policies, changes, campaigns
   size_t max_watch_queue = 256;
+  // Largest admin request accepted (--max_message_bytes).
+  size_t max_message_bytes = 1 << 20;
   // Roles; null when they are not enforced (plaintext on loopback).
   const Authorizer* authorizer = nullptr;
 };

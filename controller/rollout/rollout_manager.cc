@@ -334,6 +334,16 @@ absl::StatusOr<v1::ApplyPolicyResponse> RolloutManager::ApplyPolicy(
   v.set_created_by(who.name);
   v.set_sequence(policies_.NextSequence(v.name()));
   v.set_source_text(req.text());
+  // The version is served back whole (policy show, this response): one that
+  // cannot be sent is refused here, before anything is stored or audited.
+  constexpr size_t kEnvelope = 1024;  // the response's other fields
+  if (v.ByteSizeLong() + kEnvelope > options_.max_message_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        file, ": the policy version would take ", v.ByteSizeLong(), " bytes (its text is ",
+        req.text().size(),
+        "), more than the controller's --max_message_bytes=", options_.max_message_bytes,
+        " allows in a reply; nothing was stored (shorten its comments)"));
+  }
   resp.set_created(true);
   if (req.dry_run()) {
     *resp.mutable_version() = v;

@@ -37,6 +37,9 @@ struct RolloutOptions {
   absl::Duration retention = absl::Minutes(10);
   // Verdicts kept per change (older ones lose their sketches first, then go).
   int max_verdicts = 40;
+  // The controller's --max_message_bytes: a policy version larger than this
+  // could be stored but never served back, so it is refused before it is.
+  size_t max_message_bytes = 1 << 20;
 };
 
 // Policies, changes and tuning campaigns: the tuning loop's state machine.

@@ -649,6 +649,74 @@ TEST_F(ControllerServiceTest, SeveralWatchersEachGetEveryEventAndStopEndsThem) {
   EXPECT_FALSE(r2->Finish().ok());
 }
 
+// Issue 28 item 4: a valid policy with a large comment was stored and
+// audited, then its reply failed (RESOURCE_EXHAUSTED, CLI exit 1) and
+// `policy show` of it failed forever; admin requests up to 4x
+// --max_message_bytes were accepted. Now both are refused before anything is
+// stored (the fixture's --max_message_bytes is 64 KiB).
+TEST_F(ControllerServiceTest, AnOversizedPolicyIsRefusedWholeAndNothingIsStored) {
+  const std::string policy = R"pb(
+    name: "big"
+    selector { match_labels { key: "role" value: "trainer" } }
+    objective { metric: PROBE_RTT_P99 }
+    knobs { parameter: "rpg_time_reset" min: 2 max: 600 step: 2 log_scale: true }
+    tuner { kind: COORDINATE_DESCENT trial_budget: 8 min_improvement: 0.03 }
+    rollout {
+      canary_fraction: 0.25
+      min_canary_hosts: 8
+      bake_seconds: 6
+      stages: [ 0.5, 1.0 ]
+      rack_label: "rack"
+      baseline_seconds: 4
+      looks: 3
+    }
+    guard {
+      max_p99_regression: 0.05
+      confidence: 0.995
+      min_samples: 1500
+      min_rack_pairs: 6
+      max_hold_seconds: 12
+    }
+    approval { approvers: 1 }
+  )pb";
+  auto apply = [&](size_t comment_bytes) {
+    grpc::ClientContext ctx;
+    v1::ApplyPolicyRequest req;
+    req.set_text(absl::StrCat(policy, "# ", std::string(comment_bytes, 'x'), "\n"));
+    req.set_file_name("big.textproto");
+    v1::ApplyPolicyResponse resp;
+    return admin_->ApplyPolicy(&ctx, req, &resp);
+  };
+  // Over the flag (under gRPC's own 4x limit): refused as a request.
+  grpc::Status s = apply(200 * 1024);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(s.error_message(), HasSubstr("--max_message_bytes=65536"));
+  // Under the flag, but the stored version could not be sent back.
+  s = apply(64 * 1024 - 700);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("nothing was stored"));
+  {
+    grpc::ClientContext ctx;
+    v1::ListPoliciesResponse list;
+    ASSERT_TRUE(admin_->ListPolicies(&ctx, v1::ListPoliciesRequest(), &list).ok());
+    EXPECT_EQ(list.policies_size(), 0) << list.DebugString();
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::ListAuditResponse audit;
+    ASSERT_TRUE(admin_->ListAudit(&ctx, v1::ListAuditRequest(), &audit).ok());
+    for (const auto& e : audit.entries()) EXPECT_NE(e.action(), "policy_apply") << e.DebugString();
+  }
+  // The same policy with a short comment is stored and served back.
+  ASSERT_TRUE(apply(100).ok());
+  grpc::ClientContext ctx;
+  v1::GetPolicyRequest get;
+  get.set_name("big");
+  v1::PolicyVersion got;
+  ASSERT_TRUE(admin_->GetPolicy(&ctx, get, &got).ok());
+  EXPECT_EQ(got.name(), "big");
+}
+
 TEST_F(ControllerServiceTest, EveryAdminMethodIsServed) {
   // Policy and change calls run on the rollout executor and answer from there.
   grpc::ClientContext c1;
