@@ -56,8 +56,8 @@ struct TorPortCounters {
   std::array<uint64_t, 8> tx_pfc_frames{}, rx_pfc_frames{};
 };
 
-// A RoCE fabric as a fixed-time-step fluid model (DESIGN.md "fabric simulator";
-// facts in dcqcn_model.md). Each step of step_ns:
+// A RoCE fabric as a fixed-time-step fluid model (docs/design.md;
+// facts in docs/dcqcn-model.md). Each step of step_ns:
 //  - every NIC sends each active flow's bytes at its DCQCN rate (flows of one
 //    NIC share its link in proportion to demand; nothing is sent on a priority
 //    the switch has paused);

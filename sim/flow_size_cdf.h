@@ -11,7 +11,7 @@ namespace rocetune::sim {
 
 // A piecewise-linear flow-size CDF (points of (bytes, cumulative fraction)),
 // sampled by inverse transform. The built-in tables are the WebSearch and
-// FB_Hadoop distributions of the HPCC traffic generator (dcqcn_model.md section 6).
+// FB_Hadoop distributions of the HPCC traffic generator (docs/dcqcn-model.md section 6).
 class FlowSizeCdf {
  public:
   // REQUIRES: points sorted by both coordinates, first fraction 0, last 1.

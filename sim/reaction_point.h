@@ -6,7 +6,7 @@
 namespace rocetune::sim {
 
 // DCQCN reaction-point parameters in mlx5 firmware names and units
-// (dcqcn_model.md section 3). Defaults are the ConnectX-5 firmware defaults.
+// (docs/dcqcn-model.md section 3). Defaults are the ConnectX-5 firmware defaults.
 struct RpParams {
   bool clamp_tgt_rate = false;
   bool clamp_tgt_rate_after_time_inc = true;

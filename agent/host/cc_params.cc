@@ -15,11 +15,11 @@ namespace rocetune {
 namespace {
 
 // 32-bit firmware fields are capped at INT32_MAX: the OFED sysfs store parses
-// writes with sscanf("%d") and prints them with "%d" (nic_facts.md 1.2), so larger
+// writes with sscanf("%d") and prints them with "%d" (docs/nic-facts.md 1.2), so larger
 // values would not survive a round trip through that layout.
 constexpr int64_t kU32Max = std::numeric_limits<int32_t>::max();
 
-// Ranges: field widths from mlx5_ifc.h (nic_facts.md 1.4), narrowed where the
+// Ranges: field widths from mlx5_ifc.h (docs/nic-facts.md 1.4), narrowed where the
 // NVIDIA DCQCN parameter page gives a range (1.5). Defaults: ConnectX-5 firmware
 // mlxconfig dump (1.5). cnp_prio_mode and rtt_resp_dscp* exist only in debugfs.
 constexpr CcParamSpec kTable[] = {

@@ -28,7 +28,7 @@
 namespace rocetune {
 namespace {
 
-static_assert(sizeof(struct ieee_pfc) == 136, "struct ieee_pfc layout (nic_facts.md 4.1)");
+static_assert(sizeof(struct ieee_pfc) == 136, "struct ieee_pfc layout (docs/nic-facts.md 4.1)");
 
 std::vector<uint8_t> Build(int type, const std::string& netdev, uint32_t seq,
                            const struct ieee_pfc* pfc) {

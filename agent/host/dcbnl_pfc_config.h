@@ -15,7 +15,7 @@
 
 namespace rocetune {
 
-// ---- dcbnl message encoding (pure; nic_facts.md 4.1) ------------------------
+// ---- dcbnl message encoding (pure; docs/nic-facts.md 4.1) ------------------------
 
 // RTM_GETDCB / DCB_CMD_IEEE_GET for `netdev` (NLM_F_REQUEST | NLM_F_ACK).
 // REQUIRES: netdev is a non-empty interface name shorter than IFNAMSIZ.

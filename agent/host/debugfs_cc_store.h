@@ -11,7 +11,7 @@
 
 namespace rocetune {
 
-// DCQCN parameters through the upstream mlx5 debugfs layout (nic_facts.md 1.3):
+// DCQCN parameters through the upstream mlx5 debugfs layout (docs/nic-facts.md 1.3):
 //   <debugfs_root>/mlx5/<pci bdf>/cc_params/{rp_*,np_*,rtt_resp_dscp*}
 // The BDF is the target of <sysfs_root>/class/infiniband/<dev>/device. This
 // layout has no per-priority enable: masks are never read, and writing one

@@ -44,7 +44,7 @@ std::vector<EthtoolTarget> EthtoolTargetsFromInventory(const std::vector<v1::Nic
 //      n_stats differs (new kernels answer 0 on a mismatch, old ones the new
 //      count) means the set changed under us: re-enumerate and retry (at most
 //      3 attempts). The buffer carries slack entries so an old kernel that
-//      copies a grown set cannot overrun it (nic_facts.md 3.2).
+//      copies a grown set cannot overrun it (docs/nic-facts.md 3.2).
 // Values are mapped by NAME, never by index (counter_names.h
 // MapEthtoolCounter: per-priority PFC pause frames / durations / transitions
 // both directions, pause-storm events, discards); other names pass through.

@@ -12,7 +12,7 @@
 namespace rocetune {
 
 // DCQCN parameters through the MLNX_OFED / DOCA-OFED netdev sysfs layout
-// (nic_facts.md 1.2):
+// (docs/nic-facts.md 1.2):
 //   <sysfs_root>/class/net/<if>/ecn/roce_rp/<param>   (reaction point)
 //   <sysfs_root>/class/net/<if>/ecn/roce_np/<param>   (notification point)
 //   <sysfs_root>/class/net/<if>/ecn/roce_{rp,np}/enable/<0..7>
