@@ -326,6 +326,9 @@ void Controller::Stop() {
   stopped_ = true;
   stop_.Notify();
   if (ticker_.joinable()) ticker_.join();
+  // A rehearsal in the simulator would hold its call (and so the shutdown)
+  // until its scenario ends.
+  if (admin_service_ != nullptr) admin_service_->StopRehearsals();
   if (server_ != nullptr) {
     // Pending calls are cancelled at the deadline; reactors then finish.
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));

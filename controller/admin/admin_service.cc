@@ -212,6 +212,7 @@ void AdminService::OnExecutor(std::function<absl::StatusOr<Resp>()> op,
 }
 
 void AdminService::Rehearse(const v1::RehearseChangeRequest& req, const Identity& who,
+                            std::chrono::system_clock::time_point deadline,
                             std::function<void(grpc::Status, v1::Rehearsal)> done) {
   v1::Scenario scenario;
   const std::string name = req.scenario_name().empty() ? "<scenario>" : req.scenario_name();
@@ -223,29 +224,46 @@ void AdminService::Rehearse(const v1::RehearseChangeRequest& req, const Identity
   const std::string id = req.id();
   OnExecutor<std::pair<Knobs, Knobs>>(
       [m, id] { return m->RehearsalKnobs(id); },
-      [this, m, id, scenario, name, who, done](grpc::Status st, std::pair<Knobs, Knobs> knobs) {
+      [this, m, id, scenario, name, who, deadline, done](grpc::Status st,
+                                                         std::pair<Knobs, Knobs> knobs) {
         if (!st.ok()) {
           done(st, v1::Rehearsal());
           return;
         }
-        const bool posted = rehearsals_.Post([this, m, id, scenario, name, who, done, knobs] {
-          absl::StatusOr<v1::Rehearsal> r =
-              controller::Rehearse(scenario, name, knobs.first, knobs.second, 0.05);
-          if (!r.ok()) {
-            done(ToGrpc(r.status()), v1::Rehearsal());
-            return;
-          }
-          r->set_actor(who.name);
-          r->set_unix_nanos(absl::ToUnixNanos(deps_.clock->Now()));
-          const v1::Rehearsal result = *r;
-          OnExecutor<v1::Rehearsal>(
-              [m, id, result]() -> absl::StatusOr<v1::Rehearsal> {
-                absl::StatusOr<v1::Change> c = m->RecordRehearsal(id, result);
-                if (!c.ok()) return c.status();
-                return result;
-              },
-              done);
-        });
+        const auto limit = std::min(
+            deadline, std::chrono::system_clock::now() + absl::ToChronoSeconds(kMaxRehearsal));
+        const bool posted =
+            rehearsals_.Post([this, m, id, scenario, name, who, done, knobs, limit] {
+              const SimulationStop stop = [this, limit]() -> absl::Status {
+                if (stopping_rehearsals_.load()) {
+                  return absl::UnavailableError("the controller is stopping");
+                }
+                if (std::chrono::system_clock::now() > limit) {
+                  return absl::DeadlineExceededError(
+                      absl::StrCat("the call's deadline (or the controller's limit of ",
+                                   absl::FormatDuration(kMaxRehearsal), ") passed"));
+                }
+                return absl::OkStatus();
+              };
+              absl::StatusOr<v1::Rehearsal> r =
+                  controller::Rehearse(scenario, name, knobs.first, knobs.second, 0.05, stop);
+              if (!r.ok()) {
+                LogWarning("rehearsal ended without a result",
+                           {{"change", id}, {"actor", who.name}, {"error", r.status().ToString()}});
+                done(ToGrpc(r.status()), v1::Rehearsal());
+                return;
+              }
+              r->set_actor(who.name);
+              r->set_unix_nanos(absl::ToUnixNanos(deps_.clock->Now()));
+              const v1::Rehearsal result = *r;
+              OnExecutor<v1::Rehearsal>(
+                  [m, id, result]() -> absl::StatusOr<v1::Rehearsal> {
+                    absl::StatusOr<v1::Change> c = m->RecordRehearsal(id, result);
+                    if (!c.ok()) return c.status();
+                    return result;
+                  },
+                  done);
+            });
         if (!posted) done(grpc::Status(grpc::StatusCode::UNAVAILABLE, "stopping"), v1::Rehearsal());
       });
 }
@@ -305,7 +323,7 @@ void AdminService::Start(grpc::ServerCompletionQueue* cq, CallTracker* calls) {
       this, &AS::RequestRehearseChange, "RehearseChange",
       [this](const grpc::ServerContext& ctx, const v1::RehearseChangeRequest& r,
              UnaryCall<v1::RehearseChangeRequest, v1::Rehearsal>::Done done) {
-        Rehearse(r, IdentityOf(ctx), std::move(done));
+        Rehearse(r, IdentityOf(ctx), ctx.deadline(), std::move(done));
       },
       cq, calls);
   ServeRollout<v1::StartCampaignRequest, v1::Campaign>(

@@ -1,10 +1,13 @@
 #ifndef ROCETUNE_CONTROLLER_ADMIN_ADMIN_SERVICE_H_
 #define ROCETUNE_CONTROLLER_ADMIN_ADMIN_SERVICE_H_
 
+#include <atomic>
+#include <chrono>
 #include <functional>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "controller/admin/authorizer.h"
 #include "controller/admin/identity.h"
 #include "controller/controller_metrics.h"
@@ -72,9 +75,17 @@ class AdminService final : public v1::AdminService::AsyncService {
   void OnExecutor(std::function<absl::StatusOr<Resp>()> op,
                   std::function<void(grpc::Status, Resp)> done);
   // Runs the change's rehearsal: knobs from the executor, the simulator on
-  // the rehearsal thread, the result recorded on the executor.
+  // the rehearsal thread, the result recorded on the executor. The
+  // simulation stops (and the call fails) when the call's `deadline` passes,
+  // after kMaxRehearsal of wall time, or when StopRehearsals is called.
   void Rehearse(const v1::RehearseChangeRequest& req, const Identity& who,
+                std::chrono::system_clock::time_point deadline,
                 std::function<void(grpc::Status, v1::Rehearsal)> done);
+  // Stops every rehearsal running or queued within a millisecond of simulated
+  // time (the controller's shutdown, before it waits for calls to end).
+  void StopRehearsals() { stopping_rehearsals_.store(true); }
+  // The longest a rehearsal may run, whatever the caller's deadline.
+  static constexpr absl::Duration kMaxRehearsal = absl::Minutes(5);
 
  private:
   // The unary fleet handlers, run on the queue's thread.
@@ -89,6 +100,7 @@ class AdminService final : public v1::AdminService::AsyncService {
   void AuditCall(const Identity& who, const std::string& method, const grpc::Status& outcome);
 
   const AdminDeps deps_;
+  std::atomic<bool> stopping_rehearsals_{false};
   Executor rehearsals_;
 };
 

@@ -56,7 +56,8 @@ absl::Status SetSwitchValue(v1::EcnSettings* ecn, const std::string& name, int64
 }  // namespace
 
 absl::StatusOr<sim::SimSummary> SimulateWithKnobs(const v1::Scenario& scenario,
-                                                  const std::map<std::string, int64_t>& knobs) {
+                                                  const std::map<std::string, int64_t>& knobs,
+                                                  const SimulationStop& stop) {
   v1::Scenario s = scenario;
   for (const auto& [name, value] : knobs) {
     const absl::Status st = absl::StartsWith(name, "ecn.")
@@ -77,18 +78,29 @@ absl::StatusOr<sim::SimSummary> SimulateWithKnobs(const v1::Scenario& scenario,
     return absl::InvalidArgumentError(
         absl::StrCat("rehearsal of \"", scenario.name(), "\": ", fabric.status().message()));
   }
-  (*fabric)->RunToEnd();
+  constexpr int64_t kSliceNs = 1'000'000;  // 1 ms of simulated time
+  while (!(*fabric)->done()) {
+    (*fabric)->RunUntil(std::min((*fabric)->now_ns() + kSliceNs, (*fabric)->end_ns()));
+    if (!stop) continue;
+    if (absl::Status s = stop(); !s.ok()) {
+      return absl::Status(
+          s.code(), absl::StrCat("rehearsal of \"", scenario.name(), "\" stopped at ",
+                                 (*fabric)->now_ns() / 1'000'000, " of ",
+                                 (*fabric)->end_ns() / 1'000'000, " simulated ms: ", s.message()));
+    }
+  }
   return (*fabric)->Summary(0);
 }
 
 absl::StatusOr<v1::RehearsalResult> RehearseScenario(const v1::Scenario& scenario,
-                                                     const std::map<std::string, int64_t>& knobs) {
+                                                     const std::map<std::string, int64_t>& knobs,
+                                                     const SimulationStop& stop) {
   if (!(scenario.probe().interval_us() > 0)) {
     return absl::InvalidArgumentError(absl::StrCat("scenario \"", scenario.name(),
                                                    "\" sends no latency probes "
                                                    "(probe.interval_us is 0): no p99 to predict"));
   }
-  absl::StatusOr<sim::SimSummary> summary = SimulateWithKnobs(scenario, knobs);
+  absl::StatusOr<sim::SimSummary> summary = SimulateWithKnobs(scenario, knobs, stop);
   if (!summary.ok()) return summary.status();
   const sim::SimSummary& sum = *summary;
   const int hosts = static_cast<int>(scenario.topology().hosts());
@@ -121,14 +133,14 @@ v1::RehearsalResult SummaryFigures(const sim::SimSummary& sum, int hosts) {
 absl::StatusOr<v1::Rehearsal> Rehearse(const v1::Scenario& scenario, const std::string& name,
                                        const std::map<std::string, int64_t>& current,
                                        const std::map<std::string, int64_t>& proposed,
-                                       double tolerance) {
+                                       double tolerance, const SimulationStop& stop) {
   if (!(tolerance >= 0) || !std::isfinite(tolerance)) {
     return absl::InvalidArgumentError(
         absl::StrCat("rehearsal tolerance ", tolerance, " is not a finite value >= 0"));
   }
-  absl::StatusOr<v1::RehearsalResult> cur = RehearseScenario(scenario, current);
+  absl::StatusOr<v1::RehearsalResult> cur = RehearseScenario(scenario, current, stop);
   if (!cur.ok()) return cur.status();
-  absl::StatusOr<v1::RehearsalResult> prop = RehearseScenario(scenario, proposed);
+  absl::StatusOr<v1::RehearsalResult> prop = RehearseScenario(scenario, proposed, stop);
   if (!prop.ok()) return prop.status();
   v1::Rehearsal out;
   out.set_scenario(name.empty() ? scenario.name() : name);

@@ -1,6 +1,7 @@
 #ifndef ROCETUNE_CONTROLLER_TUNER_REHEARSAL_H_
 #define ROCETUNE_CONTROLLER_TUNER_REHEARSAL_H_
 
+#include <functional>
 #include <map>
 #include <string>
 
@@ -11,6 +12,11 @@
 
 namespace rocetune::controller {
 
+// Asked between slices of simulated time (1 ms each): a status that is not
+// OK stops the simulation and is returned (a deadline passed, the controller
+// is stopping). Empty: never stops.
+using SimulationStop = std::function<absl::Status()>;
+
 // Runs `scenario` in the fabric simulator (in process) with the DCQCN knob
 // values `knobs` set on every host, and the switch ECN knobs among them
 // (ecn.<profile>.green_min_threshold / green_max_threshold in bytes,
@@ -18,7 +24,8 @@ namespace rocetune::controller {
 // simulator's summary. kInvalidArgument for an unknown knob name, a value
 // outside the parameter's range, Kmin above Kmax or an invalid scenario.
 absl::StatusOr<sim::SimSummary> SimulateWithKnobs(const v1::Scenario& scenario,
-                                                  const std::map<std::string, int64_t>& knobs);
+                                                  const std::map<std::string, int64_t>& knobs,
+                                                  const SimulationStop& stop = {});
 
 // Runs `scenario` in the fabric simulator (in process) with the DCQCN knob
 // values `knobs` set on every host (canonical names; unknown or out-of-range
@@ -27,7 +34,8 @@ absl::StatusOr<sim::SimSummary> SimulateWithKnobs(const v1::Scenario& scenario,
 // worst link's paused share of the measured time, and the all-reduce step-time
 // p99. kInvalidArgument also for a scenario without latency probes.
 absl::StatusOr<v1::RehearsalResult> RehearseScenario(const v1::Scenario& scenario,
-                                                     const std::map<std::string, int64_t>& knobs);
+                                                     const std::map<std::string, int64_t>& knobs,
+                                                     const SimulationStop& stop = {});
 
 // The RehearsalResult figures of a simulator summary of `hosts` hosts (all
 // zero when hosts <= 0 or nothing was measured).
@@ -39,7 +47,7 @@ v1::RehearsalResult SummaryFigures(const sim::SimSummary& summary, int hosts);
 absl::StatusOr<v1::Rehearsal> Rehearse(const v1::Scenario& scenario, const std::string& name,
                                        const std::map<std::string, int64_t>& current,
                                        const std::map<std::string, int64_t>& proposed,
-                                       double tolerance);
+                                       double tolerance, const SimulationStop& stop = {});
 
 }  // namespace rocetune::controller
 

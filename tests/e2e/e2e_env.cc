@@ -95,6 +95,12 @@ bool Env::StartController() {
   return true;
 }
 
+std::optional<int> Env::StopController(int sig, absl::Duration timeout) {
+  if (controller_ == nullptr) return std::nullopt;
+  controller_->Signal(sig);
+  return controller_->Wait(timeout);
+}
+
 void Env::KillController() {
   if (controller_ == nullptr) return;
   controller_->Signal(SIGKILL);

@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,9 @@ class Env {
   // The controller alone (kill -9 and restart on the same port and state).
   bool StartController();
   void KillController();  // SIGKILL
+  // Sends `sig` to the controller and waits up to `timeout` for it to exit;
+  // its exit status, or nullopt when it is still running (or none runs).
+  std::optional<int> StopController(int sig, absl::Duration timeout);
   // Runs rocetunectl as `actor`; returns its exit code, output in `out`.
   int Ctl(const std::vector<std::string>& args, const std::string& actor = "alice",
           std::string* out = nullptr);

@@ -37,6 +37,24 @@ TEST(RehearsalTest, ReturnsFiniteFigures) {
   EXPECT_EQ(r->step_time_seconds(), 0);  // no all-reduce here
 }
 
+// Issue 28 item 3: a rehearsal of a long scenario ran to its end whatever
+// happened to its caller (a client that gave up, a SIGTERM). It asks its
+// stop function after every simulated millisecond and ends with its status.
+TEST(RehearsalTest, AStopEndsTheSimulationWithinAMillisecondOfSimulatedTime) {
+  v1::Scenario long_one = VictimFlow();
+  long_one.set_duration_ms(600'000);  // ten simulated minutes
+  int asked = 0;
+  const SimulationStop stop = [&]() -> absl::Status {
+    return ++asked < 3 ? absl::OkStatus() : absl::DeadlineExceededError("the deadline passed");
+  };
+  absl::StatusOr<v1::Rehearsal> r = Rehearse(long_one, "long", {}, {}, 0.05, stop);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(r.status().message(), HasSubstr("stopped at 3 of 600000 simulated ms"));
+  EXPECT_THAT(r.status().message(), HasSubstr("the deadline passed"));
+  EXPECT_EQ(asked, 3);
+}
+
 TEST(RehearsalTest, KnobValuesReachTheHosts) {
   absl::StatusOr<v1::RehearsalResult> base = RehearseScenario(VictimFlow(), {});
   absl::StatusOr<v1::RehearsalResult> sparse =
