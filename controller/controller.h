@@ -60,6 +60,8 @@ struct ControllerOptions {
   // Period at which active changes are driven (judge looks, stages, HOLD
   // limits); zero disables the ticker (tests call rollout().Tick()).
   absl::Duration rollout_tick = absl::Seconds(1);
+  // A change left PROPOSED this long is rejected (RolloutOptions::proposal_ttl).
+  absl::Duration proposal_ttl = absl::Hours(24);
   // Refused TLS handshakes become at most one audit row per (reason,
   // certificate subject, issuer) per period, carrying their count.
   absl::Duration tls_refusal_audit_period = absl::Minutes(1);

@@ -62,6 +62,9 @@ ABSL_FLAG(int32_t, stream_threads, 0,
 ABSL_FLAG(double, probe_rate, 10,
           "Latency probes per second each agent sends to each of its peers (the probe plan).");
 ABSL_FLAG(int32_t, probe_peers, 16, "Peers in each agent's probe plan (half in its own ToR).");
+ABSL_FLAG(absl::Duration, proposal_ttl, absl::Hours(24),
+          "A change still PROPOSED this long after its proposal is rejected by the controller "
+          "(audited change_expired) and frees its hosts; 0 = never.");
 ABSL_FLAG(absl::Duration, rollout_tick, absl::Seconds(1),
           "How often active changes and tuning campaigns are driven: judge looks, stage moves, "
           "HOLD limits, next trials.");
@@ -119,6 +122,12 @@ int main(int argc, char** argv) {
   opt.stream_threads = absl::GetFlag(FLAGS_stream_threads);
   opt.observe_only = absl::GetFlag(FLAGS_observe_only);
   opt.rollout_tick = absl::GetFlag(FLAGS_rollout_tick);
+  opt.proposal_ttl = absl::GetFlag(FLAGS_proposal_ttl);
+  if (opt.proposal_ttl < absl::ZeroDuration()) {
+    std::fprintf(stderr, "rocetune-controller: --proposal_ttl=%s: want a duration >= 0\n",
+                 absl::FormatDuration(opt.proposal_ttl).c_str());
+    return 2;
+  }
   opt.probe_rate = absl::GetFlag(FLAGS_probe_rate);
   opt.probe_peers = absl::GetFlag(FLAGS_probe_peers);
 

@@ -707,13 +707,33 @@ absl::StatusOr<v1::Change> RolloutManager::RecordRehearsal(const std::string& id
   return *c;
 }
 
+namespace {
+
+// What an operator can do about the active change `c` that holds a host:
+// only commands that its state accepts.
+std::string WayOut(const v1::Change& c) {
+  switch (c.state()) {
+    case v1::PROPOSED:
+      return absl::StrCat("reject it (rocetunectl change reject ", c.id(),
+                          ") or approve it and let it finish");
+    case v1::APPROVED:
+      return absl::StrCat("abort it (rocetunectl change abort ", c.id(), ")");
+    default:
+      return absl::StrCat("roll it back (rocetunectl change rollback ", c.id(),
+                          ") or let it finish");
+  }
+}
+
+}  // namespace
+
 absl::Status RolloutManager::ForgetHost(const v1::ForgetHostRequest& req, const Identity& who) {
   if (req.host_id().empty()) return absl::InvalidArgumentError("host_id is empty");
   const std::string holder = ActiveChangeOf(req.host_id());
   if (!holder.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "host ", req.host_id(), " takes part in active change ", holder, " (",
-        StateName(changes_.at(holder).state()), "); roll it back or let it finish first"));
+    const v1::Change& c = changes_.at(holder);
+    return absl::FailedPreconditionError(
+        absl::StrCat("host ", req.host_id(), " takes part in active change ", holder, " (",
+                     StateName(c.state()), "); ", WayOut(c), " first"));
   }
   return fleet_->ForgetHost(req.host_id(),
                             DesiredStateActor{who.name, who.authenticated, req.reason(), ""});
@@ -723,10 +743,10 @@ absl::StatusOr<v1::SetDesiredStateResponse> RolloutManager::SetDesiredState(
     const v1::SetDesiredStateRequest& req, const Identity& who) {
   const std::string holder = ActiveChangeOf(req.host_id());
   if (!holder.empty()) {
+    const v1::Change& c = changes_.at(holder);
     return absl::FailedPreconditionError(
         absl::StrCat("host ", req.host_id(), " takes part in active change ", holder, " (",
-                     StateName(changes_.at(holder).state()),
-                     "); roll it back or wait for it to finish before pushing by hand"));
+                     StateName(c.state()), "); ", WayOut(c), " before pushing by hand"));
   }
   absl::StatusOr<StoredHost> host = fleet_->GetStored(req.host_id());
   if (!host.ok()) return host.status();
@@ -1077,7 +1097,35 @@ void RolloutManager::Drive(v1::Change* c) {
           progress);
 }
 
+void RolloutManager::ExpireProposals() {
+  if (options_.proposal_ttl <= absl::ZeroDuration()) return;
+  const absl::Time now = clock_->Now();
+  for (auto& [id, c] : changes_) {
+    if (c.state() != v1::PROPOSED || !c.campaign_id().empty() || c.created_unix_nanos() == 0) {
+      continue;
+    }
+    const absl::Duration age = now - absl::FromUnixNanos(c.created_unix_nanos());
+    if (age <= options_.proposal_ttl) continue;
+    const std::string why =
+        absl::StrCat("expired: not approved within ", absl::FormatDuration(options_.proposal_ttl),
+                     " of its proposal (--proposal_ttl); its hosts are free again");
+    v1::Change next = c;
+    if (absl::Status s =
+            Commit(&next, Transition(next, v1::REJECTED, "controller", why),
+                   {MakeAudit("change_expired", next, Identity{"controller", false}, why, "")}, {});
+        !s.ok()) {
+      LogError("cannot expire a proposed change; retried at the next tick",
+               {{"change", id}, {"error", s.ToString()}});
+      continue;
+    }
+    c = std::move(next);
+    LogInfo("change expired", {{"change", id}, {"reason", why}});
+    Publish(c, why);
+  }
+}
+
 void RolloutManager::Tick() {
+  ExpireProposals();
   std::vector<std::string> ids;
   for (const auto& [id, c] : changes_) {
     if (c.state() == v1::APPROVED || InFlight(c.state())) ids.push_back(id);

@@ -40,6 +40,10 @@ struct RolloutOptions {
   // The controller's --max_message_bytes: a policy version larger than this
   // could be stored but never served back, so it is refused before it is.
   size_t max_message_bytes = 1 << 20;
+  // A change still PROPOSED this long after it was proposed is rejected by
+  // the controller (audited change_expired), so that it stops holding its
+  // hosts. Zero: never. Campaign trials are not affected.
+  absl::Duration proposal_ttl = absl::Hours(24);
 };
 
 // Policies, changes and tuning campaigns: the tuning loop's state machine.
@@ -114,6 +118,8 @@ class RolloutManager : public FleetListener {
 
   // Drives every active change and campaign once.
   void Tick();
+  // Rejects PROPOSED changes older than options.proposal_ttl (part of Tick).
+  void ExpireProposals();
 
   // FleetListener: posted to the executor.
   void OnAck(const std::string& host_id, const std::string& version) override;

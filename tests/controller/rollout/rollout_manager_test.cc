@@ -463,6 +463,48 @@ TEST(ChangePlannerTest, MergeParameterSetsSetsWhatIsNamedAndKeepsTheRest) {
   EXPECT_EQ(m.devices(2).dcqcn().at("rpg_gd"), 7);
 }
 
+// Issue 28 item 7: a PROPOSED change held its hosts forever, and a hand
+// push to one of them was refused with advice ("roll it back") that a
+// PROPOSED change does not accept. It now expires after proposal_ttl (24 h
+// by default), audited, and the refusal names what its state accepts.
+TEST_F(RolloutTest, AProposedChangeExpiresAndFreesItsHosts) {
+  ApplyPolicy(PolicyText());
+  auto c = Propose(100);
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto push = [&] {
+    return OnExec<absl::StatusOr<v1::SetDesiredStateResponse>>([&] {
+      v1::SetDesiredStateRequest req;
+      req.set_host_id("h00");
+      v1::DeviceParameters* d = req.mutable_parameters()->add_devices();
+      d->set_device(kDevice);
+      (*d->mutable_dcqcn())["rpg_ai_rate"] = 20;
+      return manager_->SetDesiredState(req, Identity{"carol", false});
+    });
+  };
+  auto refused = push();
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(), HasSubstr("rocetunectl change reject " + c->id()));
+  EXPECT_THAT(refused.status().message(), ::testing::Not(HasSubstr("roll it back")));
+  clock_.Advance(absl::Hours(24) - absl::Seconds(1));
+  Tick();
+  EXPECT_EQ(Get(c->id()).state(), v1::PROPOSED);
+  clock_.Advance(absl::Seconds(2));
+  Tick();
+  v1::Change now = Get(c->id());
+  EXPECT_EQ(now.state(), v1::REJECTED);
+  EXPECT_THAT(now.transitions(now.transitions_size() - 1).reason(), HasSubstr("expired"));
+  auto audit = store_->QueryAudit([&] {
+    v1::ListAuditRequest r;
+    r.set_change_id(c->id());
+    r.set_newest_first(true);
+    return r;
+  }());
+  ASSERT_TRUE(audit.ok());
+  ASSERT_GT(audit->entries_size(), 0);
+  EXPECT_EQ(audit->entries(0).action(), "change_expired");
+  EXPECT_TRUE(push().ok()) << "the host is free again";
+}
+
 TEST_F(RolloutTest, ApprovedChangeCanariesThenStagesToDone) {
   ApplyPolicy(PolicyText());
   Run(6);  // baseline
