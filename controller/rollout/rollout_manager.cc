@@ -388,6 +388,46 @@ absl::StatusOr<v1::PolicyVersion> RolloutManager::GetPolicy(const v1::GetPolicyR
 
 // ---------------------------------------------------------------- changes
 
+absl::Status RolloutManager::CheckProbeRate(const v1::Policy& policy,
+                                            const std::vector<StoredHost>& selected) const {
+  const uint64_t need = policy.guard().min_samples();
+  const uint32_t period = std::min(policy.rollout().baseline_seconds(),
+                                   policy.rollout().bake_seconds());
+  if (need == 0 || period == 0) return absl::OkStatus();
+  // The probe RTTs each measured host reported per second over the last
+  // complete windows (up to kProbeRateLookback), in the objective's class.
+  constexpr absl::Duration kProbeRateLookback = absl::Seconds(30);
+  const absl::Time to = telemetry_->WindowStart(telemetry_->WindowIndex(clock_->Now() - ReportGrace()));
+  const absl::Time from = to - std::min(kProbeRateLookback, options_.retention);
+  std::vector<double> rates;
+  size_t measured = 0;
+  for (const StoredHost& h : selected) {
+    if (IsSwitchMember(h.info)) continue;
+    ++measured;
+    std::shared_ptr<HostTelemetry> t = telemetry_->Find(h.info.host_id());
+    if (t == nullptr) continue;
+    const PeriodAggregate agg = t->Aggregate(from, to, policy.objective().peer_class());
+    if (agg.windows_present < 2 || !(agg.covered_seconds > 0)) continue;
+    rates.push_back(static_cast<double>(agg.rtt.count()) / agg.covered_seconds);
+  }
+  // Refused only on evidence: most measured hosts reported for a while.
+  if (measured == 0 || rates.size() * 2 < measured) return absl::OkStatus();
+  std::sort(rates.begin(), rates.end());
+  const double median = rates[rates.size() / 2];
+  const double expected = median * period;
+  if (expected >= static_cast<double>(need)) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "the judge could not admit this change's hosts: they report a median %.1f probe RTTs a "
+      "second%s (over the last %s), so a %u s baseline or bake holds about %.0f per host, under "
+      "guard.min_samples (%u). Raise the controller's --probe_rate (per peer) or --probe_peers, "
+      "lengthen rollout.baseline_seconds and rollout.bake_seconds, or lower guard.min_samples",
+      median,
+      policy.objective().peer_class().empty()
+          ? ""
+          : absl::StrCat(" in peer class ", policy.objective().peer_class()),
+      absl::FormatDuration(to - from), period, expected, need));
+}
+
 absl::StatusOr<v1::Change> RolloutManager::BuildChange(const v1::PolicyVersion& pv,
                                                        const Knobs& knobs, const Identity& who,
                                                        const std::string& reason,
@@ -415,6 +455,7 @@ absl::StatusOr<v1::Change> RolloutManager::BuildChange(const v1::PolicyVersion& 
           StateName(changes_.at(holder).state()), "): a host joins at most one active change"));
     }
   }
+  if (absl::Status s = CheckProbeRate(policy, selected); !s.ok()) return s;
   // Switch knobs: planned rack by rack (rollout_manager_switch.cc).
   absl::StatusOr<std::vector<v1::HostTarget>> plan =
       HasSwitchKnobs(policy) ? PlanSwitchChange(policy, selected, knobs, seed)

@@ -141,6 +141,12 @@ class RolloutManager : public FleetListener {
 
   // How long after a window ends its reports are taken to have arrived.
   absl::Duration ReportGrace() const;
+  // kFailedPrecondition, with the figures and what to change, when the
+  // selected hosts' recent probe rate (in the objective's peer class) cannot
+  // give guard.min_samples per host in the shorter of baseline and bake;
+  // OK when it can, or when too few hosts have reported to tell.
+  absl::Status CheckProbeRate(const v1::Policy& policy,
+                              const std::vector<StoredHost>& selected) const;
   v1::Change* Find(const std::string& id);
   const v1::Change* Find(const std::string& id) const;
   v1::Campaign* FindCampaign(const std::string& id);

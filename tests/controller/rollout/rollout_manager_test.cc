@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "absl/synchronization/mutex.h"
 #include "controller/rollout/change_planner.h"
 #include "daemon/clock.h"
@@ -247,6 +248,20 @@ class RolloutTest : public ::testing::Test {
       return manager_->Propose(req, who);
     });
   }
+  // rocetunectl push HOST mlx5_0 rpg_ai_rate=AI [--replace], as carol.
+  absl::StatusOr<v1::SetDesiredStateResponse> PushByHand(const std::string& host, int64_t ai,
+                                                         bool replace = false) {
+    return OnExec<absl::StatusOr<v1::SetDesiredStateResponse>>([&] {
+      v1::SetDesiredStateRequest req;
+      req.set_host_id(host);
+      req.set_reason("lab");
+      req.set_replace(replace);
+      v1::DeviceParameters* d = req.mutable_parameters()->add_devices();
+      d->set_device(kDevice);
+      (*d->mutable_dcqcn())["rpg_ai_rate"] = ai;
+      return manager_->SetDesiredState(req, Identity{"carol", false});
+    });
+  }
   absl::StatusOr<v1::Change> Act(const std::string& what, const std::string& id,
                                  const Identity& who) {
     return OnExec<absl::StatusOr<v1::Change>>([&] {
@@ -395,18 +410,7 @@ TEST(ChangePlannerTest, KnobsOutsideThePolicyAreRefused) {
 // unmanaged (audited as "-> (removed)") and their drift could never be
 // corrected. A push now merges; --replace is explicit.
 TEST_F(RolloutTest, AHandPushMergesIntoTheDesiredStateAndReplaceIsExplicit) {
-  auto push = [&](int64_t ai, bool replace) {
-    return OnExec<absl::StatusOr<v1::SetDesiredStateResponse>>([&] {
-      v1::SetDesiredStateRequest req;
-      req.set_host_id("h00");
-      req.set_reason("lab");
-      req.set_replace(replace);
-      v1::DeviceParameters* d = req.mutable_parameters()->add_devices();
-      d->set_device(kDevice);
-      (*d->mutable_dcqcn())["rpg_ai_rate"] = ai;
-      return manager_->SetDesiredState(req, Identity{"carol", false});
-    });
-  };
+  auto push = [&](int64_t ai, bool replace) { return PushByHand("h00", ai, replace); };
   auto first = push(20, false);
   ASSERT_TRUE(first.ok()) << first.status();
   ASSERT_EQ(first->changes_size(), 1);
@@ -471,16 +475,7 @@ TEST_F(RolloutTest, AProposedChangeExpiresAndFreesItsHosts) {
   ApplyPolicy(PolicyText());
   auto c = Propose(100);
   ASSERT_TRUE(c.ok()) << c.status();
-  auto push = [&] {
-    return OnExec<absl::StatusOr<v1::SetDesiredStateResponse>>([&] {
-      v1::SetDesiredStateRequest req;
-      req.set_host_id("h00");
-      v1::DeviceParameters* d = req.mutable_parameters()->add_devices();
-      d->set_device(kDevice);
-      (*d->mutable_dcqcn())["rpg_ai_rate"] = 20;
-      return manager_->SetDesiredState(req, Identity{"carol", false});
-    });
-  };
+  auto push = [&] { return PushByHand("h00", 20); };
   auto refused = push();
   ASSERT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(refused.status().message(), HasSubstr("rocetunectl change reject " + c->id()));
@@ -503,6 +498,30 @@ TEST_F(RolloutTest, AProposedChangeExpiresAndFreesItsHosts) {
   ASSERT_GT(audit->entries_size(), 0);
   EXPECT_EQ(audit->entries(0).action(), "change_expired");
   EXPECT_TRUE(push().ok()) << "the host is free again";
+}
+
+// Issue 28 item 8 (and issue 25 item 5, in part): a change whose hosts
+// cannot report guard.min_samples probes in a baseline was accepted, then
+// ABORTed bakes later ("13 probe RTTs before (< 500)"). Proposing it is now
+// refused with the measured rate and what to change, when the fleet has
+// reported long enough to tell.
+TEST_F(RolloutTest, AProposalTheProbeRateCannotFillIsRefusedWithTheFigures) {
+  const std::string thin =
+      absl::StrReplaceAll(PolicyText(), {{"min_samples: 1500", "min_samples: 5000"}});
+  ApplyPolicy(thin);
+  // No reports yet: nothing to tell, the proposal stands.
+  auto early = Propose(100);
+  ASSERT_TRUE(early.ok()) << early.status();
+  ASSERT_TRUE(Act("reject", early->id(), {"bob", false}).ok());
+  Run(6);  // 1000 probes per host per second
+  auto c = Propose(100);
+  ASSERT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition) << c.status();
+  EXPECT_THAT(c.status().message(), HasSubstr("median 1000.0 probe RTTs a second"));
+  EXPECT_THAT(c.status().message(), HasSubstr("a 4 s baseline or bake holds about 4000"));
+  EXPECT_THAT(c.status().message(), HasSubstr("guard.min_samples (5000)"));
+  EXPECT_THAT(c.status().message(), HasSubstr("--probe_rate"));
+  ApplyPolicy(PolicyText());  // 1500: 4000 suffice
+  EXPECT_TRUE(Propose(100).ok());
 }
 
 TEST_F(RolloutTest, ApprovedChangeCanariesThenStagesToDone) {
