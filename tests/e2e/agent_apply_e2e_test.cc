@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -150,60 +151,76 @@ TEST(AgentApplyE2E, PushAckNackAndGuardRestore) {
   again.Wait(absl::Seconds(10));
 }
 
-// Drift: an out-of-band write to the NIC's parameter file is found at the
-// next drift check, reported, corrected by the controller's re-push and
-// audited with what was found. Prints the timeline.
-TEST(AgentApplyE2E, OutOfBandWriteIsDetectedCorrectedAndAudited) {
-  EnvOptions opt;
-  Env env(opt);
-  ASSERT_TRUE(env.StartController()) << env.ControllerLog();
-  const std::string tree = CopyFixture(env);
-  testing::Subprocess agent(testing::BuiltBinary("agent/rocetune-agent"),
-                            AgentArgs(env, tree, {"--probe=none", "--drift_interval=1s"}),
-                            absl::StrCat(env.dir(), "/agent.log"));
-  ASSERT_TRUE(agent.Start());
-  auto host = [&] {
-    for (const auto& h : env.Hosts()) {
+// rocetune-controller and rocetune-agent on a copy of the mlx5 OFED fixture
+// (two devices), checking drift every second; SetUp waits for the host.
+class AgentDriftE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    env_ = std::make_unique<Env>(EnvOptions());
+    ASSERT_TRUE(env_->StartController()) << env_->ControllerLog();
+    tree_ = CopyFixture(*env_);
+    agent_ = std::make_unique<testing::Subprocess>(
+        testing::BuiltBinary("agent/rocetune-agent"),
+        AgentArgs(*env_, tree_, {"--probe=none", "--drift_interval=1s"}),
+        absl::StrCat(env_->dir(), "/agent.log"));
+    ASSERT_TRUE(agent_->Start());
+    ASSERT_TRUE(
+        env_->WaitFor([&] { return Host().state() == v1::HOST_CONNECTED; }, absl::Seconds(30)))
+        << agent_->Log();
+  }
+  void TearDown() override {
+    if (agent_ == nullptr) return;
+    agent_->Signal(SIGTERM);
+    agent_->Wait(absl::Seconds(10));
+  }
+  v1::HostInfo Host() {
+    for (const auto& h : env_->Hosts()) {
       if (h.host_id() == kHost) return h;
     }
     return v1::HostInfo();
-  };
-  ASSERT_TRUE(env.WaitFor([&] { return host().state() == v1::HOST_CONNECTED; }, absl::Seconds(30)))
-      << agent.Log();
-  const std::string ai = tree + kRp + "rpg_ai_rate";
+  }
+
+  std::unique_ptr<Env> env_;
+  std::string tree_;
+  std::unique_ptr<testing::Subprocess> agent_;
+};
+
+// Drift: an out-of-band write to the NIC's parameter file is found at the
+// next drift check, reported, corrected by the controller's re-push and
+// audited with what was found. Prints the timeline.
+TEST_F(AgentDriftE2E, OutOfBandWriteIsDetectedCorrectedAndAudited) {
+  const std::string ai = tree_ + kRp + "rpg_ai_rate";
   std::string out;
-  ASSERT_EQ(env.Ctl({"push", kHost, "mlx5_0", "rpg_ai_rate=33", "--wait"}, "alice", &out), 0)
-      << out << agent.Log();
+  ASSERT_EQ(env_->Ctl({"push", kHost, "mlx5_0", "rpg_ai_rate=33", "--wait"}, "alice", &out), 0)
+      << out << agent_->Log();
   ASSERT_EQ(ReadFile(ai), "33");
-  const std::string version = host().current_version();
+  const std::string version = Host().current_version();
 
   const absl::Time edited = absl::Now();
   std::ofstream(ai) << "5\n";
   absl::Time detected = absl::InfinitePast();
   absl::Time corrected = absl::InfinitePast();
-  ASSERT_TRUE(env.WaitFor(
+  ASSERT_TRUE(env_->WaitFor(
       [&] {
         if (detected == absl::InfinitePast() &&
-            agent.Log().find("parameter drift") != std::string::npos) {
+            agent_->Log().find("parameter drift") != std::string::npos) {
           detected = absl::Now();
         }
         if (corrected == absl::InfinitePast() && ReadFile(ai) == "33") corrected = absl::Now();
         return detected != absl::InfinitePast() && corrected != absl::InfinitePast();
       },
       absl::Seconds(10)))
-      << agent.Log() << env.ControllerLog();
+      << agent_->Log() << env_->ControllerLog();
   std::printf("drift timeline: edit at 0, detected at +%.0f ms, corrected at +%.0f ms\n",
               absl::ToDoubleMilliseconds(detected - edited),
               absl::ToDoubleMilliseconds(corrected - edited));
   EXPECT_LE(corrected - edited, absl::Seconds(3)) << "a drift interval of 1s";
-  ASSERT_EQ(env.Ctl({"audit", "--limit=50"}, "alice", &out), 0) << out;
+  ASSERT_EQ(env_->Ctl({"audit", "--limit=50"}, "alice", &out), 0) << out;
   EXPECT_THAT(out, HasSubstr("drift_corrected"));
   EXPECT_THAT(out, HasSubstr("rpg_ai_rate: expected 33, found 5"));
-  v1::HostInfo h = host();
+  v1::HostInfo h = Host();
   EXPECT_EQ(h.current_version(), version);
   EXPECT_TRUE(h.rejected_versions().empty());
-  agent.Signal(SIGTERM);
-  agent.Wait(absl::Seconds(10));
 }
 
 int CountLines(const std::string& text, const std::string& needle) {
@@ -220,47 +237,31 @@ int CountLines(const std::string& text, const std::string& needle) {
 // each, and an out-of-band write on mlx5_0 was absorbed by those re-pushes.
 // Now: push merges, both writes are corrected, rows stay few; with --replace
 // the unmanaged drift is observed once and nothing loops.
-TEST(AgentApplyE2E, PushMergesAndDriftOnEitherDeviceIsCorrectedWithoutALoop) {
-  EnvOptions opt;
-  Env env(opt);
-  ASSERT_TRUE(env.StartController()) << env.ControllerLog();
-  const std::string tree = CopyFixture(env);
-  testing::Subprocess agent(testing::BuiltBinary("agent/rocetune-agent"),
-                            AgentArgs(env, tree, {"--probe=none", "--drift_interval=1s"}),
-                            absl::StrCat(env.dir(), "/agent.log"));
-  ASSERT_TRUE(agent.Start());
-  auto host = [&] {
-    for (const auto& h : env.Hosts()) {
-      if (h.host_id() == kHost) return h;
-    }
-    return v1::HostInfo();
-  };
-  ASSERT_TRUE(env.WaitFor([&] { return host().state() == v1::HOST_CONNECTED; }, absl::Seconds(30)))
-      << agent.Log();
-  const std::string rp0 = tree + "/sys/class/net/ens1f0np0/ecn/roce_rp/";
-  const std::string rp1 = tree + "/sys/class/net/ens1f1np1/ecn/roce_rp/";
+TEST_F(AgentDriftE2E, PushMergesAndDriftOnEitherDeviceIsCorrectedWithoutALoop) {
+  const std::string rp0 = tree_ + "/sys/class/net/ens1f0np0/ecn/roce_rp/";
+  const std::string rp1 = tree_ + "/sys/class/net/ens1f1np1/ecn/roce_rp/";
   std::string out;
-  ASSERT_EQ(env.Ctl({"push", kHost, "mlx5_0", "rpg_time_reset=310", "--wait"}, "alice", &out), 0)
-      << out << agent.Log();
+  ASSERT_EQ(env_->Ctl({"push", kHost, "mlx5_0", "rpg_time_reset=310", "--wait"}, "alice", &out), 0)
+      << out << agent_->Log();
   EXPECT_THAT(out, HasSubstr("mlx5_0/rpg_time_reset: 300 -> 310"));
   EXPECT_THAT(out, ::testing::Not(HasSubstr("(removed)")));
   ASSERT_EQ(ReadFile(rp0 + "rpg_time_reset"), "310");
-  ASSERT_EQ(env.Ctl({"audit", "--limit=200"}, "alice", &out), 0) << out;
+  ASSERT_EQ(env_->Ctl({"audit", "--limit=200"}, "alice", &out), 0) << out;
   EXPECT_THAT(out, ::testing::Not(HasSubstr("(removed)"))) << "push dropped managed values";
 
   // Out of band on the device the push did not name, then on another
   // parameter of the one it did.
   std::ofstream(rp1 + "rpg_time_reset") << "777\n";
   ASSERT_TRUE(
-      env.WaitFor([&] { return ReadFile(rp1 + "rpg_time_reset") == "300"; }, absl::Seconds(10)))
-      << agent.Log() << env.ControllerLog();
+      env_->WaitFor([&] { return ReadFile(rp1 + "rpg_time_reset") == "300"; }, absl::Seconds(10)))
+      << agent_->Log() << env_->ControllerLog();
   std::ofstream(rp0 + "rpg_hai_rate") << "777\n";
   ASSERT_TRUE(
-      env.WaitFor([&] { return ReadFile(rp0 + "rpg_hai_rate") == "50"; }, absl::Seconds(10)))
-      << agent.Log() << env.ControllerLog();
+      env_->WaitFor([&] { return ReadFile(rp0 + "rpg_hai_rate") == "50"; }, absl::Seconds(10)))
+      << agent_->Log() << env_->ControllerLog();
   EXPECT_EQ(ReadFile(rp0 + "rpg_time_reset"), "310");
   absl::SleepFor(absl::Seconds(3));  // a loop would keep writing rows meanwhile
-  ASSERT_EQ(env.Ctl({"audit", "--limit=500"}, "alice", &out), 0) << out;
+  ASSERT_EQ(env_->Ctl({"audit", "--limit=500"}, "alice", &out), 0) << out;
   const int corrected = CountLines(out, "drift_corrected");
   std::printf("drift: 2 out-of-band writes corrected with %d drift_corrected rows\n", corrected);
   EXPECT_GE(corrected, 2);
@@ -268,28 +269,26 @@ TEST(AgentApplyE2E, PushMergesAndDriftOnEitherDeviceIsCorrectedWithoutALoop) {
 
   // --replace: mlx5_1 is no longer managed, so its drift cannot be corrected
   // by a re-push: observed and audited once, nothing re-pushed in a loop.
-  ASSERT_EQ(env.Ctl({"push", kHost, "mlx5_0", "rpg_time_reset=310", "--replace", "--wait"}, "alice",
-                    &out),
+  ASSERT_EQ(env_->Ctl({"push", kHost, "mlx5_0", "rpg_time_reset=310", "--replace", "--wait"},
+                      "alice", &out),
             0)
       << out;
   EXPECT_THAT(out, HasSubstr("replacing the whole set"));
   EXPECT_THAT(out, HasSubstr("mlx5_1/rpg_time_reset: 300 -> (removed)"));
   std::ofstream(rp1 + "rpg_time_reset") << "777\n";
-  ASSERT_TRUE(env.WaitFor(
+  ASSERT_TRUE(env_->WaitFor(
       [&] {
         std::string a;
-        env.Ctl({"audit", "--limit=500"}, "alice", &a);
+        env_->Ctl({"audit", "--limit=500"}, "alice", &a);
         return absl::StrContains(a, "not in the host's desired state");
       },
       absl::Seconds(10)))
-      << agent.Log();
+      << agent_->Log();
   absl::SleepFor(absl::Seconds(4));  // four more drift checks
-  ASSERT_EQ(env.Ctl({"audit", "--limit=500"}, "alice", &out), 0) << out;
+  ASSERT_EQ(env_->Ctl({"audit", "--limit=500"}, "alice", &out), 0) << out;
   EXPECT_EQ(CountLines(out, "not in the host's desired state"), 1) << out;
   EXPECT_EQ(CountLines(out, "drift_corrected"), corrected) << "no re-push of the replaced set";
   EXPECT_EQ(ReadFile(rp1 + "rpg_time_reset"), "777") << "not managed, not written";
-  agent.Signal(SIGTERM);
-  agent.Wait(absl::Seconds(10));
 }
 
 }  // namespace
