@@ -21,7 +21,16 @@ bool ParseKnobs(Context& ctx, const std::vector<std::string>& args, size_t first
       ctx.UsageError(absl::StrCat("\"", args[i], "\": want KNOB=INTEGER"));
       return false;
     }
-    (*out)[args[i].substr(0, eq)] = value;
+    const std::string name = args[i].substr(0, eq);
+    // A map keeps only the last value: a knob given twice is a mistake.
+    for (size_t j = first; j < i; ++j) {
+      if (args[j].compare(0, eq + 1, args[i], 0, eq + 1) == 0) {
+        ctx.UsageError(
+            absl::StrCat("knob ", name, " given twice (\"", args[j], "\" and \"", args[i], "\")"));
+        return false;
+      }
+    }
+    (*out)[name] = value;
   }
   return true;
 }

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "cli/commands.h"
 #include "cli/output.h"
+#include "daemon/process_metrics.h"
 
 namespace rocetune::cli {
 namespace {
@@ -61,8 +62,9 @@ bool PrintableAscii(const std::string& s) {
 }  // namespace
 
 std::vector<std::string> GlobalFlagNames() {
-  return {"controller", "output",  "actor",  "timeout",         "insecure_loopback",
-          "tls_cert",   "tls_key", "tls_ca", "tls_server_name", "help"};
+  return {"controller",        "output",   "actor",   "timeout",
+          "insecure_loopback", "tls_cert", "tls_key", "tls_ca",
+          "tls_server_name",   "help",     "version"};
 }
 
 std::vector<FlagSpec> AllFlags() {
@@ -78,6 +80,7 @@ std::vector<FlagSpec> AllFlags() {
       {"tls_ca", false, "PEM CA bundle the controller's certificate must chain to"},
       {"tls_server_name", false, "name the controller's certificate must carry (default: host)"},
       {"help", true, "list commands (exit 0)"},
+      {"version", true, "print rocetunectl's version and source revision (exit 0)"},
       {"dry_run", true, "mutating commands: ask the controller to check, not to act"},
       {"reason", false, "why; recorded in the audit log"},
       {"selector", false, "hosts/status: label selector k1=v1,k2=v2"},
@@ -176,6 +179,10 @@ int RunCli(const std::vector<std::string>& argv, const std::string& env_user, bo
   }
   const ParsedArgs& args = *parsed;
   const std::vector<std::string>& pos = args.positional;
+  if (args.GetBool("version")) {
+    out << "rocetunectl " << BuildVersion() << " (revision " << BuildRevision() << ")\n";
+    return kExitOk;
+  }
   bool help_word = !pos.empty() && pos[0] == "help";
   if (args.GetBool("help") || help_word) {
     std::vector<std::string> prefix(pos.begin() + (help_word ? 1 : 0), pos.end());

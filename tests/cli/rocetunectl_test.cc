@@ -61,6 +61,15 @@ TEST(RocetunectlUsageTest, HelpExitsZeroAndListsCommands) {
   EXPECT_THAT(r.out, Not(HasSubstr("policy validate")));
 }
 
+// Issue 28 item 9: there was no `rocetunectl --version`.
+TEST(RocetunectlUsageTest, VersionPrintsTheVersionAndRevision) {
+  Result r = RunCtl({"--version"});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_THAT(r.out,
+              ::testing::MatchesRegex(
+                  "rocetunectl [0-9]+\\.[0-9]+\\.[0-9]+ \\(revision ([0-9a-f]+|unknown)\\)\n"));
+}
+
 TEST(RocetunectlUsageTest, UsageErrorsExitTwo) {
   struct Case {
     std::vector<std::string> args;
@@ -85,6 +94,8 @@ TEST(RocetunectlUsageTest, UsageErrorsExitTwo) {
            {{"push", "h1", "mlx5_0", "rpg_ai_rate=10", "rpg_hai_rate=50", "rpg_ai_rate=11"},
             "mlx5_0: parameter rpg_ai_rate given twice (\"rpg_ai_rate=10\" and "
             "\"rpg_ai_rate=11\")"},
+           {{"change", "propose", "base", "rpg_ai_rate=10", "rpg_ai_rate=11", "--reason=x"},
+            "knob rpg_ai_rate given twice (\"rpg_ai_rate=10\" and \"rpg_ai_rate=11\")"},
            {{"audit", "--since=yesterday"}, "--since"},
            {{"hosts"}, "--insecure_loopback"},
            {{"hosts", "--insecure_loopback", "--controller=10.0.0.1:7070"}, "loopback"},
