@@ -76,6 +76,15 @@ absl::StatusOr<std::unique_ptr<Authorizer>> Authorizer::FromConfig(const v1::Rol
         return absl::InvalidArgumentError(
             absl::StrCat(source, ": binding[", i, "].identity[", j, "] is empty"));
       }
+      // A bare "*" matches every certificate the CA ever signed (agents'
+      // included): as operator or approver it would let any of them change
+      // the fabric or approve changes. Name the people (or a prefix).
+      if (b.identity(j) == "*" && (role == Role::kOperator || role == Role::kApprover)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            source, ": binding[", i, "].identity[", j, "] is \"*\": the ", b.role(),
+            " role cannot be granted to every identity; list the identities, or a prefix such "
+            "as \"neteng-*\""));
+      }
       bindings.emplace_back(b.identity(j), role);
     }
   }

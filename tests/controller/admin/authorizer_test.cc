@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "daemon/init.h"
 #include "google/protobuf/descriptor.h"
 #include "rocetune/v1/admin.pb.h"
@@ -65,6 +66,24 @@ TEST(AuthorizerTest, BadRolesFilesAreRefused) {
   c.mutable_binding(0)->clear_identity();
   EXPECT_THAT(Authorizer::FromConfig(c, "f").status().message(), HasSubstr("names no identity"));
   EXPECT_FALSE(Authorizer::Load("/nonexistent/roles.textproto").ok());
+  // Issue 28 item 9: identity "*" was taken silently. Every certificate the CA
+  // signed may view or connect as its own host, but not operate or approve.
+  auto load = [](const std::string& text) {
+    v1::RolesConfig config;
+    EXPECT_TRUE(ParseTextProto(text, "roles", &config).ok()) << text;
+    return Authorizer::FromConfig(config, "roles.textproto").status();
+  };
+  for (const std::string role : {"operator", "approver"}) {
+    absl::Status s =
+        load(absl::StrCat("binding { role: \"", role, "\" identity: \"alice\" identity: \"*\" }"));
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << role;
+    EXPECT_THAT(s.message(), HasSubstr("roles.textproto: binding[0].identity[1] is \"*\""));
+    EXPECT_TRUE(load(absl::StrCat("binding { role: \"", role,
+                                  "\" identity: \"alice\" identity: \"neteng-*\" }"))
+                    .ok())
+        << role;
+  }
+  EXPECT_TRUE(load("binding { role: \"viewer\" identity: \"*\" }").ok());
 }
 
 TEST(AuthorizerTest, EveryAdminMethodHasAPermission) {
