@@ -248,6 +248,15 @@ class RolloutTest : public ::testing::Test {
       return manager_->Propose(req, who);
     });
   }
+  // The newest audit row of `change_id` (an empty row when there is none).
+  v1::AuditEntry NewestAudit(const std::string& change_id) {
+    v1::ListAuditRequest r;
+    r.set_change_id(change_id);
+    r.set_newest_first(true);
+    absl::StatusOr<v1::ListAuditResponse> audit = store_->QueryAudit(r);
+    EXPECT_TRUE(audit.ok()) << audit.status();
+    return audit.ok() && audit->entries_size() > 0 ? audit->entries(0) : v1::AuditEntry();
+  }
   // rocetunectl push HOST mlx5_0 rpg_ai_rate=AI [--replace], as carol.
   absl::StatusOr<v1::SetDesiredStateResponse> PushByHand(const std::string& host, int64_t ai,
                                                          bool replace = false) {
@@ -488,15 +497,7 @@ TEST_F(RolloutTest, AProposedChangeExpiresAndFreesItsHosts) {
   v1::Change now = Get(c->id());
   EXPECT_EQ(now.state(), v1::REJECTED);
   EXPECT_THAT(now.transitions(now.transitions_size() - 1).reason(), HasSubstr("expired"));
-  auto audit = store_->QueryAudit([&] {
-    v1::ListAuditRequest r;
-    r.set_change_id(c->id());
-    r.set_newest_first(true);
-    return r;
-  }());
-  ASSERT_TRUE(audit.ok());
-  ASSERT_GT(audit->entries_size(), 0);
-  EXPECT_EQ(audit->entries(0).action(), "change_expired");
+  EXPECT_EQ(NewestAudit(c->id()).action(), "change_expired");
   EXPECT_TRUE(push().ok()) << "the host is free again";
 }
 
@@ -615,16 +616,9 @@ TEST_F(RolloutTest, RegressionOnTheCanaryRollsBackEveryTouchedHost) {
   }
   const v1::Verdict& v = now.verdicts(now.verdicts_size() - 1);
   EXPECT_EQ(v.outcome(), v1::Verdict::FAIL);
-  auto audit = store_->QueryAudit([&] {
-    v1::ListAuditRequest r;
-    r.set_change_id(c->id());
-    r.set_newest_first(true);
-    return r;
-  }());
-  ASSERT_TRUE(audit.ok());
-  ASSERT_GT(audit->entries_size(), 0);
-  EXPECT_EQ(audit->entries(0).action(), "change_rolled_back");
-  EXPECT_THAT(audit->entries(0).reason(), HasSubstr("FAIL"));
+  const v1::AuditEntry newest = NewestAudit(c->id());
+  EXPECT_EQ(newest.action(), "change_rolled_back");
+  EXPECT_THAT(newest.reason(), HasSubstr("FAIL"));
   EXPECT_EQ(Metric("rocetune_controller_changes_rolled_back_total{reason=" +
                    (v.rule() == "fabric_regression" ? std::string("fabric_regression")
                                                     : std::string("judge_fail")) +
