@@ -391,13 +391,14 @@ absl::StatusOr<v1::PolicyVersion> RolloutManager::GetPolicy(const v1::GetPolicyR
 absl::Status RolloutManager::CheckProbeRate(const v1::Policy& policy,
                                             const std::vector<StoredHost>& selected) const {
   const uint64_t need = policy.guard().min_samples();
-  const uint32_t period = std::min(policy.rollout().baseline_seconds(),
-                                   policy.rollout().bake_seconds());
+  const uint32_t period =
+      std::min(policy.rollout().baseline_seconds(), policy.rollout().bake_seconds());
   if (need == 0 || period == 0) return absl::OkStatus();
   // The probe RTTs each measured host reported per second over the last
   // complete windows (up to kProbeRateLookback), in the objective's class.
   constexpr absl::Duration kProbeRateLookback = absl::Seconds(30);
-  const absl::Time to = telemetry_->WindowStart(telemetry_->WindowIndex(clock_->Now() - ReportGrace()));
+  const absl::Time to =
+      telemetry_->WindowStart(telemetry_->WindowIndex(clock_->Now() - ReportGrace()));
   const absl::Time from = to - std::min(kProbeRateLookback, options_.retention);
   std::vector<double> rates;
   size_t measured = 0;

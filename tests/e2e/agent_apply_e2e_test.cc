@@ -284,7 +284,11 @@ TEST_F(AgentDriftE2E, PushMergesAndDriftOnEitherDeviceIsCorrectedWithoutALoop) {
       },
       absl::Seconds(10)))
       << agent_->Log();
-  absl::SleepFor(absl::Seconds(4));  // four more drift checks
+  // Four more drift checks, each finding the unmanaged value again.
+  const int seen = CountLines(agent_->Log(), "parameter drift");
+  ASSERT_TRUE(env_->WaitFor(
+      [&] { return CountLines(agent_->Log(), "parameter drift") >= seen + 4; }, absl::Seconds(15)))
+      << agent_->Log();
   ASSERT_EQ(env_->Ctl({"audit", "--limit=500"}, "alice", &out), 0) << out;
   EXPECT_EQ(CountLines(out, "not in the host's desired state"), 1) << out;
   EXPECT_EQ(CountLines(out, "drift_corrected"), corrected) << "no re-push of the replaced set";

@@ -79,7 +79,15 @@ TEST(RehearsalE2E, ARehearsalEndsAtItsDeadlineAndSigtermEndsTheControllerDuringO
       0);
   EXPECT_THAT(out, HasSubstr("DEADLINE_EXCEEDED")) << out;
   const double client_s = absl::ToDoubleSeconds(absl::Now() - t0);
-  absl::SleepFor(absl::Seconds(1));  // the simulation's next slice ends it
+  // The simulation's next slice ends it, and the controller says so.
+  ASSERT_TRUE(env.WaitFor(
+      [&] {
+        return env.ControllerLog().find("rehearsal ended without a result") != std::string::npos;
+      },
+      absl::Seconds(10)))
+      << env.ControllerLog();
+  // Then a measured quiet period: a simulation still running would use the
+  // whole 3 s of a core.
   const double cpu0 = CpuSeconds(env.controller_pid());
   absl::SleepFor(absl::Seconds(3));
   const double cpu_3s = CpuSeconds(env.controller_pid()) - cpu0;
@@ -93,7 +101,10 @@ TEST(RehearsalE2E, ARehearsalEndsAtItsDeadlineAndSigtermEndsTheControllerDuringO
     env.Ctl({"change", "rehearse", id, absl::StrCat("--scenario=", scenario), "--timeout=300s"},
             "alice", &during);
   });
-  absl::SleepFor(absl::Seconds(2));  // the rehearsal is simulating
+  // The rehearsal is simulating once the controller has burnt half a second of CPU.
+  const double cpu_before = CpuSeconds(env.controller_pid());
+  ASSERT_TRUE(env.WaitFor([&] { return CpuSeconds(env.controller_pid()) >= cpu_before + 0.5; },
+                          absl::Seconds(20)));
   t0 = absl::Now();
   const std::optional<int> exit = env.StopController(SIGTERM, absl::Seconds(20));
   const double stop_s = absl::ToDoubleSeconds(absl::Now() - t0);
