@@ -604,10 +604,11 @@ void Agent::Round(SampleBatch* batch, v1::Report* report, bool* lent) {
     if (options_.metrics != nullptr) options_.metrics->RecordSampling(batch->collect_duration);
     report->set_start_unix_nanos(absl::ToUnixNanos(batch->start));
     report->set_end_unix_nanos(absl::ToUnixNanos(batch->end));
-    const std::string applied_before = owner_->expected_version();
-    if (std::optional<v1::GuardEvent> ev = owner_->Observe(batch->samples); ev.has_value()) {
+    if (std::optional<v1::GuardEvent> ev =
+            owner_->Observe(batch->samples, batch->mono_start, batch->mono_end);
+        ev.has_value()) {
       if (!ev->restored_version().empty()) {
-        RememberGuardRejected(applied_before);
+        RememberGuardRejected(ev->judged_version());
         *ev->mutable_restored_parameters() = owner_->expected();
       }
       LogWarning(

@@ -383,7 +383,7 @@ int main(int argc, char** argv) {
     rocetune::ReloadOnHangup(
         config_prototype,
         {"sample_interval", "drift_interval", "labels", "guard_window", "guard_max_pfc_pause_ratio",
-         "guard_max_cnp_rate"},
+         "guard_max_cnp_rate", "guard_rounds"},
         [a]() -> std::string {
           absl::Duration sample;
           absl::Duration drift;

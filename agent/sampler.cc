@@ -28,7 +28,7 @@ absl::Status Sampler::SampleOnce(SampleBatch* batch) {
   absl::Status s = source_->CollectInto(&current_);
   const absl::Duration after = clock_->Monotonic();
   if (!s.ok()) return s;
-  IngestCurrent(after, clock_->Now(), batch);
+  IngestCurrent(before, after, clock_->Now(), batch);
   batch->collect_duration = after - before;
   return absl::OkStatus();
 }
@@ -50,7 +50,7 @@ SampleBatch Sampler::Ingest(const std::vector<CounterValue>& snapshot, absl::Dur
   current_.Clear();
   for (const CounterValue& cv : snapshot) current_.Append() = cv;
   SampleBatch batch;
-  IngestCurrent(mono, wall, &batch);
+  IngestCurrent(mono, mono, wall, &batch);
   return batch;
 }
 
@@ -66,10 +66,13 @@ struct KeyPtrEq {
 
 }  // namespace
 
-void Sampler::IngestCurrent(absl::Duration mono, absl::Time wall, SampleBatch* batch) {
+void Sampler::IngestCurrent(absl::Duration begin, absl::Duration mono, absl::Time wall,
+                            SampleBatch* batch) {
   const CounterBuffer& snapshot = current_;
   batch->end = wall;
   batch->start = have_baseline_ ? last_wall_ : wall;
+  batch->mono_start = have_baseline_ ? last_begin_ : begin;
+  batch->mono_end = mono;
   batch->measured_interval = have_baseline_ ? mono - last_mono_ : absl::ZeroDuration();
   const double seconds = absl::ToDoubleSeconds(batch->measured_interval);
 
@@ -156,6 +159,7 @@ void Sampler::IngestCurrent(absl::Duration mono, absl::Time wall, SampleBatch* b
   // This snapshot becomes the baseline; the old one's storage is refilled next round.
   last_.swap(current_);
   last_mono_ = mono;
+  last_begin_ = begin;
   last_wall_ = wall;
   have_baseline_ = true;
 }

@@ -19,7 +19,11 @@ struct SampleBatch {
   absl::Time start;                  // wall time of the previous snapshot
   absl::Time end;                    // wall time of this snapshot
   absl::Duration measured_interval;  // monotonic time between the two snapshots
-  absl::Duration collect_duration;   // monotonic time Collect() took
+  // Clock::Monotonic() when the previous snapshot began to be read and when
+  // this one had been read: every count in `samples` happened in between.
+  absl::Duration mono_start;
+  absl::Duration mono_end;
+  absl::Duration collect_duration;  // monotonic time Collect() took
   // One sample per counter present in both snapshots, in snapshot order. A
   // batch passed to SampleOnce(SampleBatch*) round after round keeps these
   // messages (and their strings' capacity) and refills them in place; swapping
@@ -90,13 +94,16 @@ class Sampler {
       : source_(source), clock_(clock), interval_(interval) {}
 
   // Ingests current_ (then swaps it with last_).
-  void IngestCurrent(absl::Duration mono, absl::Time wall, SampleBatch* batch);
+  // `begin`: when this snapshot began to be read; `mono`, `wall`: when it had been.
+  void IngestCurrent(absl::Duration begin, absl::Duration mono, absl::Time wall,
+                     SampleBatch* batch);
 
   CounterSource* source_;
   Clock* clock_;
   absl::Duration interval_;
   bool have_baseline_ = false;
   absl::Duration last_mono_;
+  absl::Duration last_begin_;  // when the previous snapshot began to be read
   absl::Time last_wall_;
   CounterBuffer current_;  // this round's snapshot (scratch between rounds)
   CounterBuffer last_;     // the previous snapshot

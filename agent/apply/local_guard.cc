@@ -1,5 +1,6 @@
 #include "agent/apply/local_guard.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/flags/flag.h"
@@ -15,6 +16,10 @@ ABSL_FLAG(double, guard_max_pfc_pause_ratio, 0.2,
 ABSL_FLAG(double, guard_max_cnp_rate, 1e6,
           "Local guard: restore the last-known-good set when CNPs handled or sent on a device "
           "port exceed this many per second. <= 0 disables.");
+ABSL_FLAG(int32_t, guard_rounds, 2,
+          "Local guard: consecutive sampling rounds over a threshold (and above the host's own "
+          "rate before the apply) before it restores the last-known-good set. A change's policy "
+          "(guard.local_guard_rounds) overrides it for the sets it pushes.");
 
 namespace rocetune {
 
@@ -23,6 +28,7 @@ LocalGuardOptions LocalGuardOptionsFromFlags() {
   o.window = absl::GetFlag(FLAGS_guard_window);
   o.max_pfc_pause_ratio = absl::GetFlag(FLAGS_guard_max_pfc_pause_ratio);
   o.max_cnp_rate_per_second = absl::GetFlag(FLAGS_guard_max_cnp_rate);
+  o.consecutive_rounds = absl::GetFlag(FLAGS_guard_rounds);
   return o;
 }
 
@@ -30,12 +36,27 @@ LocalGuard::LocalGuard(LocalGuardOptions options, Clock* clock, ParameterApplier
                        LkgJournal* journal)
     : options_(options), clock_(clock), applier_(applier), journal_(journal) {}
 
-void LocalGuard::Arm(const std::string& version, const v1::ParameterSet& applied) {
+void LocalGuard::Arm(const std::string& version, const v1::ParameterSet& applied, int rounds) {
   absl::MutexLock lock(&mu_);
   armed_ = true;
   armed_at_ = clock_->Monotonic();
   candidate_version_ = version;
   candidate_ = applied;
+  rounds_ = std::max(1, rounds > 0 ? rounds : options_.consecutive_rounds);
+  over_rounds_ = 0;
+  // The host's own rates before the apply: the mean of each counter's last
+  // rounds that ended by now.
+  before_.clear();
+  for (const auto& [key, past] : history_) {
+    double sum = 0;
+    int n = 0;
+    for (const Past& p : past) {
+      if (p.end > armed_at_) continue;
+      sum += p.rate;
+      ++n;
+    }
+    if (n > 0) before_[key] = sum / n;
+  }
 }
 
 void LocalGuard::SetOptions(const LocalGuardOptions& options) {
@@ -49,8 +70,19 @@ bool LocalGuard::armed() const {
 }
 
 std::optional<v1::GuardEvent> LocalGuard::Observe(
-    const google::protobuf::RepeatedPtrField<v1::CounterSample>& samples) {
+    const google::protobuf::RepeatedPtrField<v1::CounterSample>& samples,
+    absl::Duration round_start, absl::Duration round_end) {
   absl::MutexLock lock(&mu_);
+  // Every round feeds the rates a later apply is compared with.
+  for (const v1::CounterSample& s : samples) {
+    if (s.name() != "rx_pfc_pause_duration_us" && s.name() != "tx_pfc_pause_duration_us" &&
+        s.name() != "cnp_handled" && s.name() != "cnp_sent") {
+      continue;
+    }
+    std::deque<Past>& past = history_[Key{s.device(), s.port(), s.priority(), s.name()}];
+    past.push_back(Past{round_end, s.rate_per_second()});
+    if (past.size() > kHistory) past.pop_front();
+  }
   if (!armed_) return std::nullopt;
   const absl::Duration since = clock_->Monotonic() - armed_at_;
   if (since > options_.window) {
@@ -64,6 +96,8 @@ std::optional<v1::GuardEvent> LocalGuard::Observe(
     }
     return std::nullopt;
   }
+  // A round that began before the apply is (partly) the old set's traffic.
+  if (round_start < armed_at_) return std::nullopt;
 
   std::string kind;
   std::string detail;
@@ -72,31 +106,40 @@ std::optional<v1::GuardEvent> LocalGuard::Observe(
         s.name() == "rx_pfc_pause_duration_us" || s.name() == "tx_pfc_pause_duration_us";
     const bool cnp = s.name() == "cnp_handled" || s.name() == "cnp_sent";
     if (!pause && !cnp) continue;
+    const double limit = pause ? options_.max_pfc_pause_ratio * 1e6  // us paused per second
+                               : options_.max_cnp_rate_per_second;
+    if (limit <= 0 || s.rate_per_second() <= limit) continue;
+    auto b = before_.find(Key{s.device(), s.port(), s.priority(), s.name()});
+    const double before = b == before_.end() ? 0 : b->second;
+    // Above the limit, but not risen by half of it over the host's own rate
+    // before the apply: the host was like this already.
+    if (s.rate_per_second() - before <= limit / 2) continue;
     std::string where = absl::StrCat(s.device(), " port ", s.port());
     if (s.priority() >= 0) absl::StrAppend(&where, " priority ", s.priority());
-    if (pause && options_.max_pfc_pause_ratio > 0) {
-      const double ratio = s.rate_per_second() / 1e6;  // us paused per second
-      if (ratio > options_.max_pfc_pause_ratio) {
-        kind = "pfc_pause_guard";
-        detail = absl::StrFormat("%s %s: paused %.1f%% of the time > %.1f%%", where, s.name(),
-                                 ratio * 100, options_.max_pfc_pause_ratio * 100);
-        break;
-      }
-    }
-    if (cnp && options_.max_cnp_rate_per_second > 0 &&
-        s.rate_per_second() > options_.max_cnp_rate_per_second) {
+    if (pause) {
+      kind = "pfc_pause_guard";
+      detail = absl::StrFormat(
+          "%s %s: paused %.1f%% of the time > %.1f%% (%.1f%% before the apply)", where, s.name(),
+          s.rate_per_second() / 1e4, options_.max_pfc_pause_ratio * 100, before / 1e4);
+    } else {
       kind = "cnp_rate_guard";
-      detail = absl::StrFormat("%s %s: %.0f/s > %.0f/s", where, s.name(), s.rate_per_second(),
-                               options_.max_cnp_rate_per_second);
-      break;
+      detail = absl::StrFormat("%s %s: %.0f/s > %.0f/s (%.0f/s before the apply)", where, s.name(),
+                               s.rate_per_second(), limit, before);
     }
+    break;
   }
-  if (kind.empty()) return std::nullopt;
+  if (kind.empty()) {
+    over_rounds_ = 0;
+    return std::nullopt;
+  }
+  if (++over_rounds_ < rounds_) return std::nullopt;
 
   armed_ = false;
   v1::GuardEvent event;
   event.set_unix_nanos(absl::ToUnixNanos(clock_->Now()));
   event.set_kind(kind);
+  event.set_judged_version(candidate_version_);
+  if (rounds_ > 1) absl::StrAppend(&detail, ", ", rounds_, " rounds in a row,");
   absl::StrAppend(&detail, absl::StrFormat(" %s after applying version %s",
                                            absl::FormatDuration(since), candidate_version_));
   std::optional<LkgEntry> lkg = journal_->Get();

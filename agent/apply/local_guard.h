@@ -1,8 +1,11 @@
 #ifndef ROCETUNE_AGENT_APPLY_LOCAL_GUARD_H_
 #define ROCETUNE_AGENT_APPLY_LOCAL_GUARD_H_
 
+#include <deque>
+#include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -25,17 +28,30 @@ struct LocalGuardOptions {
   // Trips when cnp_handled or cnp_sent of any (device, port) exceeds this many
   // per second. <= 0 disables.
   double max_cnp_rate_per_second = 1e6;
+  // Trips only after this many consecutive judged rounds over a threshold
+  // (values below 1 count as 1). A set may name its own (Arm's `rounds`).
+  int consecutive_rounds = 2;
 };
 
-// Options from the flags --guard_window, --guard_max_pfc_pause_ratio and
-// --guard_max_cnp_rate.
+// Options from the flags --guard_window, --guard_max_pfc_pause_ratio,
+// --guard_max_cnp_rate and --guard_rounds.
 LocalGuardOptions LocalGuardOptionsFromFlags();
 
-// The agent's local guard (issue 3, item 10). After an apply it watches the
-// sampler's output for `window`; when the PFC pause-time ratio or the CNP rate
-// passes its threshold it restores the journal's last-known-good set through
-// the Applier at once, without waiting for the controller, and returns a
-// v1::GuardEvent for the next Report.
+// The agent's local guard. After an apply it watches the sampler's output for
+// `window`; when the PFC pause-time ratio or the CNP rate of a (device, port,
+// priority) stays over its threshold for `consecutive_rounds` rounds in a row
+// it restores the journal's last-known-good set through the Applier at once,
+// without waiting for the controller, and returns a v1::GuardEvent (naming the
+// version it judged) for the next Report.
+//
+// It judges the change, not the host:
+// - only rounds whose first snapshot began after the apply are judged (the
+//   apply runs on the stream thread while the sampler's round is in flight, so
+//   a round can end after Arm() and still be made of pre-apply traffic);
+// - a round is over a threshold only when the rate is above it and also above
+//   the host's own rate before the apply (the mean of its last rounds that
+//   ended by the time of Arm()) by more than half the threshold. A host that
+//   was already pausing 30% of the time is not rolled back for pausing 31%.
 //
 // The guard owns promotion to last-known-good: Arm() holds the new set as a
 // candidate and the first Observe() after the window has passed clean saves it
@@ -47,15 +63,22 @@ class LocalGuard {
   LocalGuard(LocalGuardOptions options, Clock* clock, ParameterApplier* applier,
              LkgJournal* journal);
 
-  // Starts (or restarts) the window for `version`, whose read-back values are `applied`.
-  void Arm(const std::string& version, const v1::ParameterSet& applied);
+  // Starts (or restarts) the window for `version`, whose read-back values are
+  // `applied`, now (Clock::Monotonic()). `rounds` > 0 replaces the options'
+  // consecutive_rounds for this window.
+  void Arm(const std::string& version, const v1::ParameterSet& applied, int rounds = 0);
 
   // Feeds one sampler round (canonical names "rx_pfc_pause_duration_us",
   // "tx_pfc_pause_duration_us", "cnp_handled", "cnp_sent"; others are ignored).
-  // Returns the event when the guard tripped; the guard is then disarmed and
-  // the candidate dropped. Not armed, or within bounds: nullopt.
+  // `round_start` and `round_end` are Clock::Monotonic() times: when the
+  // round's first snapshot began to be read and when its second one was read.
+  // Every round feeds the host's pre-apply rates; an armed guard judges the
+  // round only if it started at or after Arm(). Returns the event when the
+  // guard tripped; the guard is then disarmed and the candidate dropped. Not
+  // armed, not judged, or within bounds: nullopt.
   std::optional<v1::GuardEvent> Observe(
-      const google::protobuf::RepeatedPtrField<v1::CounterSample>& samples);
+      const google::protobuf::RepeatedPtrField<v1::CounterSample>& samples,
+      absl::Duration round_start, absl::Duration round_end);
 
   bool armed() const;
 
@@ -73,6 +96,20 @@ class LocalGuard {
   absl::Duration armed_at_ ABSL_GUARDED_BY(mu_);
   std::string candidate_version_ ABSL_GUARDED_BY(mu_);
   v1::ParameterSet candidate_ ABSL_GUARDED_BY(mu_);
+  int rounds_ ABSL_GUARDED_BY(mu_) = 1;       // consecutive rounds that trip this window
+  int over_rounds_ ABSL_GUARDED_BY(mu_) = 0;  // judged rounds over a threshold, in a row
+
+  // (device, port, priority, counter name)
+  using Key = std::tuple<std::string, uint32_t, int32_t, std::string>;
+  struct Past {
+    absl::Duration end;  // monotonic end of the round
+    double rate;
+  };
+  // The last kHistory rounds' rates of each guarded counter.
+  static constexpr size_t kHistory = 5;
+  std::map<Key, std::deque<Past>> history_ ABSL_GUARDED_BY(mu_);
+  // Each counter's mean rate before the apply (taken at Arm()).
+  std::map<Key, double> before_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace rocetune

@@ -49,7 +49,7 @@ absl::StatusOr<ApplyResult> NicOwner::Apply(const std::string& version,
   // The apply ended (applied, refused or restored): nothing is in progress.
   if (intent_ != nullptr) (void)intent_->End();
   if (!result.ok()) return result;
-  guard_->Arm(version, result->applied);
+  guard_->Arm(version, result->applied, static_cast<int>(set.local_guard().consecutive_rounds()));
   version_ = version;
   expected_ = MergeExpected(expected_, set, result->applied);
   return result;
@@ -111,7 +111,8 @@ absl::StatusOr<std::optional<NicOwner::Resolution>> NicOwner::ResolveInterrupted
   switch (r.found) {
     case IntentOutcome::kNew:
       r.version = r.to_version;
-      guard_->Arm(r.version, current);
+      guard_->Arm(r.version, current,
+                  static_cast<int>(intent.target().local_guard().consecutive_rounds()));
       break;
     case IntentOutcome::kOld:
       r.version = r.from_version;
@@ -137,9 +138,10 @@ absl::StatusOr<std::optional<NicOwner::Resolution>> NicOwner::ResolveInterrupted
 }
 
 std::optional<v1::GuardEvent> NicOwner::Observe(
-    const google::protobuf::RepeatedPtrField<v1::CounterSample>& samples) {
+    const google::protobuf::RepeatedPtrField<v1::CounterSample>& samples,
+    absl::Duration round_start, absl::Duration round_end) {
   absl::MutexLock lock(&mu_);
-  std::optional<v1::GuardEvent> ev = guard_->Observe(samples);
+  std::optional<v1::GuardEvent> ev = guard_->Observe(samples, round_start, round_end);
   if (ev.has_value() && !ev->restored_version().empty()) {
     version_ = ev->restored_version();
     std::optional<LkgEntry> lkg = journal_->Get();

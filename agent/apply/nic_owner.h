@@ -73,10 +73,12 @@ class NicOwner {
   // there was nothing to resolve.
   absl::StatusOr<std::optional<Resolution>> ResolveInterruptedApply();
 
-  // Feeds one sampler round to the guard. When it trips and restores, the
-  // restored version and its read-back become the expected state.
+  // Feeds one sampler round to the guard (LocalGuard::Observe: the round's
+  // monotonic start and end). When it trips and restores, the restored version
+  // and its read-back become the expected state.
   std::optional<v1::GuardEvent> Observe(
-      const google::protobuf::RepeatedPtrField<v1::CounterSample>& samples);
+      const google::protobuf::RepeatedPtrField<v1::CounterSample>& samples,
+      absl::Duration round_start, absl::Duration round_end);
 
   // Re-reads every parameter of the expected state and returns each one that
   // differs. `current` (optional) receives everything read.

@@ -225,11 +225,16 @@ void Fleet::HandleGuardEvents(const std::string& host_id,
       if (it == hosts_.end()) return;
       v1::HostInfo& info = it->second->stored.info;
       info.set_last_guard_event(text);
-      if (e.kind() != "drift") {
-        // The guard restored last-known-good: the set it had applied (the
-        // version it last acked) is rejected and never re-pushed.
-        const std::string restored = e.restored_version() == "baseline" ? "" : e.restored_version();
-        if (info.current_version() != restored) AddRejected(&info, info.current_version());
+      // The guard restored last-known-good: the set it judged (named by the
+      // event; agents before judged_version: the version it last acked) is
+      // rejected and never re-pushed.
+      const std::string judged =
+          e.judged_version().empty() ? info.current_version() : e.judged_version();
+      const std::string restored = e.restored_version() == "baseline" ? "" : e.restored_version();
+      if (judged != restored) AddRejected(&info, judged);
+      // The host holds the restored set only if nothing newer was acked since
+      // the set the guard judged.
+      if (judged == info.current_version()) {
         info.set_current_version(restored);
         ApplyRestoredParameters(e, &info);
       }

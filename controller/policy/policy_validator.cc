@@ -332,6 +332,11 @@ void CheckGuard(const v1::Policy& policy, const Report& report) {
            absl::StrCat("guard.pass_max_ucb_regression ", g.pass_max_ucb_regression(),
                         " must be 0 or more"));
   }
+  if (g.local_guard_rounds() > 60) {
+    report("guard.local_guard_rounds", "guard_rounds_out_of_range",
+           absl::StrCat("guard.local_guard_rounds ", g.local_guard_rounds(),
+                        " must be at most 60 (0 = each agent's --guard_rounds)"));
+  }
 }
 
 void CheckApproval(const v1::Policy& policy, const Report& report) {

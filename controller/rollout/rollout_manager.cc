@@ -484,6 +484,13 @@ absl::StatusOr<v1::Change> RolloutManager::BuildChange(const v1::PolicyVersion& 
     const v1::ParameterSet previous = PreviousParameters(h);
     absl::StatusOr<v1::ParameterSet> target = ApplyKnobs(h, previous, knobs);
     if (!target.ok()) return target.status();
+    // The agents' guard judges the new set as the policy says; a set carried
+    // over from an earlier change does not keep that change's setting.
+    if (policy.guard().local_guard_rounds() > 0) {
+      target->mutable_local_guard()->set_consecutive_rounds(policy.guard().local_guard_rounds());
+    } else {
+      target->clear_local_guard();
+    }
     *t.mutable_previous() = previous;
     t.set_previous_version(h.info.desired_version());
     *t.mutable_target() = *std::move(target);
@@ -1224,6 +1231,15 @@ void RolloutManager::OnGuardEvent(const std::string& host_id, const v1::GuardEve
     if (!InFlight(c.state())) return;
     for (v1::HostTarget& h : *c.mutable_hosts()) {
       if (h.host_id() != host_id || h.pushed_version().empty()) continue;
+      if (!event.judged_version().empty() && event.judged_version() != h.pushed_version()) {
+        // A late event about another set (an earlier change's, or a restore):
+        // it says nothing about this one.
+        LogInfo("guard event for another version ignored", {{"change", id},
+                                                            {"host", host_id},
+                                                            {"judged", event.judged_version()},
+                                                            {"pushed", h.pushed_version()}});
+        return;
+      }
       h.set_rejected(absl::StrCat("local guard: ", event.kind(), ": ", event.detail()));
       v1::Verdict v;
       v.set_outcome(v1::Verdict::FAIL);

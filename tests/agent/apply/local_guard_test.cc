@@ -41,6 +41,7 @@ class LocalGuardTest : public ::testing::Test {
     options_.window = absl::Minutes(5);
     options_.max_pfc_pause_ratio = 0.2;
     options_.max_cnp_rate_per_second = 100000;
+    options_.consecutive_rounds = 1;
   }
   void SetUp() override {
     // Baseline (firmware defaults) is last-known-good; then v2 is applied.
@@ -54,6 +55,13 @@ class LocalGuardTest : public ::testing::Test {
     ASSERT_TRUE(r.ok()) << r.status();
     applied_ = r->applied;
     ASSERT_EQ(FixtureTree::ReadFile(RpAi()), "40\n");
+  }
+  // One round that began a second ago (after any Arm() before that) and ends now.
+  std::optional<v1::GuardEvent> Feed(
+      LocalGuard& guard, const google::protobuf::RepeatedPtrField<v1::CounterSample>& r) {
+    const absl::Duration start = clock_.Monotonic();
+    clock_.Advance(absl::Seconds(1));
+    return guard.Observe(r, start, clock_.Monotonic());
   }
   std::string RpAi() const { return tree_.sys() + "/class/net/ens1f0np0/ecn/roce_rp/rpg_ai_rate"; }
 
@@ -70,28 +78,28 @@ TEST_F(LocalGuardTest, PauseStormRestoresLastKnownGood) {
   LocalGuard guard(options_, &clock_, &applier_, &journal_);
   guard.Arm("v2", applied_);
   clock_.Advance(absl::Seconds(10));
-  EXPECT_FALSE(guard.Observe(Round({Sample("rx_pfc_pause_duration_us", 3, 150000)})).has_value());
+  EXPECT_FALSE(Feed(guard, Round({Sample("rx_pfc_pause_duration_us", 3, 150000)})).has_value());
   clock_.Advance(absl::Seconds(2));
-  std::optional<v1::GuardEvent> e = guard.Observe(
-      Round({Sample("cnp_handled", -1, 10), Sample("tx_pfc_pause_duration_us", 3, 450000)}));
+  std::optional<v1::GuardEvent> e = Feed(
+      guard, Round({Sample("cnp_handled", -1, 10), Sample("tx_pfc_pause_duration_us", 3, 450000)}));
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->kind(), "pfc_pause_guard");
   EXPECT_EQ(e->restored_version(), "baseline");
   EXPECT_EQ(e->unix_nanos(), absl::ToUnixNanos(clock_.Now()));
   EXPECT_THAT(e->detail(), HasSubstr("mlx5_0 port 1 priority 3 tx_pfc_pause_duration_us"));
   EXPECT_THAT(e->detail(), HasSubstr("45.0% of the time > 20.0%"));
-  EXPECT_THAT(e->detail(), HasSubstr("12s after applying version v2"));
+  EXPECT_THAT(e->detail(), HasSubstr("14s after applying version v2"));
   EXPECT_EQ(FixtureTree::ReadFile(RpAi()), "5\n");
   EXPECT_FALSE(guard.armed());
   EXPECT_EQ(journal_.Get()->version, "baseline");
   // Disarmed: further storms do nothing.
-  EXPECT_FALSE(guard.Observe(Round({Sample("tx_pfc_pause_duration_us", 3, 900000)})).has_value());
+  EXPECT_FALSE(Feed(guard, Round({Sample("tx_pfc_pause_duration_us", 3, 900000)})).has_value());
 }
 
 TEST_F(LocalGuardTest, CnpRateRestoresLastKnownGood) {
   LocalGuard guard(options_, &clock_, &applier_, &journal_);
   guard.Arm("v2", applied_);
-  std::optional<v1::GuardEvent> e = guard.Observe(Round({Sample("cnp_sent", -1, 250000)}));
+  std::optional<v1::GuardEvent> e = Feed(guard, Round({Sample("cnp_sent", -1, 250000)}));
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->kind(), "cnp_rate_guard");
   EXPECT_THAT(e->detail(), HasSubstr("cnp_sent: 250000/s > 100000/s"));
@@ -100,14 +108,14 @@ TEST_F(LocalGuardTest, CnpRateRestoresLastKnownGood) {
 
 TEST_F(LocalGuardTest, CleanWindowPromotesTheSet) {
   LocalGuard guard(options_, &clock_, &applier_, &journal_);
-  EXPECT_FALSE(guard.Observe(Round({Sample("cnp_sent", -1, 1e9)})).has_value());  // not armed
+  EXPECT_FALSE(Feed(guard, Round({Sample("cnp_sent", -1, 1e9)})).has_value());  // not armed
   guard.Arm("v2", applied_);
   EXPECT_TRUE(guard.armed());
   clock_.Advance(absl::Minutes(4));
-  EXPECT_FALSE(guard.Observe(Round({Sample("cnp_sent", -1, 50000)})).has_value());
+  EXPECT_FALSE(Feed(guard, Round({Sample("cnp_sent", -1, 50000)})).has_value());
   EXPECT_EQ(journal_.Get()->version, "baseline");
   clock_.Advance(absl::Minutes(2));
-  EXPECT_FALSE(guard.Observe(Round({Sample("cnp_sent", -1, 1e9)})).has_value());
+  EXPECT_FALSE(Feed(guard, Round({Sample("cnp_sent", -1, 1e9)})).has_value());
   EXPECT_FALSE(guard.armed());
   EXPECT_EQ(FixtureTree::ReadFile(RpAi()), "40\n");
   LkgJournal reloaded(tree_.root() + "/state");
@@ -121,7 +129,7 @@ TEST_F(LocalGuardTest, NoLastKnownGoodStillReports) {
   LkgJournal empty(tree_.root() + "/empty_state");
   LocalGuard guard(options_, &clock_, &applier_, &empty);
   guard.Arm("v2", applied_);
-  std::optional<v1::GuardEvent> e = guard.Observe(Round({Sample("cnp_handled", -1, 2e5)}));
+  std::optional<v1::GuardEvent> e = Feed(guard, Round({Sample("cnp_handled", -1, 2e5)}));
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->restored_version(), "");
   EXPECT_THAT(e->detail(), HasSubstr("nothing restored"));
@@ -133,11 +141,81 @@ TEST_F(LocalGuardTest, DisabledThresholdsNeverTrip) {
   options_.max_cnp_rate_per_second = 0;
   LocalGuard guard(options_, &clock_, &applier_, &journal_);
   guard.Arm("v2", applied_);
-  EXPECT_FALSE(guard
-                   .Observe(Round({Sample("rx_pfc_pause_duration_us", 3, 1e6),
-                                   Sample("cnp_handled", -1, 1e9)}))
+  EXPECT_FALSE(Feed(guard, Round({Sample("rx_pfc_pause_duration_us", 3, 1e6),
+                                  Sample("cnp_handled", -1, 1e9)}))
                    .has_value());
   EXPECT_TRUE(guard.armed());
+}
+
+TEST_F(LocalGuardTest, TheEventNamesTheVersionItJudged) {
+  LocalGuard guard(options_, &clock_, &applier_, &journal_);
+  guard.Arm("v2", applied_);
+  std::optional<v1::GuardEvent> e = Feed(guard, Round({Sample("cnp_sent", -1, 250000)}));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->judged_version(), "v2");
+}
+
+// The apply runs while a sampler round is in flight: that round's counts are
+// (partly) the old set's traffic and must not roll the new one back.
+TEST_F(LocalGuardTest, ARoundThatBeganBeforeTheApplyIsNotJudged) {
+  LocalGuard guard(options_, &clock_, &applier_, &journal_);
+  const absl::Duration round_start = clock_.Monotonic();
+  clock_.Advance(absl::Milliseconds(400));
+  guard.Arm("v2", applied_);
+  clock_.Advance(absl::Milliseconds(600));
+  EXPECT_FALSE(guard
+                   .Observe(Round({Sample("tx_pfc_pause_duration_us", 3, 900000)}), round_start,
+                            clock_.Monotonic())
+                   .has_value());
+  EXPECT_TRUE(guard.armed());
+  EXPECT_EQ(FixtureTree::ReadFile(RpAi()), "40\n");
+  // The next round began after the apply: judged.
+  std::optional<v1::GuardEvent> e =
+      Feed(guard, Round({Sample("tx_pfc_pause_duration_us", 3, 900000)}));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(FixtureTree::ReadFile(RpAi()), "5\n");
+}
+
+// A host that was pausing 30% of the time before the apply is judged on what
+// the apply changed: 35% is not the new set's doing, 45% is.
+TEST_F(LocalGuardTest, AHostAlreadyOverTheLimitIsJudgedOnItsRise) {
+  LocalGuard guard(options_, &clock_, &applier_, &journal_);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_FALSE(Feed(guard, Round({Sample("rx_pfc_pause_duration_us", 3, 300000)})).has_value());
+  }
+  guard.Arm("v2", applied_);
+  EXPECT_FALSE(Feed(guard, Round({Sample("rx_pfc_pause_duration_us", 3, 350000)})).has_value());
+  EXPECT_TRUE(guard.armed());
+  std::optional<v1::GuardEvent> e =
+      Feed(guard, Round({Sample("rx_pfc_pause_duration_us", 3, 450000)}));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_THAT(e->detail(), HasSubstr("paused 45.0% of the time > 20.0% (30.0% before the apply)"));
+  // Another priority, quiet before, is held to the plain limit.
+  guard.Arm("v3", applied_);
+  EXPECT_TRUE(Feed(guard, Round({Sample("rx_pfc_pause_duration_us", 4, 250000)})).has_value());
+}
+
+TEST_F(LocalGuardTest, TripsOnlyAfterConsecutiveRoundsOverTheLimit) {
+  options_.consecutive_rounds = 2;
+  LocalGuard guard(options_, &clock_, &applier_, &journal_);
+  guard.Arm("v2", applied_, /*rounds=*/3);  // the set's own setting wins over the options
+  const auto storm = Round({Sample("cnp_sent", -1, 250000)});
+  const auto calm = Round({Sample("cnp_sent", -1, 10)});
+  EXPECT_FALSE(Feed(guard, storm).has_value());
+  EXPECT_FALSE(Feed(guard, storm).has_value());
+  EXPECT_FALSE(Feed(guard, calm).has_value());  // the count starts over
+  EXPECT_FALSE(Feed(guard, storm).has_value());
+  EXPECT_FALSE(Feed(guard, storm).has_value());
+  std::optional<v1::GuardEvent> e = Feed(guard, storm);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_THAT(e->detail(), HasSubstr("3 rounds in a row"));
+  // Without a set's own setting, the options' 2 rounds. (A counter that was
+  // quiet before: cnp_sent has stormed for five rounds, so it is no rise.)
+  guard.Arm("v3", applied_);
+  EXPECT_FALSE(Feed(guard, storm).has_value());
+  const auto handled = Round({Sample("cnp_handled", -1, 250000)});
+  EXPECT_FALSE(Feed(guard, handled).has_value());
+  EXPECT_TRUE(Feed(guard, handled).has_value());
 }
 
 }  // namespace

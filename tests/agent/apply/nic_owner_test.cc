@@ -18,6 +18,7 @@
 namespace rocetune {
 namespace {
 
+using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
 // An in-memory DCQCN store of one device. Thread-safe. Counts overlapping
@@ -99,6 +100,7 @@ class NicOwnerTest : public ::testing::Test {
     o.window = absl::Seconds(10);
     o.max_cnp_rate_per_second = 1000;
     o.max_pfc_pause_ratio = 0;
+    o.consecutive_rounds = 1;
     guard_ = std::make_unique<LocalGuard>(o, &clock_, &applier_, journal_.get());
     owner_ = std::make_unique<NicOwner>(&applier_, journal_.get(), guard_.get());
     v1::ParameterSet base = applier_.ReadCurrent();
@@ -179,12 +181,27 @@ TEST(NicOwnerMergeTest, NamedFromTheReadBackOthersKeptNewTakenAsRead) {
 
 TEST_F(NicOwnerTest, GuardRestoreBecomesTheExpectedState) {
   ASSERT_TRUE(owner_->Apply("7", AiRate(40)).ok());
-  std::optional<v1::GuardEvent> ev = owner_->Observe(CnpStorm());
+  std::optional<v1::GuardEvent> ev =
+      owner_->Observe(CnpStorm(), clock_.Monotonic(), clock_.Monotonic());
   ASSERT_TRUE(ev.has_value());
   EXPECT_EQ(ev->restored_version(), "baseline");
   EXPECT_EQ(owner_->expected_version(), "baseline");
   EXPECT_EQ(store_.Get("rpg_ai_rate"), 5);
   EXPECT_THAT(owner_->CheckDrift(), IsEmpty());
+}
+
+TEST_F(NicOwnerTest, TheSetNamesHowManyRoundsTheGuardWaits) {
+  v1::ParameterSet set = AiRate(40);
+  set.mutable_local_guard()->set_consecutive_rounds(3);
+  ASSERT_TRUE(owner_->Apply("8", set).ok());
+  const absl::Duration t = clock_.Monotonic();
+  EXPECT_FALSE(owner_->Observe(CnpStorm(), t, t).has_value());
+  EXPECT_FALSE(owner_->Observe(CnpStorm(), t, t).has_value());
+  std::optional<v1::GuardEvent> ev = owner_->Observe(CnpStorm(), t, t);
+  ASSERT_TRUE(ev.has_value());
+  EXPECT_EQ(ev->judged_version(), "8");
+  EXPECT_THAT(ev->detail(), HasSubstr("3 rounds in a row"));
+  EXPECT_EQ(owner_->expected_version(), "baseline");
 }
 
 TEST(NicOwnerCompareTest, NamesMissingDevicesAndPfc) {
@@ -227,13 +244,15 @@ TEST_F(NicOwnerTest, GuardFiringDuringAppliesNeverDisagrees) {
   std::thread guard([&]() {
     int n = 0;
     while (!done.load()) {
-      // Alternate a storm with a clean round after the window: trips and
-      // promotions both race the applies.
-      if (++n % 8 == 0) {
-        clock_.Advance(absl::Seconds(11));
-        google::protobuf::RepeatedPtrField<v1::CounterSample> calm;
-        (void)owner_->Observe(calm);
-      } else if (owner_->Observe(CnpStorm()).has_value()) {
+      // Alternate a storm with a calm round, every fourth one after the
+      // window: trips and promotions both race the applies. (The calm rounds
+      // also keep the host's pre-apply rate low, so a storm is a rise.)
+      if (++n % 2 == 0) {
+        if (n % 8 == 0) clock_.Advance(absl::Seconds(11));
+        google::protobuf::RepeatedPtrField<v1::CounterSample> calm = CnpStorm();
+        calm[0].set_rate_per_second(0);
+        (void)owner_->Observe(calm, clock_.Monotonic(), clock_.Monotonic());
+      } else if (owner_->Observe(CnpStorm(), clock_.Monotonic(), clock_.Monotonic()).has_value()) {
         ++trips;
       }
       std::optional<LkgEntry> lkg = journal_->Get();

@@ -424,6 +424,35 @@ TEST_F(FleetTest, GuardRestoreUpdatesCurrentParametersAndRejectsTheVersion) {
       << info.current_parameters().ShortDebugString();
 }
 
+// The agent judged and rolled back version 1 while version 2 was on its way;
+// it then applied 2. The late event rejects 1, and the host still holds 2.
+TEST_F(FleetTest, AGuardEventAboutAnOlderVersionDoesNotUndoANewerAck) {
+  auto c = std::make_shared<FakeConnection>(1);
+  ASSERT_TRUE(fleet_.Register(MakeHello("h1"), c).ok());
+  auto v1 = fleet_.SetDesiredState("h1", Params(100));
+  ASSERT_TRUE(v1.ok());
+  auto v2 = fleet_.SetDesiredState("h1", Params(60));
+  ASSERT_TRUE(v2.ok());
+  v1::Ack ack;
+  ack.set_version(*v2);
+  *ack.mutable_applied() = Params(60);
+  fleet_.HandleAck("h1", ack);
+  v1::GuardEvent e;
+  e.set_kind("cnp_rate_guard");
+  e.set_detail("cnp_handled over the limit");
+  e.set_restored_version("baseline");
+  e.set_judged_version(*v1);
+  *e.mutable_restored_parameters() = Params(50);
+  fleet_.HandleGuardEvents("h1", Events(e));
+  v1::HostInfo info = *fleet_.GetHost("h1");
+  EXPECT_EQ(info.current_version(), *v2);
+  EXPECT_THAT(info.rejected_versions(), ::testing::Contains(*v1));
+  EXPECT_THAT(info.rejected_versions(), ::testing::Not(::testing::Contains(*v2)));
+  EXPECT_TRUE(
+      google::protobuf::util::MessageDifferencer::Equals(info.current_parameters(), Params(60)))
+      << info.current_parameters().ShortDebugString();
+}
+
 TEST_F(FleetTest, ForgetHostOnlyWhenGone) {
   auto c = std::make_shared<FakeConnection>(1);
   ASSERT_TRUE(fleet_.Register(MakeHello("h1"), c).ok());

@@ -215,6 +215,8 @@ const Case kCases[] = {
      "guard_value_negative", "max_retransmits_per_second"},
     {"UcbRegressionNegative", "guard {", "guard { pass_max_ucb_regression: -0.1", "",
      "guard_value_negative", "pass_max_ucb_regression"},
+    {"LocalGuardRoundsAboveSixty", "guard {", "guard { local_guard_rounds: 61", "",
+     "guard_rounds_out_of_range", "local_guard_rounds: 61"},
     // --- approval
     {"ElevenApprovers", "", "", "approval {\n  approvers: 11\n}\n", "approvers_too_many",
      "approvers: 11"},

@@ -712,6 +712,49 @@ TEST_F(RolloutTest, GuardEventOnACanaryHostRollsBackAndTheSetIsNeverRepushed) {
   for (const std::string& v : again->pushed()) EXPECT_NE(v, canary_version);
 }
 
+// An agent's guard names the version it judged: an event about another set
+// (an earlier change's, arriving late) does not fail this change; one about
+// this change's set does. The policy's local_guard_rounds travels in the sets.
+TEST_F(RolloutTest, OnlyAGuardEventAboutTheChangesOwnSetFailsIt) {
+  ApplyPolicy(absl::StrReplaceAll(PolicyText(), {{"min_rack_pairs: 6",
+                                                  "min_rack_pairs: 6 "
+                                                  "local_guard_rounds: 3"}}));
+  Run(6);
+  auto c = Propose(50);
+  ASSERT_TRUE(c.ok()) << c.status();
+  for (const v1::HostTarget& h : c->hosts()) {
+    EXPECT_EQ(h.target().local_guard().consecutive_rounds(), 3u) << h.host_id();
+  }
+  ASSERT_TRUE(Act("approve", c->id(), {"bob", false}).ok());
+  Tick();
+  std::string canary;
+  std::string canary_version;
+  const v1::Change started = Get(c->id());
+  for (const auto& h : started.hosts()) {
+    if (h.role() == v1::HostTarget::CANARY) {
+      canary = h.host_id();
+      canary_version = h.pushed_version();
+      break;
+    }
+  }
+  ASSERT_FALSE(canary.empty());
+  google::protobuf::RepeatedPtrField<v1::GuardEvent> events;
+  v1::GuardEvent* e = events.Add();
+  e->set_kind("cnp_rate_guard");
+  e->set_detail("mlx5_0 port 1 cnp_handled: 2000000/s > 1000000/s");
+  e->set_restored_version("baseline");
+  e->set_judged_version(absl::StrCat(canary_version, "-older"));
+  fleet_->HandleGuardEvents(canary, events);
+  manager_->executor().RunSync([] {});
+  EXPECT_EQ(Get(c->id()).state(), v1::CANARY);
+  e->set_judged_version(canary_version);
+  fleet_->HandleGuardEvents(canary, events);
+  manager_->executor().RunSync([] {});
+  v1::Change now = Get(c->id());
+  EXPECT_EQ(now.state(), v1::ROLLED_BACK);
+  EXPECT_EQ(now.verdicts(now.verdicts_size() - 1).rule(), "local_guard");
+}
+
 TEST_F(RolloutTest, NackOnACanaryHostRollsBack) {
   ApplyPolicy(PolicyText());
   Run(6);
