@@ -50,7 +50,7 @@ constexpr double kPassUcbLevel = 0.95;  // one-sided level of the PASS width rul
 constexpr double kGroupCiConfidence = 0.95;
 // Stability: HOLD (never PASS) when the control group's own mean before/after
 // shift of ln p99 exceeds this (a fleet incident; DiD assumes parallel trends).
-const double kMaxControlShift = std::log(1.5);
+const double kMaxControlShift = std::log(kControlShiftRatio);
 
 // Guard-metric floors.
 constexpr double kMinEventsPerHost = 10;      // counts: canary events per host to FAIL
@@ -560,7 +560,7 @@ std::string ConstraintPointExceeded(const v1::Verdict& v,
   for (const v1::Constraint& k : constraints) {
     const ConstraintTolerance tol = ToleranceOf(k);
     if (std::isnan(tol.ratio)) continue;
-    const std::string name = absl::StrCat("ln_", k.metric(), "_did");
+    const std::string name = ConstraintEvidence(k.metric());
     for (const v1::MetricEvidence& m : v.metrics()) {
       if (m.metric() != name || !std::isfinite(m.ratio()) || m.ratio() <= 0) continue;
       if (!tol.Within(m.ratio())) {
@@ -572,152 +572,205 @@ std::string ConstraintPointExceeded(const v1::Verdict& v,
   return "";
 }
 
-v1::Verdict Judge(const std::vector<HostInput>& hosts, const JudgeConfig& config) {
-  const Settings s = Resolve(config);
-  v1::Verdict v;
-  v.set_unix_nanos(config.now_unix_nanos);
-  v.set_stage(config.stage);
-  v.set_look(config.look);
-  v.set_looks(config.looks);
+namespace {
 
-  // Deterministic order independent of the input's: by host id.
-  std::vector<const HostInput*> order;
-  order.reserve(hosts.size());
-  for (const HostInput& h : hosts) order.push_back(&h);
-  std::stable_sort(order.begin(), order.end(),
-                   [](const HostInput* a, const HostInput* b) { return a->host_id < b->host_id; });
+// One look's verdict, built by the stages docs/judge.md names, in order:
+// admit, design, racks (with the group evidence), hard guards, probe loss,
+// latency tests (p99, p999), constraints, control stability, decide. Each
+// stage reads what the earlier ones left in the members below and adds
+// evidence to `v_` and candidate decisions to `fails_` / `holds_`.
+class LookJudge {
+ public:
+  LookJudge(const std::vector<HostInput>& hosts, const JudgeConfig& config)
+      : config_(config), s_(Resolve(config)) {
+    // Deterministic order independent of the input's: by host id.
+    order_.reserve(hosts.size());
+    for (const HostInput& h : hosts) order_.push_back(&h);
+    std::stable_sort(order_.begin(), order_.end(), [](const HostInput* a, const HostInput* b) {
+      return a->host_id < b->host_id;
+    });
+  }
 
-  // --- Admission: which hosts take part, and why the others do not.
-  std::vector<HostRow> rows;
-  rows.reserve(order.size());
-  double accuracy = kNaN;
-  auto drop = [&v](const HostInput& h, const std::string& why) {
-    v.add_dropped_hosts(absl::StrCat(h.host_id.empty() ? "(no id)" : h.host_id, ": ", why));
-  };
-  for (size_t i = 0; i < order.size(); ++i) {
-    const HostInput& h = *order[i];
-    if (h.host_id.empty()) {
-      drop(h, "no host id");
-      continue;
+  v1::Verdict Run() {
+    v_.set_unix_nanos(config_.now_unix_nanos);
+    v_.set_stage(config_.stage);
+    v_.set_look(config_.look);
+    v_.set_looks(config_.looks);
+    Admit();
+    ChooseDesign();
+    FormRacks();
+    HardGuards();
+    ProbeLoss();
+    LatencyP99();
+    LatencyP999();
+    const double alpha = ConstraintAlpha();
+    for (const v1::Constraint& c : config_.constraints) TestConstraint(c, alpha);
+    ControlStability();
+    Decide();
+    return std::move(v_);
+  }
+
+ private:
+  void Drop(const HostInput& h, const std::string& why) {
+    v_.add_dropped_hosts(absl::StrCat(h.host_id.empty() ? "(no id)" : h.host_id, ": ", why));
+  }
+
+  // Why `h` cannot take part ("" when it can); fills `row` for an admitted host.
+  std::string AdmissionProblem(size_t i, HostRow* row);
+  void Admit();
+  void ChooseDesign();
+  void FormRacks();
+  void HardGuards();
+  void ProbeLoss();
+  void LatencyP99();
+  void LatencyP999();
+  double ConstraintAlpha() const;
+  void TestConstraint(const v1::Constraint& c, double alpha);
+  void ControlStability();
+  void Decide();
+
+  const JudgeConfig& config_;
+  const Settings s_;
+  v1::Verdict v_;
+  std::vector<const HostInput*> order_;
+  std::vector<HostRow> rows_;  // admitted hosts; racks_ points into it
+  Design design_ = Design::kWithinRack;
+  std::map<std::string, Rack> racks_;
+  std::vector<const HostRow*> used_[2];  // control, canary: hosts of the racks that count
+  std::vector<Decision> fails_;          // in priority order
+  std::vector<Decision> holds_;
+  // The p99 test, which the decision reads.
+  Contrast c99_;
+  DidResult r99_;
+  bool p99_width_ok_ = false;
+  double accuracy_ = kNaN;  // the sketches' relative accuracy, from the first admitted host
+};
+
+std::string LookJudge::AdmissionProblem(size_t i, HostRow* row) {
+  const HostInput& h = *order_[i];
+  if (h.host_id.empty()) return "no host id";
+  if ((i > 0 && order_[i - 1]->host_id == h.host_id) ||
+      (i + 1 < order_.size() && order_[i + 1]->host_id == h.host_id)) {
+    return "host id given more than once";
+  }
+  if (h.rack.empty()) return "no rack to pair by";
+  const HostPeriod* periods[2] = {&h.before, &h.after};
+  const char* names[2] = {"before", "after"};
+  for (int p = 0; p < 2; ++p) {
+    const HostPeriod& hp = *periods[p];
+    if (hp.windows_expected <= 0 || hp.windows_present <= 0) {
+      return p == 0 ? "no baseline windows" : "no windows since the change";
     }
-    if ((i > 0 && order[i - 1]->host_id == h.host_id) ||
-        (i + 1 < order.size() && order[i + 1]->host_id == h.host_id)) {
-      drop(h, "host id given more than once");
-      continue;
+    if (hp.windows_present < kMinWindowShare * hp.windows_expected) {
+      return absl::StrFormat("%d of %d windows present %s (< %.0f%%)", hp.windows_present,
+                             hp.windows_expected, names[p], kMinWindowShare * 100);
     }
-    if (h.rack.empty()) {
-      drop(h, "no rack to pair by");
-      continue;
+    if (LossRate(hp) > kMaxProbeLoss) {
+      return absl::StrFormat("%.1f%% of probes lost %s (> %.0f%%)", LossRate(hp) * 100, names[p],
+                             kMaxProbeLoss * 100);
     }
-    std::string why;
-    const HostPeriod* periods[2] = {&h.before, &h.after};
-    const char* names[2] = {"before", "after"};
-    for (int p = 0; p < 2 && why.empty(); ++p) {
-      const HostPeriod& hp = *periods[p];
-      if (hp.windows_expected <= 0 || hp.windows_present <= 0) {
-        why = p == 0 ? "no baseline windows" : "no windows since the change";
-      } else if (hp.windows_present < kMinWindowShare * hp.windows_expected) {
-        why = absl::StrFormat("%d of %d windows present %s (< %.0f%%)", hp.windows_present,
-                              hp.windows_expected, names[p], kMinWindowShare * 100);
-      } else if (LossRate(hp) > kMaxProbeLoss) {
-        why = absl::StrFormat("%.1f%% of probes lost %s (> %.0f%%)", LossRate(hp) * 100, names[p],
-                              kMaxProbeLoss * 100);
-      } else if (hp.rtt.count() < s.min_samples) {
-        why = absl::StrFormat("%d probe RTTs %s (< %d)", hp.rtt.count(), names[p], s.min_samples);
-      }
+    if (hp.rtt.count() < s_.min_samples) {
+      return absl::StrFormat("%d probe RTTs %s (< %d)", hp.rtt.count(), names[p], s_.min_samples);
     }
-    if (why.empty()) {
-      double a = h.before.rtt.relative_accuracy();
-      if (std::isnan(accuracy)) accuracy = a;
-      if (a != accuracy || h.after.rtt.relative_accuracy() != accuracy) {
-        why = absl::StrFormat("sketch relative accuracy differs from %g", accuracy);
-      }
-    }
+  }
+  // Every admitted host's sketches share the first admitted host's accuracy.
+  const double a = h.before.rtt.relative_accuracy();
+  if (std::isnan(accuracy_)) accuracy_ = a;
+  if (a != accuracy_ || h.after.rtt.relative_accuracy() != accuracy_) {
+    return absl::StrFormat("sketch relative accuracy differs from %g", accuracy_);
+  }
+  row->in = &h;
+  for (int p = 0; p < 2; ++p) {
+    std::string q_why;
+    row->ln_p99[p] = LnQuantile(periods[p]->rtt, 0.99, &q_why);
+    if (std::isnan(row->ln_p99[p])) return absl::StrCat(q_why, " ", names[p]);
+  }
+  if (h.before.rtt.count() >= kP999SampleFactor * s_.min_samples &&
+      h.after.rtt.count() >= kP999SampleFactor * s_.min_samples) {
+    std::string ignored;
+    for (int p = 0; p < 2; ++p) row->ln_p999[p] = LnQuantile(periods[p]->rtt, 0.999, &ignored);
+  }
+  return "";
+}
+
+// --- Admission: which hosts take part, and why the others do not.
+void LookJudge::Admit() {
+  rows_.reserve(order_.size());
+  for (size_t i = 0; i < order_.size(); ++i) {
     HostRow row;
-    row.in = &h;
-    for (int p = 0; p < 2 && why.empty(); ++p) {
-      std::string q_why;
-      row.ln_p99[p] = LnQuantile(periods[p]->rtt, 0.99, &q_why);
-      if (std::isnan(row.ln_p99[p])) why = absl::StrCat(q_why, " ", names[p]);
-    }
-    if (!why.empty()) {
-      drop(h, why);
+    if (std::string why = AdmissionProblem(i, &row); !why.empty()) {
+      Drop(*order_[i], why);
       continue;
     }
-    if (h.before.rtt.count() >= kP999SampleFactor * s.min_samples &&
-        h.after.rtt.count() >= kP999SampleFactor * s.min_samples) {
-      std::string ignored;
-      for (int p = 0; p < 2; ++p) row.ln_p999[p] = LnQuantile(periods[p]->rtt, 0.999, &ignored);
-    }
-    rows.push_back(row);
+    rows_.push_back(row);
   }
+}
 
-  // --- Design, from the hosts given (not only those admitted, so thin data
-  // on one host cannot switch it): rack-level when no rack holds both canary
-  // and control hosts and there are racks of each; else within-rack, over the
-  // racks holding both.
+// --- Design, from the hosts given (not only those admitted, so thin data on
+// one host cannot switch it): rack-level when no rack holds both canary and
+// control hosts and there are racks of each; else within-rack, over the racks
+// holding both.
+void LookJudge::ChooseDesign() {
   bool any_mixed = false, any_canary_rack = false, any_control_rack = false;
-  {
-    std::map<std::string, std::pair<bool, bool>> composition;  // has control, has canary
-    for (const HostInput* h : order) {
-      if (h->host_id.empty() || h->rack.empty()) continue;
-      auto& [control, canary] = composition[h->rack];
-      (h->canary ? canary : control) = true;
-    }
-    for (const auto& [name, has] : composition) {
-      any_mixed |= has.first && has.second;
-      any_canary_rack |= has.second && !has.first;
-      any_control_rack |= has.first && !has.second;
-    }
+  std::map<std::string, std::pair<bool, bool>> composition;  // has control, has canary
+  for (const HostInput* h : order_) {
+    if (h->host_id.empty() || h->rack.empty()) continue;
+    auto& [control, canary] = composition[h->rack];
+    (h->canary ? canary : control) = true;
   }
-  const Design design =
+  for (const auto& [name, has] : composition) {
+    any_mixed |= has.first && has.second;
+    any_canary_rack |= has.second && !has.first;
+    any_control_rack |= has.first && !has.second;
+  }
+  design_ =
       !any_mixed && any_canary_rack && any_control_rack ? Design::kRackLevel : Design::kWithinRack;
+}
 
-  // --- Racks. Within-rack: a rack counts while it keeps a canary and a
-  // control host. Rack-level: every rack with an admitted host counts.
-  std::map<std::string, Rack> racks;
-  for (const HostRow& r : rows) {
-    Rack& rack = racks[r.in->rack];
+// --- Racks. Within-rack: a rack counts while it keeps a canary and a control
+// host. Rack-level: every rack with an admitted host counts. Then the groups'
+// evidence over the hosts of the racks that count.
+void LookJudge::FormRacks() {
+  for (const HostRow& r : rows_) {
+    Rack& rack = racks_[r.in->rack];
     (r.in->canary ? rack.canary : rack.control).push_back(&r);
   }
-  std::vector<const HostRow*> used[2];  // control, canary
-  for (auto it = racks.begin(); it != racks.end();) {
+  for (auto it = racks_.begin(); it != racks_.end();) {
     Rack& rack = it->second;
-    if (design == Design::kWithinRack && (rack.canary.empty() || rack.control.empty())) {
+    if (design_ == Design::kWithinRack && (rack.canary.empty() || rack.control.empty())) {
       for (const HostRow* h : rack.canary.empty() ? rack.control : rack.canary) {
-        drop(*h->in, absl::StrCat("rack ", it->first, " has no ",
+        Drop(*h->in, absl::StrCat("rack ", it->first, " has no ",
                                   rack.canary.empty() ? "canary" : "control", " host"));
       }
-      it = racks.erase(it);
+      it = racks_.erase(it);
       continue;
     }
-    for (const HostRow* h : rack.control) used[0].push_back(h);
-    for (const HostRow* h : rack.canary) used[1].push_back(h);
+    for (const HostRow* h : rack.control) used_[0].push_back(h);
+    for (const HostRow* h : rack.canary) used_[1].push_back(h);
     ++it;
   }
-  *v.add_groups() = MakeGroup("canary", used[1], 1);
-  *v.add_groups() = MakeGroup("control", used[0], 1);
-  *v.add_groups() = MakeGroup("canary_baseline", used[1], 0);
-  *v.add_groups() = MakeGroup("control_baseline", used[0], 0);
+  *v_.add_groups() = MakeGroup("canary", used_[1], 1);
+  *v_.add_groups() = MakeGroup("control", used_[0], 1);
+  *v_.add_groups() = MakeGroup("canary_baseline", used_[1], 0);
+  *v_.add_groups() = MakeGroup("control_baseline", used_[0], 0);
+}
 
-  std::vector<Decision> fails;  // in priority order
-  std::vector<Decision> holds;
-
-  // --- Hard guards: every canary host that reported, admitted or not.
-  if (config.guard_event) {
-    fails.push_back(
+// --- Hard guards: every canary host that reported, admitted or not.
+void LookJudge::HardGuards() {
+  if (config_.guard_event) {
+    fails_.push_back(
         {v1::Verdict::FAIL, "local_guard",
          absl::StrCat("FAIL: an agent's local guard fired on a canary host",
-                      config.guard_event_detail.empty() ? "" : " (", config.guard_event_detail,
-                      config.guard_event_detail.empty() ? "" : ")", ".")});
+                      config_.guard_event_detail.empty() ? "" : " (", config_.guard_event_detail,
+                      config_.guard_event_detail.empty() ? "" : ")", ".")});
   }
-  const double max_pause = config.guard.max_pfc_pause_ratio();
-  const double max_retx = config.guard.max_retransmits_per_second();
-  for (const HostInput* h : order) {
+  const double max_pause = config_.guard.max_pfc_pause_ratio();
+  const double max_retx = config_.guard.max_retransmits_per_second();
+  for (const HostInput* h : order_) {
     if (!h->canary) continue;
     double pause = WorstPauseRatio(h->after);
     if (max_pause > 0 && pause > max_pause) {
-      fails.push_back(
+      fails_.push_back(
           {v1::Verdict::FAIL, "guard:pfc_pause_ratio",
            absl::StrFormat("FAIL: canary host %s paused %.4g of the time since the change, above "
                            "the hard limit %.4g.",
@@ -725,11 +778,11 @@ v1::Verdict Judge(const std::vector<HostInput>& hosts, const JudgeConfig& config
       break;
     }
   }
-  for (const HostInput* h : order) {
+  for (const HostInput* h : order_) {
     if (!h->canary) continue;
     double retx = GuardValue(GuardKind::kRetransmits, h->after);
     if (max_retx > 0 && retx > max_retx) {
-      fails.push_back(
+      fails_.push_back(
           {v1::Verdict::FAIL, "guard:retransmits_per_second",
            absl::StrFormat("FAIL: canary host %s retransmitted %.4g/s since the change, above the "
                            "hard limit %.4g/s.",
@@ -737,256 +790,319 @@ v1::Verdict Judge(const std::vector<HostInput>& hosts, const JudgeConfig& config
       break;
     }
   }
+}
 
-  // Probe loss: a canary losing probes (> 5% on a host, or 1 point more than
-  // control over the group) never PASSes; lost probes would flatter its p99.
-  {
-    uint64_t sent[2] = {0, 0}, lost[2] = {0, 0};
-    std::string lossy_host;
-    double lossy_rate = 0;
-    for (const HostInput* h : order) {
-      sent[h->canary] += h->after.probes_sent;
-      lost[h->canary] += h->after.probes_lost;
-      if (h->canary && lossy_host.empty() && LossRate(h->after) > kMaxProbeLoss) {
-        lossy_host = h->host_id;
-        lossy_rate = LossRate(h->after);
-      }
-    }
-    double rate[2];
-    for (int g = 0; g < 2; ++g) {
-      rate[g] = sent[g] == 0 ? 0 : static_cast<double>(lost[g]) / static_cast<double>(sent[g]);
-    }
-    if (!lossy_host.empty()) {
-      holds.push_back({v1::Verdict::HOLD, "probe_loss",
-                       absl::StrFormat("HOLD: canary host %s lost %.1f%% of its probes since the "
-                                       "change; a canary losing probes never passes.",
-                                       lossy_host, lossy_rate * 100)});
-    } else if (rate[1] > rate[0] + kMaxExcessCanaryLoss) {
-      holds.push_back(
-          {v1::Verdict::HOLD, "probe_loss",
-           absl::StrFormat("HOLD: the canary lost %.1f%% of its probes since the change (control "
-                           "%.1f%%); a canary losing probes never passes.",
-                           rate[1] * 100, rate[0] * 100)});
+// Probe loss: a canary losing probes (> 5% on a host, or 1 point more than
+// control over the group) never PASSes; lost probes would flatter its p99.
+void LookJudge::ProbeLoss() {
+  uint64_t sent[2] = {0, 0}, lost[2] = {0, 0};
+  std::string lossy_host;
+  double lossy_rate = 0;
+  for (const HostInput* h : order_) {
+    sent[h->canary] += h->after.probes_sent;
+    lost[h->canary] += h->after.probes_lost;
+    if (h->canary && lossy_host.empty() && LossRate(h->after) > kMaxProbeLoss) {
+      lossy_host = h->host_id;
+      lossy_rate = LossRate(h->after);
     }
   }
+  double rate[2];
+  for (int g = 0; g < 2; ++g) {
+    rate[g] = sent[g] == 0 ? 0 : static_cast<double>(lost[g]) / static_cast<double>(sent[g]);
+  }
+  if (!lossy_host.empty()) {
+    holds_.push_back({v1::Verdict::HOLD, "probe_loss",
+                      absl::StrFormat("HOLD: canary host %s lost %.1f%% of its probes since the "
+                                      "change; a canary losing probes never passes.",
+                                      lossy_host, lossy_rate * 100)});
+  } else if (rate[1] > rate[0] + kMaxExcessCanaryLoss) {
+    holds_.push_back(
+        {v1::Verdict::HOLD, "probe_loss",
+         absl::StrFormat("HOLD: the canary lost %.1f%% of its probes since the change (control "
+                         "%.1f%%); a canary losing probes never passes.",
+                         rate[1] * 100, rate[0] * 100)});
+  }
+}
 
-  // --- Latency tests.
-  const Contrast c99 =
-      MakeContrast(design, racks, [](const HostRow& h, int p) { return h.ln_p99[p]; });
-  const Contrast c999 =
-      MakeContrast(design, racks, [](const HostRow& h, int p) { return h.ln_p999[p]; });
-  const double tol_log = std::log1p(s.tolerance);
-  const double alpha99 = AlphaAtLook(kP99Share * s.alpha_total, s);
-  const double alpha999 = AlphaAtLook(kP999Share * s.alpha_total, s);
-
-  v1::MetricEvidence* ev99 = v.add_metrics();
-  ev99->set_metric("ln_p99_did");
-  const bool p99_enough = Enough(c99, s);
-  DidResult r99 = TestContrast(c99, 1, tol_log, p99_enough ? alpha99 : 0);
-  FillEvidence(r99, 1, ev99);
-  ev99->set_alpha(r99.alpha);
-  bool p99_width_ok = false;
+// --- Latency tests: p99, the one that can PASS a change.
+void LookJudge::LatencyP99() {
+  c99_ = MakeContrast(design_, racks_, [](const HostRow& h, int p) { return h.ln_p99[p]; });
+  const double tol_log = std::log1p(s_.tolerance);
+  const double alpha99 = AlphaAtLook(kP99Share * s_.alpha_total, s_);
+  v1::MetricEvidence* ev99 = v_.add_metrics();
+  ev99->set_metric(std::string(kP99Evidence));
+  const bool p99_enough = Enough(c99_, s_);
+  r99_ = TestContrast(c99_, 1, tol_log, p99_enough ? alpha99 : 0);
+  FillEvidence(r99_, 1, ev99);
+  ev99->set_alpha(r99_.alpha);
   if (!p99_enough) {
     ev99->set_outcome("hold");
-    ev99->set_note(absl::StrFormat("%s; %s usable, %s needed", DesignNote(c99), UnitsText(c99),
-                                   NeededText(design, s)));
-    holds.push_back({v1::Verdict::HOLD, "min_rack_pairs",
-                     absl::StrFormat("HOLD: only %s usable (%s needed) to compare canary and "
-                                     "control p99.",
-                                     UnitsText(c99), NeededText(design, s))});
-  } else {
-    p99_width_ok = std::exp(r99.width_bound) < 1 + s.pass_max_ucb_regression;
-    std::string note = absl::StrFormat(
-        "%s; ratio_lower: one-sided %.4g bound (FAIL when above %.4g); ratio_upper: one-sided "
-        "95%% bound (PASS needs below %.4g)",
-        DesignNote(c99), 1 - r99.alpha, 1 + s.tolerance, 1 + s.pass_max_ucb_regression);
-    note += ExactCheckNote(c99, tol_log);
-    ev99->set_note(note);
-    if (r99.reject) {
-      ev99->set_outcome("fail");
-      fails.push_back(
-          {v1::Verdict::FAIL, "p99_did_t_test",
-           absl::StrFormat("FAIL: canary p99 RTT changed %s relative to control over %s "
-                           "(lower bound %s above the %s tolerance; p %.3g < alpha %.3g).",
-                           Percent(std::exp(r99.mean)), UnitsText(c99),
-                           Percent(std::exp(r99.fail_bound)), Percent(1 + s.tolerance), r99.p,
-                           r99.alpha)});
-    } else if (s.final_look && p99_width_ok) {
-      ev99->set_outcome("pass");
-    } else {
-      ev99->set_outcome("hold");
-    }
+    ev99->set_note(absl::StrFormat("%s; %s usable, %s needed", DesignNote(c99_), UnitsText(c99_),
+                                   NeededText(design_, s_)));
+    holds_.push_back({v1::Verdict::HOLD, "min_rack_pairs",
+                      absl::StrFormat("HOLD: only %s usable (%s needed) to compare canary and "
+                                      "control p99.",
+                                      UnitsText(c99_), NeededText(design_, s_))});
+    return;
   }
+  p99_width_ok_ = std::exp(r99_.width_bound) < 1 + s_.pass_max_ucb_regression;
+  std::string note = absl::StrFormat(
+      "%s; ratio_lower: one-sided %.4g bound (FAIL when above %.4g); ratio_upper: one-sided "
+      "95%% bound (PASS needs below %.4g)",
+      DesignNote(c99_), 1 - r99_.alpha, 1 + s_.tolerance, 1 + s_.pass_max_ucb_regression);
+  note += ExactCheckNote(c99_, tol_log);
+  ev99->set_note(note);
+  if (r99_.reject) {
+    ev99->set_outcome("fail");
+    fails_.push_back(
+        {v1::Verdict::FAIL, "p99_did_t_test",
+         absl::StrFormat("FAIL: canary p99 RTT changed %s relative to control over %s "
+                         "(lower bound %s above the %s tolerance; p %.3g < alpha %.3g).",
+                         Percent(std::exp(r99_.mean)), UnitsText(c99_),
+                         Percent(std::exp(r99_.fail_bound)), Percent(1 + s_.tolerance), r99_.p,
+                         r99_.alpha)});
+  } else if (s_.final_look && p99_width_ok_) {
+    ev99->set_outcome("pass");
+  } else {
+    ev99->set_outcome("hold");
+  }
+}
 
-  v1::MetricEvidence* ev999 = v.add_metrics();
-  ev999->set_metric("ln_p999_did");
-  if (!Enough(c999, s)) {
+// --- Latency tests: p999, which can only FAIL (or is not evaluated).
+void LookJudge::LatencyP999() {
+  const Contrast c999 =
+      MakeContrast(design_, racks_, [](const HostRow& h, int p) { return h.ln_p999[p]; });
+  const double tol_log = std::log1p(s_.tolerance);
+  const double alpha999 = AlphaAtLook(kP999Share * s_.alpha_total, s_);
+  v1::MetricEvidence* ev999 = v_.add_metrics();
+  ev999->set_metric(std::string(kP999Evidence));
+  if (!Enough(c999, s_)) {
     DidResult none = TestPaired({}, 1, tol_log, 0);
     FillEvidence(none, 1, ev999);
     ev999->set_rack_pairs(static_cast<uint32_t>(Units(c999)));
     ev999->set_outcome("not_evaluated");
     ev999->set_note(absl::StrFormat("%s; %s with >= %d probes per host and period (%s needed)",
                                     DesignNote(c999), UnitsText(c999),
-                                    kP999SampleFactor * s.min_samples, NeededText(design, s)));
-  } else {
-    DidResult r999 = TestContrast(c999, 1, tol_log, alpha999);
-    FillEvidence(r999, 1, ev999);
-    ev999->set_note(
-        absl::StrFormat("%s; ratio_lower: one-sided %.4g bound; ratio_upper: one-sided 95%%",
-                        DesignNote(c999), 1 - r999.alpha));
-    if (r999.reject) {
-      ev999->set_outcome("fail");
-      fails.push_back(
-          {v1::Verdict::FAIL, "p999_did_t_test",
-           absl::StrFormat("FAIL: canary p999 RTT changed %s relative to control over %s "
-                           "(lower bound %s above the %s tolerance; p %.3g < alpha %.3g).",
-                           Percent(std::exp(r999.mean)), UnitsText(c999),
-                           Percent(std::exp(r999.fail_bound)), Percent(1 + s.tolerance), r999.p,
-                           r999.alpha)});
-    } else {
-      ev999->set_outcome(s.final_look ? "pass" : "hold");
-    }
+                                    kP999SampleFactor * s_.min_samples, NeededText(design_, s_)));
+    return;
   }
+  DidResult r999 = TestContrast(c999, 1, tol_log, alpha999);
+  FillEvidence(r999, 1, ev999);
+  ev999->set_note(
+      absl::StrFormat("%s; ratio_lower: one-sided %.4g bound; ratio_upper: one-sided 95%%",
+                      DesignNote(c999), 1 - r999.alpha));
+  if (r999.reject) {
+    ev999->set_outcome("fail");
+    fails_.push_back(
+        {v1::Verdict::FAIL, "p999_did_t_test",
+         absl::StrFormat("FAIL: canary p999 RTT changed %s relative to control over %s "
+                         "(lower bound %s above the %s tolerance; p %.3g < alpha %.3g).",
+                         Percent(std::exp(r999.mean)), UnitsText(c999),
+                         Percent(std::exp(r999.fail_bound)), Percent(1 + s_.tolerance), r999.p,
+                         r999.alpha)});
+  } else {
+    ev999->set_outcome(s_.final_look ? "pass" : "hold");
+  }
+}
 
-  // --- Constraints: paired DiD on log rates, plus absolute bounds.
+// --- Constraints: the alpha each known constraint spends at this look.
+double LookJudge::ConstraintAlpha() const {
   int known_constraints = 0;
-  for (const v1::Constraint& c : config.constraints) {
+  for (const v1::Constraint& c : config_.constraints) {
     if (FindGuardSpec(c.metric()) != nullptr) ++known_constraints;
   }
-  const double alpha_constraint =
-      known_constraints == 0 ? 0
-                             : AlphaAtLook(kConstraintShare * s.alpha_total / known_constraints, s);
-  for (const v1::Constraint& c : config.constraints) {
-    v1::MetricEvidence* ev = v.add_metrics();
-    ev->set_metric(absl::StrCat("ln_", c.metric(), "_did"));
-    const GuardSpec* spec = FindGuardSpec(c.metric());
-    if (spec == nullptr) {
-      ev->set_outcome("not_evaluated");
-      ev->set_note(absl::StrCat("unknown metric \"", c.metric(), "\""));
-      continue;
-    }
-    const GuardKind kind = spec->kind;
-    const double sign = spec->higher_is_worse ? 1 : -1;
-    const double max_ratio = c.max_ratio() > 0 ? c.max_ratio() : spec->default_max_ratio;
-    // max_ratio < 1 for a lower-is-worse metric reads as the floor itself.
-    const double worse_ratio =
-        spec->higher_is_worse ? max_ratio : (max_ratio < 1 ? 1 / max_ratio : max_ratio);
-    const Contrast cc = MakeContrast(design, racks, [kind](const HostRow& h, int p) {
-      return GuardLogValue(kind, p == 0 ? h.in->before : h.in->after);
-    });
-    const bool enough = Enough(cc, s);
-    DidResult r =
-        TestContrast(cc, sign, std::log(std::max(1.0, worse_ratio)), enough ? alpha_constraint : 0);
-    FillEvidence(r, sign, ev);
-    // Canary group means in the after period, and the control's, for the
-    // floor and the absolute bounds.
-    double canary_value = 0, control_value = 0, canary_events = 0;
-    int nc = 0, nk = 0;
-    for (const HostRow* h : used[1]) {
-      double x = GuardValue(kind, h->in->after);
-      if (std::isnan(x)) continue;
-      canary_value += x;
-      canary_events += EventCount(kind, h->in->after);
-      ++nc;
-    }
-    for (const HostRow* h : used[0]) {
-      double x = GuardValue(kind, h->in->after);
-      if (std::isnan(x)) continue;
-      control_value += x;
-      ++nk;
-    }
-    if (nc > 0) canary_value /= nc, canary_events /= nc;
-    if (nk > 0) control_value /= nk;
-    std::string note = absl::StrFormat(
-        "%s; tolerated ratio %.4g; canary %.4g vs control %.4g per host since the change",
-        DesignNote(cc), spec->higher_is_worse ? worse_ratio : 1 / worse_ratio, canary_value,
-        control_value);
-    bool above_floor = true;
-    if (kind == GuardKind::kCnp || kind == GuardKind::kRetransmits) {
-      above_floor = canary_events >= kMinEventsPerHost;
-    } else if (kind == GuardKind::kPauseRatio) {
-      above_floor = canary_value >= kMinPauseRatioToFail;
-    }
-    // Absolute bounds from the constraint: FAIL only when the canary violates
-    // a bound the control meets (a fleet-wide violation is not the change's).
-    auto violates = [&c](double x) {
-      return (c.has_max() && x > c.max()) || (c.has_min() && x < c.min());
-    };
-    if (nc > 0 && nk > 0 && violates(canary_value) && !violates(control_value)) {
-      fails.push_back({v1::Verdict::FAIL, absl::StrCat("constraint_bound:", c.metric()),
-                       absl::StrFormat("FAIL: the canary's %s is %.4g per host since the change, "
-                                       "outside the policy's bounds, while control's is %.4g.",
-                                       c.metric(), canary_value, control_value)});
-    }
-    if (!enough) {
-      ev->set_outcome("hold");
-      absl::StrAppendFormat(&note, "; %s with exposure, %s needed", UnitsText(cc),
-                            NeededText(design, s));
-      holds.push_back({v1::Verdict::HOLD, absl::StrCat("constraint_data:", c.metric()),
-                       absl::StrFormat("HOLD: %s usable for %s (%s needed).", UnitsText(cc),
-                                       c.metric(), NeededText(design, s))});
-    } else if (r.reject && above_floor) {
-      ev->set_outcome("fail");
-      fails.push_back(
-          {v1::Verdict::FAIL, absl::StrCat("constraint:", c.metric()),
-           absl::StrFormat("FAIL: canary %s changed %s relative to control over %s, "
-                           "beyond the tolerated %s (p %.3g < alpha %.3g).",
-                           c.metric(), Percent(std::exp(r.mean)), UnitsText(cc),
-                           Percent(spec->higher_is_worse ? worse_ratio : 1 / worse_ratio), r.p,
-                           r.alpha)});
-    } else {
-      if (r.reject) note += "; significant but below the absolute floor";
-      ev->set_outcome(s.final_look ? "pass" : "hold");
-    }
-    ev->set_note(note);
-  }
+  return known_constraints == 0
+             ? 0
+             : AlphaAtLook(kConstraintShare * s_.alpha_total / known_constraints, s_);
+}
 
-  // --- Stability of the control group.
-  if (!c99.control.empty()) {
-    double shift = Mean(c99.control);
-    if (std::abs(shift) > kMaxControlShift) {
-      holds.push_back(
-          {v1::Verdict::HOLD, "control_shift",
-           absl::StrFormat("HOLD: control p99 itself moved %s between baseline and bake, so the "
-                           "comparison is not trusted (fleet incident?).",
-                           Percent(std::exp(shift)))});
-    }
+// --- Constraints: paired DiD on log rates, plus absolute bounds.
+void LookJudge::TestConstraint(const v1::Constraint& c, double alpha) {
+  v1::MetricEvidence* ev = v_.add_metrics();
+  ev->set_metric(ConstraintEvidence(c.metric()));
+  const GuardSpec* spec = FindGuardSpec(c.metric());
+  if (spec == nullptr) {
+    ev->set_outcome("not_evaluated");
+    ev->set_note(absl::StrCat("unknown metric \"", c.metric(), "\""));
+    return;
   }
+  const GuardKind kind = spec->kind;
+  const double sign = spec->higher_is_worse ? 1 : -1;
+  const double max_ratio = c.max_ratio() > 0 ? c.max_ratio() : spec->default_max_ratio;
+  // max_ratio < 1 for a lower-is-worse metric reads as the floor itself.
+  const double worse_ratio =
+      spec->higher_is_worse ? max_ratio : (max_ratio < 1 ? 1 / max_ratio : max_ratio);
+  const Contrast cc = MakeContrast(design_, racks_, [kind](const HostRow& h, int p) {
+    return GuardLogValue(kind, p == 0 ? h.in->before : h.in->after);
+  });
+  const bool enough = Enough(cc, s_);
+  DidResult r = TestContrast(cc, sign, std::log(std::max(1.0, worse_ratio)), enough ? alpha : 0);
+  FillEvidence(r, sign, ev);
+  // Canary group means in the after period, and the control's, for the floor
+  // and the absolute bounds.
+  double canary_value = 0, control_value = 0, canary_events = 0;
+  int nc = 0, nk = 0;
+  for (const HostRow* h : used_[1]) {
+    double x = GuardValue(kind, h->in->after);
+    if (std::isnan(x)) continue;
+    canary_value += x;
+    canary_events += EventCount(kind, h->in->after);
+    ++nc;
+  }
+  for (const HostRow* h : used_[0]) {
+    double x = GuardValue(kind, h->in->after);
+    if (std::isnan(x)) continue;
+    control_value += x;
+    ++nk;
+  }
+  if (nc > 0) canary_value /= nc, canary_events /= nc;
+  if (nk > 0) control_value /= nk;
+  std::string note = absl::StrFormat(
+      "%s; tolerated ratio %.4g; canary %.4g vs control %.4g per host since the change",
+      DesignNote(cc), spec->higher_is_worse ? worse_ratio : 1 / worse_ratio, canary_value,
+      control_value);
+  bool above_floor = true;
+  if (kind == GuardKind::kCnp || kind == GuardKind::kRetransmits) {
+    above_floor = canary_events >= kMinEventsPerHost;
+  } else if (kind == GuardKind::kPauseRatio) {
+    above_floor = canary_value >= kMinPauseRatioToFail;
+  }
+  // Absolute bounds from the constraint: FAIL only when the canary violates a
+  // bound the control meets (a fleet-wide violation is not the change's).
+  auto violates = [&c](double x) {
+    return (c.has_max() && x > c.max()) || (c.has_min() && x < c.min());
+  };
+  if (nc > 0 && nk > 0 && violates(canary_value) && !violates(control_value)) {
+    fails_.push_back({v1::Verdict::FAIL, absl::StrCat("constraint_bound:", c.metric()),
+                      absl::StrFormat("FAIL: the canary's %s is %.4g per host since the change, "
+                                      "outside the policy's bounds, while control's is %.4g.",
+                                      c.metric(), canary_value, control_value)});
+  }
+  if (!enough) {
+    ev->set_outcome("hold");
+    absl::StrAppendFormat(&note, "; %s with exposure, %s needed", UnitsText(cc),
+                          NeededText(design_, s_));
+    holds_.push_back({v1::Verdict::HOLD, absl::StrCat("constraint_data:", c.metric()),
+                      absl::StrFormat("HOLD: %s usable for %s (%s needed).", UnitsText(cc),
+                                      c.metric(), NeededText(design_, s_))});
+  } else if (r.reject && above_floor) {
+    ev->set_outcome("fail");
+    fails_.push_back(
+        {v1::Verdict::FAIL, absl::StrCat("constraint:", c.metric()),
+         absl::StrFormat("FAIL: canary %s changed %s relative to control over %s, "
+                         "beyond the tolerated %s (p %.3g < alpha %.3g).",
+                         c.metric(), Percent(std::exp(r.mean)), UnitsText(cc),
+                         Percent(spec->higher_is_worse ? worse_ratio : 1 / worse_ratio), r.p,
+                         r.alpha)});
+  } else {
+    if (r.reject) note += "; significant but below the absolute floor";
+    ev->set_outcome(s_.final_look ? "pass" : "hold");
+  }
+  ev->set_note(note);
+}
 
-  // --- Verdict order: hard guards and rejecting tests FAIL (first listed
-  // wins), then look and HOLD rules, then PASS.
+// --- Stability of the control group.
+void LookJudge::ControlStability() {
+  if (c99_.control.empty()) return;
+  double shift = Mean(c99_.control);
+  if (std::abs(shift) > kMaxControlShift) {
+    holds_.push_back(
+        {v1::Verdict::HOLD, "control_shift",
+         absl::StrFormat("HOLD: control p99 itself moved %s between baseline and bake, so the "
+                         "comparison is not trusted (fleet incident?).",
+                         Percent(std::exp(shift)))});
+  }
+}
+
+// --- Verdict order: hard guards and rejecting tests FAIL (first listed wins),
+// then look and HOLD rules, then PASS.
+void LookJudge::Decide() {
   Decision d;
-  if (!fails.empty()) {
-    d = fails.front();
-  } else if (!s.planned && !s.extended) {
+  if (!fails_.empty()) {
+    d = fails_.front();
+  } else if (!s_.planned && !s_.extended) {
     d = {v1::Verdict::HOLD, "unplanned_look",
          absl::StrFormat("HOLD: look %d is outside the %d planned looks, so no test may decide.",
-                         s.look, s.looks)};
-  } else if (!holds.empty()) {
-    d = holds.front();
-  } else if (!s.final_look) {
+                         s_.look, s_.looks)};
+  } else if (!holds_.empty()) {
+    d = holds_.front();
+  } else if (!s_.final_look) {
     d = {v1::Verdict::HOLD, "interim_look",
          absl::StrFormat("HOLD: no regression shown at interim look %d of %d (p99 %s relative to "
                          "control); PASS is decided at the final look.",
-                         s.look, s.looks, Percent(std::exp(r99.mean)))};
-  } else if (!p99_width_ok) {
+                         s_.look, s_.looks, Percent(std::exp(r99_.mean)))};
+  } else if (!p99_width_ok_) {
     d = {v1::Verdict::HOLD, "p99_ucb_too_wide",
          absl::StrFormat("HOLD: no regression shown, but the p99 ratio's 95%% upper bound %s does "
                          "not rule out %s.",
-                         Percent(std::exp(r99.width_bound)),
-                         Percent(1 + s.pass_max_ucb_regression))};
+                         Percent(std::exp(r99_.width_bound)),
+                         Percent(1 + s_.pass_max_ucb_regression))};
   } else {
     d = {v1::Verdict::PASS, "p99_did_t_test",
          absl::StrFormat("PASS: canary p99 RTT changed %s relative to control over %s "
                          "(95%% upper bound %s, below %s).",
-                         Percent(std::exp(r99.mean)), UnitsText(c99),
-                         Percent(std::exp(r99.width_bound)),
-                         Percent(1 + s.pass_max_ucb_regression))};
+                         Percent(std::exp(r99_.mean)), UnitsText(c99_),
+                         Percent(std::exp(r99_.width_bound)),
+                         Percent(1 + s_.pass_max_ucb_regression))};
   }
-  v.set_outcome(d.outcome);
-  v.set_rule(d.rule);
-  v.set_summary(d.summary);
-  return v;
+  v_.set_outcome(d.outcome);
+  v_.set_rule(d.rule);
+  v_.set_summary(d.summary);
+}
+
+}  // namespace
+
+v1::Verdict Judge(const std::vector<HostInput>& hosts, const JudgeConfig& config) {
+  return LookJudge(hosts, config).Run();
+}
+
+std::string ConstraintEvidence(absl::string_view metric) {
+  return absl::StrCat("ln_", metric, "_did");
+}
+
+const v1::MetricEvidence* FindEvidence(const v1::Verdict& v, absl::string_view metric) {
+  for (const v1::MetricEvidence& m : v.metrics()) {
+    if (m.metric() == metric) return &m;
+  }
+  return nullptr;
+}
+
+void AddCanaryOwnShift(const std::vector<HostInput>& hosts, v1::Verdict* v) {
+  // The canary's own before/after change in p99, beside the DiD: a tuning
+  // trial's objective. Canary and control share the fabric, so a change on
+  // canary senders also moves the queues control hosts cross; the DiD
+  // subtracts that part, which a fleet-wide promotion would get.
+  double sum = 0;
+  int n = 0;
+  for (const HostInput& in : hosts) {
+    if (!in.canary || in.before.rtt.count() < kCanaryOwnShiftMinProbes ||
+        in.after.rtt.count() < kCanaryOwnShiftMinProbes) {
+      continue;
+    }
+    sum += std::log(in.after.rtt.Quantile(0.99)) - std::log(in.before.rtt.Quantile(0.99));
+    ++n;
+  }
+  if (n == 0) return;
+  v1::MetricEvidence* m = v->add_metrics();
+  m->set_metric(std::string(kCanaryOwnShiftEvidence));
+  m->set_outcome("info");
+  m->set_mean(sum / n);
+  m->set_ratio(std::exp(sum / n));
+  m->set_note(absl::StrCat("mean over ", n, " canary hosts of ln p99 after - ln p99 before"));
+  // In a shared fabric a bad change on canary senders fills the queues control
+  // hosts cross too, so the judge sees control move with the canary and holds
+  // ("control_shift"). When the canary's own p99 rose as much as control's
+  // shift that triggers the HOLD, the change is the likely cause: fail it
+  // rather than wait out the HOLD limit.
+  if (v->outcome() == v1::Verdict::HOLD && v->rule() == "control_shift" &&
+      m->ratio() >= kControlShiftRatio) {
+    v->set_outcome(v1::Verdict::FAIL);
+    v->set_rule("fabric_regression");
+    v->set_summary(absl::StrFormat(
+        "FAIL: canary p99 rose %+.0f%% over its own baseline right after the change, and control "
+        "rose with it (%s): in a shared fabric the change is the likely cause",
+        100 * (m->ratio() - 1), v->summary()));
+  }
 }
 
 }  // namespace rocetune::controller

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "daemon/quantile_sketch.h"
 #include "rocetune/v1/admin.pb.h"
 #include "rocetune/v1/policy.pb.h"
@@ -28,6 +29,25 @@ struct HostPeriod {
   // taken by the judge.
   uint64_t pause_us[8] = {};
 };
+
+// The names of a verdict's evidence (v1::MetricEvidence.metric), for code that
+// reads a verdict: the judge's p99 and p999 tests, each constraint's test
+// (ConstraintEvidence), and the canary's own shift (AddCanaryOwnShift).
+inline constexpr absl::string_view kP99Evidence = "ln_p99_did";
+inline constexpr absl::string_view kP999Evidence = "ln_p999_did";
+inline constexpr absl::string_view kCanaryOwnShiftEvidence = "ln_p99_canary_before_after";
+// "ln_<metric>_did" for a policy constraint on `metric`.
+std::string ConstraintEvidence(absl::string_view metric);
+// The evidence named `metric` in `v`, or nullptr.
+const v1::MetricEvidence* FindEvidence(const v1::Verdict& v, absl::string_view metric);
+
+// A p99 ratio between the periods before and after a change that means the
+// fabric moved: the control group's own shift beyond it makes the judge HOLD
+// ("control_shift"), and a canary whose own p99 rose by it as well turns that
+// HOLD into FAIL ("fabric_regression", AddCanaryOwnShift).
+inline constexpr double kControlShiftRatio = 1.5;
+// Probe RTTs a canary host needs in each period to count in its own shift.
+inline constexpr uint64_t kCanaryOwnShiftMinProbes = 100;
 
 struct HostInput {
   std::string host_id;
@@ -98,6 +118,14 @@ ConstraintTolerance ToleranceOf(const v1::Constraint& c);
 // tolerated T;", or returns "" when all are within (or not measured).
 std::string ConstraintPointExceeded(const v1::Verdict& v,
                                     const std::vector<v1::Constraint>& constraints);
+
+// The step evaluator's last stage after Judge(): adds the canary's own
+// before/after p99 shift (evidence kCanaryOwnShiftEvidence, mean over canary
+// hosts with kCanaryOwnShiftMinProbes in both periods; none when no host has)
+// and, when the verdict is the control_shift HOLD and that shift is
+// kControlShiftRatio or more, turns it into FAIL "fabric_regression": in a
+// shared fabric a bad change on canary senders moves control's queues too.
+void AddCanaryOwnShift(const std::vector<HostInput>& hosts, v1::Verdict* v);
 
 }  // namespace rocetune::controller
 

@@ -21,14 +21,6 @@
 #include "google/protobuf/util/message_differencer.h"
 
 namespace rocetune::controller {
-namespace {
-
-// The canary's own p99 rise (ratio) that fails a change whose control group
-// moved with it (see Evaluate).
-constexpr double kFabricRegressionRatio = 1.5;
-
-}  // namespace
-
 using rollout_util::IdNumber;
 using rollout_util::InFlight;
 using rollout_util::IsActiveState;
@@ -962,39 +954,7 @@ v1::Verdict RolloutManager::Evaluate(v1::Change* c, uint32_t look, uint32_t look
   cfg.stage = c->state() == v1::STAGE ? c->stage() : 0;
   cfg.now_unix_nanos = absl::ToUnixNanos(now);
   v1::Verdict v = Judge(inputs, cfg);
-  // The canary's own before/after change in p99, beside the judge's DiD: a
-  // tuning trial's objective. Canary and control share the fabric, so a
-  // change on canary senders also moves the queues control hosts cross; the
-  // DiD subtracts that part, which a fleet-wide promotion would get.
-  double sum = 0;
-  int n = 0;
-  for (const HostInput& in : inputs) {
-    if (!in.canary || in.before.rtt.count() < 100 || in.after.rtt.count() < 100) continue;
-    sum += std::log(in.after.rtt.Quantile(0.99)) - std::log(in.before.rtt.Quantile(0.99));
-    ++n;
-  }
-  if (n > 0) {
-    v1::MetricEvidence* m = v.add_metrics();
-    m->set_metric("ln_p99_canary_before_after");
-    m->set_outcome("info");
-    m->set_mean(sum / n);
-    m->set_ratio(std::exp(sum / n));
-    m->set_note(absl::StrCat("mean over ", n, " canary hosts of ln p99 after - ln p99 before"));
-    // In a shared fabric a bad change on canary senders fills the queues
-    // control hosts cross too, so the judge sees control move with the canary
-    // and holds ("control_shift"). When the canary's own p99 rose by half or
-    // more since the change, the change is the likely cause: fail it rather
-    // than wait out the HOLD limit.
-    if (v.outcome() == v1::Verdict::HOLD && v.rule() == "control_shift" &&
-        m->ratio() >= kFabricRegressionRatio) {
-      v.set_outcome(v1::Verdict::FAIL);
-      v.set_rule("fabric_regression");
-      v.set_summary(absl::StrFormat(
-          "FAIL: canary p99 rose %+.0f%% over its own baseline right after the change, and control "
-          "rose with it (%s): in a shared fabric the change is the likely cause",
-          100 * (m->ratio() - 1), v.summary()));
-    }
-  }
+  AddCanaryOwnShift(inputs, &v);
   return v;
 }
 

@@ -19,7 +19,6 @@
 
 namespace rocetune::controller {
 
-using rollout_util::FindMetric;
 using rollout_util::InFlight;
 using rollout_util::Secs;
 
@@ -31,7 +30,7 @@ namespace {
 std::map<std::string, double> TrialConstraintRatios(const v1::Trial& tr, const v1::Policy& policy) {
   std::map<std::string, double> out;
   for (const v1::Constraint& c : policy.constraints()) {
-    auto it = tr.constraints().find(absl::StrCat("ln_", c.metric(), "_did"));
+    auto it = tr.constraints().find(ConstraintEvidence(c.metric()));
     if (it != tr.constraints().end()) out[c.metric()] = it->second;
   }
   return out;
@@ -244,8 +243,8 @@ void RolloutManager::TrialFinished(v1::Change* c, bool restarted) {
     note = v->summary();
     // The trial's objective: the canary's own before/after p99 ratio (see
     // Evaluate), else the judge's DiD ratio.
-    for (const char* metric : {"ln_p99_canary_before_after", "ln_p99_did"}) {
-      const v1::MetricEvidence* m = FindMetric(*v, metric);
+    for (const absl::string_view metric : {kCanaryOwnShiftEvidence, kP99Evidence}) {
+      const v1::MetricEvidence* m = FindEvidence(*v, metric);
       if (m != nullptr && std::isfinite(m->ratio()) && m->ratio() > 0) {
         ratio = m->ratio();
         break;
@@ -295,7 +294,7 @@ void RolloutManager::TrialFinished(v1::Change* c, bool restarted) {
     if (metrics_ != nullptr) metrics_->RecordTrial(tr.outcome());
     if (v != nullptr) {
       for (const v1::MetricEvidence& m : v->metrics()) {
-        if (m.metric() != "ln_p99_did" && m.metric() != "ln_p99_canary_before_after" &&
+        if (m.metric() != kP99Evidence && m.metric() != kCanaryOwnShiftEvidence &&
             std::isfinite(m.ratio())) {
           (*tr.mutable_constraints())[m.metric()] = m.ratio();
         }

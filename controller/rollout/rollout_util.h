@@ -45,13 +45,6 @@ inline bool RunsChangeAt(const v1::HostTarget& h, uint32_t stage) {
   return h.role() == v1::HostTarget::CANARY || (h.stage() != 0 && h.stage() <= stage);
 }
 
-inline const v1::MetricEvidence* FindMetric(const v1::Verdict& v, const std::string& name) {
-  for (const v1::MetricEvidence& m : v.metrics()) {
-    if (m.metric() == name) return &m;
-  }
-  return nullptr;
-}
-
 }  // namespace rocetune::controller::rollout_util
 
 #endif  // ROCETUNE_CONTROLLER_ROLLOUT_ROLLOUT_UTIL_H_

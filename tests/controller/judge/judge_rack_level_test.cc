@@ -37,13 +37,6 @@ JudgeConfig FinalConfig() {
   return config;
 }
 
-const v1::MetricEvidence* FindMetric(const v1::Verdict& v, const std::string& name) {
-  for (const auto& m : v.metrics()) {
-    if (m.metric() == name) return &m;
-  }
-  return nullptr;
-}
-
 bool AnyDropMentions(const v1::Verdict& v, const std::string& text) {
   return std::any_of(v.dropped_hosts().begin(), v.dropped_hosts().end(),
                      [&](const std::string& d) { return d.find(text) != std::string::npos; });
@@ -85,12 +78,12 @@ TEST(JudgeRackLevelTest, PureRacksUseTheRackLevelDesignAndSayIt) {
   for (const char* m :
        {"ln_p99_did", "ln_p999_did", "ln_throughput_gbps_did", "ln_pfc_pause_ratio_did",
         "ln_cnp_per_second_did", "ln_retransmits_per_second_did"}) {
-    const v1::MetricEvidence* e = FindMetric(v, m);
+    const v1::MetricEvidence* e = FindEvidence(v, m);
     ASSERT_NE(e, nullptr) << m;
     EXPECT_THAT(e->note(), StartsWith("design: rack-level, canary racks 3, control racks 5")) << m;
     EXPECT_EQ(e->rack_pairs(), 8u) << m;  // racks compared
   }
-  const v1::MetricEvidence* p99 = FindMetric(v, "ln_p99_did");
+  const v1::MetricEvidence* p99 = FindEvidence(v, "ln_p99_did");
   EXPECT_THAT(p99->note(), HasSubstr("permutation p"));
   EXPECT_GT(p99->sd(), 0);
   EXPECT_GT(p99->ratio_upper(), p99->ratio());
@@ -122,7 +115,7 @@ TEST(JudgeRackLevelTest, RackLevelDidEqualsTheDifferenceOfGroupMeanShifts) {
   }
   ASSERT_EQ(n[0], 4);
   ASSERT_EQ(n[1], 4);
-  EXPECT_NEAR(FindMetric(v, "ln_p99_did")->mean(), sum[1] / n[1] - sum[0] / n[0], 1e-12);
+  EXPECT_NEAR(FindEvidence(v, "ln_p99_did")->mean(), sum[1] / n[1] - sum[0] / n[0], 1e-12);
 }
 
 TEST(JudgeRackLevelTest, MixedRacksKeepTheWithinRackDesignOnThoseRacksOnly) {
@@ -137,8 +130,9 @@ TEST(JudgeRackLevelTest, MixedRacksKeepTheWithinRackDesignOnThoseRacksOnly) {
   }
   v1::Verdict v = Judge(hosts, FinalConfig());
   EXPECT_EQ(v.outcome(), v1::Verdict::PASS) << v.summary();
-  EXPECT_THAT(FindMetric(v, "ln_p99_did")->note(), StartsWith("design: within-rack, rack pairs 8"));
-  EXPECT_EQ(FindMetric(v, "ln_p99_did")->rack_pairs(), 8u);
+  EXPECT_THAT(FindEvidence(v, "ln_p99_did")->note(),
+              StartsWith("design: within-rack, rack pairs 8"));
+  EXPECT_EQ(FindEvidence(v, "ln_p99_did")->rack_pairs(), 8u);
   EXPECT_EQ(v.dropped_hosts_size(), 12);  // the pure racks' hosts
   EXPECT_TRUE(AnyDropMentions(v, "has no canary host"));
 }
@@ -153,7 +147,7 @@ TEST(JudgeRackLevelTest, ThinHostsDoNotSwitchTheDesign) {
   v1::Verdict v = Judge(hosts, FinalConfig());
   EXPECT_EQ(v.outcome(), v1::Verdict::HOLD);
   EXPECT_EQ(v.rule(), "min_rack_pairs");
-  EXPECT_THAT(FindMetric(v, "ln_p99_did")->note(), StartsWith("design: within-rack"));
+  EXPECT_THAT(FindEvidence(v, "ln_p99_did")->note(), StartsWith("design: within-rack"));
 }
 
 // --- Minimum racks and thin data: HOLD, never PASS.
@@ -173,7 +167,7 @@ TEST(JudgeRackLevelTest, TooFewRacksHold) {
                                        std::to_string(k.control_racks) + " control racks"))
         << what;
     EXPECT_THAT(v.summary(), HasSubstr("at least 2 canary and 2 control racks, 6 in all"));
-    EXPECT_EQ(FindMetric(v, "ln_p99_did")->outcome(), "hold");
+    EXPECT_EQ(FindEvidence(v, "ln_p99_did")->outcome(), "hold");
   }
   // The policy's min_rack_pairs counts racks in all: 8 racks hold at 9.
   JudgeConfig config = sim::AllMetricsConfig();
@@ -187,7 +181,7 @@ TEST(JudgeRackLevelTest, FewSamplesPerHostHold) {
   c.probes_per_window = 10;  // ~300 per host and period
   v1::Verdict v = ExpectAlwaysHold(c, sim::AllMetricsConfig(), "rack-level, 300 probes per host");
   EXPECT_TRUE(AnyDropMentions(v, "probe RTTs"));
-  EXPECT_EQ(FindMetric(v, "ln_p99_did")->rack_pairs(), 0u);
+  EXPECT_EQ(FindEvidence(v, "ln_p99_did")->rack_pairs(), 0u);
 }
 
 TEST(JudgeRackLevelTest, NoBaselineOrMissingWindowsHold) {
@@ -216,7 +210,7 @@ TEST(JudgeRackLevelTest, ThinHostsLeaveTheirRackAndTheMinimumDecides) {
   v1::Verdict v = Judge(hosts, FinalConfig());
   EXPECT_NE(v.rule(), "min_rack_pairs") << v.summary();
   EXPECT_EQ(v.dropped_hosts_size(), 3);
-  EXPECT_EQ(FindMetric(v, "ln_p99_did")->rack_pairs(), 8u);
+  EXPECT_EQ(FindEvidence(v, "ln_p99_did")->rack_pairs(), 8u);
   // Every host of rack0 and rack1 thin: one canary rack left, HOLD.
   for (HostInput& h : hosts) {
     if (h.rack == "rack0" || h.rack == "rack1") h.before.windows_present = 1;
@@ -244,7 +238,7 @@ TEST(JudgeRackLevelTest, ThirtyPercentImprovementPassesAtTheFinalLook) {
         EXPECT_NE(v.outcome(), v1::Verdict::PASS) << "seed " << seed << ": " << v.summary();
       } else if (v.outcome() == v1::Verdict::PASS) {
         ++pass;
-        EXPECT_LT(FindMetric(v, "ln_p99_did")->ratio(), 0.8) << v.summary();
+        EXPECT_LT(FindEvidence(v, "ln_p99_did")->ratio(), 0.8) << v.summary();
       }
       if (v.outcome() == v1::Verdict::FAIL) ++fail;
     }
@@ -264,7 +258,7 @@ TEST(JudgeRackLevelTest, LargeRegressionFailsAtTheFirstLook) {
   EXPECT_EQ(v.outcome(), v1::Verdict::FAIL) << v.summary();
   EXPECT_EQ(v.rule(), "p99_did_t_test");
   EXPECT_THAT(v.summary(), HasSubstr("over 4 canary racks vs 4 control racks"));
-  EXPECT_GT(FindMetric(v, "ln_p99_did")->ratio_lower(), 1.2);
+  EXPECT_GT(FindEvidence(v, "ln_p99_did")->ratio_lower(), 1.2);
 }
 
 TEST(JudgeRackLevelTest, GuardMetricsUseTheSameDesign) {
@@ -277,7 +271,7 @@ TEST(JudgeRackLevelTest, GuardMetricsUseTheSameDesign) {
   EXPECT_EQ(v.outcome(), v1::Verdict::FAIL) << v.summary();
   EXPECT_EQ(v.rule(), "constraint:cnp_per_second");
   EXPECT_THAT(v.summary(), HasSubstr("over 4 canary racks vs 4 control racks"));
-  const v1::MetricEvidence* cnp = FindMetric(v, "ln_cnp_per_second_did");
+  const v1::MetricEvidence* cnp = FindEvidence(v, "ln_cnp_per_second_did");
   // x3 within the rack drift (sd 0.1 on ln rates; the DiD's sd is about 0.1).
   EXPECT_GT(cnp->ratio(), 2.2);
   EXPECT_LT(cnp->ratio(), 4.1);

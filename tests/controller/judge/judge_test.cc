@@ -31,13 +31,6 @@ JudgeConfig FinalConfig() {
   return config;
 }
 
-const v1::MetricEvidence* FindMetric(const v1::Verdict& v, const std::string& name) {
-  for (const auto& m : v.metrics()) {
-    if (m.metric() == name) return &m;
-  }
-  return nullptr;
-}
-
 bool AnyDropMentions(const v1::Verdict& v, const std::string& text) {
   return std::any_of(v.dropped_hosts().begin(), v.dropped_hosts().end(),
                      [&](const std::string& d) { return d.find(text) != std::string::npos; });
@@ -71,8 +64,8 @@ TEST(JudgeThinDataTest, TooFewRackPairsHold) {
     c.racks = racks;
     v1::Verdict v = ExpectAlwaysHold(c, "few racks");
     EXPECT_EQ(v.rule(), "min_rack_pairs");
-    EXPECT_EQ(FindMetric(v, "ln_p99_did")->outcome(), "hold");
-    EXPECT_EQ(FindMetric(v, "ln_p99_did")->rack_pairs(), static_cast<uint32_t>(racks));
+    EXPECT_EQ(FindEvidence(v, "ln_p99_did")->outcome(), "hold");
+    EXPECT_EQ(FindEvidence(v, "ln_p99_did")->rack_pairs(), static_cast<uint32_t>(racks));
   }
 }
 
@@ -81,7 +74,7 @@ TEST(JudgeThinDataTest, FewSamplesPerHostHold) {
   c.probes_per_window = 10;  // ~300 per host and period
   v1::Verdict v = ExpectAlwaysHold(c, "300 probes per host");
   EXPECT_TRUE(AnyDropMentions(v, "probe RTTs")) << v.DebugString();
-  EXPECT_EQ(FindMetric(v, "ln_p99_did")->rack_pairs(), 0u);
+  EXPECT_EQ(FindEvidence(v, "ln_p99_did")->rack_pairs(), 0u);
 }
 
 TEST(JudgeThinDataTest, NoBaselineHolds) {
@@ -167,7 +160,7 @@ TEST(JudgeTest, AmpleAaDataPassesWithFullEvidence) {
   }
 
   ASSERT_EQ(v.metrics_size(), 6);  // p99, p999, four constraints
-  const v1::MetricEvidence* p99 = FindMetric(v, "ln_p99_did");
+  const v1::MetricEvidence* p99 = FindEvidence(v, "ln_p99_did");
   ASSERT_NE(p99, nullptr);
   EXPECT_EQ(p99->outcome(), "pass");
   EXPECT_EQ(p99->rack_pairs(), 8u);
@@ -181,13 +174,13 @@ TEST(JudgeTest, AmpleAaDataPassesWithFullEvidence) {
   EXPECT_LT(p99->ratio_upper(), 1.2);
   EXPECT_NEAR(p99->t(), p99->mean() / (p99->sd() / std::sqrt(8.0)), 1e-9);
   EXPECT_THAT(p99->note(), HasSubstr("sign-flip p"));
-  const v1::MetricEvidence* p999 = FindMetric(v, "ln_p999_did");
+  const v1::MetricEvidence* p999 = FindEvidence(v, "ln_p999_did");
   ASSERT_NE(p999, nullptr);
   EXPECT_EQ(p999->outcome(), "pass");  // ~30k probes per host and period >= 20k
   EXPECT_NEAR(p999->alpha(), 0.2 * 0.005 * 2 / 3, 1e-12);
   for (const char* m : {"ln_throughput_gbps_did", "ln_pfc_pause_ratio_did", "ln_cnp_per_second_did",
                         "ln_retransmits_per_second_did"}) {
-    const v1::MetricEvidence* e = FindMetric(v, m);
+    const v1::MetricEvidence* e = FindEvidence(v, m);
     ASSERT_NE(e, nullptr) << m;
     EXPECT_EQ(e->outcome(), "pass") << m;
     EXPECT_EQ(e->rack_pairs(), 8u) << m;
@@ -201,8 +194,8 @@ TEST(JudgeTest, P999NotEvaluatedBelowTenTimesMinSamples) {
   sim::SimConfig c;
   c.probes_per_window = 300;  // ~9k per host and period: p99 yes, p999 no
   v1::Verdict v = Judge(FinalLook(c, 5), FinalConfig());
-  EXPECT_EQ(FindMetric(v, "ln_p999_did")->outcome(), "not_evaluated");
-  EXPECT_EQ(FindMetric(v, "ln_p99_did")->rack_pairs(), 8u);
+  EXPECT_EQ(FindEvidence(v, "ln_p999_did")->outcome(), "not_evaluated");
+  EXPECT_EQ(FindEvidence(v, "ln_p99_did")->rack_pairs(), 8u);
   EXPECT_NE(v.outcome(), v1::Verdict::FAIL) << v.summary();
 }
 
@@ -216,7 +209,7 @@ TEST(JudgeTest, InterimLooksNeverPassAndSpendLittleAlpha) {
     v1::Verdict v = Judge(looks[look - 1], config);
     EXPECT_EQ(v.outcome(), v1::Verdict::HOLD);
     EXPECT_EQ(v.rule(), "interim_look");
-    EXPECT_NEAR(FindMetric(v, "ln_p99_did")->alpha(), 0.6 * 0.005 / 3 / 2, 1e-12);
+    EXPECT_NEAR(FindEvidence(v, "ln_p99_did")->alpha(), 0.6 * 0.005 / 3 / 2, 1e-12);
   }
   config.look = 3;
   EXPECT_EQ(Judge(looks[2], config).outcome(), v1::Verdict::PASS);
@@ -232,7 +225,7 @@ TEST(JudgeTest, LargeRegressionFailsAtTheFirstLook) {
   EXPECT_EQ(v.outcome(), v1::Verdict::FAIL);
   EXPECT_EQ(v.rule(), "p99_did_t_test");
   EXPECT_THAT(v.summary(), StartsWith("FAIL: canary p99 RTT changed +"));
-  const v1::MetricEvidence* p99 = FindMetric(v, "ln_p99_did");
+  const v1::MetricEvidence* p99 = FindEvidence(v, "ln_p99_did");
   EXPECT_EQ(p99->outcome(), "fail");
   EXPECT_GT(p99->ratio_lower(), 1);
   EXPECT_LT(p99->p_value(), p99->alpha());
@@ -253,7 +246,7 @@ TEST(JudgeTest, LooksOutsideThePlanSpendNoAlphaButHardGuardsStillFail) {
     if (look == 0) {
       EXPECT_EQ(v.rule(), "unplanned_look");
     }
-    EXPECT_EQ(FindMetric(v, "ln_p99_did")->alpha(), 0) << look;
+    EXPECT_EQ(FindEvidence(v, "ln_p99_did")->alpha(), 0) << look;
     config.guard_event = true;
     EXPECT_EQ(Judge(hosts, config).rule(), "local_guard") << look;
   }
@@ -282,10 +275,10 @@ TEST(JudgeTest, ToleranceAndConfidenceComeFromTheGuard) {
   config.guard.set_max_p99_regression(0.5);  // +20% is tolerated
   v1::Verdict v = Judge(hosts, config);
   EXPECT_NE(v.outcome(), v1::Verdict::FAIL) << v.summary();
-  EXPECT_NE(FindMetric(v, "ln_p99_did")->outcome(), "fail");
+  EXPECT_NE(FindEvidence(v, "ln_p99_did")->outcome(), "fail");
   config.guard.set_max_p99_regression(0);
   config.guard.set_confidence(0.99);
-  EXPECT_NEAR(FindMetric(Judge(hosts, config), "ln_p99_did")->alpha(), 0.6 * 0.01 * 2 / 3, 1e-12);
+  EXPECT_NEAR(FindEvidence(Judge(hosts, config), "ln_p99_did")->alpha(), 0.6 * 0.01 * 2 / 3, 1e-12);
   config.guard.set_min_rack_pairs(9);
   EXPECT_EQ(Judge(hosts, config).rule(), "min_rack_pairs");
 }
@@ -318,7 +311,7 @@ TEST(JudgeTest, DroppedHostsCarryTheirReasons) {
                                                  "control host")}))
       << v.DebugString();
   // rack0 and rack1 lost a side, rack2 both copies of its canary: 5 pairs remain.
-  EXPECT_EQ(FindMetric(v, "ln_p99_did")->rack_pairs(), 5u);
+  EXPECT_EQ(FindEvidence(v, "ln_p99_did")->rack_pairs(), 5u);
   EXPECT_EQ(v.outcome(), v1::Verdict::HOLD);
 }
 
@@ -333,7 +326,7 @@ TEST(JudgeTest, RackAveragesOverItsRemainingHosts) {
   }
   v1::Verdict v = Judge(hosts, FinalConfig());
   EXPECT_EQ(v.dropped_hosts_size(), 8);
-  EXPECT_EQ(FindMetric(v, "ln_p99_did")->rack_pairs(), 8u);
+  EXPECT_EQ(FindEvidence(v, "ln_p99_did")->rack_pairs(), 8u);
   EXPECT_EQ(v.groups(0).hosts(), 8u);   // canary
   EXPECT_EQ(v.groups(1).hosts(), 16u);  // control
   EXPECT_EQ(v.outcome(), v1::Verdict::PASS) << v.summary();
@@ -414,7 +407,7 @@ TEST(JudgeGuardTest, ThroughputDropIsCaughtAndAFewEventsNeverFail) {
   }
   v1::Verdict v = Judge(hosts, config);
   EXPECT_EQ(v.outcome(), v1::Verdict::PASS) << v.summary();
-  EXPECT_THAT(FindMetric(v, "ln_cnp_per_second_did")->note(),
+  EXPECT_THAT(FindEvidence(v, "ln_cnp_per_second_did")->note(),
               HasSubstr("below the absolute floor"));
   // Canary throughput halved.
   for (HostInput& h : hosts) {
@@ -423,7 +416,7 @@ TEST(JudgeGuardTest, ThroughputDropIsCaughtAndAFewEventsNeverFail) {
   v = Judge(hosts, config);
   EXPECT_EQ(v.outcome(), v1::Verdict::FAIL);
   EXPECT_EQ(v.rule(), "constraint:throughput_gbps");
-  const v1::MetricEvidence* tp = FindMetric(v, "ln_throughput_gbps_did");
+  const v1::MetricEvidence* tp = FindEvidence(v, "ln_throughput_gbps_did");
   EXPECT_EQ(tp->outcome(), "fail");
   EXPECT_LT(tp->ratio_upper(), 0.9);  // the bound the test used
 }
@@ -474,7 +467,7 @@ TEST(JudgeGuardTest, PointEstimateBeyondToleranceIsNamedEvenWhenTheJudgePasses) 
     if (h.canary) h.after.tx_bytes = static_cast<uint64_t>(h.after.tx_bytes * 0.92);
   }
   v = Judge(hosts, config);
-  const v1::MetricEvidence* tp = FindMetric(v, "ln_throughput_gbps_did");
+  const v1::MetricEvidence* tp = FindEvidence(v, "ln_throughput_gbps_did");
   ASSERT_NE(tp, nullptr);
   EXPECT_LT(tp->ratio(), 1 / 1.03);
   const std::string why = ConstraintPointExceeded(v, config.constraints);
@@ -491,7 +484,7 @@ TEST(JudgeGuardTest, UnknownConstraintMetricIsNotEvaluated) {
   odd.set_metric("latency_of_the_moon");
   config.constraints = {odd};
   v1::Verdict v = Judge(FinalLook(sim::SimConfig{}, 59), config);
-  EXPECT_EQ(FindMetric(v, "ln_latency_of_the_moon_did")->outcome(), "not_evaluated");
+  EXPECT_EQ(FindEvidence(v, "ln_latency_of_the_moon_did")->outcome(), "not_evaluated");
 }
 
 // --- Determinism.
@@ -517,6 +510,66 @@ TEST(JudgeTest, IdenticalInputGivesAnIdenticalVerdict) {
   std::string again;
   ASSERT_TRUE(Judge(FinalLook(c, 61), config).SerializeToString(&again));
   EXPECT_EQ(a, again);
+}
+
+// A canary host whose every probe took `before_us`, then `after_us`.
+HostInput OwnShiftHost(const std::string& id, bool canary, double before_us, double after_us,
+                       uint64_t probes) {
+  HostInput h;
+  h.host_id = id;
+  h.rack = "r1";
+  h.canary = canary;
+  h.before.rtt.Insert(before_us * 1e-6, probes);
+  h.after.rtt.Insert(after_us * 1e-6, probes);
+  return h;
+}
+
+v1::Verdict ControlShiftHold() {
+  v1::Verdict v;
+  v.set_outcome(v1::Verdict::HOLD);
+  v.set_rule("control_shift");
+  v.set_summary("HOLD: control p99 itself moved +60.0%");
+  return v;
+}
+
+// The canary's own shift is a mean over canary hosts with enough probes;
+// control hosts and thin canary hosts do not count. At kControlShiftRatio it
+// turns the control_shift HOLD into fabric_regression; below it, and for any
+// other verdict, the verdict stands.
+TEST(CanaryOwnShiftTest, FailsAControlShiftHoldOnlyWhenTheCanaryRoseAsMuch) {
+  const std::vector<HostInput> risen = {
+      OwnShiftHost("c1", true, 10, 16, kCanaryOwnShiftMinProbes),
+      OwnShiftHost("c2", true, 10, 16, kCanaryOwnShiftMinProbes),
+      OwnShiftHost("thin", true, 10, 100, kCanaryOwnShiftMinProbes - 1),
+      OwnShiftHost("k1", false, 10, 100, kCanaryOwnShiftMinProbes)};
+  v1::Verdict v = ControlShiftHold();
+  AddCanaryOwnShift(risen, &v);
+  const v1::MetricEvidence* m = FindEvidence(v, kCanaryOwnShiftEvidence);
+  ASSERT_NE(m, nullptr);
+  EXPECT_NEAR(m->ratio(), 1.6, 0.05);
+  EXPECT_THAT(m->note(), HasSubstr("over 2 canary hosts"));
+  EXPECT_EQ(v.outcome(), v1::Verdict::FAIL);
+  EXPECT_EQ(v.rule(), "fabric_regression");
+  EXPECT_THAT(v.summary(), HasSubstr("control p99 itself moved"));
+
+  const std::vector<HostInput> mild = {OwnShiftHost("c1", true, 10, 12, 500),
+                                       OwnShiftHost("k1", false, 10, 16, 500)};
+  v = ControlShiftHold();
+  AddCanaryOwnShift(mild, &v);
+  EXPECT_EQ(v.outcome(), v1::Verdict::HOLD);
+  EXPECT_EQ(v.rule(), "control_shift");
+  ASSERT_NE(FindEvidence(v, kCanaryOwnShiftEvidence), nullptr);
+
+  v = ControlShiftHold();
+  v.set_rule("interim_look");
+  AddCanaryOwnShift(risen, &v);
+  EXPECT_EQ(v.outcome(), v1::Verdict::HOLD);
+
+  // No canary host with enough probes: no evidence, nothing changed.
+  v = ControlShiftHold();
+  AddCanaryOwnShift({OwnShiftHost("thin", true, 10, 100, 10)}, &v);
+  EXPECT_EQ(FindEvidence(v, kCanaryOwnShiftEvidence), nullptr);
+  EXPECT_EQ(v.rule(), "control_shift");
 }
 
 }  // namespace
