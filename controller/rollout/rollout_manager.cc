@@ -43,6 +43,8 @@ RolloutManager::~RolloutManager() { Stop(); }
 
 void RolloutManager::Start() {
   fleet_->SetListener(this);
+  fleet_->SetObserveOnlyCheck(
+      [this](const std::string& host_id) { return IsObserveOnly(host_id); });
   if (options_.tick <= absl::ZeroDuration()) return;
   ticker_ = std::thread([this] {
     while (!stop_.WaitForNotificationWithTimeout(options_.tick)) {
@@ -56,6 +58,7 @@ void RolloutManager::Stop() {
   if (ticker_.joinable()) ticker_.join();
   executor_.Stop();
   fleet_->SetListener(nullptr);
+  fleet_->SetObserveOnlyCheck(nullptr);
 }
 
 absl::Status RolloutManager::Load() {
@@ -71,6 +74,7 @@ absl::Status RolloutManager::Load() {
       bool created = false;
       policies_.Add(std::move(v), &created);
     }
+    RefreshObserveOnly();
     absl::StatusOr<std::vector<v1::Change>> changes = store_->LoadChanges();
     if (!changes.ok()) {
       result = changes.status();
@@ -360,7 +364,42 @@ absl::StatusOr<v1::ApplyPolicyResponse> RolloutManager::ApplyPolicy(
   }
   bool created = false;
   *resp.mutable_version() = policies_.Add(v, &created);
+  RefreshObserveOnly();
   return resp;
+}
+
+void RolloutManager::RefreshObserveOnly() {
+  std::vector<std::map<std::string, std::string>> selectors;
+  for (const v1::PolicyVersion& pv : policies_.Latest()) {
+    if (!pv.policy().observe_only()) continue;
+    selectors.emplace_back(pv.policy().selector().match_labels().begin(),
+                           pv.policy().selector().match_labels().end());
+  }
+  absl::MutexLock lock(&observe_mu_);
+  observe_only_selectors_ = std::move(selectors);
+}
+
+bool RolloutManager::IsObserveOnly(const std::string& host_id) const {
+  std::vector<std::map<std::string, std::string>> selectors;
+  {
+    absl::MutexLock lock(&observe_mu_);
+    if (observe_only_selectors_.empty()) return false;
+    selectors = observe_only_selectors_;
+  }
+  absl::StatusOr<v1::HostInfo> info = fleet_->GetHost(host_id);
+  if (!info.ok()) return false;
+  for (const auto& selector : selectors) {
+    bool match = true;
+    for (const auto& [k, v] : selector) {
+      auto it = info->labels().find(k);
+      if (it == info->labels().end() || it->second != v) {
+        match = false;
+        break;
+      }
+    }
+    if (match) return true;
+  }
+  return false;
 }
 
 v1::ListPoliciesResponse RolloutManager::ListPolicies(const v1::ListPoliciesRequest& req) const {

@@ -245,6 +245,15 @@ class RolloutManager : public FleetListener {
   int64_t change_seq_ = 0;
   int64_t campaign_seq_ = 0;
 
+  // The selectors of the latest versions of policies marked observe_only,
+  // rebuilt on the executor whenever a policy version is added; read by the
+  // fleet's drift handling (any thread) through IsObserveOnly.
+  void RefreshObserveOnly();
+  bool IsObserveOnly(const std::string& host_id) const;
+  mutable absl::Mutex observe_mu_;
+  std::vector<std::map<std::string, std::string>> observe_only_selectors_
+      ABSL_GUARDED_BY(observe_mu_);
+
   // Keeps the host -> active change index in step with `c`.
   void IndexHosts(const v1::Change& c);
   mutable absl::Mutex index_mu_;

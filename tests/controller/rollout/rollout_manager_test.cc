@@ -755,6 +755,36 @@ TEST_F(RolloutTest, OnlyAGuardEventAboutTheChangesOwnSetFailsIt) {
   EXPECT_EQ(now.verdicts(now.verdicts_size() - 1).rule(), "local_guard");
 }
 
+// A policy's observe_only reaches the fleet: drift on the hosts it selects
+// is recorded, never corrected; a later version without it corrects again.
+TEST_F(RolloutTest, AnObserveOnlyPolicyStopsDriftCorrectionOnItsHosts) {
+  const std::string host = hosts_.front();
+  v1::ParameterSet set;
+  v1::DeviceParameters* d = set.add_devices();
+  d->set_device("mlx5_0");
+  (*d->mutable_dcqcn())["rpg_time_reset"] = 300;
+  ASSERT_TRUE(fleet_->SetDesiredState(host, set).ok());
+  google::protobuf::RepeatedPtrField<v1::GuardEvent> events;
+  v1::GuardEvent* e = events.Add();
+  e->set_kind("drift");
+  e->set_detail("mlx5_0/rpg_time_reset: expected 300, found 777");
+  v1::DriftedParameter* p = e->add_drifted();
+  p->set_device("mlx5_0");
+  p->set_parameter("rpg_time_reset");
+  p->set_expected(300);
+  p->set_found(777);
+
+  ApplyPolicy(absl::StrCat("observe_only: true\n", PolicyText()));
+  const size_t before = agents_[host]->pushed().size();
+  fleet_->HandleGuardEvents(host, events);
+  EXPECT_EQ(agents_[host]->pushed().size(), before) << "observe-only: not corrected";
+  EXPECT_THAT(fleet_->GetHost(host)->drift(0), HasSubstr("found 777"));
+
+  ApplyPolicy(PolicyText());  // a new version, observe_only off
+  fleet_->HandleGuardEvents(host, events);
+  EXPECT_EQ(agents_[host]->pushed().size(), before + 1) << "corrected again";
+}
+
 TEST_F(RolloutTest, NackOnACanaryHostRollsBack) {
   ApplyPolicy(PolicyText());
   Run(6);
