@@ -152,7 +152,8 @@ int RunAgents(Fabric* fabric) {
   std::vector<std::unique_ptr<Agent>> agents;
   // What every simulated agent (host or switch) shares: the sampling
   // interval, the local guard (--guard_window, --guard_max_pfc_pause_ratio,
-  // --guard_max_cnp_rate), a state dir of its own, its series on /metrics.
+  // --guard_max_cnp_rate, --guard_rounds), a state dir of its own, its series
+  // on /metrics.
   auto finish_options = [&](AgentOptions* opt) {
     opt->sample_interval = absl::GetFlag(FLAGS_sample_interval);
     opt->guard = LocalGuardOptionsFromFlags();

@@ -232,9 +232,10 @@ void Fleet::HandleGuardEvents(const std::string& host_id,
           e.judged_version().empty() ? info.current_version() : e.judged_version();
       const std::string restored = e.restored_version() == "baseline" ? "" : e.restored_version();
       if (judged != restored) AddRejected(&info, judged);
-      // The host holds the restored set only if nothing newer was acked since
-      // the set the guard judged.
-      if (judged == info.current_version()) {
+      // The host holds the restored set only if the guard restored one (an
+      // agent with no last-known-good restores nothing and keeps the judged
+      // set) and nothing newer was acked since the set it judged.
+      if (!e.restored_version().empty() && judged == info.current_version()) {
         info.set_current_version(restored);
         ApplyRestoredParameters(e, &info);
       }

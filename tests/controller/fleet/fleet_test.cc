@@ -453,6 +453,30 @@ TEST_F(FleetTest, AGuardEventAboutAnOlderVersionDoesNotUndoANewerAck) {
       << info.current_parameters().ShortDebugString();
 }
 
+// An agent with no last-known-good set restores nothing: the host still
+// holds the set the guard judged, which is rejected all the same.
+TEST_F(FleetTest, AGuardThatRestoredNothingLeavesTheHostOnTheJudgedSet) {
+  auto c = std::make_shared<FakeConnection>(1);
+  ASSERT_TRUE(fleet_.Register(MakeHello("h1"), c).ok());
+  auto v = fleet_.SetDesiredState("h1", Params(100));
+  ASSERT_TRUE(v.ok());
+  v1::Ack ack;
+  ack.set_version(*v);
+  *ack.mutable_applied() = Params(100);
+  fleet_.HandleAck("h1", ack);
+  v1::GuardEvent e;
+  e.set_kind("pfc_pause_guard");
+  e.set_detail("paused 40% of the time; no last-known-good set, nothing restored");
+  e.set_judged_version(*v);
+  fleet_.HandleGuardEvents("h1", Events(e));
+  v1::HostInfo info = *fleet_.GetHost("h1");
+  EXPECT_EQ(info.current_version(), *v);
+  EXPECT_THAT(info.rejected_versions(), ::testing::Contains(*v));
+  EXPECT_TRUE(
+      google::protobuf::util::MessageDifferencer::Equals(info.current_parameters(), Params(100)))
+      << info.current_parameters().ShortDebugString();
+}
+
 TEST_F(FleetTest, ForgetHostOnlyWhenGone) {
   auto c = std::make_shared<FakeConnection>(1);
   ASSERT_TRUE(fleet_.Register(MakeHello("h1"), c).ok());
