@@ -214,6 +214,7 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(const ControllerOp
   c->rollout_ = std::make_unique<RolloutManager>(c->fleet_.get(), c->telemetry_.get(),
                                                  c->store_.get(), &c->events_, clock, ropt);
   c->rollout_->set_metrics(&c->metrics_->rollout());
+  c->rollout_->set_authorizer(c->authorizer_.get());
   if (absl::Status s = c->rollout_->Load(); !s.ok()) return s;
 
   AgentStreamDeps adeps{c->fleet_.get(), c->metrics_.get(), clock, options.max_outbound_queue,

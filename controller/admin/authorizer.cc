@@ -1,5 +1,6 @@
 #include "controller/admin/authorizer.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -125,6 +126,20 @@ bool Authorizer::HasRole(const std::string& identity, Role role) const {
     if (r == role && Matches(pattern, identity)) return true;
   }
   return false;
+}
+
+Authorizer::OtherApprovers Authorizer::ApproversBesides(const std::string& proposer) const {
+  OtherApprovers out;
+  for (const auto& [pattern, r] : bindings_) {
+    if (r != Role::kApprover) continue;
+    if (!pattern.empty() && pattern.back() == '*') {
+      out.pattern = true;
+    } else if (pattern != proposer &&
+               std::find(out.exact.begin(), out.exact.end(), pattern) == out.exact.end()) {
+      out.exact.push_back(pattern);
+    }
+  }
+  return out;
 }
 
 absl::Status Authorizer::Check(const Identity& who, absl::string_view method) const {

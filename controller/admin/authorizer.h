@@ -42,6 +42,15 @@ class Authorizer {
 
   bool HasRole(const std::string& identity, Role role) const;
 
+  // The identities other than `proposer` that hold the approver role, as
+  // written in the bindings (exact identities), and whether a prefix pattern
+  // ("ops-*") grants it too, which can match any number of identities.
+  struct OtherApprovers {
+    std::vector<std::string> exact;
+    bool pattern = false;
+  };
+  OtherApprovers ApproversBesides(const std::string& proposer) const;
+
   // OK when `who` is authenticated and holds a role granting `method`;
   // PERMISSION_DENIED naming the identity, the method and the roles that
   // would allow it otherwise.

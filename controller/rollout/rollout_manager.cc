@@ -368,6 +368,26 @@ absl::StatusOr<v1::ApplyPolicyResponse> RolloutManager::ApplyPolicy(
   return resp;
 }
 
+absl::Status RolloutManager::CheckApprovalsPossible(const v1::Change& c,
+                                                    const Identity& who) const {
+  // Without roles (plaintext on loopback) identities are declared and any
+  // other name can approve.
+  if (authorizer_ == nullptr || !who.authenticated) return absl::OkStatus();
+  const Authorizer::OtherApprovers others = authorizer_->ApproversBesides(who.name);
+  const size_t needed = static_cast<size_t>(std::max(1, c.approvals_required()));
+  if (others.pattern || others.exact.size() >= needed) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "policy ", c.policy_name(), " needs ", needed, " approval", needed == 1 ? "" : "s",
+      " from identities other than the proposer \"", who.name,
+      "\", but the controller's "
+      "--roles_file grants the approver role to ",
+      others.exact.empty()
+          ? "no other identity"
+          : absl::StrCat(others.exact.size(), " other (", absl::StrJoin(others.exact, ", "), ")"),
+      ": the change could never be approved. Add approvers to the roles file (and restart the "
+      "controller), or propose from another identity"));
+}
+
 void RolloutManager::RefreshObserveOnly() {
   std::vector<std::map<std::string, std::string>> selectors;
   for (const v1::PolicyVersion& pv : policies_.Latest()) {
@@ -539,6 +559,7 @@ absl::StatusOr<v1::Change> RolloutManager::Propose(const v1::ProposeChangeReques
   absl::StatusOr<v1::Change> c = BuildChange(*pv, knobs, who, req.reason(), id);
   if (!c.ok()) return c.status();
   c->set_id(id);
+  if (absl::Status s = CheckApprovalsPossible(*c, who); !s.ok()) return s;
   if (req.dry_run()) return c;
   v1::ChangeTransition t = Transition(*c, v1::PROPOSED, who.name, req.reason());
   t.set_from(v1::CHANGE_STATE_UNSPECIFIED);

@@ -13,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "controller/admin/authorizer.h"
 #include "controller/admin/identity.h"
 #include "controller/fleet/event_bus.h"
 #include "controller/fleet/fleet.h"
@@ -74,6 +75,11 @@ class RolloutManager : public FleetListener {
   // Optional, not owned: where transitions, rollbacks, verdicts and trials are
   // counted. Call before Load.
   void set_metrics(RolloutMetrics* metrics) { metrics_ = metrics; }
+  // Optional, not owned: the roles in force (mTLS with --roles_file). With
+  // it, a proposal whose policy needs more approvers than the roles grant to
+  // identities other than the authenticated proposer is refused at once
+  // rather than left PROPOSED. Call before Start.
+  void set_authorizer(const Authorizer* authorizer) { authorizer_ = authorizer; }
 
   // ---- Admin operations. REQUIRES: on the executor thread. ----
   absl::StatusOr<v1::ApplyPolicyResponse> ApplyPolicy(const v1::ApplyPolicyRequest& req,
@@ -235,6 +241,9 @@ class RolloutManager : public FleetListener {
   Clock* const clock_;
   const RolloutOptions options_;
   RolloutMetrics* metrics_ = nullptr;
+  const Authorizer* authorizer_ = nullptr;
+  // OK unless the roles cannot supply `c`'s approvals without its proposer.
+  absl::Status CheckApprovalsPossible(const v1::Change& c, const Identity& who) const;
 
   PolicyRegistry policies_;
   std::map<std::string, v1::Change> changes_;  // by id

@@ -785,6 +785,50 @@ TEST_F(RolloutTest, AnObserveOnlyPolicyStopsDriftCorrectionOnItsHosts) {
   EXPECT_EQ(agents_[host]->pushed().size(), before + 1) << "corrected again";
 }
 
+// With roles in force, a policy needing approvers the roles file cannot
+// supply (the proposer cannot approve its own change) is refused at proposal,
+// not left PROPOSED until it expires.
+TEST_F(RolloutTest, AProposalNoOtherIdentityCanApproveIsRefused) {
+  ApplyPolicy(PolicyText(/*approvers=*/2));
+  Run(6);
+  auto roles = [](std::vector<std::string> approvers) {
+    v1::RolesConfig config;
+    v1::RoleBinding* b = config.add_binding();
+    b->set_role("operator");
+    b->add_identity("alice");
+    v1::RoleBinding* a = config.add_binding();
+    a->set_role("approver");
+    for (const std::string& id : approvers) a->add_identity(id);
+    absl::StatusOr<std::unique_ptr<Authorizer>> az = Authorizer::FromConfig(config, "roles.txtpb");
+    EXPECT_TRUE(az.ok()) << az.status();
+    return *std::move(az);
+  };
+  const Identity alice{"alice", true};
+  std::unique_ptr<Authorizer> az = roles({"alice", "bob"});
+  manager_->executor().RunSync([&] { manager_->set_authorizer(az.get()); });
+  auto refused = Propose(40, alice);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("needs 2 approvals from identities other than the proposer \"alice\""));
+  EXPECT_THAT(refused.status().message(), HasSubstr("1 other (bob)"));
+  auto listed = OnExec<absl::StatusOr<v1::ListChangesResponse>>(
+      [&] { return manager_->ListChanges(v1::ListChangesRequest()); });
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(listed->changes_size(), 0) << "nothing stored for a refused proposal";
+  // A second approver, or a prefix pattern, makes it possible.
+  az = roles({"bob", "carol"});
+  manager_->executor().RunSync([&] { manager_->set_authorizer(az.get()); });
+  auto ok = Propose(40, alice);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  ASSERT_TRUE(Act("reject", ok->id(), {"bob", true}).ok());
+  az = roles({"ops-*"});
+  manager_->executor().RunSync([&] { manager_->set_authorizer(az.get()); });
+  EXPECT_TRUE(Propose(42, alice).ok());
+  // Declared (unauthenticated) identities: roles are not enforced, no check.
+  manager_->executor().RunSync([&] { manager_->set_authorizer(nullptr); });
+}
+
 TEST_F(RolloutTest, NackOnACanaryHostRollsBack) {
   ApplyPolicy(PolicyText());
   Run(6);
