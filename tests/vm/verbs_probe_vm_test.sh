@@ -117,14 +117,21 @@ check(w2["probes_sent"] >= 30 and w2["probes_lost"] == w2["probes_sent"],
 check(w2["network_rtt_seconds"]["count"] == 0, "no latency sample while the responder is stopped")
 bb, ba = counters("b_counters_before"), counters("b_counters_after")
 ab, aa = counters("a_counters_before"), counters("a_counters_after")
-check(ba["sent_pkts"] - bb["sent_pkts"] >= w1["probes_sent"], f"prober rxe sent_pkts rose by >= probes sent ({ba['sent_pkts'] - bb['sent_pkts']})")
+# A probe whose post failed counts as sent and lost, and is a send error: the
+# ghost peer's are all of them; a real peer's are rare (rxe's send queue) but
+# happen, so they are allowed for, not assumed away.
+g = {w["peer_class"]: w for w in p1["windows"]}.get("ghost", {"probes_sent": 0, "probes_lost": -1, "network_rtt_seconds": {"count": -1}})
+real_send_errors = p1["anomalies"]["send_errors"] - max(g["probes_lost"], 0)
+check(ba["sent_pkts"] - bb["sent_pkts"] >= w1["probes_sent"] - real_send_errors,
+      f"prober rxe sent_pkts rose by >= probes sent less failed posts ({ba['sent_pkts'] - bb['sent_pkts']} for {w1['probes_sent']}, {real_send_errors} failed)")
 check(ba["rcvd_pkts"] - bb["rcvd_pkts"] >= 2 * rtt["count"], f"prober rxe rcvd_pkts rose by >= 2 x samples ({ba['rcvd_pkts'] - bb['rcvd_pkts']})")
 check(aa["rcvd_pkts"] - ab["rcvd_pkts"] >= rtt["count"], f"responder rxe rcvd_pkts rose ({aa['rcvd_pkts'] - ab['rcvd_pkts']})")
 check(aa["sent_pkts"] - ab["sent_pkts"] >= 2 * rtt["count"], f"responder rxe sent_pkts rose ({aa['sent_pkts'] - ab['sent_pkts']})")
-g = {w["peer_class"]: w for w in p1["windows"]}.get("ghost", {"probes_sent": 0, "probes_lost": -1, "network_rtt_seconds": {"count": -1}})
 check(g["probes_sent"] >= 20 and g["probes_lost"] == g["probes_sent"] and g["network_rtt_seconds"]["count"] == 0,
       f"unknown GID: probes counted as lost, no samples ({g['probes_lost']}/{g['probes_sent']})")
-check(p1["anomalies"]["send_errors"] == g["probes_lost"], "unknown GID losses are counted as send errors")
+check(0 <= real_send_errors <= w1["probes_lost"],
+      f"unknown GID losses are counted as send errors ({p1['anomalies']['send_errors']} send errors: "
+      f"{g['probes_lost']} to the unknown GID, {real_send_errors} to the real peer, which lost {w1['probes_lost']})")
 rc2 = open(f"{out}/phase2.rc").read().strip()
 print("phase2 rc", rc2, "rdma link delete rc", open(f"{out}/rdma_delete.rc").read().strip())
 check(rc2 == "0", "device removed while probing: prober exits cleanly with a report")
