@@ -17,9 +17,9 @@ ABSL_FLAG(double, guard_max_cnp_rate, 1e6,
           "Local guard: restore the last-known-good set when CNPs handled or sent on a device "
           "port exceed this many per second. <= 0 disables.");
 ABSL_FLAG(int32_t, guard_rounds, 2,
-          "Local guard: consecutive sampling rounds over a threshold (and above the host's own "
-          "rate before the apply) before it restores the last-known-good set. A change's policy "
-          "(guard.local_guard_rounds) overrides it for the sets it pushes.");
+          "Local guard: sampling rounds over a threshold (and above the host's own rate before "
+          "the apply), among the last this + 1, before it restores the last-known-good set. A "
+          "change's policy (guard.local_guard_rounds) overrides it for the sets it pushes.");
 
 namespace rocetune {
 
@@ -28,7 +28,7 @@ LocalGuardOptions LocalGuardOptionsFromFlags() {
   o.window = absl::GetFlag(FLAGS_guard_window);
   o.max_pfc_pause_ratio = absl::GetFlag(FLAGS_guard_max_pfc_pause_ratio);
   o.max_cnp_rate_per_second = absl::GetFlag(FLAGS_guard_max_cnp_rate);
-  o.consecutive_rounds = absl::GetFlag(FLAGS_guard_rounds);
+  o.rounds_over = absl::GetFlag(FLAGS_guard_rounds);
   return o;
 }
 
@@ -38,24 +38,25 @@ LocalGuard::LocalGuard(LocalGuardOptions options, Clock* clock, ParameterApplier
 
 void LocalGuard::Arm(const std::string& version, const v1::ParameterSet& applied, int rounds) {
   absl::MutexLock lock(&mu_);
+  rounds_ = std::clamp(rounds > 0 ? rounds : options_.rounds_over, 1, kMaxRounds);
+  if (armed_ && version == candidate_version_) {
+    // The same version again (a reconnect or a drift correction re-pushed
+    // it): its window, baseline and count go on.
+    candidate_ = applied;
+    return;
+  }
   armed_ = true;
   armed_at_ = clock_->Monotonic();
   candidate_version_ = version;
   candidate_ = applied;
-  rounds_ = std::max(1, rounds > 0 ? rounds : options_.consecutive_rounds);
-  over_rounds_ = 0;
+  recent_.clear();
   // The host's own rates before the apply: the mean of each counter's last
-  // rounds that ended by now.
+  // rounds seen while no set was on probation.
   before_.clear();
   for (const auto& [key, past] : history_) {
     double sum = 0;
-    int n = 0;
-    for (const Past& p : past) {
-      if (p.end > armed_at_) continue;
-      sum += p.rate;
-      ++n;
-    }
-    if (n > 0) before_[key] = sum / n;
+    for (const Past& p : past) sum += p.rate;
+    if (!past.empty()) before_[key] = sum / static_cast<double>(past.size());
   }
 }
 
@@ -73,19 +74,22 @@ std::optional<v1::GuardEvent> LocalGuard::Observe(
     const google::protobuf::RepeatedPtrField<v1::CounterSample>& samples,
     absl::Duration round_start, absl::Duration round_end) {
   absl::MutexLock lock(&mu_);
-  // Every round feeds the rates a later apply is compared with.
-  for (const v1::CounterSample& s : samples) {
-    if (s.name() != "rx_pfc_pause_duration_us" && s.name() != "tx_pfc_pause_duration_us" &&
-        s.name() != "cnp_handled" && s.name() != "cnp_sent") {
-      continue;
+  // Rounds of no set on probation are the rates a later apply is compared with.
+  if (!armed_) {
+    for (const v1::CounterSample& s : samples) {
+      if (s.name() != "rx_pfc_pause_duration_us" && s.name() != "tx_pfc_pause_duration_us" &&
+          s.name() != "cnp_handled" && s.name() != "cnp_sent") {
+        continue;
+      }
+      std::deque<Past>& past = history_[Key{s.device(), s.port(), s.priority(), s.name()}];
+      past.push_back(Past{round_end, s.rate_per_second()});
+      if (past.size() > kHistory) past.pop_front();
     }
-    std::deque<Past>& past = history_[Key{s.device(), s.port(), s.priority(), s.name()}];
-    past.push_back(Past{round_end, s.rate_per_second()});
-    if (past.size() > kHistory) past.pop_front();
   }
   if (!armed_) return std::nullopt;
   const absl::Duration since = clock_->Monotonic() - armed_at_;
-  if (since > options_.window) {
+  const int over_in_count = static_cast<int>(std::count(recent_.begin(), recent_.end(), true));
+  if (since > options_.window && over_in_count == 0) {
     armed_ = false;
     absl::Status st = journal_->Save(candidate_version_, candidate_);
     if (st.ok()) {
@@ -128,18 +132,19 @@ std::optional<v1::GuardEvent> LocalGuard::Observe(
     }
     break;
   }
-  if (kind.empty()) {
-    over_rounds_ = 0;
-    return std::nullopt;
-  }
-  if (++over_rounds_ < rounds_) return std::nullopt;
+  recent_.push_back(!kind.empty());
+  while (recent_.size() > static_cast<size_t>(rounds_) + 1) recent_.pop_front();
+  const int over = static_cast<int>(std::count(recent_.begin(), recent_.end(), true));
+  if (kind.empty() || over < rounds_) return std::nullopt;
 
   armed_ = false;
   v1::GuardEvent event;
   event.set_unix_nanos(absl::ToUnixNanos(clock_->Now()));
   event.set_kind(kind);
   event.set_judged_version(candidate_version_);
-  if (rounds_ > 1) absl::StrAppend(&detail, ", ", rounds_, " rounds in a row,");
+  if (rounds_ > 1) {
+    absl::StrAppend(&detail, ", over in ", over, " of the last ", recent_.size(), " rounds,");
+  }
   absl::StrAppend(&detail, absl::StrFormat(" %s after applying version %s",
                                            absl::FormatDuration(since), candidate_version_));
   std::optional<LkgEntry> lkg = journal_->Get();

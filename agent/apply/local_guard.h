@@ -28,9 +28,9 @@ struct LocalGuardOptions {
   // Trips when cnp_handled or cnp_sent of any (device, port) exceeds this many
   // per second. <= 0 disables.
   double max_cnp_rate_per_second = 1e6;
-  // Trips only after this many consecutive judged rounds over a threshold
-  // (values below 1 count as 1). A set may name its own (Arm's `rounds`).
-  int consecutive_rounds = 2;
+  // Trips when this many of the last rounds_over + 1 judged rounds were over a
+  // threshold (clamped to [1, 60]). A set may name its own (Arm's `rounds`).
+  int rounds_over = 2;
 };
 
 // Options from the flags --guard_window, --guard_max_pfc_pause_ratio,
@@ -38,9 +38,10 @@ struct LocalGuardOptions {
 LocalGuardOptions LocalGuardOptionsFromFlags();
 
 // The agent's local guard. After an apply it watches the sampler's output for
-// `window`; when the PFC pause-time ratio or the CNP rate of a (device, port,
-// priority) stays over its threshold for `consecutive_rounds` rounds in a row
-// it restores the journal's last-known-good set through the Applier at once,
+// `window`; when `rounds_over` of the last rounds_over + 1 judged rounds had a
+// counter over its threshold (PFC pause-time ratio of a device, port and
+// priority, or CNP rate of a device and port; 2 of 3 by default, so an on/off
+// storm trips too) it restores the journal's last-known-good set at once,
 // without waiting for the controller, and returns a v1::GuardEvent (naming the
 // version it judged) for the next Report.
 //
@@ -49,9 +50,15 @@ LocalGuardOptions LocalGuardOptionsFromFlags();
 //   apply runs on the stream thread while the sampler's round is in flight, so
 //   a round can end after Arm() and still be made of pre-apply traffic);
 // - a round is over a threshold only when the rate is above it and also above
-//   the host's own rate before the apply (the mean of its last rounds that
-//   ended by the time of Arm()) by more than half the threshold. A host that
-//   was already pausing 30% of the time is not rolled back for pausing 31%.
+//   the host's own rate before the apply by more than half the threshold. A
+//   host that was already pausing 30% of the time is not rolled back for
+//   pausing 31%. The rate before is the mean of the counter's last rounds seen
+//   while the guard was disarmed, so no unproven set is its own baseline (after
+//   an agent restart there is none yet: the limit alone applies);
+// - the same version armed again while armed (a reconnect or a drift
+//   correction re-pushes it) keeps its window, baseline and count;
+// - a window that ends with rounds over in the count is not promoted: judging
+//   goes on until it trips or the over rounds age out.
 //
 // The guard owns promotion to last-known-good: Arm() holds the new set as a
 // candidate and the first Observe() after the window has passed clean saves it
@@ -65,7 +72,7 @@ class LocalGuard {
 
   // Starts (or restarts) the window for `version`, whose read-back values are
   // `applied`, now (Clock::Monotonic()). `rounds` > 0 replaces the options'
-  // consecutive_rounds for this window.
+  // rounds_over for this window.
   void Arm(const std::string& version, const v1::ParameterSet& applied, int rounds = 0);
 
   // Feeds one sampler round (canonical names "rx_pfc_pause_duration_us",
@@ -96,8 +103,8 @@ class LocalGuard {
   absl::Duration armed_at_ ABSL_GUARDED_BY(mu_);
   std::string candidate_version_ ABSL_GUARDED_BY(mu_);
   v1::ParameterSet candidate_ ABSL_GUARDED_BY(mu_);
-  int rounds_ ABSL_GUARDED_BY(mu_) = 1;       // consecutive rounds that trip this window
-  int over_rounds_ ABSL_GUARDED_BY(mu_) = 0;  // judged rounds over a threshold, in a row
+  int rounds_ ABSL_GUARDED_BY(mu_) = 1;           // rounds over, of the last rounds_ + 1, that trip
+  std::deque<bool> recent_ ABSL_GUARDED_BY(mu_);  // the last judged rounds: over or not
 
   // (device, port, priority, counter name)
   using Key = std::tuple<std::string, uint32_t, int32_t, std::string>;
@@ -105,8 +112,9 @@ class LocalGuard {
     absl::Duration end;  // monotonic end of the round
     double rate;
   };
-  // The last kHistory rounds' rates of each guarded counter.
+  // The last kHistory rates of each guarded counter seen while disarmed.
   static constexpr size_t kHistory = 5;
+  static constexpr int kMaxRounds = 60;
   std::map<Key, std::deque<Past>> history_ ABSL_GUARDED_BY(mu_);
   // Each counter's mean rate before the apply (taken at Arm()).
   std::map<Key, double> before_ ABSL_GUARDED_BY(mu_);

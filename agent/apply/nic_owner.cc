@@ -49,7 +49,7 @@ absl::StatusOr<ApplyResult> NicOwner::Apply(const std::string& version,
   // The apply ended (applied, refused or restored): nothing is in progress.
   if (intent_ != nullptr) (void)intent_->End();
   if (!result.ok()) return result;
-  guard_->Arm(version, result->applied, static_cast<int>(set.local_guard().consecutive_rounds()));
+  guard_->Arm(version, result->applied, static_cast<int>(set.local_guard().rounds_over()));
   version_ = version;
   expected_ = MergeExpected(expected_, set, result->applied);
   return result;
@@ -112,7 +112,7 @@ absl::StatusOr<std::optional<NicOwner::Resolution>> NicOwner::ResolveInterrupted
     case IntentOutcome::kNew:
       r.version = r.to_version;
       guard_->Arm(r.version, current,
-                  static_cast<int>(intent.target().local_guard().consecutive_rounds()));
+                  static_cast<int>(intent.target().local_guard().rounds_over()));
       break;
     case IntentOutcome::kOld:
       r.version = r.from_version;

@@ -526,8 +526,18 @@ absl::StatusOr<v1::Change> RolloutManager::BuildChange(const v1::PolicyVersion& 
   for (const auto& [k, v] : knobs) (*c.mutable_knobs())[k] = v;
   std::map<std::string, const StoredHost*> by_id;
   for (const StoredHost& h : selected) by_id[h.info.host_id()] = &h;
+  // The agents' guard judges each new set as the policy says; a set carried
+  // over from an earlier change does not keep that change's setting.
+  auto guard_as_policy_says = [&policy](v1::ParameterSet* target) {
+    if (policy.guard().local_guard_rounds() > 0) {
+      target->mutable_local_guard()->set_rounds_over(policy.guard().local_guard_rounds());
+    } else {
+      target->clear_local_guard();
+    }
+  };
   for (v1::HostTarget& t : *plan) {
     if (HasSwitchKnobs(policy)) {  // targets filled by the rack planner
+      if (t.has_target()) guard_as_policy_says(t.mutable_target());
       *c.add_hosts() = std::move(t);
       continue;
     }
@@ -535,13 +545,7 @@ absl::StatusOr<v1::Change> RolloutManager::BuildChange(const v1::PolicyVersion& 
     const v1::ParameterSet previous = PreviousParameters(h);
     absl::StatusOr<v1::ParameterSet> target = ApplyKnobs(h, previous, knobs);
     if (!target.ok()) return target.status();
-    // The agents' guard judges the new set as the policy says; a set carried
-    // over from an earlier change does not keep that change's setting.
-    if (policy.guard().local_guard_rounds() > 0) {
-      target->mutable_local_guard()->set_consecutive_rounds(policy.guard().local_guard_rounds());
-    } else {
-      target->clear_local_guard();
-    }
+    guard_as_policy_says(&*target);
     *t.mutable_previous() = previous;
     t.set_previous_version(h.info.desired_version());
     *t.mutable_target() = *std::move(target);

@@ -41,7 +41,7 @@ class LocalGuardTest : public ::testing::Test {
     options_.window = absl::Minutes(5);
     options_.max_pfc_pause_ratio = 0.2;
     options_.max_cnp_rate_per_second = 100000;
-    options_.consecutive_rounds = 1;
+    options_.rounds_over = 1;
   }
   void SetUp() override {
     // Baseline (firmware defaults) is last-known-good; then v2 is applied.
@@ -195,27 +195,72 @@ TEST_F(LocalGuardTest, AHostAlreadyOverTheLimitIsJudgedOnItsRise) {
   EXPECT_TRUE(Feed(guard, Round({Sample("rx_pfc_pause_duration_us", 4, 250000)})).has_value());
 }
 
-TEST_F(LocalGuardTest, TripsOnlyAfterConsecutiveRoundsOverTheLimit) {
-  options_.consecutive_rounds = 2;
+// k of the last k + 1 judged rounds over a limit trip the guard: one calm
+// round does not reset the count, so an on/off storm trips too.
+TEST_F(LocalGuardTest, TripsWhenKOfTheLastKPlusOneRoundsAreOver) {
+  options_.rounds_over = 2;
   LocalGuard guard(options_, &clock_, &applier_, &journal_);
   guard.Arm("v2", applied_, /*rounds=*/3);  // the set's own setting wins over the options
   const auto storm = Round({Sample("cnp_sent", -1, 250000)});
   const auto calm = Round({Sample("cnp_sent", -1, 10)});
-  EXPECT_FALSE(Feed(guard, storm).has_value());
-  EXPECT_FALSE(Feed(guard, storm).has_value());
-  EXPECT_FALSE(Feed(guard, calm).has_value());  // the count starts over
-  EXPECT_FALSE(Feed(guard, storm).has_value());
-  EXPECT_FALSE(Feed(guard, storm).has_value());
-  std::optional<v1::GuardEvent> e = Feed(guard, storm);
+  EXPECT_FALSE(Feed(guard, storm).has_value());          // 1 of 1
+  EXPECT_FALSE(Feed(guard, calm).has_value());           // 1 of 2
+  EXPECT_FALSE(Feed(guard, calm).has_value());           // 1 of 3
+  EXPECT_FALSE(Feed(guard, storm).has_value());          // 2 of 4
+  EXPECT_FALSE(Feed(guard, storm).has_value());          // 2 of the last 4 (the first aged out)
+  std::optional<v1::GuardEvent> e = Feed(guard, storm);  // 3 of the last 4
   ASSERT_TRUE(e.has_value());
-  EXPECT_THAT(e->detail(), HasSubstr("3 rounds in a row"));
-  // Without a set's own setting, the options' 2 rounds. (A counter that was
-  // quiet before: cnp_sent has stormed for five rounds, so it is no rise.)
+  EXPECT_THAT(e->detail(), HasSubstr("over in 3 of the last 4 rounds"));
+  // Without a set's own setting, the options' 2 of 3: on, off, on trips.
   guard.Arm("v3", applied_);
   EXPECT_FALSE(Feed(guard, storm).has_value());
-  const auto handled = Round({Sample("cnp_handled", -1, 250000)});
-  EXPECT_FALSE(Feed(guard, handled).has_value());
-  EXPECT_TRUE(Feed(guard, handled).has_value());
+  EXPECT_FALSE(Feed(guard, calm).has_value());
+  EXPECT_TRUE(Feed(guard, storm).has_value());
+}
+
+// A reconnect or a drift correction re-pushes the version on probation: the
+// agent applies it again, and the guard keeps its window, its count and its
+// baseline (the set's own storm is not its baseline).
+TEST_F(LocalGuardTest, ArmingTheSameVersionAgainKeepsItsWindowAndCount) {
+  options_.rounds_over = 2;
+  LocalGuard guard(options_, &clock_, &applier_, &journal_);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_FALSE(Feed(guard, Round({Sample("rx_pfc_pause_duration_us", 3, 0)})).has_value());
+  }
+  guard.Arm("v2", applied_);
+  const auto storm = Round({Sample("rx_pfc_pause_duration_us", 3, 450000)});
+  EXPECT_FALSE(Feed(guard, storm).has_value());
+  clock_.Advance(absl::Minutes(4));
+  guard.Arm("v2", applied_);
+  std::optional<v1::GuardEvent> e = Feed(guard, storm);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_THAT(e->detail(), HasSubstr("(0.0% before the apply)"));
+  EXPECT_THAT(e->detail(), HasSubstr("4m2s after applying version v2"));
+}
+
+// A window that ends while rounds over the limit are in the count is not
+// promoted to last-known-good: judging goes on until the guard trips or the
+// over rounds age out.
+TEST_F(LocalGuardTest, AWindowEndingMidCountDoesNotPromote) {
+  options_.rounds_over = 2;
+  LocalGuard guard(options_, &clock_, &applier_, &journal_);
+  guard.Arm("v2", applied_);
+  const auto storm = Round({Sample("cnp_handled", -1, 250000)});
+  const auto calm = Round({Sample("cnp_handled", -1, 10)});
+  clock_.Advance(absl::Minutes(5) - absl::Seconds(2));
+  EXPECT_FALSE(Feed(guard, storm).has_value());  // 1 of 1, just inside the window
+  EXPECT_FALSE(Feed(guard, calm).has_value());   // past the window, 1 of 2: judged
+  EXPECT_TRUE(guard.armed());
+  EXPECT_EQ(journal_.Get()->version, "baseline");
+  EXPECT_TRUE(Feed(guard, storm).has_value());  // 2 of 3
+  EXPECT_EQ(journal_.Get()->version, "baseline");
+  // Clean rounds past the window: the over rounds age out, then it is promoted.
+  guard.Arm("v3", applied_);
+  clock_.Advance(absl::Minutes(5) - absl::Seconds(2));
+  EXPECT_FALSE(Feed(guard, storm).has_value());
+  for (int i = 0; i < 4; ++i) EXPECT_FALSE(Feed(guard, calm).has_value());
+  EXPECT_FALSE(guard.armed());
+  EXPECT_EQ(journal_.Get()->version, "v3");
 }
 
 }  // namespace

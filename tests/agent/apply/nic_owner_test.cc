@@ -100,7 +100,7 @@ class NicOwnerTest : public ::testing::Test {
     o.window = absl::Seconds(10);
     o.max_cnp_rate_per_second = 1000;
     o.max_pfc_pause_ratio = 0;
-    o.consecutive_rounds = 1;
+    o.rounds_over = 1;
     guard_ = std::make_unique<LocalGuard>(o, &clock_, &applier_, journal_.get());
     owner_ = std::make_unique<NicOwner>(&applier_, journal_.get(), guard_.get());
     v1::ParameterSet base = applier_.ReadCurrent();
@@ -192,7 +192,7 @@ TEST_F(NicOwnerTest, GuardRestoreBecomesTheExpectedState) {
 
 TEST_F(NicOwnerTest, TheSetNamesHowManyRoundsTheGuardWaits) {
   v1::ParameterSet set = AiRate(40);
-  set.mutable_local_guard()->set_consecutive_rounds(3);
+  set.mutable_local_guard()->set_rounds_over(3);
   ASSERT_TRUE(owner_->Apply("8", set).ok());
   const absl::Duration t = clock_.Monotonic();
   EXPECT_FALSE(owner_->Observe(CnpStorm(), t, t).has_value());
@@ -200,7 +200,7 @@ TEST_F(NicOwnerTest, TheSetNamesHowManyRoundsTheGuardWaits) {
   std::optional<v1::GuardEvent> ev = owner_->Observe(CnpStorm(), t, t);
   ASSERT_TRUE(ev.has_value());
   EXPECT_EQ(ev->judged_version(), "8");
-  EXPECT_THAT(ev->detail(), HasSubstr("3 rounds in a row"));
+  EXPECT_THAT(ev->detail(), HasSubstr("over in 3 of the last 3 rounds"));
   EXPECT_EQ(owner_->expected_version(), "baseline");
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -400,28 +401,47 @@ TEST(FleetProbePlanTest, JoinStormIsCoalescedAndEveryHostGetsTheFinalPlan) {
   EXPECT_EQ(conns[prober]->plans(), before + 1);
 }
 
+// The agent acked `version`, reading back `applied`.
+void AckApplied(Fleet& fleet, const std::string& host, const std::string& version,
+                const v1::ParameterSet& applied) {
+  v1::Ack ack;
+  ack.set_version(version);
+  *ack.mutable_applied() = applied;
+  fleet.HandleAck(host, ack);
+}
+
+// A local guard trip that judged `judged` ("" as agents before the field) and
+// restored `restored` ("" for nothing), reading back `restored_parameters`.
+v1::GuardEvent GuardTrip(const std::string& judged, const std::string& restored,
+                         std::optional<v1::ParameterSet> restored_parameters) {
+  v1::GuardEvent e;
+  e.set_kind("pfc_pause_guard");
+  e.set_detail("paused 40% of the time");
+  e.set_judged_version(judged);
+  e.set_restored_version(restored);
+  if (restored_parameters.has_value()) *e.mutable_restored_parameters() = *restored_parameters;
+  return e;
+}
+
+::testing::AssertionResult HoldsParameters(const v1::HostInfo& info, const v1::ParameterSet& p) {
+  if (google::protobuf::util::MessageDifferencer::Equals(info.current_parameters(), p)) {
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure() << info.current_parameters().ShortDebugString();
+}
+
 TEST_F(FleetTest, GuardRestoreUpdatesCurrentParametersAndRejectsTheVersion) {
   auto c = std::make_shared<FakeConnection>(1);
   ASSERT_TRUE(fleet_.Register(MakeHello("h1"), c).ok());
   auto v = fleet_.SetDesiredState("h1", Params(100));
   ASSERT_TRUE(v.ok());
-  v1::Ack ack;
-  ack.set_version(*v);
-  *ack.mutable_applied() = Params(100);
-  fleet_.HandleAck("h1", ack);
-  v1::GuardEvent e;
-  e.set_kind("pfc_pause_guard");
-  e.set_detail("paused 2% of the time");
-  e.set_restored_version("baseline");
-  *e.mutable_restored_parameters() = Params(50);
-  fleet_.HandleGuardEvents("h1", Events(e));
+  AckApplied(fleet_, "h1", *v, Params(100));
+  fleet_.HandleGuardEvents("h1", Events(GuardTrip("", "baseline", Params(50))));
   v1::HostInfo info = *fleet_.GetHost("h1");
   EXPECT_EQ(info.current_version(), "");
   EXPECT_THAT(info.rejected_versions(), ::testing::Contains(*v));
-  EXPECT_TRUE(
-      google::protobuf::util::MessageDifferencer::Equals(info.current_parameters(), Params(50)))
-      << "the host's parameters are what the guard restored, not the rejected set: "
-      << info.current_parameters().ShortDebugString();
+  EXPECT_TRUE(HoldsParameters(info, Params(50)))
+      << "the host's parameters are what the guard restored, not the rejected set";
 }
 
 // The agent judged and rolled back version 1 while version 2 was on its way;
@@ -433,24 +453,13 @@ TEST_F(FleetTest, AGuardEventAboutAnOlderVersionDoesNotUndoANewerAck) {
   ASSERT_TRUE(v1.ok());
   auto v2 = fleet_.SetDesiredState("h1", Params(60));
   ASSERT_TRUE(v2.ok());
-  v1::Ack ack;
-  ack.set_version(*v2);
-  *ack.mutable_applied() = Params(60);
-  fleet_.HandleAck("h1", ack);
-  v1::GuardEvent e;
-  e.set_kind("cnp_rate_guard");
-  e.set_detail("cnp_handled over the limit");
-  e.set_restored_version("baseline");
-  e.set_judged_version(*v1);
-  *e.mutable_restored_parameters() = Params(50);
-  fleet_.HandleGuardEvents("h1", Events(e));
+  AckApplied(fleet_, "h1", *v2, Params(60));
+  fleet_.HandleGuardEvents("h1", Events(GuardTrip(*v1, "baseline", Params(50))));
   v1::HostInfo info = *fleet_.GetHost("h1");
   EXPECT_EQ(info.current_version(), *v2);
   EXPECT_THAT(info.rejected_versions(), ::testing::Contains(*v1));
   EXPECT_THAT(info.rejected_versions(), ::testing::Not(::testing::Contains(*v2)));
-  EXPECT_TRUE(
-      google::protobuf::util::MessageDifferencer::Equals(info.current_parameters(), Params(60)))
-      << info.current_parameters().ShortDebugString();
+  EXPECT_TRUE(HoldsParameters(info, Params(60)));
 }
 
 // An agent with no last-known-good set restores nothing: the host still
@@ -460,21 +469,12 @@ TEST_F(FleetTest, AGuardThatRestoredNothingLeavesTheHostOnTheJudgedSet) {
   ASSERT_TRUE(fleet_.Register(MakeHello("h1"), c).ok());
   auto v = fleet_.SetDesiredState("h1", Params(100));
   ASSERT_TRUE(v.ok());
-  v1::Ack ack;
-  ack.set_version(*v);
-  *ack.mutable_applied() = Params(100);
-  fleet_.HandleAck("h1", ack);
-  v1::GuardEvent e;
-  e.set_kind("pfc_pause_guard");
-  e.set_detail("paused 40% of the time; no last-known-good set, nothing restored");
-  e.set_judged_version(*v);
-  fleet_.HandleGuardEvents("h1", Events(e));
+  AckApplied(fleet_, "h1", *v, Params(100));
+  fleet_.HandleGuardEvents("h1", Events(GuardTrip(*v, "", std::nullopt)));
   v1::HostInfo info = *fleet_.GetHost("h1");
   EXPECT_EQ(info.current_version(), *v);
   EXPECT_THAT(info.rejected_versions(), ::testing::Contains(*v));
-  EXPECT_TRUE(
-      google::protobuf::util::MessageDifferencer::Equals(info.current_parameters(), Params(100)))
-      << info.current_parameters().ShortDebugString();
+  EXPECT_TRUE(HoldsParameters(info, Params(100)));
 }
 
 TEST_F(FleetTest, ForgetHostOnlyWhenGone) {

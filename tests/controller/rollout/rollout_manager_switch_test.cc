@@ -97,6 +97,7 @@ std::string SwitchPolicy() {
       min_samples: 1500
       min_rack_pairs: 6
       max_hold_seconds: 12
+      local_guard_rounds: 3
     }
   )pb";
 }
@@ -281,6 +282,11 @@ TEST_F(RolloutSwitchTest, SwitchChangeCanariesTorsThenStagesToDoneAndRollsBack) 
   auto c = Propose(100000);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->hosts_size(), kRacks * (kHostsPerRack + 1)) << "switches and the hosts below";
+  for (const v1::HostTarget& t : c->hosts()) {
+    if (!t.has_target()) continue;  // measured hosts carry no set
+    EXPECT_EQ(t.target().local_guard().rounds_over(), 3u)
+        << "the policy's guard rounds reach " << t.host_id();
+  }
   ASSERT_TRUE(Act("approve", c->id()).ok());
   Tick();
   v1::Change now = Get(c->id());

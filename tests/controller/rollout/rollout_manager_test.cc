@@ -248,6 +248,14 @@ class RolloutTest : public ::testing::Test {
       return manager_->Propose(req, who);
     });
   }
+  // The first canary host of a change and the version pushed to it ("" when none).
+  std::pair<std::string, std::string> FirstCanary(const std::string& change_id) {
+    const v1::Change c = Get(change_id);
+    for (const v1::HostTarget& h : c.hosts()) {
+      if (h.role() == v1::HostTarget::CANARY) return {h.host_id(), h.pushed_version()};
+    }
+    return {"", ""};
+  }
   // The newest audit row of `change_id` (an empty row when there is none).
   v1::AuditEntry NewestAudit(const std::string& change_id) {
     v1::ListAuditRequest r;
@@ -678,16 +686,7 @@ TEST_F(RolloutTest, GuardEventOnACanaryHostRollsBackAndTheSetIsNeverRepushed) {
   ASSERT_TRUE(c.ok());
   ASSERT_TRUE(Act("approve", c->id(), {"bob", false}).ok());
   Tick();
-  std::string canary;
-  std::string canary_version;
-  const v1::Change started = Get(c->id());
-  for (const auto& h : started.hosts()) {
-    if (h.role() == v1::HostTarget::CANARY) {
-      canary = h.host_id();
-      canary_version = h.pushed_version();
-      break;
-    }
-  }
+  const auto [canary, canary_version] = FirstCanary(c->id());
   ASSERT_FALSE(canary.empty());
   google::protobuf::RepeatedPtrField<v1::GuardEvent> events;
   v1::GuardEvent* e = events.Add();
@@ -723,20 +722,11 @@ TEST_F(RolloutTest, OnlyAGuardEventAboutTheChangesOwnSetFailsIt) {
   auto c = Propose(50);
   ASSERT_TRUE(c.ok()) << c.status();
   for (const v1::HostTarget& h : c->hosts()) {
-    EXPECT_EQ(h.target().local_guard().consecutive_rounds(), 3u) << h.host_id();
+    EXPECT_EQ(h.target().local_guard().rounds_over(), 3u) << h.host_id();
   }
   ASSERT_TRUE(Act("approve", c->id(), {"bob", false}).ok());
   Tick();
-  std::string canary;
-  std::string canary_version;
-  const v1::Change started = Get(c->id());
-  for (const auto& h : started.hosts()) {
-    if (h.role() == v1::HostTarget::CANARY) {
-      canary = h.host_id();
-      canary_version = h.pushed_version();
-      break;
-    }
-  }
+  const auto [canary, canary_version] = FirstCanary(c->id());
   ASSERT_FALSE(canary.empty());
   google::protobuf::RepeatedPtrField<v1::GuardEvent> events;
   v1::GuardEvent* e = events.Add();
