@@ -16,7 +16,7 @@ ABSL_FLAG(double, guard_max_pfc_pause_ratio, 0.2,
 ABSL_FLAG(double, guard_max_cnp_rate, 1e6,
           "Local guard: restore the last-known-good set when CNPs handled or sent on a device "
           "port exceed this many per second. <= 0 disables.");
-ABSL_FLAG(int32_t, guard_rounds, 2,
+ABSL_FLAG(int32_t, guard_rounds, 1,
           "Local guard: sampling rounds over a threshold (and above the host's own rate before "
           "the apply), among the last this + 1, before it restores the last-known-good set. A "
           "change's policy (guard.local_guard_rounds) overrides it for the sets it pushes.");

@@ -30,7 +30,7 @@ struct LocalGuardOptions {
   double max_cnp_rate_per_second = 1e6;
   // Trips when this many of the last rounds_over + 1 judged rounds were over a
   // threshold (clamped to [1, 60]). A set may name its own (Arm's `rounds`).
-  int rounds_over = 2;
+  int rounds_over = 1;
 };
 
 // Options from the flags --guard_window, --guard_max_pfc_pause_ratio,
@@ -40,7 +40,8 @@ LocalGuardOptions LocalGuardOptionsFromFlags();
 // The agent's local guard. After an apply it watches the sampler's output for
 // `window`; when `rounds_over` of the last rounds_over + 1 judged rounds had a
 // counter over its threshold (PFC pause-time ratio of a device, port and
-// priority, or CNP rate of a device and port; 2 of 3 by default, so an on/off
+// priority, or CNP rate of a device and port; by default any one judged round;
+// with k = 2, 2 of 3, so an on/off
 // storm trips too) it restores the journal's last-known-good set at once,
 // without waiting for the controller, and returns a v1::GuardEvent (naming the
 // version it judged) for the next Report.
