@@ -127,6 +127,7 @@ void Fabric::Sync() {
       hs.window_sent[cls] = 0;
     }
   }
+  synced_ns_.store(now_ns_, std::memory_order_release);
 }
 
 HostCounters Fabric::Counters(int host) const {

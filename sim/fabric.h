@@ -2,6 +2,7 @@
 #define ROCETUNE_SIM_FABRIC_H_
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -90,6 +91,9 @@ class Fabric {
   void RunUntil(int64_t t_ns);
   void RunToEnd() { RunUntil(end_ns()); }
   int64_t now_ns() const { return now_ns_; }
+  // now_ns() as of the last synchronisation point: the time the host-facing
+  // counters describe. Thread-safe.
+  int64_t synced_ns() const { return synced_ns_.load(std::memory_order_acquire); }
   int64_t end_ns() const { return end_ns_; }
   int64_t step_ns() const { return step_ns_; }
   bool done() const { return now_ns_ >= end_ns_; }
@@ -422,6 +426,7 @@ class Fabric {
   double host_rx_paused_ns_ = 0;
 
   mutable absl::Mutex mu_;
+  std::atomic<int64_t> synced_ns_{0};  // written in Sync, under mu_
   std::vector<Shared> shared_ ABSL_GUARDED_BY(mu_);
   v1::EcnSettings pending_ecn_ ABSL_GUARDED_BY(mu_);
   bool ecn_dirty_ ABSL_GUARDED_BY(mu_) = false;

@@ -28,6 +28,7 @@
 #include "daemon/shutdown.h"
 #include "sim/fabric.h"
 #include "sim/scenario_loader.h"
+#include "sim/sim_clock.h"
 #include "sim/sim_host.h"
 #include "sim/sim_switch.h"
 
@@ -147,6 +148,10 @@ int RunAgents(Fabric* fabric) {
     exposer->AddCollectable(std::make_shared<ProcessMetrics>("fabricsim"));
   }
   std::vector<std::unique_ptr<AgentMetrics>> metrics;
+  // The agents measure time on the fabric's clock (see SimClock), so their
+  // rates stay the fabric's own when it falls behind its pace.
+  const double pace = absl::GetFlag(FLAGS_pace) > 0 ? absl::GetFlag(FLAGS_pace) : 1.0;
+  SimClock sim_clock(fabric, pace);
   std::vector<std::unique_ptr<SimHost>> hosts;
   std::vector<std::unique_ptr<SimSwitch>> switches;  // outlive the agents
   std::vector<std::unique_ptr<Agent>> agents;
@@ -189,7 +194,7 @@ int RunAgents(Fabric* fabric) {
     seams.cc = host->cc();
     seams.pfc = host->pfc();
     seams.prober = host->prober();
-    seams.clock = Clock::Real();
+    seams.clock = &sim_clock;
     absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(opt, seams);
     if (!agent.ok()) {
       std::fprintf(stderr, "agent %s: %s\n", opt.host_id.c_str(),
@@ -213,7 +218,9 @@ int RunAgents(Fabric* fabric) {
       opt.labels.emplace_back("role", "switch");
       opt.labels.emplace_back("tor", absl::StrCat(t));
       if (!finish_options(&opt)) return 1;
-      absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(opt, sw->seams());
+      HostSeams seams = sw->seams();
+      seams.clock = &sim_clock;
+      absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(opt, seams);
       if (!agent.ok()) {
         std::fprintf(stderr, "switch agent %s: %s\n", opt.host_id.c_str(),
                      std::string(agent.status().message()).c_str());
@@ -244,14 +251,23 @@ int RunAgents(Fabric* fabric) {
       return 1;
     }
   }
-  const double pace = absl::GetFlag(FLAGS_pace) > 0 ? absl::GetFlag(FLAGS_pace) : 1.0;
   const absl::Time start = absl::Now();
   const int64_t chunk = 1000000;  // 1 ms of simulated time
+  // A fabric behind its pace stretches the agents' rounds and delays their
+  // reports (their rates stay right, on the fabric's clock): say so, every 10 s
+  // at most.
+  absl::Time last_warned = absl::InfinitePast();
   while (!fabric->done() && !Shutdown::Requested()) {
     fabric->RunUntil(fabric->now_ns() + chunk);
     const absl::Time due = start + absl::Nanoseconds(static_cast<double>(fabric->now_ns()) / pace);
-    const absl::Duration wait = due - absl::Now();
-    if (wait > absl::ZeroDuration()) Shutdown::WaitFor(wait);
+    const absl::Time now = absl::Now();
+    const absl::Duration wait = due - now;
+    if (wait > absl::ZeroDuration()) {
+      Shutdown::WaitFor(wait);
+    } else if (-wait > absl::Milliseconds(100) && now - last_warned > absl::Seconds(10)) {
+      last_warned = now;
+      LogWarning("fabric behind its pace", {{"behind", absl::FormatDuration(-wait)}});
+    }
   }
   for (auto& a : agents) a->Stop();
   for (auto& t : threads) t.join();

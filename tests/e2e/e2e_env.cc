@@ -6,12 +6,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <system_error>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 
@@ -53,6 +57,15 @@ Env::~Env() {
   if (controller_ != nullptr) {
     controller_->Signal(SIGTERM);
     if (!controller_->Wait(absl::Seconds(10)).has_value()) controller_->Signal(SIGKILL);
+  }
+  // A fabric that fell behind its pace reports lower rates than it simulates:
+  // a flaky throughput figure starts here, so every test shows it.
+  if (fabric_ != nullptr) {
+    for (absl::string_view line : absl::StrSplit(fabric_->Log(), '\n')) {
+      if (absl::StrContains(line, "fabric behind its pace")) {
+        std::fprintf(stderr, "fabricsim: %s\n", std::string(line).c_str());
+      }
+    }
   }
   // A passing test leaves nothing behind; a failing one keeps its logs and
   // state for a look (the path is in the failure messages).
