@@ -13,11 +13,11 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "agent/host/cc_params.h"
 #include "agent/report_wire.h"
 #include "daemon/address.h"
 #include "daemon/logging.h"
 #include "grpcpp/grpcpp.h"
+#include "model/cc_params.h"
 
 ABSL_FLAG(int64_t, report_buffer_max, 300,
           "Reports of rounds taken while the controller is unreachable held for the reconnect "

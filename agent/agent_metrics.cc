@@ -5,8 +5,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "agent/host/counter_names.h"
 #include "agent/switch/switch_counter_names.h"
+#include "model/counter_names.h"
 
 namespace rocetune {
 namespace {
@@ -76,7 +76,7 @@ AgentMetrics::AgentMetrics(std::shared_ptr<prometheus::Registry> registry, std::
       params_(prometheus::BuildGauge()
                   .Name("rocetune_dcqcn_parameter")
                   .Help("DCQCN parameter in force on the device, in the parameter's own unit "
-                        "(agent/host/cc_params.h).")
+                        "(model/cc_params.h).")
                   .Register(*registry_)),
       applies_(prometheus::BuildCounter()
                    .Name("rocetune_agent_applies_total")

@@ -82,12 +82,12 @@
 #include "absl/time/clock.h"
 #include "bench/h2_agent_load.h"
 #include "bench/proc_stats.h"
-#include "daemon/quantile_sketch.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/wire_format_lite.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
+#include "model/quantile_sketch.h"
 #include "rocetune/v1/agent.grpc.pb.h"
 
 ABSL_FLAG(bool, quick, false, "Smoke mode: 1k streams, short phases.");

@@ -24,7 +24,7 @@
 #include "agent/probe/udp_prober.h"
 #include "agent/probe/udp_responder.h"
 #include "daemon/logging.h"
-#include "daemon/quantile_sketch.h"
+#include "model/quantile_sketch.h"
 
 namespace rocetune {
 namespace {

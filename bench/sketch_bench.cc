@@ -8,7 +8,7 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "daemon/quantile_sketch.h"
+#include "model/quantile_sketch.h"
 
 namespace {
 

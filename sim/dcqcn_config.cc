@@ -4,8 +4,8 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "agent/host/cc_params.h"
 #include "google/protobuf/descriptor.h"
+#include "model/cc_params.h"
 
 namespace rocetune::sim {
 namespace {
@@ -27,7 +27,7 @@ int64_t Get(const v1::DcqcnSettings& s, const std::string& name) {
 }  // namespace
 
 const std::map<std::string, DcqcnParamRange>& DcqcnParamRanges() {
-  // The agent's canonical table (agent/host/cc_params.h) is the one source of
+  // The agent's canonical table (model/cc_params.h) is the one source of
   // names, hard ranges and firmware defaults; the simulator models the
   // parameters that v1::DcqcnSettings has a field for.
   static const auto* ranges = [] {

@@ -20,7 +20,7 @@ struct DcqcnConfig {
 };
 
 // Range and ConnectX-5 default of one canonical DCQCN parameter (the names of
-// agent/host/cc_params.h and the fields of v1::DcqcnSettings).
+// model/cc_params.h and the fields of v1::DcqcnSettings).
 struct DcqcnParamRange {
   const char* name;
   int64_t min;

@@ -14,7 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "daemon/quantile_sketch.h"
+#include "model/quantile_sketch.h"
 #include "rocetune/v1/agent.pb.h"
 #include "rocetune/v1/scenario.pb.h"
 #include "sim/byte_fifo.h"

@@ -8,10 +8,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "agent/host/counter_names.h"
 #include "agent/switch/switch_counter_names.h"
-#include "agent/switch/switch_params.h"
 #include "agent/switch/switch_seams.h"
+#include "model/counter_names.h"
+#include "model/switch_params.h"
 
 namespace rocetune::sim {
 namespace {

@@ -9,8 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "agent/host/cc_params.h"
 #include "daemon/logging.h"
+#include "model/cc_params.h"
 
 namespace rocetune {
 namespace {

@@ -10,7 +10,7 @@
 namespace rocetune {
 
 // Hardware seam: DCQCN reaction-point / notification-point parameters of one
-// RDMA device, under canonical names (agent/host/cc_params.h). Real
+// RDMA device, under canonical names (model/cc_params.h). Real
 // implementations: OFED sysfs /sys/class/net/<if>/ecn/roce_{rp,np}/ and upstream
 // debugfs mlx5/<bdf>/cc_params/; the simulator provides its own.
 class CcParamStore {

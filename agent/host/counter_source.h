@@ -16,7 +16,7 @@ struct CounterKey {
   std::string device;  // RDMA device, e.g. "mlx5_0"
   uint32_t port = 1;
   int32_t priority = -1;  // -1: not per priority
-  std::string name;       // canonical name (see agent/host/counter_names.h) or raw vendor name
+  std::string name;       // canonical name (see model/counter_names.h) or raw vendor name
 
   friend bool operator==(const CounterKey& a, const CounterKey& b) {
     return std::tie(a.device, a.port, a.priority, a.name) ==

@@ -5,8 +5,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "agent/host/cc_params.h"
 #include "agent/host/rdma_device_paths.h"
+#include "model/cc_params.h"
 
 namespace rocetune {
 

@@ -15,8 +15,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "agent/host/counter_names.h"
 #include "daemon/logging.h"
+#include "model/counter_names.h"
 
 namespace rocetune {
 namespace {

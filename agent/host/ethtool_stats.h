@@ -12,8 +12,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "agent/host/counter_names.h"
 #include "agent/host/counter_source.h"
+#include "model/counter_names.h"
 #include "rocetune/v1/agent.pb.h"
 
 namespace rocetune {

@@ -13,9 +13,9 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "agent/host/counter_names.h"
 #include "agent/host/sysfs_file.h"
 #include "daemon/logging.h"
+#include "model/counter_names.h"
 
 namespace rocetune {
 namespace {

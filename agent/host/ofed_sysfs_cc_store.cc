@@ -7,8 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "agent/host/cc_params.h"
 #include "agent/host/rdma_device_paths.h"
+#include "model/cc_params.h"
 
 namespace rocetune {
 namespace {

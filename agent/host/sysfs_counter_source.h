@@ -7,8 +7,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
-#include "agent/host/counter_names.h"
 #include "agent/host/counter_source.h"
+#include "model/counter_names.h"
 
 namespace rocetune {
 

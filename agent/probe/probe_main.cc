@@ -29,8 +29,8 @@
 #include "daemon/init.h"
 #include "daemon/json.h"
 #include "daemon/logging.h"
-#include "daemon/quantile_sketch.h"
 #include "daemon/shutdown.h"
+#include "model/quantile_sketch.h"
 
 ABSL_FLAG(std::string, mode, "", "responder | prober");
 ABSL_FLAG(std::string, transport, "udp", "udp | verbs");

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/logging.h"
-#include "daemon/quantile_sketch.h"
+#include "model/quantile_sketch.h"
 #include "prometheus/counter.h"
 #include "prometheus/gauge.h"
 

@@ -10,7 +10,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "daemon/quantile_sketch.h"
+#include "model/quantile_sketch.h"
 #include "rocetune/v1/agent.pb.h"
 
 namespace rocetune {

@@ -4,9 +4,9 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "agent/host/counter_names.h"
 #include "agent/switch/switch_counter_names.h"
 #include "agent/switch/switch_inventory.h"
+#include "model/counter_names.h"
 
 namespace rocetune {
 namespace {

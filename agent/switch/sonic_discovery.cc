@@ -6,7 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "agent/switch/switch_params.h"
+#include "model/switch_params.h"
 
 namespace rocetune {
 namespace {

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
-#include "agent/switch/switch_params.h"
+#include "model/switch_params.h"
 
 namespace rocetune {
 namespace {

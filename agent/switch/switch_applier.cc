@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/switch/switch_inventory.h"
-#include "agent/switch/switch_params.h"
+#include "model/switch_params.h"
 
 namespace rocetune {
 namespace {
@@ -32,7 +32,7 @@ v1::ParameterSet SwitchApplier::ReadCurrent(std::vector<std::string>* errors) {
     if (errors != nullptr) errors->push_back(std::string(state.status().message()));
     return out;
   }
-  *out.add_devices() = SwitchStateToParameters(*state, errors);
+  *out.add_devices() = SwitchStateToParameters(state->profiles, state->pfc_enable, errors);
   return out;
 }
 
@@ -203,7 +203,8 @@ absl::StatusOr<ApplyResult> SwitchApplier::Apply(const v1::ParameterSet& set) {
                                                    absl::StrJoin(mismatches, "; "))));
   }
   std::vector<std::string> errors;
-  *result.applied.add_devices() = SwitchStateToParameters(*back, &errors);
+  *result.applied.add_devices() =
+      SwitchStateToParameters(back->profiles, back->pfc_enable, &errors);
   return result;
 }
 

@@ -9,7 +9,7 @@ namespace rocetune {
 // Canonical names of a switch's counters. On a switch a CounterKey's `device`
 // is the port ("Ethernet0"); per-priority PFC counters (the host names
 // rx_pfc_pause_frames, tx_pfc_pause_frames, rx_pfc_pause_duration_us of
-// agent/host/counter_names.h) carry `priority` and port = 0; queue counters
+// model/counter_names.h) carry `priority` and port = 0; queue counters
 // carry the queue's position in the port's queue list in `port` (exported as
 // the `queue` label) and priority -1.
 namespace switch_counter_names {

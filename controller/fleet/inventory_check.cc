@@ -10,8 +10,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "agent/host/cc_params.h"
-#include "agent/switch/switch_params.h"
+#include "model/cc_params.h"
+#include "model/switch_params.h"
 
 namespace rocetune::controller {
 namespace {
@@ -110,7 +110,7 @@ void CheckLink(const v1::NicDevice& dev, const v1::DeviceParameters& want,
   }
 }
 
-// A switch's knobs (agent/switch/switch_params.h) against its inventory: each
+// A switch's knobs (model/switch_params.h) against its inventory: each
 // name is a switch knob the switch reported (its profiles and ports are in
 // its current parameters), thresholds within its buffer, Kmin below Kmax as
 // they would be after the write, Pmax in (0, 100], PFC masks in 0..255.

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
-#include "daemon/quantile_sketch.h"
+#include "model/quantile_sketch.h"
 #include "rocetune/v1/admin.pb.h"
 #include "rocetune/v1/policy.pb.h"
 

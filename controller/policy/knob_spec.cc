@@ -1,8 +1,8 @@
 #include "controller/policy/knob_spec.h"
 
 #include "absl/strings/match.h"
-#include "agent/host/cc_params.h"
-#include "agent/switch/switch_params.h"
+#include "model/cc_params.h"
+#include "model/switch_params.h"
 
 namespace rocetune::controller {
 namespace {

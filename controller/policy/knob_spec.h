@@ -17,7 +17,7 @@ struct KnobSpec {
   std::string unit;  // as in CcParamSpec::unit; "Mbps" marks a rate
   int64_t min = 0;   // hard range, inclusive: every knob bound must lie inside it
   int64_t max = 0;
-  // A switch knob (agent/switch/switch_params.h): ecn.<profile>.<colour>_{min,max}_threshold
+  // A switch knob (model/switch_params.h): ecn.<profile>.<colour>_{min,max}_threshold
   // (bytes), ecn.<profile>.<colour>_drop_probability (percent), pfc.<port>.pfc_enable.
   bool is_switch = false;
   bool is_rate() const { return unit == "Mbps"; }

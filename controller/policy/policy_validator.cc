@@ -11,9 +11,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "agent/switch/switch_params.h"
 #include "controller/policy/knob_spec.h"
 #include "controller/policy/policy_loader.h"
+#include "model/switch_params.h"
 
 namespace rocetune::controller {
 namespace {

@@ -10,9 +10,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
-#include "agent/host/cc_params.h"
 #include "controller/policy/knob_spec.h"
 #include "controller/rollout/switch_plan.h"
+#include "model/cc_params.h"
 #include "openssl/sha.h"
 
 namespace rocetune::controller {

@@ -1,7 +1,7 @@
 #include "controller/rollout/judge_inputs.h"
 
 #include "absl/strings/str_cat.h"
-#include "agent/host/counter_names.h"
+#include "model/counter_names.h"
 
 namespace rocetune::controller {
 namespace {

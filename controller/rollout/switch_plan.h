@@ -12,7 +12,7 @@
 
 namespace rocetune::controller {
 
-// Changes of switch knobs (agent/switch/switch_params.h) are planned rack by
+// Changes of switch knobs (model/switch_params.h) are planned rack by
 // rack: the unit of canary, control and stage is a rack (the value of the
 // policy's rollout.rack_label, e.g. tor=<N>), whose ToR switch gets the switch
 // knobs and whose hosts are the ones measured. With host knobs too (a joint

@@ -14,8 +14,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "daemon/quantile_sketch.h"
 #include "google/protobuf/io/coded_stream.h"
+#include "model/quantile_sketch.h"
 #include "rocetune/v1/agent.pb.h"
 
 namespace rocetune::controller {

@@ -11,8 +11,8 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "agent/host/cc_params.h"
 #include "controller/judge/judge.h"
+#include "model/cc_params.h"
 
 namespace rocetune::controller {
 namespace {

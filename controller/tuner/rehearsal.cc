@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "agent/switch/switch_params.h"
+#include "model/switch_params.h"
 #include "sim/dcqcn_config.h"
 #include "sim/fabric.h"
 #include "sim/summary.h"

@@ -3,7 +3,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "daemon/quantile_sketch.h"
+#include "model/quantile_sketch.h"
 
 namespace rocetune::cli::testing {
 

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_split.h"
 #include "cli/output.h"
-#include "daemon/quantile_sketch.h"
+#include "model/quantile_sketch.h"
 
 namespace rocetune::cli {
 namespace {

@@ -4,8 +4,8 @@
 #include "cli/audit_view.h"
 #include "cli/campaign_view.h"
 #include "cli/change_view.h"
-#include "daemon/quantile_sketch.h"
 #include "google/protobuf/text_format.h"
+#include "model/quantile_sketch.h"
 
 namespace rocetune::cli {
 namespace {

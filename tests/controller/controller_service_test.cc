@@ -8,10 +8,10 @@
 
 #include "controller/controller.h"
 #include "daemon/clock.h"
-#include "daemon/quantile_sketch.h"
 #include "gmock/gmock.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
+#include "model/quantile_sketch.h"
 #include "tests/controller/controller_test_util.h"
 #include "tests/controller/test_agent.h"
 

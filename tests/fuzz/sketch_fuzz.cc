@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "daemon/quantile_sketch.h"
+#include "model/quantile_sketch.h"
 #include "rocetune/v1/sketch.pb.h"
 #include "tests/fuzz/fuzz_util.h"
 

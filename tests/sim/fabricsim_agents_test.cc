@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
-#include "daemon/quantile_sketch.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "model/quantile_sketch.h"
 #include "rocetune/v1/agent.grpc.pb.h"
 
 namespace {

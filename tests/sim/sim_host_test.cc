@@ -6,9 +6,9 @@
 #include <set>
 #include <thread>
 
-#include "daemon/quantile_sketch.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/quantile_sketch.h"
 #include "sim/scenario_loader.h"
 #include "sim/switch_ecn_config.h"
 

@@ -2,7 +2,7 @@
 # Issue 3's VM test: inside a Soft-RoCE guest, `rocetune-agent --once --output=json
 # --sysfs_root=/sys` lists rxe0 with its port, netdev eth0, driver rxe and its
 # hw_counters (sent_pkts, rcvd_pkts), reported under their canonical names
-# (tx_packets, rx_packets; agent/host/counter_names.cc). Both guests run it.
+# (tx_packets, rx_packets; model/counter_names.cc). Both guests run it.
 # Exit 77 (SKIP) only when qemu or the kernel
 # package cannot be had.
 # Usage: agent_discovery_vm_test.sh BUILD_DIR

@@ -9,12 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "agent/host/cc_params.h"
 #include "agent/host/dcbnl_pfc_config.h"
 #include "agent/host/debugfs_cc_store.h"
 #include "agent/host/ofed_sysfs_cc_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/cc_params.h"
 #include "tests/agent/apply/apply_test_seams.h"
 #include "tests/agent/host/fixture_tree.h"
 

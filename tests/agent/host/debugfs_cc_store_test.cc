@@ -2,10 +2,10 @@
 
 #include <string>
 
-#include "agent/host/cc_params.h"
 #include "agent/host/cc_store_detect.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/cc_params.h"
 #include "tests/agent/host/fixture_tree.h"
 
 namespace rocetune {

@@ -4,9 +4,9 @@
 #include <string>
 #include <vector>
 
-#include "agent/host/cc_params.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/cc_params.h"
 #include "tests/agent/host/fixture_tree.h"
 
 namespace rocetune {

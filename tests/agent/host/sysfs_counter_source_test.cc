@@ -109,7 +109,7 @@ TEST(SysfsCounterSourceTest, RxeCountersMapWithoutPortCounters) {
   ASSERT_TRUE(source.Collect(&out).ok());
   auto c = ByName(out, "rxe0");
   EXPECT_EQ(c.size(), 15u);  // the 15 rxe hw_counters (lifespan excluded)
-  // rxe's own names map to canonical ones (agent/host/counter_names.cc).
+  // rxe's own names map to canonical ones (model/counter_names.cc).
   ASSERT_EQ(c.count("rx_packets"), 1u);
   EXPECT_EQ(c.at("rx_packets").value, 20017u);
   EXPECT_EQ(c.count("rcvd_pkts"), 0u);

@@ -4,8 +4,8 @@
 #include <map>
 #include <string>
 
-#include "daemon/quantile_sketch.h"
 #include "gtest/gtest.h"
+#include "model/quantile_sketch.h"
 #include "prometheus/registry.h"
 
 namespace rocetune {

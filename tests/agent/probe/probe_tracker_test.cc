@@ -1,7 +1,7 @@
 #include "agent/probe/probe_tracker.h"
 
-#include "daemon/quantile_sketch.h"
 #include "gtest/gtest.h"
+#include "model/quantile_sketch.h"
 
 namespace rocetune {
 namespace {

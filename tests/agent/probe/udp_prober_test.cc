@@ -10,8 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "agent/probe/probe_packet.h"
 #include "agent/probe/udp_responder.h"
-#include "daemon/quantile_sketch.h"
 #include "gtest/gtest.h"
+#include "model/quantile_sketch.h"
 
 namespace rocetune {
 namespace {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "controller/judge/stats.h"
-#include "daemon/quantile_sketch.h"
+#include "model/quantile_sketch.h"
 
 namespace rocetune::controller::sim {
 namespace {

@@ -1,4 +1,4 @@
-#include "agent/host/cc_params.h"
+#include "model/cc_params.h"
 
 #include <limits>
 #include <map>

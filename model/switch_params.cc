@@ -1,6 +1,7 @@
-#include "agent/switch/switch_params.h"
+#include "model/switch_params.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -94,12 +95,13 @@ absl::StatusOr<int64_t> ParseNumericField(absl::string_view key, absl::string_vi
   return v;
 }
 
-v1::DeviceParameters SwitchStateToParameters(const SwitchQosState& state,
-                                             std::vector<std::string>* errors) {
+v1::DeviceParameters SwitchStateToParameters(
+    const std::map<std::string, std::map<std::string, std::string>>& profiles,
+    const std::map<std::string, std::string>& pfc_enable, std::vector<std::string>* errors) {
   v1::DeviceParameters d;
   d.set_device("switch");
   auto* m = d.mutable_dcqcn();
-  for (const auto& [profile, fields] : state.profiles) {
+  for (const auto& [profile, fields] : profiles) {
     for (const auto& [field, value] : fields) {
       if (!IsTunableWredField(field)) continue;
       absl::StatusOr<int64_t> v = ParseNumericField(Key(profile), field, value);
@@ -110,7 +112,7 @@ v1::DeviceParameters SwitchStateToParameters(const SwitchQosState& state,
       (*m)[EcnKnobName(profile, field)] = *v;
     }
   }
-  for (const auto& [port, text] : state.pfc_enable) {
+  for (const auto& [port, text] : pfc_enable) {
     absl::StatusOr<int64_t> mask = ParsePfcEnable(text);
     if (!mask.ok()) {
       if (errors != nullptr) {

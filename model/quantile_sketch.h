@@ -1,5 +1,5 @@
-#ifndef ROCETUNE_DAEMON_QUANTILE_SKETCH_H_
-#define ROCETUNE_DAEMON_QUANTILE_SKETCH_H_
+#ifndef ROCETUNE_MODEL_QUANTILE_SKETCH_H_
+#define ROCETUNE_MODEL_QUANTILE_SKETCH_H_
 
 #include <cstdint>
 #include <vector>
@@ -94,4 +94,4 @@ class QuantileSketch {
 
 }  // namespace rocetune
 
-#endif  // ROCETUNE_DAEMON_QUANTILE_SKETCH_H_
+#endif  // ROCETUNE_MODEL_QUANTILE_SKETCH_H_

@@ -1,4 +1,4 @@
-#include "agent/host/counter_names.h"
+#include "model/counter_names.h"
 
 #include <cstddef>
 

@@ -1,4 +1,4 @@
-#include "daemon/quantile_sketch.h"
+#include "model/quantile_sketch.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,5 +1,5 @@
-#ifndef ROCETUNE_AGENT_HOST_COUNTER_NAMES_H_
-#define ROCETUNE_AGENT_HOST_COUNTER_NAMES_H_
+#ifndef ROCETUNE_MODEL_COUNTER_NAMES_H_
+#define ROCETUNE_MODEL_COUNTER_NAMES_H_
 
 #include <cstdint>
 #include <string>
@@ -149,4 +149,4 @@ MappedCounter MapEthtoolCounter(absl::string_view vendor_name);
 
 }  // namespace rocetune
 
-#endif  // ROCETUNE_AGENT_HOST_COUNTER_NAMES_H_
+#endif  // ROCETUNE_MODEL_COUNTER_NAMES_H_

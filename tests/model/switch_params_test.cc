@@ -1,4 +1,4 @@
-#include "agent/switch/switch_params.h"
+#include "model/switch_params.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -64,13 +64,13 @@ TEST(SwitchParamsTest, BufferLimitPrefersEgressPools) {
 }
 
 TEST(SwitchParamsTest, StateToParametersReportsBadFields) {
-  SwitchQosState st;
-  st.profiles["P"] = {
-      {"green_min_threshold", "10"}, {"green_max_threshold", "x"}, {"ecn", "ecn_all"}};
-  st.pfc_enable["Ethernet0"] = "3,4";
-  st.pfc_enable["Ethernet4"] = "9";
+  std::map<std::string, std::map<std::string, std::string>> profiles;
+  std::map<std::string, std::string> pfc_enable;
+  profiles["P"] = {{"green_min_threshold", "10"}, {"green_max_threshold", "x"}, {"ecn", "ecn_all"}};
+  pfc_enable["Ethernet0"] = "3,4";
+  pfc_enable["Ethernet4"] = "9";
   std::vector<std::string> errors;
-  v1::DeviceParameters d = SwitchStateToParameters(st, &errors);
+  v1::DeviceParameters d = SwitchStateToParameters(profiles, pfc_enable, &errors);
   EXPECT_EQ(d.device(), "switch");
   EXPECT_EQ(d.dcqcn().at("ecn.P.green_min_threshold"), 10);
   EXPECT_EQ(d.dcqcn().at("pfc.Ethernet0.pfc_enable"), 0x18);

@@ -1,5 +1,5 @@
-#ifndef ROCETUNE_AGENT_HOST_CC_PARAMS_H_
-#define ROCETUNE_AGENT_HOST_CC_PARAMS_H_
+#ifndef ROCETUNE_MODEL_CC_PARAMS_H_
+#define ROCETUNE_MODEL_CC_PARAMS_H_
 
 #include <cstdint>
 #include <optional>
@@ -94,4 +94,4 @@ std::vector<std::string> RepeatedParametersInControllerMessage(absl::string_view
 
 }  // namespace rocetune
 
-#endif  // ROCETUNE_AGENT_HOST_CC_PARAMS_H_
+#endif  // ROCETUNE_MODEL_CC_PARAMS_H_

@@ -1,5 +1,5 @@
-#ifndef ROCETUNE_AGENT_SWITCH_SWITCH_PARAMS_H_
-#define ROCETUNE_AGENT_SWITCH_SWITCH_PARAMS_H_
+#ifndef ROCETUNE_MODEL_SWITCH_PARAMS_H_
+#define ROCETUNE_MODEL_SWITCH_PARAMS_H_
 
 #include <cstdint>
 #include <map>
@@ -8,7 +8,6 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "agent/switch/switch_qos_store.h"
 #include "rocetune/v1/params.pb.h"
 
 namespace rocetune {
@@ -47,11 +46,14 @@ std::vector<int> PfcEnablePriorities(int64_t mask);
 absl::StatusOr<int64_t> ParseNumericField(absl::string_view key, absl::string_view field,
                                           absl::string_view value);
 
-// The state as one DeviceParameters (device "switch"): every numeric tunable
-// field of every profile and every port's pfc_enable. Fields that do not parse
-// are left out and named in `errors` when it is non-null.
-v1::DeviceParameters SwitchStateToParameters(const SwitchQosState& state,
-                                             std::vector<std::string>* errors);
+// A switch's QoS state as stored (a SwitchQosState's `profiles`: WRED profile
+// -> its fields; `pfc_enable`: port -> its pfc_enable text) as one
+// DeviceParameters (device "switch"): every numeric tunable field of every
+// profile and every port's pfc_enable. Fields that do not parse are left out
+// and named in `errors` when it is non-null.
+v1::DeviceParameters SwitchStateToParameters(
+    const std::map<std::string, std::map<std::string, std::string>>& profiles,
+    const std::map<std::string, std::string>& pfc_enable, std::vector<std::string>* errors);
 
 // Checks one profile's fields as they would be after a write: for every colour
 // in `colours` (e.g. {"green"}), the min and max thresholds and probability
@@ -70,4 +72,4 @@ int64_t BufferLimitFromPools(
 
 }  // namespace rocetune
 
-#endif  // ROCETUNE_AGENT_SWITCH_SWITCH_PARAMS_H_
+#endif  // ROCETUNE_MODEL_SWITCH_PARAMS_H_
