@@ -6,8 +6,8 @@
 
 #include "absl/synchronization/mutex.h"
 #include "controller/controller_metrics.h"
-#include "controller/cq_tag.h"
 #include "controller/fleet/event_bus.h"
+#include "controller/transport/cq_tag.h"
 #include "grpcpp/grpcpp.h"
 #include "rocetune/v1/admin.grpc.pb.h"
 

@@ -1,4 +1,4 @@
-#include "controller/agent_stream.h"
+#include "controller/transport/agent_stream.h"
 
 #include <utility>
 

@@ -1,5 +1,5 @@
-#ifndef ROCETUNE_CONTROLLER_AGENT_SERVICE_H_
-#define ROCETUNE_CONTROLLER_AGENT_SERVICE_H_
+#ifndef ROCETUNE_CONTROLLER_TRANSPORT_AGENT_SERVICE_H_
+#define ROCETUNE_CONTROLLER_TRANSPORT_AGENT_SERVICE_H_
 
 #include <atomic>
 #include <cstdint>
@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
-#include "controller/agent_stream.h"
-#include "controller/cq_tag.h"
+#include "controller/transport/agent_stream.h"
+#include "controller/transport/cq_tag.h"
 #include "grpcpp/grpcpp.h"
 #include "rocetune/v1/agent.grpc.pb.h"
 
@@ -76,4 +76,4 @@ class AgentService final
 
 }  // namespace rocetune::controller
 
-#endif  // ROCETUNE_CONTROLLER_AGENT_SERVICE_H_
+#endif  // ROCETUNE_CONTROLLER_TRANSPORT_AGENT_SERVICE_H_

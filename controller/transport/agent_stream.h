@@ -1,5 +1,5 @@
-#ifndef ROCETUNE_CONTROLLER_AGENT_STREAM_H_
-#define ROCETUNE_CONTROLLER_AGENT_STREAM_H_
+#ifndef ROCETUNE_CONTROLLER_TRANSPORT_AGENT_STREAM_H_
+#define ROCETUNE_CONTROLLER_TRANSPORT_AGENT_STREAM_H_
 
 #include <atomic>
 #include <cstdint>
@@ -11,10 +11,10 @@
 #include "absl/synchronization/mutex.h"
 #include "controller/admin/authorizer.h"
 #include "controller/controller_metrics.h"
-#include "controller/cq_tag.h"
 #include "controller/fleet/agent_connection.h"
 #include "controller/fleet/fleet.h"
 #include "controller/telemetry/telemetry_store.h"
+#include "controller/transport/cq_tag.h"
 #include "daemon/clock.h"
 #include "google/protobuf/arena.h"
 #include "grpcpp/grpcpp.h"
@@ -177,4 +177,4 @@ class AgentStream final : public AgentConnection, public std::enable_shared_from
 
 }  // namespace rocetune::controller
 
-#endif  // ROCETUNE_CONTROLLER_AGENT_STREAM_H_
+#endif  // ROCETUNE_CONTROLLER_TRANSPORT_AGENT_STREAM_H_

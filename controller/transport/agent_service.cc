@@ -1,4 +1,4 @@
-#include "controller/agent_service.h"
+#include "controller/transport/agent_service.h"
 
 #include <algorithm>
 

@@ -1,5 +1,5 @@
-#ifndef ROCETUNE_CONTROLLER_CQ_TAG_H_
-#define ROCETUNE_CONTROLLER_CQ_TAG_H_
+#ifndef ROCETUNE_CONTROLLER_TRANSPORT_CQ_TAG_H_
+#define ROCETUNE_CONTROLLER_TRANSPORT_CQ_TAG_H_
 
 namespace rocetune::controller {
 
@@ -30,4 +30,4 @@ class CallTracker {
 
 }  // namespace rocetune::controller
 
-#endif  // ROCETUNE_CONTROLLER_CQ_TAG_H_
+#endif  // ROCETUNE_CONTROLLER_TRANSPORT_CQ_TAG_H_
