@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -253,9 +254,9 @@ int RunAgents(Fabric* fabric) {
   }
   const absl::Time start = absl::Now();
   const int64_t chunk = 1000000;  // 1 ms of simulated time
-  // A fabric behind its pace stretches the agents' rounds and delays their
-  // reports (their rates stay right, on the fabric's clock): say so, every 10 s
-  // at most.
+  // A fabric behind its pace gives the agents less simulated time per round
+  // (they pace their rounds on the wall clock; their rates stay right, measured
+  // on the fabric's clock): say so, every 10 s at most.
   absl::Time last_warned = absl::InfinitePast();
   while (!fabric->done() && !Shutdown::Requested()) {
     fabric->RunUntil(fabric->now_ns() + chunk);
@@ -285,6 +286,10 @@ int Main(int argc, char** argv) {
   const std::string output = absl::GetFlag(FLAGS_output);
   if (output != "json" && output != "none") {
     std::fprintf(stderr, "rocetune-fabricsim: --output=%s: want json or none\n", output.c_str());
+    return 2;
+  }
+  if (const double pace = absl::GetFlag(FLAGS_pace); !std::isfinite(pace) || pace < 0) {
+    std::fprintf(stderr, "rocetune-fabricsim: --pace=%g: want a finite number >= 0\n", pace);
     return 2;
   }
   if (!absl::GetFlag(FLAGS_agents) &&

@@ -13,8 +13,11 @@ namespace rocetune::sim {
 // (counter delta / interval) and its report intervals on this clock, so they
 // are the fabric's own rates however far the fabric falls behind the wall
 // clock: on a loaded machine a fabric that lags its pace no longer looks like a
-// fleet whose traffic fell. SleepFor sleeps on the wall clock (a lagging fabric
-// makes the agent's rounds longer, not shorter). Thread-safe.
+// fleet whose traffic fell. The agent paces its rounds on the wall clock, so a
+// lagging fabric gives it less simulated time per round. SleepFor sleeps on the
+// wall clock: unlike Clock's contract it does not wait for this clock's time
+// (which stops when the fabric does), so nothing may sleep until Monotonic()
+// reaches a deadline on it. Thread-safe.
 class SimClock : public Clock {
  public:
   // REQUIRES: `fabric` outlives this object; pace > 0.

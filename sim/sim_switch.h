@@ -46,7 +46,8 @@ class SimSwitch {
   CounterSource* counters() { return counters_.get(); }
   SwitchQosStore* store() { return store_.get(); }
   SwitchApplier* applier() { return applier_.get(); }
-  // Agent seams: discovery, counters, applier, real clock, capability "switch.sim".
+  // Agent seams: discovery, counters, applier, real clock, capability "switch.sim"
+  // (rocetune-fabricsim replaces the clock with its SimClock).
   HostSeams seams();
 
  private:

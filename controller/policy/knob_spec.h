@@ -10,7 +10,7 @@
 
 namespace rocetune::controller {
 
-// What a policy knob may name: a canonical DCQCN parameter (agent/host/cc_params),
+// What a policy knob may name: a canonical DCQCN parameter (model/cc_params.h),
 // "pfc.delay", "pfc.prevention_timeout_ms", "rp_enable_mask" or "np_enable_mask".
 struct KnobSpec {
   std::string name;

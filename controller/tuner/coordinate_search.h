@@ -85,7 +85,7 @@ class CoordinateSearch : public Tuner {
 };
 
 // The value a knob starts from: start[parameter] when present, else Knob.start,
-// else the parameter's ConnectX-5 firmware default (agent/host/cc_params),
+// else the parameter's ConnectX-5 firmware default (model/cc_params.h),
 // else Knob.min; clamped into [min, max].
 int64_t KnobOrigin(const v1::Knob& knob, const KnobValues& start);
 

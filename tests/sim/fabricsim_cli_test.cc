@@ -71,6 +71,14 @@ TEST(FabricsimCliTest, BadSetExitsNonZeroNamingThePath) {
   EXPECT_THAT(r.output, HasSubstr("dce_tcp_g=4000"));
 }
 
+TEST(FabricsimCliTest, PaceMustBeAFiniteNonNegativeNumber) {
+  for (const char* pace : {"inf", "nan", "-1"}) {
+    Result r = RunSim("--scenario=" + Scenario("dcqcn_paper_40g_2flows") + " --pace=" + pace);
+    EXPECT_EQ(r.exit_code, 2) << pace << ": " << r.output;
+    EXPECT_THAT(r.output, HasSubstr("--pace=")) << pace;
+  }
+}
+
 TEST(FabricsimCliTest, BadScenarioFileReportsLineAndColumn) {
   const std::string path = ::testing::TempDir() + "/broken.textproto";
   FILE* f = fopen(path.c_str(), "w");
