@@ -12,18 +12,16 @@ each broken one as file:line: reference and exits 1.
 """
 import os
 import re
-import subprocess
 import sys
+
+from source_tree import tracked_files
 
 REF = re.compile(r"(?<![\w/.${}-])((?:\.{1,2}/)?[\w./-]*[\w-]+\.md)\b")
 SKIP_SUFFIXES = (".json", ".png", ".svg", ".gz", ".deb", ".ico")
 
 
 def main():
-    root = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else ".")
-    files = subprocess.run(["git", "-C", root, "ls-files"], check=True, capture_output=True,
-                           text=True).stdout.split()
-    top = {p.split("/", 1)[0] for p in files if "/" in p}
+    root, files, top = tracked_files()
     broken = []
     checked = 0
     for rel in files:

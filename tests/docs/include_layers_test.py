@@ -12,8 +12,9 @@ lists each one that is not as file:line: folder -> folder and exits 1.
 """
 import os
 import re
-import subprocess
 import sys
+
+from source_tree import tracked_files
 
 ALLOWED = {
     "model": {"model"},
@@ -27,10 +28,7 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')
 
 
 def main():
-    root = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else ".")
-    files = subprocess.run(["git", "-C", root, "ls-files"], check=True, capture_output=True,
-                           text=True).stdout.split()
-    top = {p.split("/", 1)[0] for p in files if "/" in p}
+    root, files, top = tracked_files()
     bad = []
     checked = 0
     for rel in files:

@@ -1,4 +1,5 @@
-// The agent's host seams as the simulator implements them.
+// The agent's host seams as the simulator implements them, and the clock its
+// agents run on.
 #include "sim/sim_host.h"
 
 #include <atomic>
@@ -6,10 +7,13 @@
 #include <set>
 #include <thread>
 
+#include "absl/time/clock.h"
+#include "agent/sampler.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model/quantile_sketch.h"
 #include "sim/scenario_loader.h"
+#include "sim/sim_clock.h"
 #include "sim/switch_ecn_config.h"
 
 namespace rocetune::sim {
@@ -206,6 +210,51 @@ TEST(SimHostTest, SeamsAreSafeToUseWhileTheFabricSteps) {
   bad.set_kmax_bytes(5);
   EXPECT_EQ(ecn.Write(bad).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ecn.Read()->kmax_bytes(), 200000u);
+}
+
+// The simulated agents' clock (sim/sim_clock.h): the fabric's time over the
+// pace, so an agent's rates are the fabric's own however far it lags.
+TEST(SimClockTest, MovesWithTheFabricOverThePaceNotWithTheWallClock) {
+  auto fabric = TwoHosts(10);
+  SimClock clock(fabric.get(), 0.5);
+  const absl::Duration m0 = clock.Monotonic();
+  const absl::Time w0 = clock.Now();
+  absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_EQ(clock.Monotonic(), m0) << "the fabric has not moved";
+  EXPECT_EQ(clock.Now(), w0);
+  fabric->RunUntil(1000000);  // 1 ms of simulated time at pace 0.5: 2 ms
+  EXPECT_EQ(clock.Monotonic() - m0, absl::Milliseconds(2));
+  EXPECT_EQ(clock.Now() - w0, absl::Milliseconds(2));
+  // Made later, a clock starts from the fabric's time then.
+  SimClock later(fabric.get(), 1.0);
+  const absl::Duration l0 = later.Monotonic();
+  fabric->RunUntil(3000000);
+  EXPECT_EQ(later.Monotonic() - l0, absl::Milliseconds(2));
+  EXPECT_EQ(clock.Monotonic() - m0, absl::Milliseconds(6));
+}
+
+TEST(SimClockTest, SamplerRatesAreTheFabricsOwnWhenTheFabricLags) {
+  auto fabric = TwoHosts(10);
+  SimHost sender(fabric.get(), 0);
+  SimClock clock(fabric.get(), 1.0);
+  auto sampler = Sampler::Create(sender.counters(), &clock, absl::Milliseconds(10));
+  ASSERT_TRUE(sampler.ok()) << sampler.status();
+  fabric->RunUntil(1000000);
+  ASSERT_TRUE((*sampler)->SampleOnce().ok());
+  // 2 ms of simulated time take far longer than 2 ms of wall time here: a
+  // wall-clock rate would read a fraction of the link.
+  absl::SleepFor(absl::Milliseconds(50));
+  fabric->RunUntil(3000000);
+  absl::StatusOr<SampleBatch> batch = (*sampler)->SampleOnce();
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  EXPECT_EQ(batch->measured_interval, absl::Milliseconds(2));
+  double tx_rate = -1;
+  for (const v1::CounterSample& c : batch->samples) {
+    if (c.name() == "tx_bytes" && c.priority() == -1) tx_rate = c.rate_per_second();
+  }
+  // One long flow alone on a 100 Gb/s link: 12.5 GB/s, less its ramp.
+  EXPECT_GT(tx_rate, 12.0e9);
+  EXPECT_LE(tx_rate, 12.5e9 + 1);
 }
 
 }  // namespace
