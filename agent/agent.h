@@ -1,9 +1,9 @@
 #ifndef ROCETUNE_AGENT_AGENT_H_
 #define ROCETUNE_AGENT_AGENT_H_
 
-#include <atomic>
-#include <deque>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,14 +25,13 @@
 #include "agent/host/nic_discovery.h"
 #include "agent/host/pfc_config.h"
 #include "agent/probe/prober.h"
-#include "agent/report_wire.h"
 #include "agent/sampler.h"
+#include "agent/sampling_loop.h"
+#include "agent/stream_client.h"
 #include "daemon/clock.h"
 #include "daemon/progress.h"
 #include "daemon/tls.h"
-#include "grpcpp/grpcpp.h"
-#include "grpcpp/impl/rpc_method.h"
-#include "rocetune/v1/agent.grpc.pb.h"
+#include "rocetune/v1/agent.pb.h"
 
 namespace rocetune {
 
@@ -100,6 +99,11 @@ struct AgentOptions {
   absl::Duration stall_timeout = absl::Seconds(5);
   // Optional, not owned: where the agent records its host series.
   AgentMetrics* metrics = nullptr;
+  // Optional, not owned: the sampling loop's watchdog entry (the daemon
+  // registers one; agents embedded in the simulator have none).
+  ProgressLoop* sampling_progress = nullptr;
+  // Test seam, see SamplingLoopOptions::round_gate.
+  std::function<void(const absl::Notification& stop)> round_gate;
 };
 
 // Counters of what the agent did, for tests and /metrics.
@@ -113,14 +117,18 @@ struct AgentStats {
   uint64_t reports_held_sent = 0;     // held reports sent after a reconnect
   uint64_t reports_held_dropped = 0;  // held reports dropped (buffer full)
   uint64_t stalls = 0;                // streams cancelled for a stalled write
+  uint64_t rounds = 0;                // sampling rounds taken
+  size_t reports_held = 0;            // reports held now
+  bool connected = false;             // a stream is up (Hello written)
   std::string applied_version;
   std::string probe_plan_version;
 };
 
-// One agent: connects to the controller's AgentService.Connect stream, sends
-// Hello, then a Report every sample interval, and answers each DesiredState /
-// ProbePlan with Ack (after apply and read-back) or Nack (previous version kept).
-// Reconnects with backoff; versions survive reconnects, nonces do not.
+// One agent: a sampling loop (agent/sampling_loop.h: rounds, the local guard,
+// drift) on a thread of its own, and a stream client (agent/stream_client.h:
+// Hello, reports, held reports, reconnects) that answers each DesiredState /
+// ProbePlan with Ack (after apply and read-back) or Nack (previous version
+// kept). Versions survive reconnects, nonces do not.
 class Agent {
  public:
   static absl::StatusOr<std::unique_ptr<Agent>> Create(AgentOptions options, HostSeams seams);
@@ -150,79 +158,24 @@ class Agent {
 
  private:
   Agent(AgentOptions options, HostSeams seams);
-  // Creates the channel to `target` (the checked controller address).
-  absl::Status MakeChannel(const std::string& target);
-  // One connection lifetime; returns when the stream ends.
-  absl::Status RunStream();
-  // One sampling round into `report` (counters and levels lent from `batch`
-  // when *lent, to be swapped back; latency windows; seq): runs the local
-  // guard and updates /metrics, connected or not.
-  void Round(SampleBatch* batch, v1::Report* report, bool* lent);
-  // Takes the counters and levels Round lent to `report` back into batch_.
-  void ReturnSamples(v1::Report* report);
-  // Rounds while no stream is up, for `d` (or until Stop): /metrics and the
-  // local guard do not depend on the controller. Guard events are kept for
-  // the next Report sent. Returns true when stopped.
-  bool LocalRoundsFor(absl::Duration d);
-  // As LocalRoundsFor, until `done` is notified (or Stop). Returns true when
-  // stopped.
-  bool LocalRoundsUntil(const absl::Notification& done);
-  bool LocalRounds(absl::Time end, const absl::Notification* done);
-  // Waits up to `d` for the channel to connect, taking local rounds meanwhile
-  // (a blocking wait stopped sampling for up to `d` per connect attempt while
-  // the controller was down). Returns true when stopped.
-  bool AwaitConnected(absl::Duration d);
-  // Re-reads the NIC's parameters when a drift check is due (or `force`):
-  // updates /metrics with what the device holds and adds a "drift" event
-  // naming each parameter (expected, found) to `report` when any differ.
+  // Loads the journal, records the baseline on first start, computes drift;
+  // returns the drift lines found.
+  absl::StatusOr<std::vector<std::string>> InitParameters();
   // At start: settles an apply the previous process did not finish (see
   // NicOwner::ResolveInterruptedApply) and logs which set the host is on;
-  // `current` is re-read when anything was found.
-  void ResolveInterruptedApply(v1::ParameterSet* current);
-  void MaybeCheckDrift(v1::Report* report, bool force);
-  // Versions this host's local guard rolled back (bounded); never applied again.
-  void RememberGuardRejected(const std::string& version);
-  bool IsGuardRejected(const std::string& version);
-  // Moves `report`'s guard events to unsent_guard_events_ (bounded).
-  void KeepUnsentGuardEvents(v1::Report* report);
-  absl::Duration SampleInterval() const;
-  absl::Duration DriftInterval() const;
-  // Loads the journal, records the baseline on first start, computes drift.
-  absl::Status InitParameters();
+  // `current` is re-read and true returned when anything was found.
+  bool ResolveInterruptedApply(v1::ParameterSet* current);
   // `refused`: problems found before parsing (a parameter named twice); the
   // set is then NACKed with them and nothing is written.
   v1::AgentMessage ApplyDesiredState(const v1::DesiredState& ds,
                                      const std::vector<std::string>& refused = {});
-  // The Connect stream writes encoded AgentMessages (grpc::ByteBuffer): the
-  // Report of each round is encoded by ReportWireEncoder into a kept buffer,
-  // the rare other messages by protobuf.
-  // Bytes both ways: the agent encodes Reports itself, and reads the
-  // controller's messages as bytes so that a parameter named twice (which
-  // parsing hides) can be refused.
-  using Stream = grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>;
-  // `wire` is `msg` as received.
-  void HandleMessage(const v1::ControllerMessage& msg, absl::string_view wire, Stream* stream);
-  bool Write(Stream* stream, const v1::AgentMessage& msg);
-  bool WriteBytes(Stream* stream, absl::string_view bytes);
-  // WriteBytes on a helper thread: when the write takes longer than one sample
-  // interval (a path that drops packets, or a full flow-control window), this
-  // thread takes local rounds meanwhile, so sampling and the local guard go on
-  // until the write ends or the stall timeout cancels the stream. Reports of
-  // those rounds are held and sent after it.
-  bool WriteWhileSampling(Stream* stream, absl::string_view bytes);
-  // Encodes `report` (without guard events: they are kept apart) into the
-  // held-report ring, dropping the oldest beyond its bounds.
-  void HoldReport(const v1::Report& report);
-  // Writes the held reports in order, oldest first, each with how long it was
-  // held; false when a write failed (the rest stay held).
-  bool SendHeldReports(Stream* stream);
+  // One controller message (`wire`: as received); the reply, if any.
+  std::optional<v1::AgentMessage> HandleMessage(const v1::ControllerMessage& msg,
+                                                absl::string_view wire);
 
   AgentOptions options_;
   HostSeams seams_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::string connect_method_;  // "/rocetune.v1.AgentService/Connect"
-  std::unique_ptr<grpc::internal::RpcMethod> connect_;
-  std::unique_ptr<Sampler> sampler_;            // used only by the Run() thread
+  std::unique_ptr<Sampler> sampler_;
   std::unique_ptr<Applier> applier_;            // the NIC applier, unless seams_.applier is set
   ParameterApplier* active_applier_ = nullptr;  // seams_.applier or applier_
   std::unique_ptr<LkgJournal> journal_;
@@ -230,42 +183,16 @@ class Agent {
   // Every write of the NIC's parameters goes through the owner.
   std::unique_ptr<ApplyIntent> intent_;
   std::unique_ptr<NicOwner> owner_;
-  std::vector<std::string> drift_ ABSL_GUARDED_BY(mu_);  // for Hello: start and last check
-  std::atomic<bool> stopping_{false};
-  // Set by an apply: the next round re-reads the NIC at once.
-  std::atomic<bool> check_drift_now_{false};
-  absl::Notification stopped_;
+  std::unique_ptr<SamplingLoop> loop_;
+  std::unique_ptr<StreamClient> client_;
 
-  absl::Mutex write_mu_;
-  mutable absl::Mutex mu_;
   // Guards the live-changeable fields of options_: sample_interval,
   // drift_interval, labels.
   mutable absl::Mutex live_mu_;
-  ProgressLoop* sampling_progress_ = nullptr;
-  grpc::ClientContext* active_context_ ABSL_GUARDED_BY(mu_) = nullptr;
-  AgentStats stats_ ABSL_GUARDED_BY(mu_);
-  uint64_t report_seq_ ABSL_GUARDED_BY(mu_) = 0;
-  // Used only by the Run() thread: the sample messages lent to each round's
-  // Report, and guard events of rounds that could not be sent.
-  SampleBatch batch_;
-  std::vector<v1::GuardEvent> unsent_guard_events_;
-  // Held reports (Run() thread only): the encoded AgentMessage and when the
-  // round was taken (Clock::Monotonic).
-  struct HeldReport {
-    std::string message;
-    absl::Duration taken;
-  };
-  std::deque<HeldReport> held_reports_;
-  size_t held_bytes_ = 0;
-  ReportWireEncoder held_encoder_;
-  // When the write in progress started (absl::ToUnixNanos; 0 = none), read by
-  // the stream's stall watch.
-  std::atomic<int64_t> write_started_nanos_{0};
-  std::vector<std::string> guard_rejected_ ABSL_GUARDED_BY(mu_);
-  // When the next round is due while disconnected (kept across backoffs).
-  absl::Time next_local_round_ = absl::InfinitePast();
-  // When the next drift check is due (Run() thread only).
-  absl::Duration next_drift_check_ = absl::ZeroDuration();
+  mutable absl::Mutex mu_;
+  uint64_t acks_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t nacks_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string probe_plan_version_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace rocetune

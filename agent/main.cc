@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -368,6 +369,17 @@ int main(int argc, char** argv) {
   options.metrics = &metrics;
   options.guard = rocetune::LocalGuardOptionsFromFlags();
   rocetune::ConnectionOptionsFromFlags(&options);
+  options.sampling_progress = rocetune::Progress::Register(
+      "agent_sampling", rocetune::Agent::ProgressDeadline(options.sample_interval));
+  // Test hook (the watchdog's integration test), read once here: while the
+  // file named by this variable exists, no sampling round starts.
+  if (const char* stall = std::getenv("ROCETUNE_TEST_STALL_SAMPLING_FILE"); stall != nullptr) {
+    options.round_gate = [file = std::string(stall)](const absl::Notification& stop) {
+      while (!stop.HasBeenNotified() && access(file.c_str(), F_OK) == 0) {
+        stop.WaitForNotificationWithTimeout(absl::Milliseconds(50));
+      }
+    };
+  }
   absl::StatusOr<std::unique_ptr<rocetune::Agent>> agent = rocetune::Agent::Create(options, seams);
   if (!agent.ok()) {
     std::fprintf(stderr, "rocetune-agent: %s\n", std::string(agent.status().message()).c_str());

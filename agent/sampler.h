@@ -28,7 +28,7 @@ struct SampleBatch {
   // batch passed to SampleOnce(SampleBatch*) round after round keeps these
   // messages (and their strings' capacity) and refills them in place; swapping
   // the field with a Report's counters (same arena: no copy) and back keeps
-  // that reuse (see Agent::RunStream).
+  // that reuse (see SamplingLoop::Round).
   google::protobuf::RepeatedPtrField<v1::CounterSample> samples;
   // values[i]: the value samples[i]'s counter had in this snapshot, as read (in
   // the canonical unit, before any wrap widening). /metrics seeds a series

@@ -17,7 +17,7 @@
 //    --node_exporter_sysfs=LABEL:PATH starts one node_exporter on PATH.
 //    Ratios are given for every (agent path, node_exporter) pair.
 //
-// A round is what Agent::RunStream does each sampling interval for counters:
+// A round is what SamplingLoop::Round does each sampling interval for counters:
 // Sampler::SampleOnce (CollectInto over the CounterSourceGroup of the RDMA
 // source and ethtool for each port's netdev, then the delta step) and moving
 // the samples into a v1::Report (the swap into the report's counters and back
@@ -349,7 +349,7 @@ class FixtureEthtool {
 
 // One agent counter path: an RDMA source plus ethtool (may be null: RDMA
 // only) in a group, its sampler, /metrics and stream encoder, as
-// Agent::RunStream holds them.
+// SamplingLoop::Round holds them.
 class AgentPath {
  public:
   AgentPath(std::string label, std::unique_ptr<CounterSource> rdma,
@@ -376,7 +376,7 @@ class AgentPath {
   size_t samples() const { return samples_; }
   size_t wire_bytes() const { return wire_bytes_; }
 
-  // The headline round, as in Agent::RunStream: SampleOnce into a batch kept
+  // The headline round, as in SamplingLoop::Round: SampleOnce into a batch kept
   // across rounds, then the samples lent to a fresh Report and taken back.
   void Round() {
     v1::Report report;

@@ -19,6 +19,10 @@ absl::Time RealClock::Now() { return absl::Now(); }
 
 void RealClock::SleepFor(absl::Duration d) { absl::SleepFor(d); }
 
+bool Clock::WaitForNotification(const absl::Notification& n, absl::Duration d) {
+  return n.WaitForNotificationWithTimeout(d);
+}
+
 FakeClock::FakeClock(absl::Time start) : now_(start), mono_(absl::Seconds(1)) {}
 
 absl::Duration FakeClock::Monotonic() {
@@ -33,11 +37,63 @@ absl::Time FakeClock::Now() {
 
 void FakeClock::SleepFor(absl::Duration d) { Advance(d); }
 
+bool FakeClock::WaitForNotification(const absl::Notification& n, absl::Duration d) {
+  if (n.HasBeenNotified()) return true;
+  Advance(d);
+  return n.HasBeenNotified();
+}
+
 void FakeClock::Advance(absl::Duration d) {
   absl::MutexLock lock(&mu_);
   if (d < absl::ZeroDuration()) return;
   now_ += d;
   mono_ += d;
+}
+
+ManualClock::ManualClock(absl::Time start) : now_(start), mono_(absl::Seconds(1)) {}
+
+absl::Duration ManualClock::Monotonic() {
+  absl::MutexLock lock(&mu_);
+  return mono_;
+}
+
+absl::Time ManualClock::Now() {
+  absl::MutexLock lock(&mu_);
+  return now_;
+}
+
+void ManualClock::SleepFor(absl::Duration d) {
+  absl::MutexLock lock(&mu_);
+  const absl::Duration until = mono_ + d;
+  auto reached = [this, until]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return mono_ >= until; };
+  ++waiters_;
+  mu_.Await(absl::Condition(&reached));
+  --waiters_;
+}
+
+bool ManualClock::WaitForNotification(const absl::Notification& n, absl::Duration d) {
+  absl::MutexLock lock(&mu_);
+  const absl::Duration until = mono_ + d;
+  auto reached = [this, until]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return mono_ >= until; };
+  ++waiters_;
+  // A notification cannot wake this mutex's waiters: it is polled.
+  while (!n.HasBeenNotified() &&
+         !mu_.AwaitWithTimeout(absl::Condition(&reached), absl::Milliseconds(1))) {
+  }
+  --waiters_;
+  return n.HasBeenNotified();
+}
+
+void ManualClock::Advance(absl::Duration d) {
+  absl::MutexLock lock(&mu_);
+  if (d < absl::ZeroDuration()) return;
+  now_ += d;
+  mono_ += d;
+}
+
+int ManualClock::waiters() {
+  absl::MutexLock lock(&mu_);
+  return waiters_;
 }
 
 }  // namespace rocetune

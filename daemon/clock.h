@@ -2,6 +2,7 @@
 #define ROCETUNE_DAEMON_CLOCK_H_
 
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 
 namespace rocetune {
@@ -17,6 +18,9 @@ class Clock {
   virtual absl::Time Now() = 0;
   // Blocks the caller for `d` of this clock's time.
   virtual void SleepFor(absl::Duration d) = 0;
+  // Blocks until `n` is notified or `d` of this clock's time has passed;
+  // true when notified. By default a wall-clock wait on `n`.
+  virtual bool WaitForNotification(const absl::Notification& n, absl::Duration d);
 
   // The process-wide real clock.
   static Clock* Real();
@@ -37,12 +41,36 @@ class FakeClock : public Clock {
   absl::Duration Monotonic() override;
   absl::Time Now() override;
   void SleepFor(absl::Duration d) override;
+  // Returns at once: true when `n` is notified, else advances by `d`.
+  bool WaitForNotification(const absl::Notification& n, absl::Duration d) override;
   void Advance(absl::Duration d);
 
  private:
   absl::Mutex mu_;
   absl::Time now_ ABSL_GUARDED_BY(mu_);
   absl::Duration mono_ ABSL_GUARDED_BY(mu_);
+};
+
+// A clock that moves only when a test calls Advance, and whose sleeps and
+// waits block until it has moved far enough (a wait also ends when its
+// notification is notified). For loops that run on their own threads: the
+// test decides when each of their intervals has passed. Thread-safe.
+class ManualClock : public Clock {
+ public:
+  explicit ManualClock(absl::Time start = absl::FromUnixSeconds(1'700'000'000));
+  absl::Duration Monotonic() override;
+  absl::Time Now() override;
+  void SleepFor(absl::Duration d) override;
+  bool WaitForNotification(const absl::Notification& n, absl::Duration d) override;
+  void Advance(absl::Duration d);
+  // How many threads are blocked in SleepFor or WaitForNotification now.
+  int waiters();
+
+ private:
+  absl::Mutex mu_;
+  absl::Time now_ ABSL_GUARDED_BY(mu_);
+  absl::Duration mono_ ABSL_GUARDED_BY(mu_);
+  int waiters_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace rocetune

@@ -419,7 +419,7 @@ TEST(SamplerTest, ReusedBuffersFollowKeySetChanges) {
 
 // A steady round refills the same sample messages and key strings: nothing is
 // reallocated (the pointers stay put), also after the batch was lent to a
-// Report and taken back as Agent::RunStream does.
+// Report and taken back as SamplingLoop does.
 TEST(SamplerTest, SteadyRoundsReuseMessagesAndStrings) {
   InPlaceSource src;
   FakeClock clock;

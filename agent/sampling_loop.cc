@@ -1,0 +1,171 @@
+#include "agent/sampling_loop.h"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "daemon/logging.h"
+
+namespace rocetune {
+
+SamplingLoop::SamplingLoop(SamplingLoopOptions options, Sampler* sampler, NicOwner* owner,
+                           Prober* prober, Clock* clock)
+    : options_(std::move(options)),
+      sampler_(sampler),
+      owner_(owner),
+      prober_(prober),
+      clock_(clock),
+      sample_interval_(options_.sample_interval),
+      drift_interval_(options_.drift_interval) {}
+
+void SamplingLoop::Run(Sink sink) {
+  // Each round one interval after the previous one ended (a wait on the
+  // clock: a simulated host's clock waits in wall time, as the controller
+  // that expects its reports does).
+  while (!clock_->WaitForNotification(stop_, sample_interval())) {
+    if (options_.round_gate) {
+      options_.round_gate(stop_);
+      if (stop_.HasBeenNotified()) break;
+    }
+    v1::Report report;
+    bool lent = false;
+    Round(&report, &lent);
+    sink(&report);
+    if (lent) ReturnSamples(&report);
+  }
+}
+
+void SamplingLoop::Stop() {
+  if (!stop_.HasBeenNotified()) stop_.Notify();
+}
+
+void SamplingLoop::Round(v1::Report* report, bool* lent) {
+  *lent = false;
+  if (options_.progress != nullptr) options_.progress->Mark();
+  absl::Status sampled = sampler_->SampleOnce(&batch_);
+  if (sampled.ok()) {
+    if (options_.metrics != nullptr) options_.metrics->RecordSampling(batch_.collect_duration);
+    report->set_start_unix_nanos(absl::ToUnixNanos(batch_.start));
+    report->set_end_unix_nanos(absl::ToUnixNanos(batch_.end));
+    if (std::optional<v1::GuardEvent> ev =
+            owner_->Observe(batch_.samples, batch_.mono_start, batch_.mono_end);
+        ev.has_value()) {
+      if (!ev->restored_version().empty()) {
+        RememberGuardRejected(ev->judged_version());
+        *ev->mutable_restored_parameters() = owner_->expected();
+      }
+      LogWarning(
+          "local guard restored the last-known-good set",
+          {{"kind", ev->kind()}, {"detail", ev->detail()}, {"restored", ev->restored_version()}});
+      if (options_.metrics != nullptr) options_.metrics->RecordGuardRollback();
+      guard_rollbacks_.fetch_add(1);
+      *report->add_guard_events() = std::move(*ev);
+    }
+    MaybeCheckDrift(report, check_drift_now_.exchange(false));
+    // Both fields live on the heap (no arena): Swap exchanges pointers.
+    report->mutable_counters()->Swap(&batch_.samples);
+    report->mutable_levels()->Swap(&batch_.levels);
+    *lent = true;
+  } else {
+    LogOnce(absl::StrCat("agent.collect:", sampled.message()), LogLevel::kWarning,
+            "counter collection failed; reporting without counters",
+            {{"error", std::string(sampled.message())}});
+    const absl::Time now = clock_->Now();
+    report->set_start_unix_nanos(absl::ToUnixNanos(now));
+    report->set_end_unix_nanos(absl::ToUnixNanos(now));
+  }
+  if (prober_ != nullptr) {
+    for (auto& w : prober_->TakeWindow()) *report->add_latency() = std::move(w);
+  }
+  // Every round takes a number, sent or not: the controller sees the gap.
+  report->set_seq(++seq_);
+  rounds_.fetch_add(1);
+  if (options_.metrics != nullptr) {
+    // batch_.values lists the lent counters' values as read, in the report's order.
+    options_.metrics->ObserveReport(
+        *report, *lent ? absl::Span<const uint64_t>(batch_.values) : absl::Span<const uint64_t>());
+    // Applies, guard restores and the start's journal all move the applied version.
+    std::string applied = owner_->expected_version();
+    options_.metrics->SetAppliedVersion(applied == "baseline" ? "" : applied);
+  }
+}
+
+void SamplingLoop::ReturnSamples(v1::Report* report) {
+  batch_.samples.Swap(report->mutable_counters());
+  batch_.levels.Swap(report->mutable_levels());
+}
+
+void SamplingLoop::SetIntervals(absl::Duration sample_interval, absl::Duration drift_interval) {
+  absl::MutexLock lock(&mu_);
+  sample_interval_ = sample_interval;
+  drift_interval_ = drift_interval;
+}
+
+absl::Duration SamplingLoop::sample_interval() const {
+  absl::MutexLock lock(&mu_);
+  return sample_interval_;
+}
+
+void SamplingLoop::RememberGuardRejected(const std::string& version) {
+  // The newest versions are kept; desired versions only grow, so an old one
+  // does not come back.
+  constexpr size_t kMaxGuardRejected = 16;
+  absl::MutexLock lock(&mu_);
+  guard_rejected_.push_back(version);
+  if (guard_rejected_.size() > kMaxGuardRejected) guard_rejected_.erase(guard_rejected_.begin());
+}
+
+bool SamplingLoop::IsGuardRejected(const std::string& version) const {
+  absl::MutexLock lock(&mu_);
+  return std::find(guard_rejected_.begin(), guard_rejected_.end(), version) !=
+         guard_rejected_.end();
+}
+
+std::vector<std::string> SamplingLoop::drift() const {
+  absl::MutexLock lock(&mu_);
+  return drift_;
+}
+
+void SamplingLoop::SetDrift(std::vector<std::string> drift) {
+  absl::MutexLock lock(&mu_);
+  drift_ = std::move(drift);
+}
+
+void SamplingLoop::MaybeCheckDrift(v1::Report* report, bool force) {
+  const absl::Duration now = clock_->Monotonic();
+  if (!force && now < next_drift_check_) return;
+  {
+    absl::MutexLock lock(&mu_);
+    next_drift_check_ = now + drift_interval_;
+  }
+  v1::ParameterSet current;
+  std::vector<DriftItem> drift = owner_->CheckDrift(&current);
+  // /metrics shows what the device holds, as last read.
+  if (options_.metrics != nullptr) {
+    options_.metrics->SetParameters(current);
+    options_.metrics->RecordDriftCheck(drift.size());
+  }
+  std::vector<std::string> lines;
+  for (const DriftItem& d : drift) lines.push_back(d.Text());
+  SetDrift(lines);
+  if (drift.empty()) return;
+  const std::string detail =
+      absl::StrCat("version ", owner_->expected_version(), ": ", absl::StrJoin(lines, "; "));
+  LogWarning("parameter drift: the NIC holds values other than the applied set",
+             {{"detail", detail}});
+  v1::GuardEvent* ev = report->add_guard_events();
+  ev->set_unix_nanos(absl::ToUnixNanos(clock_->Now()));
+  ev->set_kind("drift");
+  ev->set_detail(detail);
+  for (const DriftItem& d : drift) {
+    v1::DriftedParameter* p = ev->add_drifted();
+    p->set_device(d.device);
+    p->set_parameter(d.parameter);
+    p->set_expected(d.expected);
+    if (d.found.has_value()) p->set_found(*d.found);
+  }
+}
+
+}  // namespace rocetune

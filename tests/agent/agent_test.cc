@@ -1,0 +1,344 @@
+// The agent in process: its sampling loop and stream client against a fake
+// controller (an AgentService on a loopback port this test picks), on a
+// fixture NIC tree copied to a temp dir (real sysfs discovery, counters and
+// DCQCN writes), with a ManualClock: a round happens only when the test moves
+// the clock by a sample interval.
+#include "agent/agent.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "agent/real_host.h"
+#include "daemon/clock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "rocetune/v1/agent.grpc.pb.h"
+
+namespace rocetune {
+namespace {
+
+constexpr absl::Duration kInterval = absl::Seconds(1);
+// How long (real time) a test waits for the agent's threads to do something.
+constexpr absl::Duration kPatience = absl::Seconds(20);
+
+template <typename F>
+bool Eventually(F done, absl::Duration timeout = kPatience) {
+  const absl::Time end = absl::Now() + timeout;
+  while (!done()) {
+    if (absl::Now() > end) return false;
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  return true;
+}
+
+// The controller's side of AgentService.Connect, recording what the agent
+// sends; one stream at a time.
+class FakeController final : public v1::AgentService::Service {
+ public:
+  grpc::Status Connect(
+      grpc::ServerContext* /*ctx*/,
+      grpc::ServerReaderWriter<v1::ControllerMessage, v1::AgentMessage>* stream) override {
+    {
+      absl::MutexLock lock(&mu_);
+      stream_ = stream;
+    }
+    v1::AgentMessage msg;
+    while (stream->Read(&msg)) {
+      absl::MutexLock lock(&mu_);
+      if (msg.has_hello()) hellos_.push_back(msg.hello());
+      if (msg.has_report()) reports_.push_back(msg.report());
+      if (msg.has_ack()) acks_.push_back(msg.ack());
+      if (msg.has_nack()) nacks_.push_back(msg.nack());
+    }
+    absl::MutexLock lock(&mu_);
+    stream_ = nullptr;
+    return grpc::Status::OK;
+  }
+
+  bool Send(const v1::ControllerMessage& msg) {
+    absl::MutexLock lock(&mu_);
+    return stream_ != nullptr && stream_->Write(msg);
+  }
+  size_t hellos() {
+    absl::MutexLock lock(&mu_);
+    return hellos_.size();
+  }
+  v1::Hello hello(size_t i) {
+    absl::MutexLock lock(&mu_);
+    return hellos_.at(i);
+  }
+  std::vector<v1::Report> reports() {
+    absl::MutexLock lock(&mu_);
+    return reports_;
+  }
+  std::vector<v1::Ack> acks() {
+    absl::MutexLock lock(&mu_);
+    return acks_;
+  }
+  std::vector<v1::Nack> nacks() {
+    absl::MutexLock lock(&mu_);
+    return nacks_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  grpc::ServerReaderWriter<v1::ControllerMessage, v1::AgentMessage>* stream_ ABSL_GUARDED_BY(mu_) =
+      nullptr;
+  std::vector<v1::Hello> hellos_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::Report> reports_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::Ack> acks_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::Nack> nacks_ ABSL_GUARDED_BY(mu_);
+};
+
+// A FakeController served on 127.0.0.1 (a port it picks, or `port`).
+struct Server {
+  FakeController service;
+  std::unique_ptr<grpc::Server> server;
+  int port = 0;
+
+  bool Start(int want_port = 0) {
+    grpc::ServerBuilder b;
+    b.AddListeningPort(absl::StrCat("127.0.0.1:", want_port), grpc::InsecureServerCredentials(),
+                       &port);
+    b.RegisterService(&service);
+    server = b.BuildAndStart();
+    return server != nullptr && port > 0;
+  }
+  // Ends the agent's stream at once (a controller that went away).
+  void Stop() {
+    if (server == nullptr) return;
+    server->Shutdown(std::chrono::system_clock::now());
+    server->Wait();
+    server.reset();
+  }
+};
+
+class AgentTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/rocetune-agent-test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    std::filesystem::copy(
+        std::string(ROCETUNE_SOURCE_DIR) + "/tests/fixtures/hosts/mlx5_ofed", dir_ + "/host",
+        std::filesystem::copy_options::recursive | std::filesystem::copy_options::copy_symlinks);
+    RealHostOptions ho;
+    ho.sysfs_root = dir_ + "/host/sys";
+    ho.debugfs_root = dir_ + "/host/debug";
+    ho.counter_source = "sysfs";
+    ho.kernel_netdevs = false;
+    absl::StatusOr<std::unique_ptr<RealHost>> host = RealHost::Create(ho);
+    ASSERT_TRUE(host.ok()) << host.status();
+    host_ = *std::move(host);
+    ASSERT_TRUE(controller_.Start());
+  }
+
+  void TearDown() override {
+    if (agent_ != nullptr) agent_->Stop();
+    if (runner_.joinable()) runner_.join();
+    agent_.reset();
+    controller_.Stop();
+    std::filesystem::remove_all(dir_);
+  }
+
+  // Starts an agent (sample interval 1 s of the ManualClock) on its thread.
+  void StartAgent(size_t report_buffer_max = 300) {
+    AgentOptions o;
+    o.host_id = "h1";
+    o.controller = absl::StrCat("127.0.0.1:", controller_.port);
+    o.state_dir = dir_ + "/state";
+    o.sample_interval = kInterval;
+    o.drift_interval = absl::Hours(1);
+    o.reconnect_min = absl::Milliseconds(10);
+    o.reconnect_max = absl::Milliseconds(20);
+    o.report_buffer_max = report_buffer_max;
+    HostSeams seams = host_->seams();
+    seams.clock = &clock_;
+    absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(o, seams);
+    ASSERT_TRUE(agent.ok()) << agent.status();
+    agent_ = *std::move(agent);
+    runner_ = std::thread([this]() { EXPECT_TRUE(agent_->Run().ok()); });
+  }
+
+  // Moves the clock by one sample interval once the sampling loop waits for
+  // it, and waits until the agent has taken that round.
+  void NextRound() {
+    const uint64_t before = agent_->stats().rounds;
+    clock_.Advance(kInterval);
+    ASSERT_TRUE(Eventually([&]() { return agent_->stats().rounds > before; }));
+  }
+
+  // Moves the clock in steps of 5 ms (below a sample interval) until `done`.
+  template <typename F>
+  bool StepUntil(F done) {
+    return Eventually([&]() {
+      if (done()) return true;
+      clock_.Advance(absl::Milliseconds(5));
+      absl::SleepFor(absl::Milliseconds(1));
+      return false;
+    });
+  }
+
+  std::string ReadFixture(const std::string& relative) {
+    std::ifstream in(dir_ + "/host/sys/" + relative);
+    std::string s;
+    std::getline(in, s);
+    return s;
+  }
+
+  std::string dir_;
+  ManualClock clock_;
+  std::unique_ptr<RealHost> host_;
+  Server controller_;
+  std::unique_ptr<Agent> agent_;
+  std::thread runner_;
+};
+
+constexpr char kRpgTimeReset[] = "class/net/ens1f0np0/ecn/roce_rp/rpg_time_reset";
+
+TEST_F(AgentTest, ReportsOncePerIntervalOfItsClockNumberedInOrder) {
+  StartAgent();
+  ASSERT_TRUE(Eventually([&]() { return controller_.service.hellos() == 1; }));
+  const v1::Hello hello = controller_.service.hello(0);
+  EXPECT_EQ(hello.host_id(), "h1");
+  ASSERT_EQ(hello.devices_size(), 2);
+  EXPECT_EQ(hello.devices(0).name(), "mlx5_0");
+  EXPECT_EQ(hello.current_version(), "");
+  for (int i = 1; i <= 3; ++i) {
+    NextRound();
+    ASSERT_TRUE(Eventually([&]() { return controller_.service.reports().size() == size_t(i); }));
+  }
+  // No round without the clock: nothing more arrives.
+  absl::SleepFor(absl::Milliseconds(100));
+  const std::vector<v1::Report> reports = controller_.service.reports();
+  ASSERT_EQ(reports.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(reports[i].seq(), uint64_t(i + 1));
+    EXPECT_EQ(reports[i].held_nanos(), 0) << "sent live";
+    if (i == 0) {
+      // The first round takes the counters' baseline: no deltas yet.
+      EXPECT_EQ(reports[i].counters_size(), 0);
+      continue;
+    }
+    // Each later round covers one interval of the agent's clock.
+    EXPECT_EQ(reports[i].end_unix_nanos() - reports[i].start_unix_nanos(),
+              absl::ToInt64Nanoseconds(kInterval));
+    EXPECT_GT(reports[i].counters_size(), 0);
+  }
+  const AgentStats st = agent_->stats();
+  EXPECT_EQ(st.connects, 1u);
+  EXPECT_EQ(st.reports_sent, 3u);
+  EXPECT_EQ(st.local_rounds, 0u);
+}
+
+TEST_F(AgentTest, AppliesADesiredStateAcksItsReadBackAndNacksAnOutOfRangeOne) {
+  StartAgent();
+  ASSERT_TRUE(Eventually([&]() { return controller_.service.hellos() == 1; }));
+  v1::ControllerMessage m;
+  v1::DesiredState* ds = m.mutable_desired_state();
+  ds->set_version("v1");
+  ds->set_nonce("n1");
+  v1::DeviceParameters* d = ds->mutable_parameters()->add_devices();
+  d->set_device("mlx5_0");
+  (*d->mutable_dcqcn())["rpg_time_reset"] = 310;
+  ASSERT_TRUE(controller_.service.Send(m));
+  ASSERT_TRUE(Eventually([&]() { return controller_.service.acks().size() == 1; }));
+  const v1::Ack ack = controller_.service.acks()[0];
+  EXPECT_EQ(ack.version(), "v1");
+  EXPECT_EQ(ack.nonce(), "n1");
+  ASSERT_GE(ack.applied().devices_size(), 1);
+  EXPECT_EQ(ack.applied().devices(0).dcqcn().at("rpg_time_reset"), 310);
+  EXPECT_EQ(ReadFixture(kRpgTimeReset), "310");
+  EXPECT_EQ(agent_->AppliedVersion(), "v1");
+
+  (*d->mutable_dcqcn())["rpg_time_reset"] = 0;  // below the parameter's minimum, 1
+  ds->set_version("v2");
+  ds->set_nonce("n2");
+  ASSERT_TRUE(controller_.service.Send(m));
+  ASSERT_TRUE(Eventually([&]() { return controller_.service.nacks().size() == 1; }));
+  const v1::Nack nack = controller_.service.nacks()[0];
+  EXPECT_EQ(nack.version(), "v2");
+  EXPECT_EQ(nack.kept_version(), "v1");
+  EXPECT_NE(nack.error().find("rpg_time_reset"), std::string::npos) << nack.error();
+  EXPECT_EQ(ReadFixture(kRpgTimeReset), "310") << "a refused set writes nothing";
+  EXPECT_EQ(agent_->AppliedVersion(), "v1");
+  // The report after an apply carries no drift: the device holds the applied set.
+  NextRound();
+  ASSERT_TRUE(Eventually([&]() { return controller_.service.reports().size() == 1; }));
+  EXPECT_EQ(controller_.service.reports()[0].guard_events_size(), 0);
+}
+
+TEST_F(AgentTest, HoldsRoundsWhileTheControllerIsDownAndSendsThemOldestFirstWithTheirAge) {
+  StartAgent();
+  ASSERT_TRUE(Eventually([&]() { return agent_->stats().connects == 1; }));
+  NextRound();
+  ASSERT_TRUE(Eventually([&]() { return controller_.service.reports().size() == 1; }));
+  const int port = controller_.port;
+  controller_.Stop();
+  ASSERT_TRUE(Eventually([&]() { return !agent_->stats().connected; }));
+  // Three rounds with no controller: sampled all the same, and held.
+  for (int i = 0; i < 3; ++i) NextRound();
+  AgentStats st = agent_->stats();
+  EXPECT_EQ(st.local_rounds, 3u);
+  EXPECT_EQ(st.reports_held, 3u);
+  // The controller is back on its port: the agent reconnects (its backoff
+  // waits on the clock) and sends the held rounds, oldest first, each with
+  // how long it was held, before any live one.
+  Server back;
+  ASSERT_TRUE(back.Start(port));
+  ASSERT_TRUE(StepUntil([&]() { return back.service.reports().size() >= 3; }));
+  const std::vector<v1::Report> held = back.service.reports();
+  ASSERT_GE(held.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(held[i].seq(), uint64_t(i + 2));
+    EXPECT_GT(held[i].held_nanos(), 0);
+  }
+  EXPECT_GT(held[0].held_nanos(), held[1].held_nanos());
+  EXPECT_GT(held[1].held_nanos(), held[2].held_nanos());
+  // The oldest was taken two intervals before the newest.
+  EXPECT_GE(held[0].held_nanos() - held[2].held_nanos(), absl::ToInt64Nanoseconds(2 * kInterval));
+  st = agent_->stats();
+  EXPECT_EQ(st.reports_held, 0u);
+  EXPECT_EQ(st.reports_held_sent, 3u);
+  EXPECT_EQ(st.connects, 2u);
+  back.Stop();
+}
+
+TEST_F(AgentTest, ABoundedRingKeepsTheNewestRounds) {
+  StartAgent(/*report_buffer_max=*/2);
+  ASSERT_TRUE(Eventually([&]() { return agent_->stats().connects == 1; }));
+  controller_.Stop();
+  ASSERT_TRUE(Eventually([&]() { return !agent_->stats().connected; }));
+  for (int i = 0; i < 5; ++i) NextRound();
+  const AgentStats st = agent_->stats();
+  EXPECT_EQ(st.reports_held, 2u);
+  EXPECT_EQ(st.reports_held_dropped, 3u);
+}
+
+TEST_F(AgentTest, StopEndsRunPromptlyWhileDisconnected) {
+  StartAgent();
+  ASSERT_TRUE(Eventually([&]() { return agent_->stats().connects == 1; }));
+  controller_.Stop();
+  ASSERT_TRUE(Eventually([&]() { return !agent_->stats().connected; }));
+  NextRound();
+  // The clock does not move: Stop alone must end every wait.
+  const absl::Time t0 = absl::Now();
+  agent_->Stop();
+  runner_.join();
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(5));
+}
+
+}  // namespace
+}  // namespace rocetune
