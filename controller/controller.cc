@@ -38,8 +38,7 @@ bool SplitHostPort(const std::string& address, std::string* host, int* port) {
 }
 
 // Refused TLS handshakes: counted in `metrics`, their aggregated audit rows
-// queued on the rollout executor (whose thread writes the store), never
-// written on gRPC's handshake thread.
+// written on the control loop, never on gRPC's handshake thread.
 // Logs failed store writes: the first at once, then at most one line every
 // 10 s carrying how many failed meanwhile (a full disk fails every write).
 // Called under the store's lock, so never concurrently.
@@ -60,22 +59,12 @@ class StoreErrorLog {
   uint64_t failed_ = 0;
 };
 
-std::shared_ptr<TlsRefusalLog> NewTlsRefusalLog(Store* store, RolloutManager* rollout,
+std::shared_ptr<TlsRefusalLog> NewTlsRefusalLog(Store* store, ControlLoop* loop,
                                                 ControllerMetrics* metrics, Clock* clock,
                                                 absl::Duration period) {
   std::function<void(const v1::AuditEntry&)> emit;
   if (store != nullptr) {
-    emit = [store, rollout](const v1::AuditEntry& e) {
-      auto write = [store, e] {
-        if (absl::StatusOr<int64_t> id = store->AppendAudit(e); !id.ok()) {
-          LogError("cannot audit a refused TLS handshake", {{"error", id.status().ToString()}});
-        }
-      };
-      if (!rollout->executor().Post(write)) {
-        LogError("cannot audit a refused TLS handshake: the controller is stopping",
-                 {{"actor", e.actor()}, {"detail", e.detail()}});
-      }
-    };
+    emit = [loop](const v1::AuditEntry& e) { loop->Audit(e, "a refused TLS handshake"); };
   }
   TlsRefusalLogOptions opt;
   opt.period = period;
@@ -202,8 +191,10 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(const ControllerOp
   fopt.observe_only = options.observe_only;
   fopt.probes.probes_per_second = options.probe_rate;
   fopt.probes.max_peers = options.probe_peers;
+  c->loop_ = std::make_unique<ControlLoop>(c->store_.get());
   c->fleet_ =
       std::make_unique<Fleet>(clock, c->telemetry_.get(), c->store_.get(), &c->events_, fopt);
+  c->fleet_->SetControlLoop(c->loop_.get());
   if (absl::Status s = c->fleet_->LoadFromStore(); !s.ok()) return s;
   RolloutOptions ropt;
   ropt.tick = options.rollout_tick;
@@ -211,8 +202,9 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(const ControllerOp
   ropt.retention = options.retention;
   ropt.max_message_bytes = static_cast<size_t>(options.max_message_bytes);
   ropt.proposal_ttl = options.proposal_ttl;
-  c->rollout_ = std::make_unique<RolloutManager>(c->fleet_.get(), c->telemetry_.get(),
-                                                 c->store_.get(), &c->events_, clock, ropt);
+  c->rollout_ =
+      std::make_unique<RolloutManager>(c->fleet_.get(), c->telemetry_.get(), c->store_.get(),
+                                       &c->events_, clock, ropt, c->loop_.get());
   c->rollout_->set_metrics(&c->metrics_->rollout());
   c->rollout_->set_authorizer(c->authorizer_.get());
   if (absl::Status s = c->rollout_->Load(); !s.ok()) return s;
@@ -221,15 +213,8 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(const ControllerOp
                         static_cast<size_t>(options.max_message_bytes)};
   adeps.authorizer = c->authorizer_.get();
   if (c->store_ != nullptr) {
-    Store* store = c->store_.get();
-    RolloutManager* rollout = c->rollout_.get();
-    adeps.audit = [store, rollout](const v1::AuditEntry& e) {
-      auto write = [store, e] {
-        if (absl::StatusOr<int64_t> id = store->AppendAudit(e); !id.ok()) {
-          LogError("cannot audit a refused agent", {{"error", id.status().ToString()}});
-        }
-      };
-      if (!rollout->executor().Post(write)) write();
+    adeps.audit = [loop = c->loop_.get()](const v1::AuditEntry& e) {
+      loop->Audit(e, "a refused agent");
     };
   }
   int stream_threads = options.stream_threads;
@@ -244,8 +229,8 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(const ControllerOp
   mdeps.max_message_bytes = static_cast<size_t>(options.max_message_bytes);
   c->admin_service_ = std::make_unique<AdminService>(mdeps);
   if (options.tls.enabled()) {
-    c->tls_refusals_ = NewTlsRefusalLog(c->store_.get(), c->rollout_.get(), c->metrics_.get(),
-                                        clock, options.tls_refusal_audit_period);
+    c->tls_refusals_ = NewTlsRefusalLog(c->store_.get(), c->loop_.get(), c->metrics_.get(), clock,
+                                        options.tls_refusal_audit_period);
     absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> tls = MakeServerCredentials(
         options.tls, [log = c->tls_refusals_](const TlsRefusal& r) { log->Record(r); });
     if (!tls.ok()) return tls.status();
@@ -336,13 +321,15 @@ void Controller::Stop() {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
     server_->Wait();
   }
-  // Pending refusal counts go out before the executor drains; later
+  // Pending refusal counts go out before the control loop drains; later
   // handshakes (none once the server is down) are ignored.
   if (tls_refusals_ != nullptr) tls_refusals_->Close();
   // The streams' completion queues go down after the server; admin calls
-  // waiting on the rollout executor are answered first (it drains on Stop).
+  // waiting on the control loop are answered first (it drains on Stop), and
+  // the fleet's last host and audit rows are written.
   if (agent_service_ != nullptr) agent_service_->Stop();
   if (rollout_ != nullptr) rollout_->Stop();
+  if (loop_ != nullptr) loop_->Stop();
   exposer_.reset();
 }
 

@@ -10,6 +10,7 @@
 #include "absl/time/time.h"
 #include "controller/admin/admin_service.h"
 #include "controller/audit/tls_refusal_log.h"
+#include "controller/control_loop.h"
 #include "controller/controller_metrics.h"
 #include "controller/fleet/event_bus.h"
 #include "controller/fleet/fleet.h"
@@ -88,6 +89,7 @@ class Controller {
   EventBus& events() { return events_; }
   Store* store() { return store_.get(); }
   RolloutManager& rollout() { return *rollout_; }
+  ControlLoop& loop() { return *loop_; }
 
   // One sweep: liveness events, fleet and group gauges, telemetry retention.
   void Tick();
@@ -105,6 +107,9 @@ class Controller {
   std::unique_ptr<TelemetryStore> telemetry_;
   std::unique_ptr<Fleet> fleet_;
   std::unique_ptr<RolloutManager> rollout_;
+  // The single writer (controller/control_loop.h); stopped (drained) by
+  // Stop after the services and the rollout manager's ticker.
+  std::unique_ptr<ControlLoop> loop_;
   std::unique_ptr<Authorizer> authorizer_;  // null without TLS
   // Shared with the TLS credentials' verifier (which may outlive this
   // object inside gRPC); closed by Stop. Null without TLS.

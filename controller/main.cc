@@ -162,16 +162,14 @@ int main(int argc, char** argv) {
   // SIGHUP: only the log level changes live; the rest of --config needs a restart.
   rocetune::Shutdown::OnHangup(
       [&config_prototype]() { rocetune::ReloadOnHangup(config_prototype, {}, nullptr); });
-  // The watchdog is petted only while the rollout executor (policy, change and
+  // The watchdog is petted only while the control loop (policy, change and
   // campaign calls, the rollout ticks) runs what is posted to it.
   rocetune::ProgressLoop* executor_progress =
       rocetune::Progress::Register("controller_executor", absl::Seconds(60));
   absl::Notification stop_heartbeat;
   std::thread heartbeat([&]() {
     do {
-      (void)(*controller)->rollout().executor().Post([executor_progress] {
-        executor_progress->Mark();
-      });
+      (void)(*controller)->loop().Post([executor_progress] { executor_progress->Mark(); });
     } while (!stop_heartbeat.WaitForNotificationWithTimeout(absl::Seconds(1)));
   });
   rocetune::SystemdNotifier notifier;

@@ -177,16 +177,14 @@ void AdminService::AuditCall(const Identity& who, const std::string& method,
                             : absl::StrCat(absl::StatusCodeToString(
                                                static_cast<absl::StatusCode>(outcome.error_code())),
                                            ": ", outcome.error_message()));
-  Store* store = deps_.store;
-  auto write = [store, e] {
-    if (absl::StatusOr<int64_t> id = store->AppendAudit(e); !id.ok()) {
-      LogError("cannot audit an admin call",
-               {{"actor", e.actor()}, {"method", e.subject()}, {"error", id.status().ToString()}});
-    }
-  };
-  // Store writes belong on the rollout executor; without one (or when it is
-  // stopping) the row is written here.
-  if (deps_.rollout == nullptr || !deps_.rollout->executor().Post(write)) write();
+  // Store writes belong on the control loop; without one (no rollout
+  // manager) the row is written here.
+  if (deps_.rollout != nullptr) {
+    deps_.rollout->loop().Audit(std::move(e), "an admin call");
+  } else if (absl::StatusOr<int64_t> id = deps_.store->AppendAudit(e); !id.ok()) {
+    LogError("cannot audit an admin call",
+             {{"actor", e.actor()}, {"method", e.subject()}, {"error", id.status().ToString()}});
+  }
 }
 
 template <typename Resp>
@@ -206,7 +204,7 @@ void AdminService::OnExecutor(std::function<absl::StatusOr<Resp>()> op,
       done(ToGrpc(r.status()), Resp());
     }
   };
-  if (!deps_.rollout->executor().Post(task)) {
+  if (!deps_.rollout->loop().Post(task)) {
     done(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the controller is stopping"), Resp());
   }
 }

@@ -63,19 +63,19 @@ class AdminService final : public v1::AdminService::AsyncService {
   // Whether the caller of `ctx` may call `method` (an AdminService method
   // name): OK when roles are not enforced; else the authorizer's decision,
   // and with roles enforced every call, allowed or denied, is appended to the
-  // audit log (on the rollout executor when there is one).
+  // audit log (on the control loop when there is one).
   grpc::Status Authorize(const grpc::ServerContext& ctx, const char* method);
   // With roles enforced, appends the outcome of an allowed call to the audit log.
   void AuditOutcome(const grpc::ServerContext& ctx, const char* method,
                     const grpc::Status& outcome);
 
-  // Runs `op` on the rollout executor and answers with its result from there
+  // Runs `op` on the control loop and answers with its result from there
   // (UNAVAILABLE when the controller is stopping).
   template <typename Resp>
   void OnExecutor(std::function<absl::StatusOr<Resp>()> op,
                   std::function<void(grpc::Status, Resp)> done);
-  // Runs the change's rehearsal: knobs from the executor, the simulator on
-  // the rehearsal thread, the result recorded on the executor. The
+  // Runs the change's rehearsal: knobs from the control loop, the simulator on
+  // the rehearsal thread, the result recorded on the control loop. The
   // simulation stops (and the call fails) when the call's `deadline` passes,
   // after kMaxRehearsal of wall time, or when StopRehearsals is called.
   void Rehearse(const v1::RehearseChangeRequest& req, const Identity& who,

@@ -422,7 +422,9 @@ void Fleet::Audit(const std::string& actor, const std::string& action, const std
     e.set_action(action);
     e.set_subject(subject);
     e.set_detail(detail);
-    if (auto s = store_->AppendAudit(e); !s.ok()) {
+    if (loop_ != nullptr) {
+      loop_->Audit(std::move(e), "a fleet event");
+    } else if (auto s = store_->AppendAudit(e); !s.ok()) {
       LogError("cannot append audit", {{"error", s.status().ToString()}});
     }
   }

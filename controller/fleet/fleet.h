@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "controller/control_loop.h"
 #include "controller/fleet/agent_connection.h"
 #include "controller/fleet/event_bus.h"
 #include "controller/fleet/probe_planner.h"
@@ -132,6 +133,10 @@ class Fleet {
   absl::Status ForgetHost(const std::string& host_id, const DesiredStateActor& actor);
   // The stored state of one host (info, desired state), kNotFound if unknown.
   absl::StatusOr<StoredHost> GetStored(const std::string& host_id) const;
+  // The controller's control loop: host and audit rows are then written on
+  // it (in the order posted) instead of on the calling thread (a stream's
+  // completion-queue thread). Set before the first Register; not owned.
+  void SetControlLoop(ControlLoop* loop) { loop_ = loop; }
   void SetListener(FleetListener* listener) { listener_.store(listener); }
   // Hosts for which `check` answers true are observe-only (their policy says
   // so): drift is reported, never corrected. Set before agents connect.
@@ -211,8 +216,9 @@ class Fleet {
   v1::HostInfo InfoOf(const Host& h, absl::Time now) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   v1::Event MakeEvent(const std::string& kind, const std::string& subject,
                       const std::string& detail) const;
-  // Writes the host's stored state (and `audit`) outside mu_; writes are
-  // ordered by persist_mu_ so an older snapshot never overwrites a newer one.
+  // Writes the host's stored state (and `audit`) outside mu_, on the control
+  // loop when there is one; the snapshot is taken when the write runs, under
+  // persist_mu_, so an older one never overwrites a newer one.
   void PersistHost(const std::string& host_id, const v1::AuditEntry* audit)
       ABSL_LOCKS_EXCLUDED(mu_);
   v1::AuditEntry MakeAudit(const std::string& actor, const std::string& action,
@@ -231,6 +237,7 @@ class Fleet {
   Clock* const clock_;
   TelemetryStore* const telemetry_;
   Store* const store_;
+  ControlLoop* loop_ = nullptr;
   EventBus* const events_;
   const FleetOptions options_;
 

@@ -1,6 +1,7 @@
 // Fleet: desired state, the agents' Acks, Nacks and guard events, and host
 // persistence. The registry half is in fleet.cc.
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -43,18 +44,31 @@ v1::AuditEntry Fleet::MakeAudit(const std::string& actor, const std::string& act
 
 void Fleet::PersistHost(const std::string& host_id, const v1::AuditEntry* audit) {
   if (store_ == nullptr) return;
-  absl::MutexLock order(&persist_mu_);
-  StoredHost snapshot;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = hosts_.find(host_id);
-    if (it == hosts_.end()) return;
-    snapshot = it->second->stored;
-  }
-  absl::Status s =
-      audit != nullptr ? store_->SaveHostWithAudit(snapshot, *audit) : store_->SaveHost(snapshot);
-  if (!s.ok()) {
-    LogError("cannot persist host", {{"host", host_id}, {"error", s.ToString()}});
+  // The snapshot is taken when the write runs, so a write posted before a
+  // desired-state commit cannot overwrite it with the older row.
+  auto write = [this, host_id,
+                audit = audit != nullptr ? std::optional<v1::AuditEntry>(*audit) : std::nullopt] {
+    absl::MutexLock order(&persist_mu_);
+    std::optional<StoredHost> snapshot;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = hosts_.find(host_id);
+      if (it != hosts_.end()) snapshot = it->second->stored;
+    }
+    absl::Status s;
+    if (snapshot.has_value()) {
+      s = audit.has_value() ? store_->SaveHostWithAudit(*snapshot, *audit)
+                            : store_->SaveHost(*snapshot);
+    } else if (audit.has_value()) {
+      // Forgotten meanwhile: the row of what happened is kept all the same.
+      s = store_->AppendAudit(*audit).status();
+    }
+    if (!s.ok()) LogError("cannot persist host", {{"host", host_id}, {"error", s.ToString()}});
+  };
+  if (loop_ != nullptr) {
+    loop_->Write(std::move(write));
+  } else {
+    write();
   }
 }
 

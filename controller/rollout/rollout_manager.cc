@@ -31,13 +31,17 @@ using rollout_util::StageCount;
 using rollout_util::StateName;
 
 RolloutManager::RolloutManager(Fleet* fleet, TelemetryStore* telemetry, Store* store,
-                               EventBus* events, Clock* clock, RolloutOptions options)
+                               EventBus* events, Clock* clock, RolloutOptions options,
+                               ControlLoop* loop)
     : fleet_(fleet),
       telemetry_(telemetry),
       store_(store),
       events_(events),
       clock_(clock),
-      options_(options) {}
+      options_(options),
+      evaluator_(telemetry, std::min(absl::Milliseconds(500), options.window / 2)),
+      own_loop_(loop == nullptr ? std::make_unique<ControlLoop>(store) : nullptr),
+      loop_(loop != nullptr ? loop : own_loop_.get()) {}
 
 RolloutManager::~RolloutManager() { Stop(); }
 
@@ -48,7 +52,7 @@ void RolloutManager::Start() {
   if (options_.tick <= absl::ZeroDuration()) return;
   ticker_ = std::thread([this] {
     while (!stop_.WaitForNotificationWithTimeout(options_.tick)) {
-      executor_.Post([this] { Tick(); });
+      loop_->Post([this] { Tick(); });
     }
   });
 }
@@ -56,14 +60,15 @@ void RolloutManager::Start() {
 void RolloutManager::Stop() {
   if (!stop_.HasBeenNotified()) stop_.Notify();
   if (ticker_.joinable()) ticker_.join();
-  executor_.Stop();
+  // The controller's loop is drained by the controller (before this).
+  if (own_loop_ != nullptr) own_loop_->Stop();
   fleet_->SetListener(nullptr);
   fleet_->SetObserveOnlyCheck(nullptr);
 }
 
 absl::Status RolloutManager::Load() {
   absl::Status result;
-  executor_.RunSync([&] {
+  loop_->RunSync([&] {
     if (store_ == nullptr) return;
     absl::StatusOr<std::vector<v1::PolicyVersion>> versions = store_->ListPolicyVersions();
     if (!versions.ok()) {
@@ -983,45 +988,6 @@ void RolloutManager::AddVerdict(v1::Change* c, v1::Verdict v) {
   }
 }
 
-v1::Verdict RolloutManager::Evaluate(v1::Change* c, uint32_t look, uint32_t looks) {
-  absl::StatusOr<v1::PolicyVersion> pv = policies_.Get(c->policy_name(), c->policy_version());
-  const v1::Policy policy = WithDefaults(pv.ok() ? pv->policy() : v1::Policy());
-  const Step& step = steps_.at(c->id());
-  const absl::Time now = clock_->Now();
-  // Complete windows only: the last one closed at least a grace period ago,
-  // so the reports that span its end have arrived.
-  const absl::Time to = telemetry_->WindowStart(telemetry_->WindowIndex(now - ReportGrace()));
-  const int expected =
-      static_cast<int>(telemetry_->WindowIndex(to) - telemetry_->WindowIndex(step.after_start));
-  std::vector<HostInput> inputs;
-  for (const v1::HostTarget& h : c->hosts()) {
-    auto b = step.baseline.find(h.host_id());
-    if (b == step.baseline.end()) continue;
-    HostInput in;
-    in.host_id = h.host_id();
-    in.rack = h.rack();
-    in.canary = RunsChangeAt(h, c->state() == v1::STAGE ? c->stage() : 0);
-    in.before = b->second;
-    std::shared_ptr<HostTelemetry> t = telemetry_->Find(h.host_id());
-    PeriodAggregate agg;
-    if (t != nullptr && to > step.after_start) {
-      agg = t->Aggregate(step.after_start, to, policy.objective().peer_class());
-    }
-    in.after = ToHostPeriod(agg, std::max(1, expected));
-    inputs.push_back(std::move(in));
-  }
-  JudgeConfig cfg;
-  cfg.guard = policy.guard();
-  cfg.constraints.assign(policy.constraints().begin(), policy.constraints().end());
-  cfg.look = look;
-  cfg.looks = looks;
-  cfg.stage = c->state() == v1::STAGE ? c->stage() : 0;
-  cfg.now_unix_nanos = absl::ToUnixNanos(now);
-  v1::Verdict v = Judge(inputs, cfg);
-  AddCanaryOwnShift(inputs, &v);
-  return v;
-}
-
 void RolloutManager::Fail(v1::Change* c, const std::string& rule, const std::string& why) {
   LogWarning("change failed", {{"change", c->id()}, {"rule", rule}, {"why", why}});
   if (c->canary_only()) {
@@ -1054,12 +1020,6 @@ void RolloutManager::Drive(v1::Change* c) {
   const absl::Time after_start = it->second.after_start;
   if (now < after_start) return;
   const double progress = std::min(1.0, absl::FDivDuration(now - after_start, bake));
-  // Is anything left unchanged to compare with?
-  bool has_control = false;
-  for (const v1::HostTarget& h : c->hosts()) {
-    const uint32_t stage = c->state() == v1::CANARY ? 0 : c->stage();
-    if (h.role() == v1::HostTarget::CONTROL && h.stage() > stage) has_control = true;
-  }
   const absl::Duration interval = bake / looks;
   const int64_t due = static_cast<int64_t>(
       std::floor(absl::FDivDuration(now - after_start - ReportGrace(), interval)));
@@ -1074,31 +1034,24 @@ void RolloutManager::Drive(v1::Change* c) {
     return;
   }
   step.last_look = due;
-  if (!has_control) {
-    // The last stage leaves no control: only the hard guards (events) judge it.
-    if (due >= looks) {
-      v1::Verdict v;
-      v.set_outcome(v1::Verdict::PASS);
-      v.set_unix_nanos(absl::ToUnixNanos(now));
-      v.set_stage(c->stage());
-      v.set_look(looks);
-      v.set_looks(looks);
-      v.set_rule("no_control_left");
-      v.set_summary("every selected host runs the change; no guard fired during the bake");
-      AddVerdict(c, std::move(v));
-    } else {
-      Publish(*c, "baking", progress);
-      return;
-    }
-  } else {
-    // Looks past the plan (a HOLD at the final look) are not charged to the
-    // alpha budget: the judge can only HOLD on them, and the HOLD limit aborts.
-    AddVerdict(c, Evaluate(c, static_cast<uint32_t>(due), looks));
+  // Looks past the plan (a HOLD at the final look) are not charged to the
+  // alpha budget: the judge can only HOLD on them, and the HOLD limit aborts.
+  StepLook look;
+  look.change = c;
+  look.policy = policy;
+  look.after_start = step.after_start;
+  look.baseline = &step.baseline;
+  auto fleet_base = fleet_baselines_.find(c->id());
+  look.fleet_baseline = fleet_base != fleet_baselines_.end() ? &fleet_base->second : nullptr;
+  look.look = static_cast<uint32_t>(due);
+  look.looks = looks;
+  look.now = now;
+  std::vector<v1::Verdict> verdicts = evaluator_.Look(look);
+  if (verdicts.empty()) {
+    Publish(*c, "baking", progress);
+    return;
   }
-  if (due >= looks && !c->canary_only() &&
-      c->verdicts(c->verdicts_size() - 1).outcome() == v1::Verdict::PASS) {
-    GuardFleet(c, now);
-  }
+  for (v1::Verdict& v : verdicts) AddVerdict(c, std::move(v));
   const v1::Verdict& v = c->verdicts(c->verdicts_size() - 1);
   switch (v.outcome()) {
     case v1::Verdict::FAIL:
@@ -1213,7 +1166,7 @@ void RolloutManager::Tick() {
 }
 
 void RolloutManager::OnAck(const std::string& host_id, const std::string& version) {
-  executor_.Post([this, host_id, version] {
+  loop_->Post([this, host_id, version] {
     const std::string id = ActiveChangeOf(host_id);
     if (id.empty()) return;
     for (v1::HostTarget& h : *changes_.at(id).mutable_hosts()) {
@@ -1224,60 +1177,39 @@ void RolloutManager::OnAck(const std::string& host_id, const std::string& versio
 
 void RolloutManager::OnNack(const std::string& host_id, const std::string& version,
                             const std::string& error) {
-  executor_.Post([this, host_id, version, error] {
+  loop_->Post([this, host_id, version, error] {
     const std::string id = ActiveChangeOf(host_id);
     if (id.empty()) return;
     v1::Change& c = changes_.at(id);
     if (!InFlight(c.state())) return;
+    std::optional<v1::Verdict> v = StepEvaluator::Nack(c, host_id, version, error, clock_->Now());
+    if (!v.has_value()) return;
     for (v1::HostTarget& h : *c.mutable_hosts()) {
-      if (h.host_id() == host_id && h.pushed_version() == version) {
-        h.set_rejected(absl::StrCat("NACK: ", error));
-        v1::Verdict v;
-        v.set_outcome(v1::Verdict::FAIL);
-        v.set_unix_nanos(absl::ToUnixNanos(clock_->Now()));
-        v.set_stage(c.stage());
-        v.set_rule("nack");
-        v.set_summary(absl::StrCat("host ", host_id, " refused version ", version, ": ", error));
-        AddVerdict(&c, v);
-        Fail(&c, "nack", v.summary());
-        return;
-      }
+      if (h.host_id() == host_id) h.set_rejected(absl::StrCat("NACK: ", error));
     }
+    const std::string summary = v->summary();
+    AddVerdict(&c, *std::move(v));
+    Fail(&c, "nack", summary);
   });
 }
 
 void RolloutManager::OnGuardEvent(const std::string& host_id, const v1::GuardEvent& event) {
   if (event.kind() == "drift") return;
-  executor_.Post([this, host_id, event] {
+  loop_->Post([this, host_id, event] {
     const std::string id = ActiveChangeOf(host_id);
     if (id.empty()) return;
     v1::Change& c = changes_.at(id);
     if (!InFlight(c.state())) return;
+    std::optional<v1::Verdict> v = StepEvaluator::GuardEvent(c, host_id, event, clock_->Now());
+    if (!v.has_value()) return;
     for (v1::HostTarget& h : *c.mutable_hosts()) {
-      if (h.host_id() != host_id || h.pushed_version().empty()) continue;
-      if (!event.judged_version().empty() && event.judged_version() != h.pushed_version()) {
-        // A late event about another set (an earlier change's, or a restore):
-        // it says nothing about this one.
-        LogInfo("guard event for another version ignored", {{"change", id},
-                                                            {"host", host_id},
-                                                            {"judged", event.judged_version()},
-                                                            {"pushed", h.pushed_version()}});
-        return;
+      if (h.host_id() == host_id) {
+        h.set_rejected(absl::StrCat("local guard: ", event.kind(), ": ", event.detail()));
       }
-      h.set_rejected(absl::StrCat("local guard: ", event.kind(), ": ", event.detail()));
-      v1::Verdict v;
-      v.set_outcome(v1::Verdict::FAIL);
-      v.set_unix_nanos(absl::ToUnixNanos(clock_->Now()));
-      v.set_stage(c.stage());
-      v.set_rule("local_guard");
-      v.set_summary(
-          absl::StrCat("the local guard on ", host_id, " restored version ",
-                       event.restored_version().empty() ? "(baseline)" : event.restored_version(),
-                       ": ", event.kind(), ": ", event.detail()));
-      AddVerdict(&c, v);
-      Fail(&c, "local_guard", v.summary());
-      return;
     }
+    const std::string summary = v->summary();
+    AddVerdict(&c, *std::move(v));
+    Fail(&c, "local_guard", summary);
   });
 }
 

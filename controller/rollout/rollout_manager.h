@@ -15,14 +15,15 @@
 #include "absl/time/time.h"
 #include "controller/admin/authorizer.h"
 #include "controller/admin/identity.h"
+#include "controller/control_loop.h"
 #include "controller/fleet/event_bus.h"
 #include "controller/fleet/fleet.h"
 #include "controller/judge/judge.h"
 #include "controller/policy/policy_registry.h"
 #include "controller/rollout/change_planner.h"
-#include "controller/rollout/executor.h"
 #include "controller/rollout/fleet_guard.h"
 #include "controller/rollout/rollout_metrics.h"
+#include "controller/rollout/step_evaluator.h"
 #include "controller/store/store.h"
 #include "controller/telemetry/telemetry_store.h"
 #include "daemon/clock.h"
@@ -49,17 +50,20 @@ struct RolloutOptions {
 
 // Policies, changes and tuning campaigns: the tuning loop's state machine.
 //
-// Everything runs on one executor thread: admin calls are posted to it, the
-// fleet's Ack / Nack / guard notifications are posted to it, and a ticker
-// posts Tick. So the state here needs no lock, and SQLite writes never run on
-// a gRPC queue thread or under the fleet-wide lock. Each transition is
+// Everything runs on the controller's control loop (controller/control_loop.h):
+// admin calls are posted to it, the fleet's Ack / Nack / guard notifications
+// are posted to it, and a ticker posts Tick. So the state here needs no lock,
+// and SQLite writes never run on a gRPC queue thread or under the fleet-wide
+// lock. Each transition is
 // persisted (change, hosts' desired state and audit rows in one store
 // transaction) before it takes effect.
 class RolloutManager : public FleetListener {
  public:
   // `store` may be null (nothing persisted; tests).
+  // `loop`: the controller's control loop, on which everything here runs;
+  // null: the manager runs one of its own (tests).
   RolloutManager(Fleet* fleet, TelemetryStore* telemetry, Store* store, EventBus* events,
-                 Clock* clock, RolloutOptions options);
+                 Clock* clock, RolloutOptions options, ControlLoop* loop = nullptr);
   ~RolloutManager() override;
 
   // Loads policies, changes and campaigns. A change found mid-bake resumes
@@ -67,11 +71,11 @@ class RolloutManager : public FleetListener {
   // one it is rolled back (audited). A tuning trial found mid-bake is ended
   // (aborted). Call before Start.
   absl::Status Load();
-  // Starts the ticker. Stop() ends it and drains the executor.
+  // Starts the ticker. Stop() ends it (and drains the loop when it is its own).
   void Start();
   void Stop();
 
-  Executor& executor() { return executor_; }
+  ControlLoop& loop() { return *loop_; }
   // Optional, not owned: where transitions, rollbacks, verdicts and trials are
   // counted. Call before Load.
   void set_metrics(RolloutMetrics* metrics) { metrics_ = metrics; }
@@ -81,7 +85,7 @@ class RolloutManager : public FleetListener {
   // rather than left PROPOSED. Call before Start.
   void set_authorizer(const Authorizer* authorizer) { authorizer_ = authorizer; }
 
-  // ---- Admin operations. REQUIRES: on the executor thread. ----
+  // ---- Admin operations. REQUIRES: on the control loop. ----
   absl::StatusOr<v1::ApplyPolicyResponse> ApplyPolicy(const v1::ApplyPolicyRequest& req,
                                                       const Identity& who);
   v1::ListPoliciesResponse ListPolicies(const v1::ListPoliciesRequest& req) const;
@@ -127,7 +131,7 @@ class RolloutManager : public FleetListener {
   // Rejects PROPOSED changes older than options.proposal_ttl (part of Tick).
   void ExpireProposals();
 
-  // FleetListener: posted to the executor.
+  // FleetListener: posted to the control loop.
   void OnAck(const std::string& host_id, const std::string& version) override;
   void OnNack(const std::string& host_id, const std::string& version,
               const std::string& error) override;
@@ -195,7 +199,6 @@ class RolloutManager : public FleetListener {
   absl::Status Restore(v1::Change* c, v1::ChangeState end, const std::string& actor,
                        bool authenticated, const std::string& reason);
   void Drive(v1::Change* c);
-  v1::Verdict Evaluate(v1::Change* c, uint32_t look, uint32_t looks);
   void TakeBaseline(const v1::Change& c, uint32_t stage, absl::Time step_start);
   void Fail(v1::Change* c, const std::string& rule, const std::string& why);
   void AddVerdict(v1::Change* c, v1::Verdict v);
@@ -210,17 +213,10 @@ class RolloutManager : public FleetListener {
   absl::Status SaveCampaign(const v1::Campaign& t, std::vector<v1::AuditEntry> audit);
   Knobs CurrentKnobValues(const v1::Policy& policy, const std::vector<std::string>& hosts) const;
 
-  // Fleet guard (rollout_manager_fleet.cc, fleet_guard.h). Every host of `c`
-  // (switches excepted) over [from, to): counters per host, and the probes of
-  // `peer_class` merged over all of them.
-  FleetPeriod FleetPeriods(const v1::Change& c, absl::Time from, absl::Time to, int expected,
-                           const std::string& peer_class) const;
-  // Records the fleet baseline of `c` (all its hosts, the baseline period
-  // ending at the window of `step_start`).
+  // Fleet guard (rollout_manager_fleet.cc, fleet_guard.h): records the fleet
+  // baseline of `c` (all its hosts, the baseline period ending at the window
+  // of `step_start`). The guard itself is a rule of the StepEvaluator.
   void TakeFleetBaseline(const v1::Change& c, absl::Time step_start);
-  // After a final PASS of a step: the fleet guard's figures join that
-  // verdict, or its FAIL / HOLD becomes the change's last verdict.
-  void GuardFleet(v1::Change* c, absl::Time now);
 
   // Bake resume (rollout_manager_resume.cc). The record of the step now
   // running: its baselines and the fleet baseline.
@@ -240,6 +236,8 @@ class RolloutManager : public FleetListener {
   EventBus* const events_;
   Clock* const clock_;
   const RolloutOptions options_;
+  // Every rule that decides a look (controller/rollout/step_evaluator.h).
+  const StepEvaluator evaluator_;
   RolloutMetrics* metrics_ = nullptr;
   const Authorizer* authorizer_ = nullptr;
   // OK unless the roles cannot supply `c`'s approvals without its proposer.
@@ -255,7 +253,7 @@ class RolloutManager : public FleetListener {
   int64_t campaign_seq_ = 0;
 
   // The selectors of the latest versions of policies marked observe_only,
-  // rebuilt on the executor whenever a policy version is added; read by the
+  // rebuilt on the loop whenever a policy version is added; read by the
   // fleet's drift handling (any thread) through IsObserveOnly.
   void RefreshObserveOnly();
   bool IsObserveOnly(const std::string& host_id) const;
@@ -268,7 +266,9 @@ class RolloutManager : public FleetListener {
   mutable absl::Mutex index_mu_;
   std::map<std::string, std::string> active_by_host_ ABSL_GUARDED_BY(index_mu_);
 
-  Executor executor_;
+  // The loop of its own (no controller's given), destroyed before the state above.
+  std::unique_ptr<ControlLoop> own_loop_;
+  ControlLoop* loop_;
   absl::Notification stop_;
   std::thread ticker_;
 };

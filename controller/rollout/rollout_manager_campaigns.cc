@@ -242,7 +242,7 @@ void RolloutManager::TrialFinished(v1::Change* c, bool restarted) {
   if (v != nullptr) {
     note = v->summary();
     // The trial's objective: the canary's own before/after p99 ratio (see
-    // Evaluate), else the judge's DiD ratio.
+    // StepEvaluator::Experiment), else the judge's DiD ratio.
     for (const absl::string_view metric : {kCanaryOwnShiftEvidence, kP99Evidence}) {
       const v1::MetricEvidence* m = FindEvidence(*v, metric);
       if (m != nullptr && std::isfinite(m->ratio()) && m->ratio() > 0) {

@@ -8,11 +8,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "controller/control_loop.h"
+#include "controller/store/store.h"
 #include "daemon/clock.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
+#include "tests/controller/controller_test_util.h"
 
 namespace rocetune::controller {
 namespace {
@@ -489,6 +493,43 @@ TEST_F(FleetTest, ForgetHostOnlyWhenGone) {
       fleet_.ForgetHost("h1", DesiredStateActor{"alice", false, "decommissioned", ""}).ok());
   EXPECT_EQ(fleet_.GetHost("h1").status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(sub_->kinds, ::testing::Contains("host_forgotten:h1"));
+}
+
+// With a control loop, the fleet's host rows are written on it: the thread
+// that registers (a completion-queue thread) never waits for SQLite, and the
+// row written is the host's state when the write runs, so a write queued
+// before a desired-state commit does not put the older row back.
+TEST(FleetControlLoopTest, HostRowsAreWrittenOnTheLoopWithTheStateWhenTheWriteRuns) {
+  const std::string dir = testing::MakeTempDir();
+  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(dir);
+  ASSERT_TRUE(store.ok()) << store.status();
+  FakeClock clock;
+  TelemetryStore telemetry{TelemetryOptions{}};
+  EventBus events;
+  ControlLoop loop(store->get());
+  Fleet fleet(&clock, &telemetry, store->get(), &events, FleetOptions{});
+  fleet.SetControlLoop(&loop);
+  // The loop is busy: what the fleet posts waits behind this task.
+  absl::Notification release;
+  ASSERT_TRUE(loop.Post([&] { release.WaitForNotification(); }));
+  auto c = std::make_shared<FakeConnection>(1);
+  ASSERT_TRUE(fleet.Register(MakeHello("h1"), c).ok());
+  absl::StatusOr<std::vector<StoredHost>> rows = (*store)->LoadHosts();
+  ASSERT_TRUE(rows.ok());
+  EXPECT_TRUE(rows->empty()) << "the Hello's row was written on the registering thread";
+  // A desired state committed meanwhile (the rollout does this on the loop;
+  // here, directly) ...
+  ASSERT_TRUE(fleet.SetDesiredState("h1", Params(7), DesiredStateActor{}).ok());
+  release.Notify();
+  loop.RunSync([] {});
+  // ... is not overwritten by the Hello's write that ran after it.
+  rows = (*store)->LoadHosts();
+  ASSERT_TRUE(rows.ok());
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ(rows->at(0).info.host_id(), "h1");
+  EXPECT_EQ(rows->at(0).desired_seq, 1u);
+  EXPECT_EQ(rows->at(0).desired.devices(0).dcqcn().at("rpg_ai_rate"), 7);
+  loop.Stop();
 }
 
 }  // namespace

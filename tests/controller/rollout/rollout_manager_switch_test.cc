@@ -222,12 +222,12 @@ class RolloutSwitchTest : public ::testing::Test {
     }
   }
   void Tick() {
-    manager_->executor().RunSync([this] { manager_->Tick(); });
+    manager_->loop().RunSync([this] { manager_->Tick(); });
   }
   template <typename T>
   T OnExec(const std::function<T()>& f) {
     T out;
-    manager_->executor().RunSync([&] { out = f(); });
+    manager_->loop().RunSync([&] { out = f(); });
     return out;
   }
   absl::StatusOr<v1::Change> Propose(int64_t kmin) {

@@ -231,12 +231,12 @@ class RolloutTest : public ::testing::Test {
     }
   }
   void Tick() {
-    manager_->executor().RunSync([this] { manager_->Tick(); });
+    manager_->loop().RunSync([this] { manager_->Tick(); });
   }
   template <typename T>
   T OnExec(const std::function<T()>& f) {
     T out;
-    manager_->executor().RunSync([&] { out = f(); });
+    manager_->loop().RunSync([&] { out = f(); });
     return out;
   }
   absl::StatusOr<v1::Change> Propose(int64_t value, const Identity& who = {"alice", false}) {
@@ -694,7 +694,7 @@ TEST_F(RolloutTest, GuardEventOnACanaryHostRollsBackAndTheSetIsNeverRepushed) {
   e->set_detail("mlx5_0 port 1 prio 3 paused 45% of 1 s");
   e->set_restored_version("baseline");
   fleet_->HandleGuardEvents(canary, events);
-  manager_->executor().RunSync([] {});
+  manager_->loop().RunSync([] {});
   EXPECT_EQ(Get(c->id()).state(), v1::ROLLED_BACK);
   EXPECT_EQ(Metric("rocetune_controller_changes_rolled_back_total{reason=guard,}"), 1);
   EXPECT_EQ(Metric("rocetune_controller_judge_verdicts_total{verdict=FAIL,}"), 0);
@@ -735,11 +735,11 @@ TEST_F(RolloutTest, OnlyAGuardEventAboutTheChangesOwnSetFailsIt) {
   e->set_restored_version("baseline");
   e->set_judged_version(absl::StrCat(canary_version, "-older"));
   fleet_->HandleGuardEvents(canary, events);
-  manager_->executor().RunSync([] {});
+  manager_->loop().RunSync([] {});
   EXPECT_EQ(Get(c->id()).state(), v1::CANARY);
   e->set_judged_version(canary_version);
   fleet_->HandleGuardEvents(canary, events);
-  manager_->executor().RunSync([] {});
+  manager_->loop().RunSync([] {});
   v1::Change now = Get(c->id());
   EXPECT_EQ(now.state(), v1::ROLLED_BACK);
   EXPECT_EQ(now.verdicts(now.verdicts_size() - 1).rule(), "local_guard");
@@ -795,7 +795,7 @@ TEST_F(RolloutTest, AProposalNoOtherIdentityCanApproveIsRefused) {
   };
   const Identity alice{"alice", true};
   std::unique_ptr<Authorizer> az = roles({"alice", "bob"});
-  manager_->executor().RunSync([&] { manager_->set_authorizer(az.get()); });
+  manager_->loop().RunSync([&] { manager_->set_authorizer(az.get()); });
   auto refused = Propose(40, alice);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
@@ -808,15 +808,15 @@ TEST_F(RolloutTest, AProposalNoOtherIdentityCanApproveIsRefused) {
   EXPECT_EQ(listed->changes_size(), 0) << "nothing stored for a refused proposal";
   // A second approver, or a prefix pattern, makes it possible.
   az = roles({"bob", "carol"});
-  manager_->executor().RunSync([&] { manager_->set_authorizer(az.get()); });
+  manager_->loop().RunSync([&] { manager_->set_authorizer(az.get()); });
   auto ok = Propose(40, alice);
   ASSERT_TRUE(ok.ok()) << ok.status();
   ASSERT_TRUE(Act("reject", ok->id(), {"bob", true}).ok());
   az = roles({"ops-*"});
-  manager_->executor().RunSync([&] { manager_->set_authorizer(az.get()); });
+  manager_->loop().RunSync([&] { manager_->set_authorizer(az.get()); });
   EXPECT_TRUE(Propose(42, alice).ok());
   // Declared (unauthenticated) identities: roles are not enforced, no check.
-  manager_->executor().RunSync([&] { manager_->set_authorizer(nullptr); });
+  manager_->loop().RunSync([&] { manager_->set_authorizer(nullptr); });
 }
 
 TEST_F(RolloutTest, NackOnACanaryHostRollsBack) {
@@ -832,7 +832,7 @@ TEST_F(RolloutTest, NackOnACanaryHostRollsBack) {
   }
   ASSERT_TRUE(Act("approve", c->id(), {"bob", false}).ok());
   Tick();
-  manager_->executor().RunSync([] {});
+  manager_->loop().RunSync([] {});
   v1::Change now = Get(c->id());
   EXPECT_EQ(now.state(), v1::ROLLED_BACK);
   EXPECT_EQ(now.verdicts(now.verdicts_size() - 1).rule(), "nack");

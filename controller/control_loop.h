@@ -1,0 +1,53 @@
+#ifndef ROCETUNE_CONTROLLER_CONTROL_LOOP_H_
+#define ROCETUNE_CONTROLLER_CONTROL_LOOP_H_
+
+#include <functional>
+#include <string>
+
+#include "controller/rollout/executor.h"
+#include "controller/store/store.h"
+#include "rocetune/v1/admin.pb.h"
+
+namespace rocetune::controller {
+
+// The controller's control loop: the one thread on which the rollout manager
+// decides (admin operations, ticks, fleet events) and on which the store is
+// written. The controller owns it and hands it to the fleet, the rollout
+// manager, the admin service and the agent transport; whatever they write
+// (host rows, audit rows, transitions) is posted here, so writes happen in
+// the order they were posted and never on a gRPC completion-queue thread.
+// Thread-safe.
+class ControlLoop {
+ public:
+  // `store` may be null (no persistence); not owned.
+  explicit ControlLoop(Store* store) : store_(store) {}
+  ControlLoop(const ControlLoop&) = delete;
+  ControlLoop& operator=(const ControlLoop&) = delete;
+
+  // False once stopping (the task is dropped).
+  bool Post(std::function<void()> task) { return executor_.Post(std::move(task)); }
+  // Runs `task` on the loop and waits for it. REQUIRES: not on the loop.
+  void RunSync(const std::function<void()>& task) { executor_.RunSync(task); }
+  bool OnLoopThread() const { return executor_.OnExecutorThread(); }
+  // Runs what was posted, then ends the thread; later posts are refused.
+  void Stop() { executor_.Stop(); }
+
+  // A store write: posted, or run here when the loop is stopping (so that
+  // nothing is lost at shutdown).
+  void Write(std::function<void()> write) {
+    if (!executor_.Post(write)) write();
+  }
+  // Appends `entry` to the audit log (as Write); a failure is logged with
+  // `what` ("a refused agent", "an admin call").
+  void Audit(v1::AuditEntry entry, std::string what);
+
+  Store* store() const { return store_; }
+
+ private:
+  Store* const store_;
+  Executor executor_;
+};
+
+}  // namespace rocetune::controller
+
+#endif  // ROCETUNE_CONTROLLER_CONTROL_LOOP_H_

@@ -1,0 +1,199 @@
+#include "controller/rollout/step_evaluator.h"
+
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "controller/rollout/judge_inputs.h"
+#include "controller/rollout/rollout_util.h"
+#include "controller/rollout/switch_plan.h"
+#include "daemon/logging.h"
+
+namespace rocetune::controller {
+
+using rollout_util::RunsChangeAt;
+
+namespace {
+
+uint32_t StageOf(const v1::Change& c) { return c.state() == v1::STAGE ? c.stage() : 0; }
+
+}  // namespace
+
+bool StepEvaluator::HasControl(const v1::Change& c) {
+  const uint32_t stage = StageOf(c);
+  for (const v1::HostTarget& h : c.hosts()) {
+    if (h.role() == v1::HostTarget::CONTROL && h.stage() > stage) return true;
+  }
+  return false;
+}
+
+absl::Time StepEvaluator::CompleteUntil(absl::Time now) const {
+  return telemetry_->WindowStart(telemetry_->WindowIndex(now - report_grace_));
+}
+
+std::vector<v1::Verdict> StepEvaluator::Look(const StepLook& in) const {
+  std::vector<v1::Verdict> out;
+  const bool final = in.look >= in.looks;
+  if (HasControl(*in.change)) {
+    out.push_back(Experiment(in));
+  } else if (final) {
+    out.push_back(NoControlLeft(in));
+  } else {
+    return out;
+  }
+  if (!final || in.change->canary_only() || out.back().outcome() != v1::Verdict::PASS) {
+    return out;
+  }
+  v1::Verdict fleet = Fleet(in);
+  fleet.set_look(out.back().look());
+  fleet.set_looks(out.back().looks());
+  if (fleet.outcome() == v1::Verdict::PASS) {
+    MergeFleetEvidence(fleet, &out.back());
+    return out;
+  }
+  LogInfo("fleet guard", {{"change", in.change->id()},
+                          {"outcome", v1::Verdict::Outcome_Name(fleet.outcome())},
+                          {"summary", fleet.summary()}});
+  out.push_back(std::move(fleet));
+  return out;
+}
+
+v1::Verdict StepEvaluator::Experiment(const StepLook& in) const {
+  const v1::Change& c = *in.change;
+  const absl::Time to = CompleteUntil(in.now);
+  const int expected =
+      static_cast<int>(telemetry_->WindowIndex(to) - telemetry_->WindowIndex(in.after_start));
+  std::vector<HostInput> inputs;
+  for (const v1::HostTarget& h : c.hosts()) {
+    auto b = in.baseline->find(h.host_id());
+    if (b == in.baseline->end()) continue;
+    HostInput host;
+    host.host_id = h.host_id();
+    host.rack = h.rack();
+    host.canary = RunsChangeAt(h, StageOf(c));
+    host.before = b->second;
+    std::shared_ptr<HostTelemetry> t = telemetry_->Find(h.host_id());
+    PeriodAggregate agg;
+    if (t != nullptr && to > in.after_start) {
+      agg = t->Aggregate(in.after_start, to, in.policy.objective().peer_class());
+    }
+    host.after = ToHostPeriod(agg, std::max(1, expected));
+    inputs.push_back(std::move(host));
+  }
+  JudgeConfig cfg;
+  cfg.guard = in.policy.guard();
+  cfg.constraints.assign(in.policy.constraints().begin(), in.policy.constraints().end());
+  cfg.look = in.look;
+  cfg.looks = in.looks;
+  cfg.stage = StageOf(c);
+  cfg.now_unix_nanos = absl::ToUnixNanos(in.now);
+  v1::Verdict v = Judge(inputs, cfg);
+  AddCanaryOwnShift(inputs, &v);
+  return v;
+}
+
+v1::Verdict StepEvaluator::NoControlLeft(const StepLook& in) const {
+  // The last stage leaves no control: only the hard guards (events, as they
+  // arrive) and the fleet guard judge it.
+  v1::Verdict v;
+  v.set_outcome(v1::Verdict::PASS);
+  v.set_unix_nanos(absl::ToUnixNanos(in.now));
+  v.set_stage(in.change->stage());
+  v.set_look(in.looks);
+  v.set_looks(in.looks);
+  v.set_rule("no_control_left");
+  v.set_summary("every selected host runs the change; no guard fired during the bake");
+  return v;
+}
+
+v1::Verdict StepEvaluator::Fleet(const StepLook& in) const {
+  FleetGuardConfig cfg;
+  cfg.constraints.assign(in.policy.constraints().begin(), in.policy.constraints().end());
+  cfg.stage = StageOf(*in.change);
+  cfg.min_rtt_samples = in.policy.guard().min_samples();
+  cfg.now_unix_nanos = absl::ToUnixNanos(in.now);
+  if (in.fleet_baseline == nullptr) {
+    v1::Verdict v;
+    v.set_outcome(v1::Verdict::HOLD);
+    v.set_unix_nanos(cfg.now_unix_nanos);
+    v.set_stage(cfg.stage);
+    v.set_rule("fleet_data");
+    v.set_summary("HOLD: no fleet baseline recorded for this change");
+    return v;
+  }
+  const absl::Time to = CompleteUntil(in.now);
+  const int expected =
+      static_cast<int>(telemetry_->WindowIndex(to) - telemetry_->WindowIndex(in.after_start));
+  const FleetPeriod since = FleetPeriods(*in.change, in.after_start, to, std::max(1, expected),
+                                         in.policy.objective().peer_class());
+  // FleetPeriods lists every host the change measures (switches excepted),
+  // with or without data: the coverage rule's denominator.
+  return FleetGuard(*in.fleet_baseline, since, static_cast<int>(since.hosts.size()), cfg);
+}
+
+std::optional<v1::Verdict> StepEvaluator::Nack(const v1::Change& c, const std::string& host_id,
+                                               const std::string& version, const std::string& error,
+                                               absl::Time now) {
+  for (const v1::HostTarget& h : c.hosts()) {
+    if (h.host_id() != host_id || h.pushed_version() != version) continue;
+    v1::Verdict v;
+    v.set_outcome(v1::Verdict::FAIL);
+    v.set_unix_nanos(absl::ToUnixNanos(now));
+    v.set_stage(c.stage());
+    v.set_rule("nack");
+    v.set_summary(absl::StrCat("host ", host_id, " refused version ", version, ": ", error));
+    return v;
+  }
+  return std::nullopt;
+}
+
+std::optional<v1::Verdict> StepEvaluator::GuardEvent(const v1::Change& c,
+                                                     const std::string& host_id,
+                                                     const v1::GuardEvent& event, absl::Time now) {
+  for (const v1::HostTarget& h : c.hosts()) {
+    if (h.host_id() != host_id || h.pushed_version().empty()) continue;
+    if (!event.judged_version().empty() && event.judged_version() != h.pushed_version()) {
+      // A late event about another set (an earlier change's, or a restore).
+      LogInfo("guard event for another version ignored", {{"change", c.id()},
+                                                          {"host", host_id},
+                                                          {"judged", event.judged_version()},
+                                                          {"pushed", h.pushed_version()}});
+      return std::nullopt;
+    }
+    v1::Verdict v;
+    v.set_outcome(v1::Verdict::FAIL);
+    v.set_unix_nanos(absl::ToUnixNanos(now));
+    v.set_stage(c.stage());
+    v.set_rule("local_guard");
+    v.set_summary(
+        absl::StrCat("the local guard on ", host_id, " restored version ",
+                     event.restored_version().empty() ? "(baseline)" : event.restored_version(),
+                     ": ", event.kind(), ": ", event.detail()));
+    return v;
+  }
+  return std::nullopt;
+}
+
+FleetPeriod StepEvaluator::FleetPeriods(const v1::Change& c, absl::Time from, absl::Time to,
+                                        int expected, const std::string& peer_class) const {
+  FleetPeriod out;
+  for (const v1::HostTarget& h : c.hosts()) {
+    // Switches report levels, not tx_bytes: as in the judge's baseline, they
+    // are not part of the fleet's host evidence.
+    if (IsSwitchTarget(h)) continue;
+    std::shared_ptr<HostTelemetry> t = telemetry_->Find(h.host_id());
+    PeriodAggregate agg;
+    if (t != nullptr && to > from) agg = t->Aggregate(from, to, peer_class);
+    HostPeriod p = ToHostPeriod(agg, expected);
+    // Sketches of one store share its accuracy: a merge cannot fail, and a
+    // host that somehow could not merge is left out of the fleet's p99 only.
+    if (!p.rtt.empty()) out.rtt.Merge(p.rtt).IgnoreError();
+    p.rtt = QuantileSketch();  // per host, the guard reads counters only
+    out.hosts[h.host_id()] = std::move(p);
+  }
+  return out;
+}
+
+}  // namespace rocetune::controller

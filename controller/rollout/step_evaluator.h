@@ -1,0 +1,93 @@
+#ifndef ROCETUNE_CONTROLLER_ROLLOUT_STEP_EVALUATOR_H_
+#define ROCETUNE_CONTROLLER_ROLLOUT_STEP_EVALUATOR_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "controller/judge/judge.h"
+#include "controller/rollout/fleet_guard.h"
+#include "controller/telemetry/telemetry_store.h"
+#include "rocetune/v1/admin.pb.h"
+#include "rocetune/v1/agent.pb.h"
+#include "rocetune/v1/policy.pb.h"
+
+namespace rocetune::controller {
+
+// What one look of a step is judged on.
+struct StepLook {
+  const v1::Change* change = nullptr;
+  v1::Policy policy;  // with its defaults filled in
+  // The step's first window boundary after the push, and the baseline each
+  // measured host had when the step started.
+  absl::Time after_start;
+  const std::map<std::string, HostPeriod>* baseline = nullptr;
+  // Every host's counters over the canary's baseline period; null when none
+  // was recorded.
+  const FleetPeriod* fleet_baseline = nullptr;
+  uint32_t look = 0;  // 1-based; past `looks` after a HOLD at the final look
+  uint32_t looks = 1;
+  absl::Time now;
+};
+
+// Every rule that decides a look of a step, in the order they apply:
+//  1. the experiment: the judge over canary and control (controller/judge:
+//     admit, design, contrasts, hard guards, latency tests, constraints,
+//     decide), then the canary's own shift ("fabric_regression" turns a HOLD
+//     whose control moved as much into FAIL); or, when the step leaves no
+//     host unchanged, "no_control_left": a PASS at the final look, nothing
+//     before it;
+//  2. at the final look of a PASS of a change (trials excepted): the fleet
+//     guard over every host of the change against its fleet baseline; its
+//     figures join the PASS, or its HOLD / FAIL follows it.
+// Between looks, as they arrive: a NACK of the version the change pushed to a
+// host ("nack") and a local guard restore that judged that version
+// ("local_guard") fail the change (Nack, GuardEvent). The HOLD limit is the
+// rollout manager's, over the verdicts returned here.
+class StepEvaluator {
+ public:
+  // `report_grace`: how long after a window ends its reports are taken to
+  // have arrived. `telemetry` is not owned.
+  StepEvaluator(TelemetryStore* telemetry, absl::Duration report_grace)
+      : telemetry_(telemetry), report_grace_(report_grace) {}
+
+  // Whether the change's current step leaves any host unchanged.
+  static bool HasControl(const v1::Change& c);
+  // The verdicts of this look, in the order they are recorded; the last one
+  // decides. Empty when nothing is due (no control, before the final look).
+  std::vector<v1::Verdict> Look(const StepLook& in) const;
+
+  // A host refused `version`: a FAIL "nack" when it is the version `c`
+  // pushed to that host.
+  static std::optional<v1::Verdict> Nack(const v1::Change& c, const std::string& host_id,
+                                         const std::string& version, const std::string& error,
+                                         absl::Time now);
+  // A host's local guard restored its last-known-good set: a FAIL
+  // "local_guard" when it judged the version `c` pushed to that host (or
+  // names none); an event about another version says nothing about `c`.
+  static std::optional<v1::Verdict> GuardEvent(const v1::Change& c, const std::string& host_id,
+                                               const v1::GuardEvent& event, absl::Time now);
+
+  // Every host of `c` (switches excepted) over [from, to): counters per host,
+  // and the probes of `peer_class` merged over all of them.
+  FleetPeriod FleetPeriods(const v1::Change& c, absl::Time from, absl::Time to, int expected,
+                           const std::string& peer_class) const;
+  // The end of the last complete window at `now`: it closed at least the
+  // report grace ago, so the reports that span its end have arrived.
+  absl::Time CompleteUntil(absl::Time now) const;
+
+ private:
+  v1::Verdict Experiment(const StepLook& in) const;
+  v1::Verdict NoControlLeft(const StepLook& in) const;
+  v1::Verdict Fleet(const StepLook& in) const;
+
+  TelemetryStore* const telemetry_;
+  const absl::Duration report_grace_;
+};
+
+}  // namespace rocetune::controller
+
+#endif  // ROCETUNE_CONTROLLER_ROLLOUT_STEP_EVALUATOR_H_

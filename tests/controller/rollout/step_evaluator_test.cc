@@ -1,0 +1,145 @@
+// The step evaluator's order of rules, on changes whose last stage leaves no
+// control (so no telemetry is needed): what is due before and at the final
+// look, and where the fleet guard joins.
+#include "controller/rollout/step_evaluator.h"
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+
+namespace rocetune::controller {
+namespace {
+
+v1::Change ChangeAt(v1::ChangeState state, uint32_t stage, bool canary_only,
+                    const std::vector<std::pair<v1::HostTarget::Role, uint32_t>>& hosts) {
+  v1::Change c;
+  c.set_id("c-1");
+  c.set_state(state);
+  c.set_stage(stage);
+  c.set_canary_only(canary_only);
+  int i = 0;
+  for (const auto& [role, host_stage] : hosts) {
+    v1::HostTarget* h = c.add_hosts();
+    ++i;
+    h->set_host_id(absl::StrCat("h", i));
+    h->set_rack(absl::StrCat("r", i));
+    h->set_role(role);
+    h->set_stage(host_stage);
+  }
+  return c;
+}
+
+class StepEvaluatorTest : public ::testing::Test {
+ protected:
+  StepLook LookAt(const v1::Change& c, uint32_t look, uint32_t looks) {
+    StepLook in;
+    in.change = &c;
+    in.after_start = absl::FromUnixSeconds(1'700'000'000);
+    in.baseline = &baseline_;
+    in.look = look;
+    in.looks = looks;
+    in.now = in.after_start + absl::Seconds(60);
+    return in;
+  }
+  TelemetryStore telemetry_{TelemetryOptions{}};
+  StepEvaluator evaluator_{&telemetry_, absl::Milliseconds(500)};
+  std::map<std::string, HostPeriod> baseline_;
+};
+
+TEST_F(StepEvaluatorTest, AControlIsAHostChangedOnlyInALaterStage) {
+  using R = v1::HostTarget;
+  EXPECT_TRUE(
+      StepEvaluator::HasControl(ChangeAt(v1::CANARY, 0, false, {{R::CANARY, 0}, {R::CONTROL, 1}})));
+  // In stage 1, the stage-1 control runs the change: nothing is left.
+  EXPECT_FALSE(
+      StepEvaluator::HasControl(ChangeAt(v1::STAGE, 1, false, {{R::CANARY, 0}, {R::CONTROL, 1}})));
+  EXPECT_TRUE(StepEvaluator::HasControl(
+      ChangeAt(v1::STAGE, 1, false, {{R::CANARY, 0}, {R::CONTROL, 1}, {R::CONTROL, 2}})));
+  EXPECT_FALSE(StepEvaluator::HasControl(ChangeAt(v1::CANARY, 0, false, {{R::CANARY, 0}})));
+}
+
+TEST_F(StepEvaluatorTest, WithoutAControlNothingIsDueBeforeTheFinalLook) {
+  const v1::Change c =
+      ChangeAt(v1::STAGE, 1, false, {{v1::HostTarget::CANARY, 0}, {v1::HostTarget::CONTROL, 1}});
+  EXPECT_TRUE(evaluator_.Look(LookAt(c, 1, 3)).empty());
+  EXPECT_TRUE(evaluator_.Look(LookAt(c, 2, 3)).empty());
+}
+
+TEST_F(StepEvaluatorTest, AtTheFinalLookNoControlLeftPassesAndTheFleetGuardFollows) {
+  const v1::Change c =
+      ChangeAt(v1::STAGE, 1, false, {{v1::HostTarget::CANARY, 0}, {v1::HostTarget::CONTROL, 1}});
+  // No fleet baseline was recorded: the fleet guard cannot pass the step.
+  const std::vector<v1::Verdict> v = evaluator_.Look(LookAt(c, 3, 3));
+  ASSERT_EQ(v.size(), 2u);
+  EXPECT_EQ(v[0].outcome(), v1::Verdict::PASS);
+  EXPECT_EQ(v[0].rule(), "no_control_left");
+  EXPECT_EQ(v[0].look(), 3u);
+  EXPECT_EQ(v[1].outcome(), v1::Verdict::HOLD);
+  EXPECT_EQ(v[1].rule(), "fleet_data");
+  EXPECT_EQ(v[1].look(), 3u);
+  EXPECT_EQ(v[1].looks(), 3u);
+}
+
+TEST_F(StepEvaluatorTest, ATrialIsNotFleetGuarded) {
+  const v1::Change c = ChangeAt(v1::CANARY, 0, true, {{v1::HostTarget::CANARY, 0}});
+  const std::vector<v1::Verdict> v = evaluator_.Look(LookAt(c, 2, 2));
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].rule(), "no_control_left");
+}
+
+TEST_F(StepEvaluatorTest, AFleetGuardWithoutHostDataDoesNotPass) {
+  const v1::Change c =
+      ChangeAt(v1::STAGE, 1, false, {{v1::HostTarget::CANARY, 0}, {v1::HostTarget::CONTROL, 1}});
+  // A fleet baseline with no data: the guard has nothing to pass on.
+  const FleetPeriod empty;
+  StepLook in = LookAt(c, 3, 3);
+  in.fleet_baseline = &empty;
+  const std::vector<v1::Verdict> v = evaluator_.Look(in);
+  ASSERT_EQ(v.size(), 2u) << (v.empty() ? "" : v.back().DebugString());
+  EXPECT_NE(v[1].outcome(), v1::Verdict::PASS) << v[1].DebugString();
+}
+
+TEST_F(StepEvaluatorTest, ANackFailsTheChangeOnlyForTheVersionItPushed) {
+  v1::Change c =
+      ChangeAt(v1::CANARY, 0, false, {{v1::HostTarget::CANARY, 0}, {v1::HostTarget::CONTROL, 1}});
+  c.mutable_hosts(0)->set_pushed_version("7");
+  const absl::Time now = absl::FromUnixSeconds(1'700'000'100);
+  std::optional<v1::Verdict> v = StepEvaluator::Nack(c, "h1", "7", "out of range", now);
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->outcome(), v1::Verdict::FAIL);
+  EXPECT_EQ(v->rule(), "nack");
+  EXPECT_NE(v->summary().find("refused version 7: out of range"), std::string::npos);
+  EXPECT_FALSE(StepEvaluator::Nack(c, "h1", "6", "late", now).has_value());
+  EXPECT_FALSE(StepEvaluator::Nack(c, "h2", "7", "not its version", now).has_value());
+}
+
+TEST_F(StepEvaluatorTest, AGuardRestoreFailsTheChangeOnlyWhenItJudgedThePushedVersion) {
+  v1::Change c =
+      ChangeAt(v1::CANARY, 0, false, {{v1::HostTarget::CANARY, 0}, {v1::HostTarget::CONTROL, 1}});
+  c.mutable_hosts(0)->set_pushed_version("7");
+  const absl::Time now = absl::FromUnixSeconds(1'700'000'100);
+  v1::GuardEvent e;
+  e.set_kind("pfc_pause_guard");
+  e.set_detail("pause ratio 0.4");
+  e.set_restored_version("6");
+  e.set_judged_version("5");  // a late event about an earlier set
+  EXPECT_FALSE(StepEvaluator::GuardEvent(c, "h1", e, now).has_value());
+  e.set_judged_version("7");
+  std::optional<v1::Verdict> v = StepEvaluator::GuardEvent(c, "h1", e, now);
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->outcome(), v1::Verdict::FAIL);
+  EXPECT_EQ(v->rule(), "local_guard");
+  // An event naming no version (an older agent) is taken as about the pushed one.
+  e.clear_judged_version();
+  EXPECT_TRUE(StepEvaluator::GuardEvent(c, "h1", e, now).has_value());
+  // A host the change never pushed to.
+  EXPECT_FALSE(StepEvaluator::GuardEvent(c, "h2", e, now).has_value());
+}
+
+}  // namespace
+}  // namespace rocetune::controller
