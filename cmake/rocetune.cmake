@@ -39,7 +39,9 @@ function(rocetune_test name)
   target_compile_definitions(${name} PRIVATE
     ROCETUNE_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
     ROCETUNE_BINARY_DIR="${PROJECT_BINARY_DIR}")
-  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
+  # Every test may use tests/testing/test_support.h.
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} rocetune_test_support GTest::gtest GTest::gmock
+    GTest::gtest_main)
   add_test(NAME ${name} COMMAND ${name})
   if(ARG_LABEL STREQUAL "unit")
     set_property(GLOBAL APPEND PROPERTY ROCETUNE_UNIT_TESTS ${name})

@@ -1,15 +1,13 @@
 // The agent in process: its sampling loop and stream client against a fake
 // controller (an AgentService on a loopback port this test picks), on a
-// fixture NIC tree copied to a temp dir (real sysfs discovery, counters and
-// DCQCN writes), with a ManualClock: a round happens only when the test moves
-// the clock by a sample interval.
+// fixture NIC tree copied to a temp dir (tests/testing: FixtureTree) (real sysfs discovery,
+// counters and DCQCN writes), with a ManualClock: a round happens only when the test moves the
+// clock by a sample interval.
 #include "agent/agent.h"
 
 #include <unistd.h>
 
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,6 +23,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "rocetune/v1/agent.grpc.pb.h"
+#include "tests/testing/test_support.h"
 
 namespace rocetune {
 namespace {
@@ -33,14 +32,8 @@ constexpr absl::Duration kInterval = absl::Seconds(1);
 // How long (real time) a test waits for the agent's threads to do something.
 constexpr absl::Duration kPatience = absl::Seconds(20);
 
-template <typename F>
-bool Eventually(F done, absl::Duration timeout = kPatience) {
-  const absl::Time end = absl::Now() + timeout;
-  while (!done()) {
-    if (absl::Now() > end) return false;
-    absl::SleepFor(absl::Milliseconds(2));
-  }
-  return true;
+bool Eventually(const std::function<bool()>& done) {
+  return ::rocetune::testing::Eventually(done, kPatience, absl::Milliseconds(2));
 }
 
 // The controller's side of AgentService.Connect, recording what the agent
@@ -128,15 +121,11 @@ struct Server {
 class AgentTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/rocetune-agent-test-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    std::filesystem::copy(
-        std::string(ROCETUNE_SOURCE_DIR) + "/tests/fixtures/hosts/mlx5_ofed", dir_ + "/host",
-        std::filesystem::copy_options::recursive | std::filesystem::copy_options::copy_symlinks);
+    ASSERT_FALSE(tmp_.path().empty());
+    ASSERT_FALSE(host_tree_.root().empty());
     RealHostOptions ho;
-    ho.sysfs_root = dir_ + "/host/sys";
-    ho.debugfs_root = dir_ + "/host/debug";
+    ho.sysfs_root = host_tree_.sys();
+    ho.debugfs_root = host_tree_.debug();
     ho.counter_source = "sysfs";
     ho.kernel_netdevs = false;
     absl::StatusOr<std::unique_ptr<RealHost>> host = RealHost::Create(ho);
@@ -150,7 +139,6 @@ class AgentTest : public ::testing::Test {
     if (runner_.joinable()) runner_.join();
     agent_.reset();
     controller_.Stop();
-    std::filesystem::remove_all(dir_);
   }
 
   // Starts an agent (sample interval 1 s of the ManualClock) on its thread.
@@ -158,7 +146,7 @@ class AgentTest : public ::testing::Test {
     AgentOptions o;
     o.host_id = "h1";
     o.controller = absl::StrCat("127.0.0.1:", controller_.port);
-    o.state_dir = dir_ + "/state";
+    o.state_dir = tmp_.path() + "/state";
     o.sample_interval = kInterval;
     o.drift_interval = absl::Hours(1);
     o.reconnect_min = absl::Milliseconds(10);
@@ -181,8 +169,7 @@ class AgentTest : public ::testing::Test {
   }
 
   // Moves the clock in steps of 5 ms (below a sample interval) until `done`.
-  template <typename F>
-  bool StepUntil(F done) {
+  bool StepUntil(const std::function<bool()>& done) {
     return Eventually([&]() {
       if (done()) return true;
       clock_.Advance(absl::Milliseconds(5));
@@ -192,13 +179,13 @@ class AgentTest : public ::testing::Test {
   }
 
   std::string ReadFixture(const std::string& relative) {
-    std::ifstream in(dir_ + "/host/sys/" + relative);
-    std::string s;
-    std::getline(in, s);
+    std::string s = ::rocetune::testing::FixtureTree::ReadFile(host_tree_.sys() + "/" + relative);
+    if (!s.empty() && s.back() == '\n') s.pop_back();
     return s;
   }
 
-  std::string dir_;
+  ::rocetune::testing::TempDir tmp_{"agent-test"};
+  ::rocetune::testing::FixtureTree host_tree_{"mlx5_ofed"};
   ManualClock clock_;
   std::unique_ptr<RealHost> host_;
   Server controller_;

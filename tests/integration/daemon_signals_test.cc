@@ -59,14 +59,7 @@ class NotifySocket {
   int fd_ = -1;
 };
 
-bool Eventually(const std::function<bool()>& f, absl::Duration timeout) {
-  const absl::Time end = absl::Now() + timeout;
-  while (absl::Now() < end) {
-    if (f()) return true;
-    absl::SleepFor(absl::Milliseconds(50));
-  }
-  return f();
-}
+using ::rocetune::testing::Eventually;
 
 // The real agent on a fixture host, reporting to a controller that is not
 // there.

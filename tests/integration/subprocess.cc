@@ -1,11 +1,8 @@
 #include "tests/integration/subprocess.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -105,48 +102,6 @@ int WaitForPortInReadyFile(const std::string& path, const std::string& key,
     absl::SleepFor(absl::Milliseconds(20));
   }
   return -1;
-}
-
-std::string HttpGet(int port, const std::string& path) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return "";
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return "";
-  }
-  std::string req = absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
-  if (write(fd, req.data(), req.size()) != static_cast<ssize_t>(req.size())) {
-    close(fd);
-    return "";
-  }
-  std::string resp;
-  char buf[8192];
-  ssize_t n;
-  while ((n = read(fd, buf, sizeof(buf))) > 0) resp.append(buf, n);
-  close(fd);
-  size_t body = resp.find("\r\n\r\n");
-  return body == std::string::npos ? "" : resp.substr(body + 4);
-}
-
-std::string MakeTempDir(const std::string& name) {
-  const char* base = getenv("TEST_TMPDIR");
-  std::string tmpl = absl::StrCat(base ? base : "/tmp", "/rocetune-", name, "-XXXXXX");
-  std::vector<char> buf(tmpl.begin(), tmpl.end());
-  buf.push_back('\0');
-  char* dir = mkdtemp(buf.data());
-  return dir ? std::string(dir) : std::string();
-}
-
-std::string BuiltBinary(const std::string& relative) {
-  return absl::StrCat(ROCETUNE_BINARY_DIR, "/", relative);
-}
-
-std::string HostFixture(const std::string& host) {
-  return absl::StrCat(ROCETUNE_SOURCE_DIR, "/tests/fixtures/hosts/", host);
 }
 
 }  // namespace rocetune::testing

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "tests/testing/test_support.h"
 
 namespace rocetune::testing {
 
@@ -46,18 +47,7 @@ int RunCommand(const std::string& binary, const std::vector<std::string>& args, 
 // of `key` in it, or -1 on timeout.
 int WaitForPortInReadyFile(const std::string& path, const std::string& key, absl::Duration timeout);
 
-// GET http://127.0.0.1:port/path; returns the body or "" on failure.
-std::string HttpGet(int port, const std::string& path);
-
-// A fresh directory under the test's temp dir.
-std::string MakeTempDir(const std::string& name);
-
-// Path of a built binary, e.g. BuiltBinary("agent/rocetune-agent").
-std::string BuiltBinary(const std::string& relative);
-
-// Path of a host fixture tree in the source tree, e.g. HostFixture("mlx5_upstream")
-// (tests/fixtures/hosts/mlx5_upstream, with its sys/ and debug/).
-std::string HostFixture(const std::string& host);
+// HttpGet, MakeTempDir, BuiltBinary, HostFixture: tests/testing/test_support.h.
 
 }  // namespace rocetune::testing
 

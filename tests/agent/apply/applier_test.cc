@@ -16,18 +16,18 @@
 #include "gtest/gtest.h"
 #include "model/cc_params.h"
 #include "tests/agent/apply/apply_test_seams.h"
-#include "tests/agent/host/fixture_tree.h"
+#include "tests/testing/test_support.h"
 
 namespace rocetune {
 namespace {
 
+using ::rocetune::testing::FixtureTree;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
 using testing_util::FakePfcConfig;
 using testing_util::FaultyFileIo;
-using testing_util::FixtureTree;
 using testing_util::TreeContents;
 
 class ApplierTest : public ::testing::Test {

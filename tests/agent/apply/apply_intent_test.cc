@@ -7,6 +7,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "tests/testing/test_support.h"
 
 namespace rocetune {
 namespace {
@@ -22,14 +23,8 @@ v1::ParameterSet Set(int64_t ai_rate, int64_t hai_rate) {
 
 class ApplyIntentTest : public ::testing::Test {
  protected:
-  ApplyIntentTest() {
-    std::string tmpl = std::filesystem::path(::testing::TempDir()).lexically_normal().string() +
-                       "rocetune_intent_XXXXXX";
-    EXPECT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-  }
-  ~ApplyIntentTest() override { std::filesystem::remove_all(dir_); }
-  std::string dir_;
+  ::rocetune::testing::TempDir tmp_{"intent"};
+  const std::string dir_ = tmp_.path();
 };
 
 TEST_F(ApplyIntentTest, BeginLoadEndRoundTrip) {

@@ -8,26 +8,20 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
-#include "tests/agent/host/fixture_tree.h"
+#include "tests/testing/test_support.h"
 
 namespace rocetune {
 namespace {
 
+using ::rocetune::testing::FixtureTree;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
-using testing_util::FixtureTree;
 
 class LkgJournalTest : public ::testing::Test {
  protected:
-  LkgJournalTest() {
-    std::string tmpl = std::filesystem::path(::testing::TempDir()).lexically_normal().string() +
-                       "rocetune_lkg_XXXXXX";
-    EXPECT_NE(mkdtemp(tmpl.data()), nullptr);
-    root_ = tmpl;
-    dir_ = root_ + "/state";
-  }
-  ~LkgJournalTest() override { std::filesystem::remove_all(root_); }
+  LkgJournalTest() : root_(tmp_.path()), dir_(root_ + "/state") {}
+  ::rocetune::testing::TempDir tmp_{"lkg"};
 
   static v1::ParameterSet Set(int64_t ai_rate) {
     v1::ParameterSet set;

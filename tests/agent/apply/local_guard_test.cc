@@ -10,13 +10,13 @@
 #include "agent/host/ofed_sysfs_cc_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/agent/host/fixture_tree.h"
+#include "tests/testing/test_support.h"
 
 namespace rocetune {
 namespace {
 
+using ::rocetune::testing::FixtureTree;
 using ::testing::HasSubstr;
-using testing_util::FixtureTree;
 
 v1::CounterSample Sample(const std::string& name, int prio, double rate) {
   v1::CounterSample s;

@@ -6,13 +6,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model/cc_params.h"
-#include "tests/agent/host/fixture_tree.h"
+#include "tests/testing/test_support.h"
 
 namespace rocetune {
 namespace {
 
+using ::rocetune::testing::FixtureTree;
 using ::testing::HasSubstr;
-using testing_util::FixtureTree;
 
 class DebugfsCcStoreTest : public ::testing::Test {
  protected:

@@ -8,14 +8,14 @@
 #include "daemon/logging.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/agent/host/fixture_tree.h"
+#include "tests/testing/test_support.h"
 
 namespace rocetune {
 namespace {
 
+using ::rocetune::testing::FixtureTree;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-using testing_util::FixtureTree;
 
 std::string HostSys(const std::string& host) {
   return std::string(ROCETUNE_SOURCE_DIR) + "/tests/fixtures/hosts/" + host + "/sys";

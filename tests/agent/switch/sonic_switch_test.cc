@@ -25,6 +25,7 @@
 #include "tests/agent/switch/redis_server.h"
 #include "tests/agent/switch/sonic_seed.h"
 #include "tests/integration/subprocess.h"
+#include "tests/testing/test_support.h"
 
 namespace rocetune {
 namespace {
@@ -34,11 +35,7 @@ using ::testing::Not;
 using testing::RedisServer;
 using testing::SeedSonic;
 
-std::string TempDir() {
-  std::string tmpl = absl::StrCat(::testing::TempDir(), "/sonic-XXXXXX");
-  char* d = mkdtemp(tmpl.data());
-  return d == nullptr ? "" : std::string(d);
-}
+std::string TempDir() { return ::rocetune::testing::MakeTempDir("sonic"); }
 
 class SonicSwitchTest : public ::testing::Test {
  protected:

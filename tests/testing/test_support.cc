@@ -1,0 +1,105 @@
+#include "tests/testing/test_support.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace rocetune::testing {
+
+std::string MakeTempDir(const std::string& name) {
+  const char* base = getenv("TEST_TMPDIR");
+  std::string tmpl = absl::StrCat(base != nullptr ? base : "/tmp", "/rocetune-", name, "-XXXXXX");
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  char* dir = mkdtemp(buf.data());
+  return dir != nullptr ? std::string(dir) : std::string();
+}
+
+TempDir::TempDir(const std::string& name) : path_(MakeTempDir(name)) {}
+
+TempDir::~TempDir() {
+  if (path_.empty()) return;
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+std::string HostFixture(const std::string& host) {
+  return absl::StrCat(ROCETUNE_SOURCE_DIR, "/tests/fixtures/hosts/", host);
+}
+
+FixtureTree::FixtureTree(const std::string& host) : root_(MakeTempDir("fixture-" + host)) {
+  if (root_.empty()) return;
+  std::error_code ec;
+  std::filesystem::copy(
+      HostFixture(host), root_,
+      std::filesystem::copy_options::recursive | std::filesystem::copy_options::copy_symlinks, ec);
+}
+
+FixtureTree::~FixtureTree() {
+  if (root_.empty()) return;
+  std::error_code ec;
+  std::filesystem::remove_all(root_, ec);
+}
+
+std::string FixtureTree::ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void FixtureTree::WriteFile(const std::string& path, const std::string& data) {
+  std::ofstream out(path, std::ios::trunc);
+  out << data;
+}
+
+std::string BuiltBinary(const std::string& relative) {
+  return absl::StrCat(ROCETUNE_BINARY_DIR, "/", relative);
+}
+
+bool Eventually(const std::function<bool()>& cond, absl::Duration timeout, absl::Duration poll) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    if (cond()) return true;
+    absl::SleepFor(poll);
+  }
+  return cond();
+}
+
+std::string HttpGetResponse(int port, const std::string& path) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return "";
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string out;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+    const std::string req = absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+    if (write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
+      char buf[8192];
+      ssize_t n;
+      while ((n = read(fd, buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+    }
+  }
+  close(fd);
+  return out;
+}
+
+std::string HttpGet(int port, const std::string& path) {
+  const std::string resp = HttpGetResponse(port, path);
+  const size_t body = resp.find("\r\n\r\n");
+  return body == std::string::npos ? "" : resp.substr(body + 4);
+}
+
+}  // namespace rocetune::testing

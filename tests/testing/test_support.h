@@ -1,0 +1,72 @@
+#ifndef ROCETUNE_TESTS_TESTING_TEST_SUPPORT_H_
+#define ROCETUNE_TESTS_TESTING_TEST_SUPPORT_H_
+
+// What tests of every kind share: temp dirs, fixture trees, waiting on a
+// condition, a plain HTTP GET to a loopback port, paths of built binaries.
+// One implementation each (tests/testing/test_support.cc).
+
+#include <functional>
+#include <string>
+
+#include "absl/time/time.h"
+
+namespace rocetune::testing {
+
+// A fresh directory under $TEST_TMPDIR (else /tmp) named after `name`; ""
+// when it cannot be made. The test keeps it (for a failure's logs).
+std::string MakeTempDir(const std::string& name);
+
+// A fresh directory as MakeTempDir, removed with everything in it when this
+// object is destroyed.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& name);
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// The source tree's fixture host `host` (tests/fixtures/hosts/<host>, with
+// its sys/ and debug/), read-only.
+std::string HostFixture(const std::string& host);
+
+// A private writable copy of HostFixture(host), removed on destruction.
+class FixtureTree {
+ public:
+  explicit FixtureTree(const std::string& host);
+  ~FixtureTree();
+  FixtureTree(const FixtureTree&) = delete;
+  FixtureTree& operator=(const FixtureTree&) = delete;
+
+  const std::string& root() const { return root_; }
+  std::string sys() const { return root_ + "/sys"; }
+  std::string debug() const { return root_ + "/debug"; }
+
+  static std::string ReadFile(const std::string& path);
+  static void WriteFile(const std::string& path, const std::string& data);
+
+ private:
+  std::string root_;
+};
+
+// Path of a built binary, e.g. BuiltBinary("agent/rocetune-agent").
+std::string BuiltBinary(const std::string& relative);
+
+// Polls `cond` (real time, every `poll`) until it holds or `timeout` passes;
+// returns its last value.
+bool Eventually(const std::function<bool()>& cond, absl::Duration timeout = absl::Seconds(5),
+                absl::Duration poll = absl::Milliseconds(5));
+
+// GET http://127.0.0.1:port/path (HTTP/1.0): the whole response, status
+// line and headers included; "" when the connection or the request failed.
+std::string HttpGetResponse(int port, const std::string& path);
+// The same, the body only ("" on failure or without a header end).
+std::string HttpGet(int port, const std::string& path);
+
+}  // namespace rocetune::testing
+
+#endif  // ROCETUNE_TESTS_TESTING_TEST_SUPPORT_H_
