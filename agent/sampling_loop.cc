@@ -38,7 +38,8 @@ void SamplingLoop::Run(Sink sink) {
 }
 
 void SamplingLoop::Stop() {
-  if (!stop_.HasBeenNotified()) stop_.Notify();
+  // Agent::Stop and the end of Agent::Run may both stop the loop, at once.
+  if (!stopping_.exchange(true)) stop_.Notify();
 }
 
 void SamplingLoop::Round(v1::Report* report, bool* lent) {

@@ -86,6 +86,7 @@ class SamplingLoop {
   NicOwner* owner_;
   Prober* prober_;
   Clock* clock_;
+  std::atomic<bool> stopping_{false};
   absl::Notification stop_;
   std::atomic<bool> check_drift_now_{false};
   std::atomic<uint64_t> rounds_{0};

@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -19,6 +20,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "agent/real_host.h"
+#include "agent/sampling_loop.h"
 #include "daemon/clock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -329,6 +331,27 @@ TEST_F(AgentTest, StopEndsRunPromptlyWhileDisconnected) {
   agent_->Stop();
   runner_.join();
   EXPECT_LT(absl::Now() - t0, absl::Seconds(5));
+}
+
+// Agent::Stop (a signal) and the end of Agent::Run both stop the sampling
+// loop; when they met, a second Notify aborted the daemon on SIGTERM (seen in
+// agent_controller_test). Two threads stop fresh loops at the same moment.
+TEST(SamplingLoopTest, StopFromTwoThreadsAtOnceIsSafe) {
+  ManualClock clock;
+  for (int i = 0; i < 2000; ++i) {
+    SamplingLoop loop(SamplingLoopOptions(), nullptr, nullptr, nullptr, &clock);
+    std::atomic<int> ready{0};
+    auto stop = [&]() {
+      ready.fetch_add(1);
+      while (ready.load() < 2) {
+      }
+      loop.Stop();
+    };
+    std::thread a(stop);
+    std::thread b(stop);
+    a.join();
+    b.join();
+  }
 }
 
 }  // namespace
