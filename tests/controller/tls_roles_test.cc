@@ -19,6 +19,7 @@
 #include "rocetune/v1/admin.grpc.pb.h"
 #include "rocetune/v1/agent.grpc.pb.h"
 #include "tests/controller/controller_test_util.h"
+#include "tests/controller/fake_agent.h"
 
 namespace rocetune::controller {
 namespace {
@@ -32,16 +33,7 @@ bool MakePki(const std::string& dir, const std::string& args) {
   return std::system(cmd.c_str()) == 0;
 }
 
-class FakeConn final : public AgentConnection {
- public:
-  explicit FakeConn(uint64_t id) : id_(id) {}
-  uint64_t stream_id() const override { return id_; }
-  void PushDesiredState(const std::string&, const v1::ParameterSet&) override {}
-  void Close(const absl::Status&) override {}
-
- private:
-  uint64_t id_;
-};
+using testing::FakeAgent;
 
 class TlsRolesTest : public ::testing::Test {
  protected:
@@ -308,7 +300,7 @@ TEST_F(TlsRolesTest, OperatorApprovingItsOwnChangeIsDeniedAndAudited) {
     v1::DeviceParameters* p = h.mutable_current_parameters()->add_devices();
     p->set_device("mlx5_0");
     (*p->mutable_dcqcn())["rpg_time_reset"] = 300;
-    ASSERT_TRUE(controller_->fleet().Register(h, std::make_shared<FakeConn>(1000 + i)).ok());
+    ASSERT_TRUE(controller_->fleet().Register(h, std::make_shared<FakeAgent>(1000 + i)).ok());
   }
   auto alice = v1::AdminService::NewStub(Channel(*pki_, "user-alice"));
   v1::ApplyPolicyRequest apply;

@@ -17,28 +17,14 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "tests/controller/controller_test_util.h"
+#include "tests/controller/fake_agent.h"
 
 namespace rocetune::controller {
 namespace {
 
 using ::testing::HasSubstr;
 
-// Records what the fleet asks of a stream.
-class FakeConnection : public AgentConnection {
- public:
-  explicit FakeConnection(uint64_t id) : id_(id) {}
-  uint64_t stream_id() const override { return id_; }
-  void PushDesiredState(const std::string& version, const v1::ParameterSet&) override {
-    pushed.push_back(version);
-  }
-  void Close(const absl::Status& status) override { closed = status; }
-
-  std::vector<std::string> pushed;
-  std::optional<absl::Status> closed;
-
- private:
-  uint64_t id_;
-};
+using testing::FakeAgent;
 
 class RecordingSubscriber : public EventSubscriber {
  public:
@@ -75,7 +61,7 @@ class FleetTest : public ::testing::Test {
 };
 
 TEST_F(FleetTest, HelloValidation) {
-  auto c = std::make_shared<FakeConnection>(1);
+  auto c = std::make_shared<FakeAgent>(1);
   EXPECT_EQ(fleet_.Register(MakeHello(""), c).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(fleet_.Register(MakeHello("has space"), c).status().code(),
             absl::StatusCode::kInvalidArgument);
@@ -89,13 +75,13 @@ TEST_F(FleetTest, HelloValidation) {
 }
 
 TEST_F(FleetTest, NewerStreamSupersedesOlderAndOlderUnregisterIsIgnored) {
-  auto a = std::make_shared<FakeConnection>(1);
-  auto b = std::make_shared<FakeConnection>(2);
+  auto a = std::make_shared<FakeAgent>(1);
+  auto b = std::make_shared<FakeAgent>(2);
   ASSERT_TRUE(fleet_.Register(MakeHello("h1"), a).ok());
   ASSERT_TRUE(fleet_.Register(MakeHello("h1"), b).ok());
-  ASSERT_TRUE(a->closed.has_value());
-  EXPECT_EQ(a->closed->code(), absl::StatusCode::kAborted);
-  EXPECT_FALSE(b->closed.has_value());
+  ASSERT_TRUE(a->closed().has_value());
+  EXPECT_EQ(a->closed()->code(), absl::StatusCode::kAborted);
+  EXPECT_FALSE(b->closed().has_value());
   fleet_.Unregister("h1", 1);  // the old stream ending must not unregister the new one
   EXPECT_EQ(fleet_.GetHost("h1")->state(), v1::HOST_CONNECTED);
   fleet_.Unregister("h1", 2);
@@ -103,29 +89,29 @@ TEST_F(FleetTest, NewerStreamSupersedesOlderAndOlderUnregisterIsIgnored) {
 }
 
 TEST_F(FleetTest, AStreamSupersedesOnceThenTwinsAreRefused) {
-  auto a = std::make_shared<FakeConnection>(1);
-  auto b = std::make_shared<FakeConnection>(2);
-  auto c = std::make_shared<FakeConnection>(3);
+  auto a = std::make_shared<FakeAgent>(1);
+  auto b = std::make_shared<FakeAgent>(2);
+  auto c = std::make_shared<FakeAgent>(3);
   ASSERT_TRUE(fleet_.Register(MakeHello("h1"), a).ok());
   ASSERT_TRUE(fleet_.Register(MakeHello("h1"), b).ok());  // a reconnect: supersedes a
-  ASSERT_TRUE(a->closed.has_value());
+  ASSERT_TRUE(a->closed().has_value());
   // a's agent comes back while b reports: two agents share h1's identity.
   absl::StatusOr<Registration> again = fleet_.Register(MakeHello("h1"), c);
   EXPECT_EQ(again.status().code(), absl::StatusCode::kAlreadyExists);
-  EXPECT_FALSE(b->closed.has_value());
-  EXPECT_FALSE(c->closed.has_value());
+  EXPECT_FALSE(b->closed().has_value());
+  EXPECT_FALSE(c->closed().has_value());
   // Once b has been silent for stale_after, a new stream may take over.
   clock_.Advance(FleetOptions{}.stale_after + absl::Seconds(1));
   ASSERT_TRUE(fleet_.Register(MakeHello("h1"), c).ok());
-  ASSERT_TRUE(b->closed.has_value());
-  EXPECT_EQ(b->closed->code(), absl::StatusCode::kAborted);
+  ASSERT_TRUE(b->closed().has_value());
+  EXPECT_EQ(b->closed()->code(), absl::StatusCode::kAborted);
   // After b's stream ends, a plain reconnect registers again.
   fleet_.Unregister("h1", 3);
-  EXPECT_TRUE(fleet_.Register(MakeHello("h1"), std::make_shared<FakeConnection>(4)).ok());
+  EXPECT_TRUE(fleet_.Register(MakeHello("h1"), std::make_shared<FakeAgent>(4)).ok());
 }
 
 TEST_F(FleetTest, DesiredStateVersionsPushesAndDrift) {
-  auto c = std::make_shared<FakeConnection>(1);
+  auto c = std::make_shared<FakeAgent>(1);
   ASSERT_TRUE(fleet_.Register(MakeHello("h1"), c).ok());
   EXPECT_EQ(fleet_.SetDesiredState("nope", Params(1)).status().code(), absl::StatusCode::kNotFound);
   auto v1 = fleet_.SetDesiredState("h1", Params(1));
@@ -135,16 +121,16 @@ TEST_F(FleetTest, DesiredStateVersionsPushesAndDrift) {
   auto v2 = fleet_.SetDesiredState("h1", Params(2));
   ASSERT_TRUE(v2.ok());
   EXPECT_NE(*v2, *v1);
-  EXPECT_EQ(c->pushed, (std::vector<std::string>{*v1, *v2}));
+  EXPECT_EQ(c->pushed(), (std::vector<std::string>{*v1, *v2}));
   EXPECT_EQ(fleet_.Counts().drifted, 1u);
   v1::Ack ack;
   ack.set_version(*v2);
   fleet_.HandleAck("h1", ack);
   EXPECT_EQ(fleet_.Counts().drifted, 0u);
   // A reconnect gets the desired state pushed again.
-  auto d = std::make_shared<FakeConnection>(2);
+  auto d = std::make_shared<FakeAgent>(2);
   ASSERT_TRUE(fleet_.Register(MakeHello("h1"), d).ok());
-  EXPECT_EQ(d->pushed, (std::vector<std::string>{*v2}));
+  EXPECT_EQ(d->pushed(), (std::vector<std::string>{*v2}));
 }
 
 v1::GuardEvent Drift(const std::string& detail) {
@@ -161,7 +147,7 @@ google::protobuf::RepeatedPtrField<v1::GuardEvent> Events(const v1::GuardEvent& 
 }
 
 TEST_F(FleetTest, DriftIsCorrectedByRepushingTheDesiredState) {
-  auto c = std::make_shared<FakeConnection>(1);
+  auto c = std::make_shared<FakeAgent>(1);
   ASSERT_TRUE(fleet_.Register(MakeHello("h1"), c).ok());
   auto v = fleet_.SetDesiredState("h1", Params(33));
   ASSERT_TRUE(v.ok());
@@ -170,7 +156,7 @@ TEST_F(FleetTest, DriftIsCorrectedByRepushingTheDesiredState) {
   fleet_.HandleAck("h1", ack);
   const std::string found = "version 1: mlx5_0/rpg_ai_rate: expected 33, found 5";
   fleet_.HandleGuardEvents("h1", Events(Drift(found)));
-  EXPECT_EQ(c->pushed, (std::vector<std::string>{*v, *v}));
+  EXPECT_EQ(c->pushed(), (std::vector<std::string>{*v, *v}));
   v1::HostInfo info = *fleet_.GetHost("h1");
   ASSERT_EQ(info.drift_size(), 1);
   EXPECT_EQ(info.drift(0), found);
@@ -180,10 +166,10 @@ TEST_F(FleetTest, DriftIsCorrectedByRepushingTheDesiredState) {
   // Level-triggered, with a back-off: the same finding right after the
   // re-push waits; a second later it is corrected again.
   fleet_.HandleGuardEvents("h1", Events(Drift(found)));
-  EXPECT_EQ(c->pushed.size(), 2u);
+  EXPECT_EQ(c->pushed().size(), 2u);
   clock_.Advance(absl::Seconds(1));
   fleet_.HandleGuardEvents("h1", Events(Drift(found)));
-  EXPECT_EQ(c->pushed.size(), 3u);
+  EXPECT_EQ(c->pushed().size(), 3u);
   // The Ack of the re-push clears the drift.
   fleet_.HandleAck("h1", ack);
   EXPECT_EQ(fleet_.GetHost("h1")->drift_size(), 0);
@@ -206,11 +192,11 @@ v1::GuardEvent DriftOf(const std::string& device, const std::string& parameter, 
 // audited on every report, ~4 a second, forever. Now the re-pushes of one
 // finding back off (1 s, 2 s, 4 s ... 5 min).
 TEST_F(FleetTest, DriftThatARepushDoesNotClearBacksOff) {
-  auto c = std::make_shared<FakeConnection>(1);
+  auto c = std::make_shared<FakeAgent>(1);
   ASSERT_TRUE(fleet_.Register(MakeHello("h1"), c).ok());
   auto v = fleet_.SetDesiredState("h1", Params(33));
   ASSERT_TRUE(v.ok());
-  c->pushed.clear();
+  c->ClearPushed();
   sub_->kinds.clear();
   // Four reports a second for a minute, each with the same finding.
   for (int i = 0; i < 240; ++i) {
@@ -218,34 +204,34 @@ TEST_F(FleetTest, DriftThatARepushDoesNotClearBacksOff) {
     clock_.Advance(absl::Milliseconds(250));
   }
   // At 0, 1, 3, 7, 15, 31 s (the next would be at 63 s).
-  EXPECT_EQ(c->pushed.size(), 6u);
+  EXPECT_EQ(c->pushed().size(), 6u);
   EXPECT_EQ(std::count(sub_->kinds.begin(), sub_->kinds.end(), "drift_corrected:h1"), 6);
   // A different finding is corrected at once.
   fleet_.HandleGuardEvents("h1", Events(DriftOf("mlx5_0", "rpg_ai_rate", 33, 778)));
-  EXPECT_EQ(c->pushed.size(), 7u);
+  EXPECT_EQ(c->pushed().size(), 7u);
   // The same finding right after waits; once it has stopped coming back for
   // a while, it starts over and is corrected at once.
   fleet_.HandleGuardEvents("h1", Events(DriftOf("mlx5_0", "rpg_ai_rate", 33, 778)));
-  EXPECT_EQ(c->pushed.size(), 7u);
+  EXPECT_EQ(c->pushed().size(), 7u);
   clock_.Advance(absl::Minutes(2));
   fleet_.HandleGuardEvents("h1", Events(DriftOf("mlx5_0", "rpg_ai_rate", 33, 778)));
-  EXPECT_EQ(c->pushed.size(), 8u);
+  EXPECT_EQ(c->pushed().size(), 8u);
 }
 
 // A drifted parameter the desired state does not name cannot be corrected by
 // a re-push (before: re-pushed with writes=0 on every report): it is observed
 // and audited once, and nothing is pushed.
 TEST_F(FleetTest, DriftOutsideTheDesiredStateIsObservedOnceNotRepushed) {
-  auto c = std::make_shared<FakeConnection>(1);
+  auto c = std::make_shared<FakeAgent>(1);
   ASSERT_TRUE(fleet_.Register(MakeHello("h1"), c).ok());
   ASSERT_TRUE(fleet_.SetDesiredState("h1", Params(33)).ok());  // mlx5_0/rpg_ai_rate only
-  c->pushed.clear();
+  c->ClearPushed();
   sub_->kinds.clear();
   for (int i = 0; i < 40; ++i) {
     fleet_.HandleGuardEvents("h1", Events(DriftOf("mlx5_1", "rpg_time_reset", 300, 777)));
     clock_.Advance(absl::Milliseconds(250));
   }
-  EXPECT_TRUE(c->pushed.empty());
+  EXPECT_TRUE(c->pushed().empty());
   EXPECT_EQ(std::count(sub_->kinds.begin(), sub_->kinds.end(), "drift_observed:h1"), 1);
   EXPECT_THAT(fleet_.GetHost("h1")->drift(0), HasSubstr("mlx5_1/rpg_time_reset"));
 }
@@ -254,25 +240,25 @@ TEST_F(FleetTest, ObserveOnlyHostsReportDriftWithoutCorrection) {
   FleetOptions o;
   o.observe_only = true;
   Fleet fleet(&clock_, &telemetry_, nullptr, &events_, o);
-  auto c = std::make_shared<FakeConnection>(1);
+  auto c = std::make_shared<FakeAgent>(1);
   ASSERT_TRUE(fleet.Register(MakeHello("h1"), c).ok());
   ASSERT_TRUE(fleet.SetDesiredState("h1", Params(33)).ok());
   fleet.HandleGuardEvents("h1", Events(Drift("x: expected 33, found 5")));
   fleet.HandleGuardEvents("h1", Events(Drift("x: expected 33, found 5")));
-  EXPECT_EQ(c->pushed.size(), 1u);
+  EXPECT_EQ(c->pushed().size(), 1u);
   EXPECT_EQ(std::count(sub_->kinds.begin(), sub_->kinds.end(), "drift_observed:h1"), 1);
   // Per host (a policy's observe_only): the fleet-wide flag off, the check on.
-  auto d = std::make_shared<FakeConnection>(2);
+  auto d = std::make_shared<FakeAgent>(2);
   ASSERT_TRUE(fleet_.Register(MakeHello("h2"), d).ok());
   ASSERT_TRUE(fleet_.SetDesiredState("h2", Params(33)).ok());
   fleet_.SetObserveOnlyCheck([](const std::string& id) { return id == "h2"; });
   fleet_.HandleGuardEvents("h2", Events(Drift("y: expected 33, found 6")));
-  EXPECT_EQ(d->pushed.size(), 1u);
+  EXPECT_EQ(d->pushed().size(), 1u);
   EXPECT_EQ(fleet_.GetHost("h2")->drift(0), "y: expected 33, found 6");
 }
 
 TEST_F(FleetTest, SweepPublishesStateChangesOnce) {
-  auto c = std::make_shared<FakeConnection>(1);
+  auto c = std::make_shared<FakeAgent>(1);
   ASSERT_TRUE(fleet_.Register(MakeHello("h1"), c).ok());
   sub_->kinds.clear();
   fleet_.Sweep();
@@ -288,29 +274,29 @@ TEST_F(FleetTest, SweepPublishesStateChangesOnce) {
 }
 
 TEST_F(FleetTest, SilentHostsStreamIsClosedWhenItGoesGone) {
-  auto silent = std::make_shared<FakeConnection>(1);
-  auto busy = std::make_shared<FakeConnection>(2);
+  auto silent = std::make_shared<FakeAgent>(1);
+  auto busy = std::make_shared<FakeAgent>(2);
   ASSERT_TRUE(fleet_.Register(MakeHello("silent"), silent).ok());
   ASSERT_TRUE(fleet_.Register(MakeHello("busy"), busy).ok());
   clock_.Advance(absl::Seconds(31));  // stale: still open
   fleet_.Sweep();
-  EXPECT_FALSE(silent->closed.has_value());
+  EXPECT_FALSE(silent->closed().has_value());
   clock_.Advance(absl::Seconds(60));
   v1::Report r;
   r.set_end_unix_nanos(absl::ToUnixNanos(clock_.Now()));
   ASSERT_TRUE(telemetry_.ForHost("busy")->AddReport(r, clock_.Now()).ok());
   clock_.Advance(absl::Seconds(40));  // 131 s since "silent" connected; 40 s since busy reported
   fleet_.Sweep();
-  ASSERT_TRUE(silent->closed.has_value());
-  EXPECT_EQ(silent->closed->code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(silent->closed->message(), HasSubstr("--gone_after"));
-  EXPECT_FALSE(busy->closed.has_value());
+  ASSERT_TRUE(silent->closed().has_value());
+  EXPECT_EQ(silent->closed()->code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(silent->closed()->message(), HasSubstr("--gone_after"));
+  EXPECT_FALSE(busy->closed().has_value());
 }
 
 TEST_F(FleetTest, SelectorsAndGroups) {
-  ASSERT_TRUE(fleet_.Register(MakeHello("a", "r1"), std::make_shared<FakeConnection>(1)).ok());
-  ASSERT_TRUE(fleet_.Register(MakeHello("b", "r1"), std::make_shared<FakeConnection>(2)).ok());
-  ASSERT_TRUE(fleet_.Register(MakeHello("c", "r2"), std::make_shared<FakeConnection>(3)).ok());
+  ASSERT_TRUE(fleet_.Register(MakeHello("a", "r1"), std::make_shared<FakeAgent>(1)).ok());
+  ASSERT_TRUE(fleet_.Register(MakeHello("b", "r1"), std::make_shared<FakeAgent>(2)).ok());
+  ASSERT_TRUE(fleet_.Register(MakeHello("c", "r2"), std::make_shared<FakeAgent>(3)).ok());
   EXPECT_EQ(fleet_.Select({{"rack", "r1"}}).size(), 2u);
   EXPECT_EQ(fleet_.Select({}).size(), 3u);
   auto groups = fleet_.GroupBy("rack");
@@ -318,30 +304,6 @@ TEST_F(FleetTest, SelectorsAndGroups) {
   EXPECT_EQ(groups["r2"], (std::vector<std::string>{"c"}));
   EXPECT_TRUE(fleet_.GroupBy("pod").empty());
 }
-
-// Counts probe plans per stream (thread-safe: the planner thread pushes).
-class PlanCountingConnection : public FakeConnection {
- public:
-  using FakeConnection::FakeConnection;
-  void PushProbePlan(const v1::ProbePlan& plan) override {
-    absl::MutexLock lock(&mu_);
-    ++plans_;
-    last_version_ = plan.version();
-  }
-  int plans() const {
-    absl::MutexLock lock(&mu_);
-    return plans_;
-  }
-  std::string last_version() const {
-    absl::MutexLock lock(&mu_);
-    return last_version_;
-  }
-
- private:
-  mutable absl::Mutex mu_;
-  int plans_ = 0;
-  std::string last_version_;
-};
 
 v1::Hello ProbingHello(int i) {
   v1::Hello h = MakeHello(absl::StrCat("h", i), "r1");
@@ -359,9 +321,9 @@ TEST(FleetProbePlanTest, JoinStormIsCoalescedAndEveryHostGetsTheFinalPlan) {
   opt.probe_replan_delay = absl::Milliseconds(100);
   Fleet fleet(&clock, &telemetry, nullptr, nullptr, opt);
   constexpr int kHosts = 300;
-  std::vector<std::shared_ptr<PlanCountingConnection>> conns;
+  std::vector<std::shared_ptr<FakeAgent>> conns;
   for (int i = 0; i < kHosts; ++i) {
-    conns.push_back(std::make_shared<PlanCountingConnection>(i + 1));
+    conns.push_back(std::make_shared<FakeAgent>(i + 1));
     ASSERT_TRUE(fleet.Register(ProbingHello(i), conns.back()).ok());
   }
   // The final plan of every host is what an inline planner would give it.
@@ -377,7 +339,7 @@ TEST(FleetProbePlanTest, JoinStormIsCoalescedAndEveryHostGetsTheFinalPlan) {
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
   auto settled = [&] {
     for (int i = 0; i < kHosts; ++i) {
-      if (conns[i]->last_version() != want[absl::StrCat("h", i)].version()) return false;
+      if (conns[i]->last_plan_version() != want[absl::StrCat("h", i)].version()) return false;
     }
     return true;
   };
@@ -435,7 +397,7 @@ v1::GuardEvent GuardTrip(const std::string& judged, const std::string& restored,
 }
 
 TEST_F(FleetTest, GuardRestoreUpdatesCurrentParametersAndRejectsTheVersion) {
-  auto c = std::make_shared<FakeConnection>(1);
+  auto c = std::make_shared<FakeAgent>(1);
   ASSERT_TRUE(fleet_.Register(MakeHello("h1"), c).ok());
   auto v = fleet_.SetDesiredState("h1", Params(100));
   ASSERT_TRUE(v.ok());
@@ -451,7 +413,7 @@ TEST_F(FleetTest, GuardRestoreUpdatesCurrentParametersAndRejectsTheVersion) {
 // The agent judged and rolled back version 1 while version 2 was on its way;
 // it then applied 2. The late event rejects 1, and the host still holds 2.
 TEST_F(FleetTest, AGuardEventAboutAnOlderVersionDoesNotUndoANewerAck) {
-  auto c = std::make_shared<FakeConnection>(1);
+  auto c = std::make_shared<FakeAgent>(1);
   ASSERT_TRUE(fleet_.Register(MakeHello("h1"), c).ok());
   auto v1 = fleet_.SetDesiredState("h1", Params(100));
   ASSERT_TRUE(v1.ok());
@@ -469,7 +431,7 @@ TEST_F(FleetTest, AGuardEventAboutAnOlderVersionDoesNotUndoANewerAck) {
 // An agent with no last-known-good set restores nothing: the host still
 // holds the set the guard judged, which is rejected all the same.
 TEST_F(FleetTest, AGuardThatRestoredNothingLeavesTheHostOnTheJudgedSet) {
-  auto c = std::make_shared<FakeConnection>(1);
+  auto c = std::make_shared<FakeAgent>(1);
   ASSERT_TRUE(fleet_.Register(MakeHello("h1"), c).ok());
   auto v = fleet_.SetDesiredState("h1", Params(100));
   ASSERT_TRUE(v.ok());
@@ -482,7 +444,7 @@ TEST_F(FleetTest, AGuardThatRestoredNothingLeavesTheHostOnTheJudgedSet) {
 }
 
 TEST_F(FleetTest, ForgetHostOnlyWhenGone) {
-  auto c = std::make_shared<FakeConnection>(1);
+  auto c = std::make_shared<FakeAgent>(1);
   ASSERT_TRUE(fleet_.Register(MakeHello("h1"), c).ok());
   EXPECT_EQ(fleet_.ForgetHost("nope", DesiredStateActor{}).code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(fleet_.ForgetHost("h1", DesiredStateActor{}).code(),
@@ -512,7 +474,7 @@ TEST(FleetControlLoopTest, HostRowsAreWrittenOnTheLoopWithTheStateWhenTheWriteRu
   // The loop is busy: what the fleet posts waits behind this task.
   absl::Notification release;
   ASSERT_TRUE(loop.Post([&] { release.WaitForNotification(); }));
-  auto c = std::make_shared<FakeConnection>(1);
+  auto c = std::make_shared<FakeAgent>(1);
   ASSERT_TRUE(fleet.Register(MakeHello("h1"), c).ok());
   absl::StatusOr<std::vector<StoredHost>> rows = (*store)->LoadHosts();
   ASSERT_TRUE(rows.ok());

@@ -22,6 +22,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/controller/controller_test_util.h"
+#include "tests/controller/fake_agent.h"
 
 namespace rocetune::controller {
 namespace {
@@ -34,46 +35,7 @@ constexpr int kProbesPerWindow = 1000;
 constexpr char kKmin[] = "ecn.AZURE_LOSSLESS.green_min_threshold";
 constexpr char kKmax[] = "ecn.AZURE_LOSSLESS.green_max_threshold";
 
-// Applies and ACKs every push; remembers what it holds.
-class FakeAgent : public AgentConnection {
- public:
-  FakeAgent(Fleet* fleet, std::string host, uint64_t stream, v1::ParameterSet initial)
-      : fleet_(fleet), host_(std::move(host)), stream_(stream), applied_(std::move(initial)) {}
-  uint64_t stream_id() const override { return stream_; }
-  void PushDesiredState(const std::string& version, const v1::ParameterSet& params) override {
-    {
-      absl::MutexLock lock(&mu_);
-      applied_ = params;
-      ++pushes_;
-    }
-    v1::Ack a;
-    a.set_kind(v1::DESIRED_STATE);
-    a.set_version(version);
-    *a.mutable_applied() = params;
-    fleet_->HandleAck(host_, a);
-  }
-  void Close(const absl::Status&) override {}
-  int64_t Param(const std::string& name) {
-    absl::MutexLock lock(&mu_);
-    for (const auto& d : applied_.devices()) {
-      auto it = d.dcqcn().find(name);
-      if (it != d.dcqcn().end()) return it->second;
-    }
-    return -1;
-  }
-  int pushes() {
-    absl::MutexLock lock(&mu_);
-    return pushes_;
-  }
-
- private:
-  Fleet* fleet_;
-  std::string host_;
-  uint64_t stream_;
-  absl::Mutex mu_;
-  v1::ParameterSet applied_;
-  int pushes_ = 0;
-};
+using testing::FakeAgent;
 
 std::string SwitchPolicy() {
   return R"pb(
@@ -176,7 +138,7 @@ class RolloutSwitchTest : public ::testing::Test {
   }
   void Register(const v1::Hello& h, int rack) {
     auto agent =
-        std::make_shared<FakeAgent>(fleet_.get(), h.host_id(), ++stream_, h.current_parameters());
+        std::make_shared<FakeAgent>(++stream_, fleet_.get(), h.host_id(), h.current_parameters());
     agents_[h.host_id()] = agent;
     rack_of_[h.host_id()] = rack;
     auto reg = fleet_->Register(h, agent);

@@ -22,6 +22,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/controller/controller_test_util.h"
+#include "tests/controller/fake_agent.h"
 
 namespace rocetune::controller {
 namespace {
@@ -32,66 +33,7 @@ constexpr int kRacks = 8;
 constexpr int kHostsPerRack = 4;
 constexpr char kDevice[] = "mlx5_0";
 
-// What a fake agent holds and answers.
-class FakeAgent : public AgentConnection {
- public:
-  FakeAgent(Fleet* fleet, std::string host, uint64_t stream)
-      : fleet_(fleet), host_(std::move(host)), stream_(stream) {}
-  uint64_t stream_id() const override { return stream_; }
-  void PushDesiredState(const std::string& version, const v1::ParameterSet& params) override {
-    absl::MutexLock lock(&mu_);
-    pushed_.push_back(version);
-    if (nack_next_) {
-      nack_next_ = false;
-      v1::Nack n;
-      n.set_kind(v1::DESIRED_STATE);
-      n.set_version(version);
-      n.set_kept_version(applied_version_);
-      n.set_error("mlx5_0: rpg_time_reset: write failed: Permission denied");
-      mu_.Unlock();
-      fleet_->HandleNack(host_, n);
-      mu_.Lock();
-      return;
-    }
-    applied_ = params;
-    applied_version_ = version;
-    v1::Ack a;
-    a.set_kind(v1::DESIRED_STATE);
-    a.set_version(version);
-    *a.mutable_applied() = params;
-    mu_.Unlock();
-    fleet_->HandleAck(host_, a);
-    mu_.Lock();
-  }
-  void Close(const absl::Status&) override {}
-
-  int64_t Param(const std::string& name, int64_t dflt) {
-    absl::MutexLock lock(&mu_);
-    for (const auto& d : applied_.devices()) {
-      auto it = d.dcqcn().find(name);
-      if (it != d.dcqcn().end()) return it->second;
-    }
-    return dflt;
-  }
-  std::vector<std::string> pushed() {
-    absl::MutexLock lock(&mu_);
-    return pushed_;
-  }
-  void NackNext() {
-    absl::MutexLock lock(&mu_);
-    nack_next_ = true;
-  }
-
- private:
-  Fleet* fleet_;
-  std::string host_;
-  uint64_t stream_;
-  absl::Mutex mu_;
-  v1::ParameterSet applied_;
-  std::string applied_version_;
-  std::vector<std::string> pushed_;
-  bool nack_next_ = false;
-};
+using testing::FakeAgent;
 
 std::string PolicyText(int approvers = 1, uint32_t max_hold = 12) {
   return absl::StrCat(
@@ -180,7 +122,7 @@ class RolloutTest : public ::testing::Test {
       p->set_device(kDevice);
       (*p->mutable_dcqcn())["rpg_time_reset"] = 300;
       (*p->mutable_dcqcn())["rpg_ai_rate"] = 5;
-      auto agent = std::make_shared<FakeAgent>(fleet_.get(), id, ++stream_);
+      auto agent = std::make_shared<FakeAgent>(++stream_, fleet_.get(), id);
       agents_[id] = agent;
       auto reg = fleet_->Register(h, agent);
       ASSERT_TRUE(reg.ok()) << reg.status();
@@ -706,7 +648,7 @@ TEST_F(RolloutTest, GuardEventOnACanaryHostRollsBackAndTheSetIsNeverRepushed) {
   h.set_host_id(canary);
   (*h.mutable_labels())["rack"] = absl::StrCat("r", rack_of_[canary]);
   (*h.mutable_labels())["role"] = "trainer";
-  auto again = std::make_shared<FakeAgent>(fleet_.get(), canary, ++stream_);
+  auto again = std::make_shared<FakeAgent>(++stream_, fleet_.get(), canary);
   ASSERT_TRUE(fleet_->Register(h, again).ok());
   for (const std::string& v : again->pushed()) EXPECT_NE(v, canary_version);
 }

@@ -1,0 +1,130 @@
+#ifndef ROCETUNE_TESTS_CONTROLLER_FAKE_AGENT_H_
+#define ROCETUNE_TESTS_CONTROLLER_FAKE_AGENT_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "controller/fleet/agent_connection.h"
+#include "controller/fleet/fleet.h"
+#include "rocetune/v1/agent.pb.h"
+
+namespace rocetune::controller::testing {
+
+// An agent's stream as the fleet sees it: the one fake of AgentConnection for
+// the controller's tests. It records every desired-state push, probe plan and
+// Close. Given a fleet, it answers each push as an agent would: an ACK with
+// the set as applied, or, once after NackNext(), a NACK that keeps its set.
+// Thread-safe (the fleet's planner thread pushes plans).
+class FakeAgent : public AgentConnection {
+ public:
+  explicit FakeAgent(uint64_t stream, Fleet* fleet = nullptr, std::string host = "",
+                     v1::ParameterSet initial = v1::ParameterSet())
+      : stream_(stream), fleet_(fleet), host_(std::move(host)), applied_(std::move(initial)) {}
+
+  uint64_t stream_id() const override { return stream_; }
+
+  void PushDesiredState(const std::string& version, const v1::ParameterSet& params) override {
+    bool nack = false;
+    std::string kept;
+    {
+      absl::MutexLock lock(&mu_);
+      pushed_.push_back(version);
+      nack = nack_next_;
+      nack_next_ = false;
+      kept = applied_version_;
+      if (!nack) {
+        applied_ = params;
+        applied_version_ = version;
+      }
+    }
+    if (fleet_ == nullptr) return;
+    // Answered outside the lock: the fleet may push again from inside.
+    if (nack) {
+      v1::Nack n;
+      n.set_kind(v1::DESIRED_STATE);
+      n.set_version(version);
+      n.set_kept_version(kept);
+      n.set_error("mlx5_0: rpg_time_reset: write failed: Permission denied");
+      fleet_->HandleNack(host_, n);
+      return;
+    }
+    v1::Ack a;
+    a.set_kind(v1::DESIRED_STATE);
+    a.set_version(version);
+    *a.mutable_applied() = params;
+    fleet_->HandleAck(host_, a);
+  }
+
+  void PushProbePlan(const v1::ProbePlan& plan) override {
+    absl::MutexLock lock(&mu_);
+    ++plans_;
+    last_plan_version_ = plan.version();
+  }
+
+  void Close(const absl::Status& status) override {
+    absl::MutexLock lock(&mu_);
+    closed_ = status;
+  }
+
+  // The next push is refused.
+  void NackNext() {
+    absl::MutexLock lock(&mu_);
+    nack_next_ = true;
+  }
+  std::vector<std::string> pushed() const {
+    absl::MutexLock lock(&mu_);
+    return pushed_;
+  }
+  int pushes() const {
+    absl::MutexLock lock(&mu_);
+    return static_cast<int>(pushed_.size());
+  }
+  void ClearPushed() {
+    absl::MutexLock lock(&mu_);
+    pushed_.clear();
+  }
+  std::optional<absl::Status> closed() const {
+    absl::MutexLock lock(&mu_);
+    return closed_;
+  }
+  int plans() const {
+    absl::MutexLock lock(&mu_);
+    return plans_;
+  }
+  std::string last_plan_version() const {
+    absl::MutexLock lock(&mu_);
+    return last_plan_version_;
+  }
+  // The value of DCQCN parameter `name` in the set the agent holds (the
+  // first device naming it), or `dflt`.
+  int64_t Param(const std::string& name, int64_t dflt = -1) const {
+    absl::MutexLock lock(&mu_);
+    for (const auto& d : applied_.devices()) {
+      auto it = d.dcqcn().find(name);
+      if (it != d.dcqcn().end()) return it->second;
+    }
+    return dflt;
+  }
+
+ private:
+  const uint64_t stream_;
+  Fleet* const fleet_;
+  const std::string host_;
+  mutable absl::Mutex mu_;
+  v1::ParameterSet applied_ ABSL_GUARDED_BY(mu_);
+  std::string applied_version_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> pushed_ ABSL_GUARDED_BY(mu_);
+  bool nack_next_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<absl::Status> closed_ ABSL_GUARDED_BY(mu_);
+  int plans_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string last_plan_version_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace rocetune::controller::testing
+
+#endif  // ROCETUNE_TESTS_CONTROLLER_FAKE_AGENT_H_
