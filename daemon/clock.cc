@@ -50,23 +50,12 @@ void FakeClock::Advance(absl::Duration d) {
   mono_ += d;
 }
 
-ManualClock::ManualClock(absl::Time start) : now_(start), mono_(absl::Seconds(1)) {}
-
-absl::Duration ManualClock::Monotonic() {
-  absl::MutexLock lock(&mu_);
-  return mono_;
-}
-
-absl::Time ManualClock::Now() {
-  absl::MutexLock lock(&mu_);
-  return now_;
-}
-
 void ManualClock::SleepFor(absl::Duration d) {
   absl::MutexLock lock(&mu_);
   const absl::Duration until = mono_ + d;
   auto reached = [this, until]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return mono_ >= until; };
   ++waiters_;
+  // FakeClock::Advance moves mono_ under mu_, which re-evaluates this.
   mu_.Await(absl::Condition(&reached));
   --waiters_;
 }
@@ -82,13 +71,6 @@ bool ManualClock::WaitForNotification(const absl::Notification& n, absl::Duratio
   }
   --waiters_;
   return n.HasBeenNotified();
-}
-
-void ManualClock::Advance(absl::Duration d) {
-  absl::MutexLock lock(&mu_);
-  if (d < absl::ZeroDuration()) return;
-  now_ += d;
-  mono_ += d;
 }
 
 int ManualClock::waiters() {

@@ -45,31 +45,25 @@ class FakeClock : public Clock {
   bool WaitForNotification(const absl::Notification& n, absl::Duration d) override;
   void Advance(absl::Duration d);
 
- private:
+ protected:
   absl::Mutex mu_;
   absl::Time now_ ABSL_GUARDED_BY(mu_);
   absl::Duration mono_ ABSL_GUARDED_BY(mu_);
 };
 
-// A clock that moves only when a test calls Advance, and whose sleeps and
-// waits block until it has moved far enough (a wait also ends when its
-// notification is notified). For loops that run on their own threads: the
-// test decides when each of their intervals has passed. Thread-safe.
-class ManualClock : public Clock {
+// A FakeClock whose sleeps and waits block until the test has advanced it far
+// enough (a wait also ends when its notification is notified). For loops that
+// run on their own threads: the test decides when each of their intervals has
+// passed. Thread-safe.
+class ManualClock : public FakeClock {
  public:
-  explicit ManualClock(absl::Time start = absl::FromUnixSeconds(1'700'000'000));
-  absl::Duration Monotonic() override;
-  absl::Time Now() override;
+  using FakeClock::FakeClock;
   void SleepFor(absl::Duration d) override;
   bool WaitForNotification(const absl::Notification& n, absl::Duration d) override;
-  void Advance(absl::Duration d);
   // How many threads are blocked in SleepFor or WaitForNotification now.
   int waiters();
 
  private:
-  absl::Mutex mu_;
-  absl::Time now_ ABSL_GUARDED_BY(mu_);
-  absl::Duration mono_ ABSL_GUARDED_BY(mu_);
   int waiters_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
