@@ -209,8 +209,10 @@ TEST_F(AgentTest, ReportsOncePerIntervalOfItsClockNumberedInOrder) {
     NextRound();
     ASSERT_TRUE(Eventually([&]() { return controller_.service.reports().size() == size_t(i); }));
   }
-  // No round without the clock: nothing more arrives.
-  absl::SleepFor(absl::Milliseconds(100));
+  // No round without the clock: once the sampling loop waits on it again,
+  // no fourth round was taken and no fourth report arrived.
+  ASSERT_TRUE(Eventually([&]() { return clock_.waiters() > 0; }));
+  EXPECT_EQ(agent_->stats().rounds, 3u);
   const std::vector<v1::Report> reports = controller_.service.reports();
   ASSERT_EQ(reports.size(), 3u);
   for (int i = 0; i < 3; ++i) {
