@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
@@ -158,6 +159,59 @@ int Env::Ctl(const std::vector<std::string>& args, const std::string& actor, std
                                absl::Seconds(60));
   if (out != nullptr) *out = output;
   return rc;
+}
+
+namespace {
+
+// The number after `"key": ` in the JSON object that follows `"object": {` in
+// `json` (rocetune-fabricsim's summary), or nullopt.
+std::optional<double> SummaryField(const std::string& json, const std::string& object,
+                                   const std::string& key) {
+  size_t at = json.find(absl::StrCat("\"", object, "\": {"));
+  if (at == std::string::npos) return std::nullopt;
+  const size_t end = json.find('}', at);
+  at = json.find(absl::StrCat("\"", key, "\": "), at);
+  if (at == std::string::npos || at > end) return std::nullopt;
+  double v = 0;
+  if (!absl::SimpleAtod(
+          absl::string_view(json).substr(at + key.size() + 4,
+                                         json.find_first_of(",}", at) - (at + key.size() + 4)),
+          &v)) {
+    return std::nullopt;
+  }
+  return v;
+}
+
+}  // namespace
+
+absl::StatusOr<OfflineFigures> Env::SimulateOffline(const std::map<std::string, int64_t>& dcqcn,
+                                                    int seed, absl::Duration sim_time) const {
+  std::vector<std::string> args = {
+      absl::StrCat("--scenario=", ROCETUNE_SOURCE_DIR, "/", options_.scenario),
+      absl::StrCat("--set=seed=", seed),
+      absl::StrCat("--duration=", absl::ToInt64Milliseconds(sim_time), "ms"),
+      "--output=json",
+  };
+  for (const std::string& s : options_.sets) args.push_back(absl::StrCat("--set=", s));
+  for (const auto& [name, value] : dcqcn) {
+    args.push_back(absl::StrCat("--set=dcqcn.", name, "=", value));
+  }
+  std::string out;
+  const int rc = testing::RunCommand(testing::BuiltBinary("sim/rocetune-fabricsim"), args, &out,
+                                     absl::Seconds(120));
+  if (rc != 0) {
+    return absl::InternalError(absl::StrCat("rocetune-fabricsim exited ", rc, ": ", out));
+  }
+  std::optional<double> probe = SummaryField(out, "probe_rtt_us", "p99");
+  std::optional<double> burst = SummaryField(out, "incast_burst_us", "p99");
+  size_t at = out.find("\"delivered_gbps\": ");
+  double gbps = 0;
+  if (!probe || !burst || at == std::string::npos ||
+      !absl::SimpleAtod(absl::string_view(out).substr(at + 18, out.find(',', at) - at - 18),
+                        &gbps)) {
+    return absl::InternalError(absl::StrCat("no probe/burst p99 or throughput in: ", out));
+  }
+  return OfflineFigures{*probe, *burst, gbps};
 }
 
 std::string Env::WriteFile(const std::string& name, const std::string& text) {

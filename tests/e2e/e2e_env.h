@@ -1,7 +1,9 @@
 #ifndef ROCETUNE_TESTS_E2E_E2E_ENV_H_
 #define ROCETUNE_TESTS_E2E_E2E_ENV_H_
 
+#include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -14,6 +16,16 @@
 #include "tests/integration/subprocess.h"
 
 namespace rocetune::e2e {
+
+// What rocetune-fabricsim reports when run offline (no agents, as fast as it
+// can) on a scenario: the probes' p99 RTT, the p99 time an incast burst took
+// to complete (what a job doing that exchange waits on) and the delivered
+// throughput.
+struct OfflineFigures {
+  double probe_p99_us = 0;
+  double burst_p99_us = 0;
+  double delivered_gbps = 0;
+};
 
 // The real binaries of an end-to-end test: rocetune-controller and
 // rocetune-fabricsim --agents (a simulated fabric whose in-process agents
@@ -59,6 +71,12 @@ class Env {
   // The fleet summary; probe quantiles of `peer_class` only when not empty.
   absl::StatusOr<v1::FleetSummaryResponse> Summary(absl::Duration over,
                                                    const std::string& peer_class = "");
+  // Runs rocetune-fabricsim offline on this environment's scenario (and its
+  // --set overrides) with seed `seed`, every host's DCQCN parameters set to
+  // `dcqcn` (name -> value), for `sim_time` of simulated time. The same seed
+  // gives the same traffic, so two parameter sets compare paired.
+  absl::StatusOr<OfflineFigures> SimulateOffline(const std::map<std::string, int64_t>& dcqcn,
+                                                 int seed, absl::Duration sim_time) const;
   bool WaitFor(const std::function<bool()>& cond, absl::Duration timeout,
                absl::Duration poll = absl::Milliseconds(200));
 

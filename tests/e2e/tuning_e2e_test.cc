@@ -4,7 +4,9 @@
 // approval; the winner is promoted through a second approval, the canary and
 // the stages; the fleet's probe p99 is measured before and after.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -23,12 +25,17 @@ TEST(TuningE2E, CampaignFromFirmwareDefaultsLowersFleetP99) {
   opt.fabricsim_flags = {"--guard_max_pfc_pause_ratio=0", "--guard_max_cnp_rate=0"};
   Env env(opt);
   ASSERT_TRUE(env.Start()) << env.ControllerLog() << env.FabricLog();
+  const absl::Time started = absl::Now();
   const std::string policy =
       env.WriteFile("tune.textproto", TestPolicy("e2e-tune", /*bake_seconds=*/4, /*approvers=*/1,
                                                  /*trial_budget=*/12, /*looks=*/2));
   std::string out;
   ASSERT_EQ(env.Ctl({"policy", "apply", policy, "--reason=e2e"}, "alice", &out), 0) << out;
-  absl::SleepFor(absl::Seconds(3));
+  // The fleet's "before": the background traffic's long flows take about
+  // 1.2 s of simulated time to reach steady state (24 s of wall time at pace
+  // 0.05); windows taken earlier read up to 20% higher p99 and would count
+  // the warm-up as the tuner's gain. A warm-up, not a wait for an event.
+  absl::SleepFor(started + absl::Seconds(1.2 / opt.pace) - absl::Now());
   const FleetFigures before = MeasureFleet(env, 7);
   ASSERT_GT(before.p99_us, 0);
 
@@ -52,23 +59,56 @@ TEST(TuningE2E, CampaignFromFirmwareDefaultsLowersFleetP99) {
   absl::StatusOr<v1::Change> c = PromoteAndWait(env, promo, absl::Seconds(120));
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_EQ(c->state(), v1::DONE) << c->DebugString().substr(0, 4000);
+  // Every host now holds the winner.
+  for (const v1::HostInfo& h : env.Hosts()) {
+    for (const auto& [knob, value] : t->best()) {
+      EXPECT_EQ(ParameterOf(h, knob), value) << h.host_id() << " " << knob;
+    }
+  }
   const FleetFigures after = MeasureFleet(env, 7);
   const double improvement = 1 - after.p99_us / before.p99_us;
   const double tput = after.gbps / before.gbps - 1;
+
+  // The same comparison without the fleet's drift: the fabric model run
+  // offline, defaults and winner on the same traffic (seed), paired.
+  const std::map<std::string, int64_t> start(t->start().begin(), t->start().end());
+  const std::map<std::string, int64_t> best(t->best().begin(), t->best().end());
+  double ln_probe = 0, ln_burst = 0, ln_gbps = 0;
+  const std::vector<int> seeds = {11, 12, 13};
+  for (int seed : seeds) {
+    absl::StatusOr<OfflineFigures> d = env.SimulateOffline(start, seed, absl::Milliseconds(300));
+    absl::StatusOr<OfflineFigures> w = env.SimulateOffline(best, seed, absl::Milliseconds(300));
+    ASSERT_TRUE(d.ok()) << d.status();
+    ASSERT_TRUE(w.ok()) << w.status();
+    ln_probe += std::log(w->probe_p99_us / d->probe_p99_us) / seeds.size();
+    ln_burst += std::log(w->burst_p99_us / d->burst_p99_us) / seeds.size();
+    ln_gbps += std::log(w->delivered_gbps / d->delivered_gbps) / seeds.size();
+  }
   std::printf(
       "BENCH e2e_tuning p99_before_us=%.1f p99_after_us=%.1f improvement_pct=%.1f "
-      "throughput_change_pct=%.1f trials=%d best_trial_ratio=%.3f\n",
+      "throughput_change_pct=%.1f trials=%d best_trial_ratio=%.3f "
+      "model_probe_p99_change_pct=%.1f model_incast_burst_p99_change_pct=%.1f "
+      "model_throughput_change_pct=%.1f\n",
       before.p99_us, after.p99_us, 100 * improvement, 100 * tput, t->trials_size(),
-      t->best_objective_ratio());
+      t->best_objective_ratio(), 100 * std::expm1(ln_probe), 100 * std::expm1(ln_burst),
+      100 * std::expm1(ln_gbps));
   // The goal (p99 30% lower at most 5% throughput lost) is out of
-  // reach for host DCQCN knobs on this scenario (bench/tuning_bench, README).
-  // Trials whose canary/control throughput is outside the policy's 8%
-  // tolerance are never picked (constraint_exceeded); the tolerance is the
-  // trial's measurement noise here (about +-8% over a 4-second bake). What
-  // must hold on every run: the winner, promoted through the judge, is no
-  // worse than the firmware defaults on p99, and costs the fleet at most 10%
-  // of throughput (the tolerance plus the noise of 7-second fleet means).
-  EXPECT_LE(after.p99_us, before.p99_us * 1.05);
+  // reach for host DCQCN knobs on this scenario (bench/tuning_bench, README):
+  // on the fabric model every knob the policy offers moves probe p99 by -10%
+  // to +5% here. The winner is the best of 12 trials whose scores carry about
+  // +-8% of noise (4-second bakes), so its trial ratio overstates its gain.
+  //
+  // What must hold on every run:
+  // - on the model, paired over three seeds, the winner's probe p99 is no
+  //   more than 5% above the defaults' and its throughput no more than 5%
+  //   below (drift-free, so this bound can be tight);
+  // - on the live fleet, before and after are two 7-second windows taken
+  //   minutes apart. At fixed defaults, twelve such windows in a row measured
+  //   115-146 us here (+-12%, drift included), so the live bound is the
+  //   judge's own PASS limit (+20%), and throughput at most 10% lower.
+  EXPECT_LE(std::expm1(ln_probe), 0.05);
+  EXPECT_GE(std::expm1(ln_gbps), -0.05);
+  EXPECT_LE(after.p99_us, before.p99_us * 1.20);
   EXPECT_GE(tput, -0.10);
 }
 
