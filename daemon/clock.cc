@@ -54,28 +54,33 @@ void ManualClock::SleepFor(absl::Duration d) {
   absl::MutexLock lock(&mu_);
   const absl::Duration until = mono_ + d;
   auto reached = [this, until]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return mono_ >= until; };
-  ++waiters_;
+  auto waiting = waiting_.insert(d);
   // FakeClock::Advance moves mono_ under mu_, which re-evaluates this.
   mu_.Await(absl::Condition(&reached));
-  --waiters_;
+  waiting_.erase(waiting);
 }
 
 bool ManualClock::WaitForNotification(const absl::Notification& n, absl::Duration d) {
   absl::MutexLock lock(&mu_);
   const absl::Duration until = mono_ + d;
   auto reached = [this, until]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return mono_ >= until; };
-  ++waiters_;
+  auto waiting = waiting_.insert(d);
   // A notification cannot wake this mutex's waiters: it is polled.
   while (!n.HasBeenNotified() &&
          !mu_.AwaitWithTimeout(absl::Condition(&reached), absl::Milliseconds(1))) {
   }
-  --waiters_;
+  waiting_.erase(waiting);
   return n.HasBeenNotified();
 }
 
 int ManualClock::waiters() {
   absl::MutexLock lock(&mu_);
-  return waiters_;
+  return static_cast<int>(waiting_.size());
+}
+
+int ManualClock::waiters(absl::Duration asked) {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(waiting_.count(asked));
 }
 
 }  // namespace rocetune

@@ -1,6 +1,8 @@
 #ifndef ROCETUNE_DAEMON_CLOCK_H_
 #define ROCETUNE_DAEMON_CLOCK_H_
 
+#include <set>
+
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
@@ -60,11 +62,14 @@ class ManualClock : public FakeClock {
   using FakeClock::FakeClock;
   void SleepFor(absl::Duration d) override;
   bool WaitForNotification(const absl::Notification& n, absl::Duration d) override;
-  // How many threads are blocked in SleepFor or WaitForNotification now.
+  // How many threads are blocked in SleepFor or WaitForNotification now:
+  // all of them, or those that asked to wait for exactly `asked` (so a test
+  // can tell one loop's wait from another's).
   int waiters();
+  int waiters(absl::Duration asked);
 
  private:
-  int waiters_ ABSL_GUARDED_BY(mu_) = 0;
+  std::multiset<absl::Duration> waiting_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace rocetune

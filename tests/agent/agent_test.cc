@@ -162,10 +162,21 @@ class AgentTest : public ::testing::Test {
     runner_ = std::thread([this]() { EXPECT_TRUE(agent_->Run().ok()); });
   }
 
+  // True once the controller has the agent's Hello and the agent counts its
+  // stream as up (a round taken between the two would be held, not live).
+  bool Connected() {
+    return Eventually(
+        [&]() { return controller_.service.hellos() == 1 && agent_->stats().connected; });
+  }
+
   // Moves the clock by one sample interval once the sampling loop waits for
   // it, and waits until the agent has taken that round.
   void NextRound() {
     const uint64_t before = agent_->stats().rounds;
+    // The sampling loop is the only thread that waits one sample interval
+    // (the stream's stall watch waits in shorter ticks); advancing before it
+    // waits would start its interval after the advance.
+    ASSERT_TRUE(Eventually([&]() { return clock_.waiters(kInterval) == 1; }));
     clock_.Advance(kInterval);
     ASSERT_TRUE(Eventually([&]() { return agent_->stats().rounds > before; }));
   }
@@ -199,7 +210,7 @@ constexpr char kRpgTimeReset[] = "class/net/ens1f0np0/ecn/roce_rp/rpg_time_reset
 
 TEST_F(AgentTest, ReportsOncePerIntervalOfItsClockNumberedInOrder) {
   StartAgent();
-  ASSERT_TRUE(Eventually([&]() { return controller_.service.hellos() == 1; }));
+  ASSERT_TRUE(Connected());
   const v1::Hello hello = controller_.service.hello(0);
   EXPECT_EQ(hello.host_id(), "h1");
   ASSERT_EQ(hello.devices_size(), 2);
@@ -207,11 +218,16 @@ TEST_F(AgentTest, ReportsOncePerIntervalOfItsClockNumberedInOrder) {
   EXPECT_EQ(hello.current_version(), "");
   for (int i = 1; i <= 3; ++i) {
     NextRound();
-    ASSERT_TRUE(Eventually([&]() { return controller_.service.reports().size() == size_t(i); }));
+    // Received, and the agent's write completed: a round offered while a
+    // write is in flight is held behind it (and would carry its age).
+    ASSERT_TRUE(Eventually([&]() {
+      return controller_.service.reports().size() == size_t(i) &&
+             agent_->stats().reports_sent == uint64_t(i);
+    }));
   }
   // No round without the clock: once the sampling loop waits on it again,
   // no fourth round was taken and no fourth report arrived.
-  ASSERT_TRUE(Eventually([&]() { return clock_.waiters() > 0; }));
+  ASSERT_TRUE(Eventually([&]() { return clock_.waiters(kInterval) == 1; }));
   EXPECT_EQ(agent_->stats().rounds, 3u);
   const std::vector<v1::Report> reports = controller_.service.reports();
   ASSERT_EQ(reports.size(), 3u);
@@ -236,7 +252,7 @@ TEST_F(AgentTest, ReportsOncePerIntervalOfItsClockNumberedInOrder) {
 
 TEST_F(AgentTest, AppliesADesiredStateAcksItsReadBackAndNacksAnOutOfRangeOne) {
   StartAgent();
-  ASSERT_TRUE(Eventually([&]() { return controller_.service.hellos() == 1; }));
+  ASSERT_TRUE(Connected());
   v1::ControllerMessage m;
   v1::DesiredState* ds = m.mutable_desired_state();
   ds->set_version("v1");
