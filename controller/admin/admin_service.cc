@@ -326,23 +326,24 @@ void AdminService::Start(grpc::ServerCompletionQueue* cq, CallTracker* calls) {
       cq, calls);
   ServeRollout<v1::StartCampaignRequest, v1::Campaign>(
       this, &AS::RequestStartCampaign, "StartCampaign",
-      [](M* m, const v1::StartCampaignRequest& r, Who w) { return m->StartCampaign(r, w); }, cq,
+      [](M* m, const v1::StartCampaignRequest& r, Who w) { return m->campaigns().Start(r, w); }, cq,
       calls);
   ServeRollout<v1::ChangeActionRequest, v1::Campaign>(
       this, &AS::RequestApproveCampaign, "ApproveCampaign",
-      [](M* m, const v1::ChangeActionRequest& r, Who w) { return m->ApproveCampaign(r, w); }, cq,
-      calls);
+      [](M* m, const v1::ChangeActionRequest& r, Who w) { return m->campaigns().Approve(r, w); },
+      cq, calls);
   ServeRollout<v1::ChangeActionRequest, v1::Campaign>(
       this, &AS::RequestStopCampaign, "StopCampaign",
-      [](M* m, const v1::ChangeActionRequest& r, Who w) { return m->StopCampaign(r, w); }, cq,
+      [](M* m, const v1::ChangeActionRequest& r, Who w) { return m->campaigns().Stop(r, w); }, cq,
       calls);
   ServeRollout<v1::GetCampaignRequest, v1::Campaign>(
       this, &AS::RequestGetCampaign, "GetCampaign",
-      [](M* m, const v1::GetCampaignRequest& r, Who) { return m->GetCampaign(r.id()); }, cq, calls);
+      [](M* m, const v1::GetCampaignRequest& r, Who) { return m->campaigns().Get(r.id()); }, cq,
+      calls);
   ServeRollout<v1::ListCampaignsRequest, v1::ListCampaignsResponse>(
       this, &AS::RequestListCampaigns, "ListCampaigns",
       [](M* m, const v1::ListCampaignsRequest&, Who) -> absl::StatusOr<v1::ListCampaignsResponse> {
-        return m->ListCampaigns();
+        return m->campaigns().List();
       },
       cq, calls);
   ServeRollout<v1::SetDesiredStateRequest, v1::SetDesiredStateResponse>(

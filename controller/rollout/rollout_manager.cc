@@ -40,6 +40,7 @@ RolloutManager::RolloutManager(Fleet* fleet, TelemetryStore* telemetry, Store* s
       clock_(clock),
       options_(options),
       evaluator_(telemetry, std::min(absl::Milliseconds(500), options.window / 2)),
+      campaigns_(this, store, events, clock, options.window),
       own_loop_(loop == nullptr ? std::make_unique<ControlLoop>(store) : nullptr),
       loop_(loop != nullptr ? loop : own_loop_.get()) {}
 
@@ -90,14 +91,9 @@ absl::Status RolloutManager::Load() {
       IndexHosts(c);
       changes_[c.id()] = std::move(c);
     }
-    absl::StatusOr<std::vector<v1::Campaign>> campaigns = store_->LoadCampaigns();
-    if (!campaigns.ok()) {
-      result = campaigns.status();
+    if (absl::Status s = campaigns_.Load(); !s.ok()) {
+      result = s;
       return;
-    }
-    for (v1::Campaign& t : *campaigns) {
-      campaign_seq_ = std::max(campaign_seq_, IdNumber(t.id()));
-      campaigns_[t.id()] = std::move(t);
     }
     const std::map<std::string, v1::StepBaseline> records = LoadStepRecords();
     for (auto& [id, c] : changes_) {
@@ -106,7 +102,7 @@ absl::Status RolloutManager::Load() {
           "the controller restarted during the bake and found no usable baseline persisted for "
           "the step, so the change is rolled back";
       if (c.canary_only()) {
-        TrialFinished(&c, /*restarted=*/true);
+        campaigns_.TrialFinished(&c, /*restarted=*/true);
         continue;
       }
       if (ResumeStep(&c, records)) continue;
@@ -138,15 +134,9 @@ const v1::Change* RolloutManager::Find(const std::string& id) const {
   return it == changes_.end() ? nullptr : &it->second;
 }
 
-v1::Campaign* RolloutManager::FindCampaign(const std::string& id) {
-  auto it = campaigns_.find(id);
-  return it == campaigns_.end() ? nullptr : &it->second;
-}
-
 bool RolloutManager::Active(const v1::Change& c) const { return IsActiveState(c.state()); }
 
 std::string RolloutManager::NextChangeId() const { return absl::StrCat("c-", change_seq_ + 1); }
-std::string RolloutManager::NextCampaignId() const { return absl::StrCat("t-", campaign_seq_ + 1); }
 
 std::string RolloutManager::ActiveChangeOf(const std::string& host_id) const {
   absl::MutexLock lock(&index_mu_);
@@ -204,16 +194,6 @@ void RolloutManager::Publish(const v1::Change& c, const std::string& detail, dou
   e.set_change_id(c.id());
   e.set_state(c.state());
   e.set_progress(progress);
-  e.set_detail(detail);
-  events_->Publish(e);
-}
-
-void RolloutManager::PublishCampaign(const v1::Campaign& t, const std::string& detail) {
-  if (events_ == nullptr) return;
-  v1::Event e;
-  e.set_unix_nanos(absl::ToUnixNanos(clock_->Now()));
-  e.set_kind("campaign");
-  e.set_subject(t.id());
   e.set_detail(detail);
   events_->Publish(e);
 }
@@ -992,7 +972,7 @@ void RolloutManager::Fail(v1::Change* c, const std::string& rule, const std::str
   LogWarning("change failed", {{"change", c->id()}, {"rule", rule}, {"why", why}});
   if (c->canary_only()) {
     // The trial's verdict is recorded, its canary restored.
-    TrialFinished(c);
+    campaigns_.TrialFinished(c);
     return;
   }
   if (Restore(c, v1::ROLLED_BACK, "judge", false, absl::StrCat("FAIL (", rule, "): ", why)).ok() &&
@@ -1060,7 +1040,7 @@ void RolloutManager::Drive(v1::Change* c) {
     case v1::Verdict::PASS:
       if (due < looks) break;  // PASS counts at the final look only
       if (c->canary_only()) {
-        TrialFinished(c);
+        campaigns_.TrialFinished(c);
         return;
       } else {
         const uint32_t next_stage = c->state() == v1::CANARY ? 1 : c->stage() + 1;
@@ -1102,7 +1082,7 @@ void RolloutManager::Drive(v1::Change* c) {
       const std::string why = absl::StrCat("HOLD for ", absl::FormatDuration(held), " (limit ",
                                            policy.guard().max_hold_seconds(), " s): ", v.summary());
       if (c->canary_only()) {
-        TrialFinished(c);
+        campaigns_.TrialFinished(c);
       } else {
         if (Restore(c, v1::ABORTED, "judge", false, why).ok() && metrics_ != nullptr) {
           metrics_->RecordRollback(RollbackReason::kHoldTimeout);
@@ -1157,11 +1137,7 @@ void RolloutManager::Tick() {
     if (c.state() == v1::APPROVED || InFlight(c.state())) ids.push_back(id);
   }
   for (const std::string& id : ids) Drive(&changes_.at(id));
-  std::vector<std::string> campaigns;
-  for (const auto& [id, t] : campaigns_) {
-    if (t.state() == v1::Campaign::RUNNING) campaigns.push_back(id);
-  }
-  for (const std::string& id : campaigns) DriveCampaign(&campaigns_.at(id));
+  campaigns_.Tick();
   if (metrics_ != nullptr) metrics_->Refresh(changes_, clock_->Now());
 }
 

@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "controller/admin/authorizer.h"
 #include "controller/admin/identity.h"
+#include "controller/campaign/campaigns.h"
 #include "controller/control_loop.h"
 #include "controller/fleet/event_bus.h"
 #include "controller/fleet/fleet.h"
@@ -57,7 +58,7 @@ struct RolloutOptions {
 // lock. Each transition is
 // persisted (change, hosts' desired state and audit rows in one store
 // transaction) before it takes effect.
-class RolloutManager : public FleetListener {
+class RolloutManager : public FleetListener, private TrialChanges {
  public:
   // `store` may be null (nothing persisted; tests).
   // `loop`: the controller's control loop, on which everything here runs;
@@ -78,7 +79,10 @@ class RolloutManager : public FleetListener {
   ControlLoop& loop() { return *loop_; }
   // Optional, not owned: where transitions, rollbacks, verdicts and trials are
   // counted. Call before Load.
-  void set_metrics(RolloutMetrics* metrics) { metrics_ = metrics; }
+  void set_metrics(RolloutMetrics* metrics) {
+    metrics_ = metrics;
+    campaigns_.set_metrics(metrics);
+  }
   // Optional, not owned: the roles in force (mTLS with --roles_file). With
   // it, a proposal whose policy needs more approvers than the roles grant to
   // identities other than the authenticated proposer is refused at once
@@ -104,14 +108,9 @@ class RolloutManager : public FleetListener {
   // knobs' current values on its canary hosts.
   absl::StatusOr<std::pair<Knobs, Knobs>> RehearsalKnobs(const std::string& id) const;
 
-  absl::StatusOr<v1::Campaign> StartCampaign(const v1::StartCampaignRequest& req,
-                                             const Identity& who);
-  absl::StatusOr<v1::Campaign> ApproveCampaign(const v1::ChangeActionRequest& req,
-                                               const Identity& who);
-  absl::StatusOr<v1::Campaign> StopCampaign(const v1::ChangeActionRequest& req,
-                                            const Identity& who);
-  absl::StatusOr<v1::Campaign> GetCampaign(const std::string& id) const;
-  v1::ListCampaignsResponse ListCampaigns() const;
+  // Tuning campaigns (controller/campaign); their trials are changes here.
+  Campaigns& campaigns() { return campaigns_; }
+  const Campaigns& campaigns() const { return campaigns_; }
 
   // A manual push (rocetunectl push): refused for a host that takes part in
   // an active change. The request's parameters are merged into the host's
@@ -159,10 +158,8 @@ class RolloutManager : public FleetListener {
                               const std::vector<StoredHost>& selected) const;
   v1::Change* Find(const std::string& id);
   const v1::Change* Find(const std::string& id) const;
-  v1::Campaign* FindCampaign(const std::string& id);
   bool Active(const v1::Change& c) const;
   std::string NextChangeId() const;
-  std::string NextCampaignId() const;
 
   // Builds a change for `knobs` under `policy` (not stored).
   absl::StatusOr<v1::Change> BuildChange(const v1::PolicyVersion& policy, const Knobs& knobs,
@@ -203,14 +200,24 @@ class RolloutManager : public FleetListener {
   void Fail(v1::Change* c, const std::string& rule, const std::string& why);
   void AddVerdict(v1::Change* c, v1::Verdict v);
   void Publish(const v1::Change& c, const std::string& detail, double progress = 0);
-  void PublishCampaign(const v1::Campaign& t, const std::string& detail);
 
-  // Campaigns.
-  void DriveCampaign(v1::Campaign* t);
-  // Records a trial's result in its campaign and restores its canary hosts.
-  // `restarted`: the trial was found mid-bake after a restart (aborted).
-  void TrialFinished(v1::Change* c, bool restarted = false);
-  absl::Status SaveCampaign(const v1::Campaign& t, std::vector<v1::AuditEntry> audit);
+  // TrialChanges (rollout_manager_trials.cc): what campaigns ask of changes.
+  absl::StatusOr<v1::PolicyVersion> GetPolicyVersion(const std::string& name,
+                                                     const std::string& version) const override;
+  absl::StatusOr<KnobValues> StartValues(const v1::PolicyVersion& policy) const override;
+  const v1::Change* FindChange(const std::string& id) const override;
+  bool TrialRunning(const std::string& campaign_id) const override;
+  void AbortCampaignChanges(const std::string& campaign_id, const Identity& who,
+                            const std::string& reason) override;
+  absl::StatusOr<v1::Change> BuildTrial(const v1::Campaign& t, const v1::PolicyVersion& policy,
+                                        const KnobValues& knobs, uint32_t index,
+                                        const std::string& reason) override;
+  absl::Status CommitTrial(v1::Change trial) override;
+  absl::StatusOr<std::string> ProposePromotion(const v1::Campaign& t, const KnobValues& knobs,
+                                               const std::string& reason) override;
+  void PersistChange(const std::string& id) override;
+  void EndTrial(v1::Change* c, bool failed, const std::string& reason) override;
+  // The values `policy`'s knobs hold on `hosts` (the first that has each).
   Knobs CurrentKnobValues(const v1::Policy& policy, const std::vector<std::string>& hosts) const;
 
   // Fleet guard (rollout_manager_fleet.cc, fleet_guard.h): records the fleet
@@ -244,13 +251,12 @@ class RolloutManager : public FleetListener {
   absl::Status CheckApprovalsPossible(const v1::Change& c, const Identity& who) const;
 
   PolicyRegistry policies_;
+  Campaigns campaigns_;
   std::map<std::string, v1::Change> changes_;  // by id
-  std::map<std::string, v1::Campaign> campaigns_;
-  std::map<std::string, Step> steps_;  // by change id; persisted as StepRecord
+  std::map<std::string, Step> steps_;          // by change id; persisted as StepRecord
   // By change id: every host's counters over the canary's baseline period.
   std::map<std::string, FleetPeriod> fleet_baselines_;
   int64_t change_seq_ = 0;
-  int64_t campaign_seq_ = 0;
 
   // The selectors of the latest versions of policies marked observe_only,
   // rebuilt on the loop whenever a policy version is added; read by the

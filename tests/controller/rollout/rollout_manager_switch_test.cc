@@ -353,19 +353,19 @@ TEST_F(RolloutSwitchTest, CampaignTrialsChangeOnlyTheCanaryTors) {
     v1::StartCampaignRequest req;
     req.set_policy_name("tor-ecn");
     req.set_trial_budget(2);
-    return manager_->StartCampaign(req, Identity{"alice", false});
+    return manager_->campaigns().Start(req, Identity{"alice", false});
   });
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->start().at(kKmin), 400000) << "start values read from the switches";
   auto approved = OnExec<absl::StatusOr<v1::Campaign>>([&] {
     v1::ChangeActionRequest req;
     req.set_id(t->id());
-    return manager_->ApproveCampaign(req, Identity{"bob", false});
+    return manager_->campaigns().Approve(req, Identity{"bob", false});
   });
   ASSERT_TRUE(approved.ok()) << approved.status();
   Tick();
   auto running =
-      OnExec<absl::StatusOr<v1::Campaign>>([&] { return manager_->GetCampaign(t->id()); });
+      OnExec<absl::StatusOr<v1::Campaign>>([&] { return manager_->campaigns().Get(t->id()); });
   ASSERT_TRUE(running.ok());
   ASSERT_EQ(running->trials_size(), 1);
   Tick();

@@ -995,7 +995,7 @@ TEST_F(RolloutTest, CampaignTrialsRunCanaryOnlyAndPromotionNeedsApproval) {
     v1::StartCampaignRequest req;
     req.set_policy_name("test-policy");
     req.set_reason("tune");
-    return manager_->StartCampaign(req, Identity{"alice", true});
+    return manager_->campaigns().Start(req, Identity{"alice", true});
   });
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->start().at("rpg_time_reset"), 300);
@@ -1003,20 +1003,20 @@ TEST_F(RolloutTest, CampaignTrialsRunCanaryOnlyAndPromotionNeedsApproval) {
   auto self = OnExec<absl::StatusOr<v1::Campaign>>([&] {
     v1::ChangeActionRequest r;
     r.set_id(t->id());
-    return manager_->ApproveCampaign(r, Identity{"alice", false});
+    return manager_->campaigns().Approve(r, Identity{"alice", false});
   });
   EXPECT_EQ(self.status().code(), absl::StatusCode::kPermissionDenied);
   auto ok = OnExec<absl::StatusOr<v1::Campaign>>([&] {
     v1::ChangeActionRequest r;
     r.set_id(t->id());
-    return manager_->ApproveCampaign(r, Identity{"bob", false});
+    return manager_->campaigns().Approve(r, Identity{"bob", false});
   });
   ASSERT_TRUE(ok.ok());
   EXPECT_EQ(ok->state(), v1::Campaign::RUNNING);
   v1::Campaign now;
   for (int i = 0; i < 400; ++i) {
     Run(1);
-    now = *OnExec<absl::StatusOr<v1::Campaign>>([&] { return manager_->GetCampaign(t->id()); });
+    now = *OnExec<absl::StatusOr<v1::Campaign>>([&] { return manager_->campaigns().Get(t->id()); });
     if (now.state() != v1::Campaign::RUNNING) break;
     // Only canary hosts ever run a trial's values.
     for (const std::string& h : hosts_) {
@@ -1068,7 +1068,7 @@ TEST_F(RolloutTest, StoppingACampaignBeforeItsApprovalRejectsIt) {
       v1::StartCampaignRequest req;
       req.set_policy_name("test-policy");
       req.set_reason("tune");
-      return manager_->StartCampaign(req, Identity{"alice", true});
+      return manager_->campaigns().Start(req, Identity{"alice", true});
     });
   };
   auto stop = [&](const std::string& id) {
@@ -1076,7 +1076,7 @@ TEST_F(RolloutTest, StoppingACampaignBeforeItsApprovalRejectsIt) {
       v1::ChangeActionRequest r;
       r.set_id(id);
       r.set_reason("not now");
-      return manager_->StopCampaign(r, Identity{"bob", true});
+      return manager_->campaigns().Stop(r, Identity{"bob", true});
     });
   };
   auto t = start();
@@ -1092,7 +1092,7 @@ TEST_F(RolloutTest, StoppingACampaignBeforeItsApprovalRejectsIt) {
   ASSERT_TRUE(OnExec<absl::StatusOr<v1::Campaign>>([&] {
                 v1::ChangeActionRequest r;
                 r.set_id(u->id());
-                return manager_->ApproveCampaign(r, Identity{"bob", true});
+                return manager_->campaigns().Approve(r, Identity{"bob", true});
               }).ok());
   Run(2);
   auto stopped = stop(u->id());

@@ -1,5 +1,7 @@
-// RolloutManager, part two: tuning campaigns and their canary-only trials.
-// The change state machine is in rollout_manager.cc.
+// Tuning campaigns and the scoring of their trials (campaigns.h). The
+// trials themselves are changes of the state machine (controller/rollout).
+#include "controller/campaign/campaigns.h"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -12,14 +14,11 @@
 #include "absl/strings/str_join.h"
 #include "controller/judge/judge.h"
 #include "controller/policy/policy_loader.h"
-#include "controller/rollout/rollout_manager.h"
 #include "controller/rollout/rollout_util.h"
-#include "controller/tuner/tuner.h"
-#include "daemon/logging.h"
 
 namespace rocetune::controller {
 
-using rollout_util::InFlight;
+using rollout_util::IdNumber;
 using rollout_util::Secs;
 
 namespace {
@@ -38,32 +37,27 @@ std::map<std::string, double> TrialConstraintRatios(const v1::Trial& tr, const v
 
 }  // namespace
 
-Knobs RolloutManager::CurrentKnobValues(const v1::Policy& policy,
-                                        const std::vector<std::string>& hosts) const {
-  Knobs out;
-  for (const v1::Knob& k : policy.knobs()) {
-    std::optional<int64_t> value;
-    for (const std::string& id : hosts) {
-      absl::StatusOr<StoredHost> h = fleet_->GetStored(id);
-      if (!h.ok()) continue;
-      const v1::ParameterSet previous = PreviousParameters(*h);
-      for (const v1::DeviceParameters& d : previous.devices()) {
-        auto it = d.dcqcn().find(k.parameter());
-        if (it != d.dcqcn().end()) {
-          value = it->second;
-          break;
-        }
-      }
-      if (value.has_value()) break;
-    }
-    if (!value.has_value()) value = k.has_start() ? k.start() : k.min();
-    out[k.parameter()] = std::clamp(*value, k.min(), k.max());
+Campaigns::Campaigns(TrialChanges* changes, Store* store, EventBus* events, Clock* clock,
+                     absl::Duration window)
+    : changes_(changes), store_(store), events_(events), clock_(clock), window_(window) {}
+
+absl::Status Campaigns::Load() {
+  if (store_ == nullptr) return absl::OkStatus();
+  absl::StatusOr<std::vector<v1::Campaign>> campaigns = store_->LoadCampaigns();
+  if (!campaigns.ok()) return campaigns.status();
+  for (v1::Campaign& t : *campaigns) {
+    seq_ = std::max(seq_, IdNumber(t.id()));
+    campaigns_[t.id()] = std::move(t);
   }
-  return out;
+  return absl::OkStatus();
 }
 
-absl::Status RolloutManager::SaveCampaign(const v1::Campaign& t,
-                                          std::vector<v1::AuditEntry> audit) {
+v1::Campaign* Campaigns::Find(const std::string& id) {
+  auto it = campaigns_.find(id);
+  return it == campaigns_.end() ? nullptr : &it->second;
+}
+
+absl::Status Campaigns::Save(const v1::Campaign& t, std::vector<v1::AuditEntry> audit) {
   if (store_ == nullptr) return absl::OkStatus();
   Store::Batch batch;
   batch.campaigns.push_back(t);
@@ -71,9 +65,28 @@ absl::Status RolloutManager::SaveCampaign(const v1::Campaign& t,
   return store_->Commit(batch);
 }
 
-absl::StatusOr<v1::Campaign> RolloutManager::StartCampaign(const v1::StartCampaignRequest& req,
-                                                           const Identity& who) {
-  absl::StatusOr<v1::PolicyVersion> pv = policies_.Get(req.policy_name(), req.policy_version());
+void Campaigns::Publish(const v1::Campaign& t, const std::string& detail) {
+  if (events_ == nullptr) return;
+  v1::Event e;
+  e.set_unix_nanos(absl::ToUnixNanos(clock_->Now()));
+  e.set_kind("campaign");
+  e.set_subject(t.id());
+  e.set_detail(detail);
+  events_->Publish(e);
+}
+
+void Campaigns::Tick() {
+  std::vector<std::string> running;
+  for (const auto& [id, t] : campaigns_) {
+    if (t.state() == v1::Campaign::RUNNING) running.push_back(id);
+  }
+  for (const std::string& id : running) Drive(&campaigns_.at(id));
+}
+
+absl::StatusOr<v1::Campaign> Campaigns::Start(const v1::StartCampaignRequest& req,
+                                              const Identity& who) {
+  absl::StatusOr<v1::PolicyVersion> pv =
+      changes_->GetPolicyVersion(req.policy_name(), req.policy_version());
   if (!pv.ok()) return pv.status();
   const v1::Policy policy = WithDefaults(pv->policy());
   const uint32_t budget =
@@ -91,15 +104,10 @@ absl::StatusOr<v1::Campaign> RolloutManager::StartCampaign(const v1::StartCampai
                        v1::Campaign::State_Name(t.state()), "; stop it first"));
     }
   }
-  std::map<std::string, std::string> selector(policy.selector().match_labels().begin(),
-                                              policy.selector().match_labels().end());
-  std::vector<std::string> hosts = fleet_->Select(selector);
-  std::sort(hosts.begin(), hosts.end());
-  if (hosts.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat("policy ", pv->name(), " selects no host"));
-  }
+  absl::StatusOr<KnobValues> start = changes_->StartValues(*pv);
+  if (!start.ok()) return start.status();
   v1::Campaign t;
-  t.set_id(NextCampaignId());
+  t.set_id(absl::StrCat("t-", seq_ + 1));
   t.set_policy_name(pv->name());
   t.set_policy_version(pv->version_hash());
   t.set_state(v1::Campaign::PROPOSED);
@@ -111,7 +119,7 @@ absl::StatusOr<v1::Campaign> RolloutManager::StartCampaign(const v1::StartCampai
   t.set_approvals_required(
       static_cast<int32_t>(std::max<uint32_t>(1, policy.approval().approvers())));
   t.set_best_objective_ratio(1.0);
-  for (const auto& [k, v] : CurrentKnobValues(policy, WithRackSwitches(policy, hosts))) {
+  for (const auto& [k, v] : *start) {
     (*t.mutable_start())[k] = v;
     (*t.mutable_best())[k] = v;
   }
@@ -128,16 +136,16 @@ absl::StatusOr<v1::Campaign> RolloutManager::StartCampaign(const v1::StartCampai
       absl::StrJoin(policy.knobs(), ", ", [](std::string* out, const v1::Knob& k) {
         absl::StrAppend(out, k.parameter(), " [", k.min(), ", ", k.max(), "]");
       })));
-  if (absl::Status s = SaveCampaign(t, {a}); !s.ok()) return s;
-  ++campaign_seq_;
+  if (absl::Status s = Save(t, {a}); !s.ok()) return s;
+  ++seq_;
   campaigns_[t.id()] = t;
-  PublishCampaign(t, absl::StrCat("proposed by ", who.name));
+  Publish(t, absl::StrCat("proposed by ", who.name));
   return t;
 }
 
-absl::StatusOr<v1::Campaign> RolloutManager::ApproveCampaign(const v1::ChangeActionRequest& req,
-                                                             const Identity& who) {
-  v1::Campaign* t = FindCampaign(req.id());
+absl::StatusOr<v1::Campaign> Campaigns::Approve(const v1::ChangeActionRequest& req,
+                                                const Identity& who) {
+  v1::Campaign* t = Find(req.id());
   if (t == nullptr) return absl::NotFoundError(absl::StrCat("no campaign ", req.id()));
   if (t->state() != v1::Campaign::PROPOSED) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -170,15 +178,15 @@ absl::StatusOr<v1::Campaign> RolloutManager::ApproveCampaign(const v1::ChangeAct
   e.set_reason(req.reason());
   e.set_detail(absl::StrCat("approval ", next.approvals_size(), " of ", next.approvals_required(),
                             next.state() == v1::Campaign::RUNNING ? "; trials start" : ""));
-  if (absl::Status s = SaveCampaign(next, {e}); !s.ok()) return s;
+  if (absl::Status s = Save(next, {e}); !s.ok()) return s;
   *t = next;
-  PublishCampaign(*t, absl::StrCat("approved by ", who.name));
+  Publish(*t, absl::StrCat("approved by ", who.name));
   return *t;
 }
 
-absl::StatusOr<v1::Campaign> RolloutManager::StopCampaign(const v1::ChangeActionRequest& req,
-                                                          const Identity& who) {
-  v1::Campaign* t = FindCampaign(req.id());
+absl::StatusOr<v1::Campaign> Campaigns::Stop(const v1::ChangeActionRequest& req,
+                                             const Identity& who) {
+  v1::Campaign* t = Find(req.id());
   if (t == nullptr) return absl::NotFoundError(absl::StrCat("no campaign ", req.id()));
   if (t->state() != v1::Campaign::PROPOSED && t->state() != v1::Campaign::RUNNING) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -192,13 +200,7 @@ absl::StatusOr<v1::Campaign> RolloutManager::StopCampaign(const v1::ChangeAction
     next.set_state(end);
     return next;
   }
-  for (auto& [id, c] : changes_) {
-    if (c.campaign_id() == t->id() && Active(c)) {
-      Restore(&c, v1::ABORTED, who.name, who.authenticated,
-              absl::StrCat("campaign ", t->id(), " stopped"))
-          .IgnoreError();
-    }
-  }
+  changes_->AbortCampaignChanges(t->id(), who, absl::StrCat("campaign ", t->id(), " stopped"));
   v1::Campaign next = *t;
   next.set_state(end);
   next.set_note(req.reason());
@@ -214,27 +216,27 @@ absl::StatusOr<v1::Campaign> RolloutManager::StopCampaign(const v1::ChangeAction
   e.set_action(end == v1::Campaign::REJECTED ? "campaign_reject" : "campaign_stop");
   e.set_subject(next.id());
   e.set_reason(req.reason());
-  if (absl::Status s = SaveCampaign(next, {e}); !s.ok()) return s;
+  if (absl::Status s = Save(next, {e}); !s.ok()) return s;
   *t = next;
-  PublishCampaign(*t, "stopped");
+  Publish(*t, "stopped");
   return *t;
 }
 
-absl::StatusOr<v1::Campaign> RolloutManager::GetCampaign(const std::string& id) const {
+absl::StatusOr<v1::Campaign> Campaigns::Get(const std::string& id) const {
   auto it = campaigns_.find(id);
   if (it == campaigns_.end()) return absl::NotFoundError(absl::StrCat("no campaign ", id));
   return it->second;
 }
 
-v1::ListCampaignsResponse RolloutManager::ListCampaigns() const {
+v1::ListCampaignsResponse Campaigns::List() const {
   v1::ListCampaignsResponse resp;
   for (auto it = campaigns_.rbegin(); it != campaigns_.rend(); ++it)
     *resp.add_campaigns() = it->second;
   return resp;
 }
 
-void RolloutManager::TrialFinished(v1::Change* c, bool restarted) {
-  v1::Campaign* t = FindCampaign(c->campaign_id());
+void Campaigns::TrialFinished(v1::Change* c, bool restarted) {
+  v1::Campaign* t = Find(c->campaign_id());
   std::string outcome = "hold";
   std::optional<double> ratio;
   std::string note;
@@ -259,8 +261,7 @@ void RolloutManager::TrialFinished(v1::Change* c, bool restarted) {
   }
   const std::string reason = absl::StrCat("trial ", c->trial(), " of campaign ", c->campaign_id(),
                                           " ended (", outcome, "); canary hosts restored");
-  Restore(c, outcome == "fail" ? v1::ROLLED_BACK : v1::DONE, "controller", false, reason)
-      .IgnoreError();
+  changes_->EndTrial(c, outcome == "fail", reason);
   if (t == nullptr) return;
   v1::Campaign next = *t;
   for (v1::Trial& tr : *next.mutable_trials()) {
@@ -269,7 +270,7 @@ void RolloutManager::TrialFinished(v1::Change* c, bool restarted) {
     if (ratio.has_value()) tr.set_objective_ratio(*ratio);
     if (outcome == "measured") {
       absl::StatusOr<v1::PolicyVersion> pv =
-          policies_.Get(next.policy_name(), next.policy_version());
+          changes_->GetPolicyVersion(next.policy_name(), next.policy_version());
       const v1::Policy policy = WithDefaults(pv.ok() ? pv->policy() : v1::Policy());
       const double min_improvement = policy.tuner().min_improvement();
       // A trial the judge passed may still cost more than the policy
@@ -301,33 +302,31 @@ void RolloutManager::TrialFinished(v1::Change* c, bool restarted) {
       }
     }
   }
-  if (SaveCampaign(next, {}).ok()) *t = next;
+  if (Save(next, {}).ok()) *t = next;
 }
 
-void RolloutManager::DriveCampaign(v1::Campaign* t) {
-  for (const auto& [id, c] : changes_) {
-    if (c.campaign_id() == t->id() && Active(c) && c.canary_only()) return;  // a trial runs
-  }
-  absl::StatusOr<v1::PolicyVersion> pv = policies_.Get(t->policy_name(), t->policy_version());
+void Campaigns::Drive(v1::Campaign* t) {
+  if (changes_->TrialRunning(t->id())) return;
+  absl::StatusOr<v1::PolicyVersion> pv =
+      changes_->GetPolicyVersion(t->policy_name(), t->policy_version());
   if (!pv.ok()) return;
   const v1::Policy policy = WithDefaults(pv->policy());
   // The next trial's baseline must not contain the previous trial: wait a
   // baseline (and a window) after the canary hosts were restored.
   int64_t last_end = 0;
   for (const v1::Trial& tr : t->trials()) {
-    const v1::Change* c = Find(tr.change_id());
+    const v1::Change* c = changes_->FindChange(tr.change_id());
     if (c != nullptr && c->transitions_size() > 0) {
       last_end = std::max(last_end, c->transitions(c->transitions_size() - 1).unix_nanos());
     }
   }
   if (last_end != 0 && clock_->Now() < absl::FromUnixNanos(last_end) +
-                                           Secs(policy.rollout().baseline_seconds()) +
-                                           options_.window) {
+                                           Secs(policy.rollout().baseline_seconds()) + window_) {
     return;
   }
   absl::StatusOr<std::unique_ptr<Tuner>> tuner = MakeTuner(policy, t->trial_budget());
   if (!tuner.ok()) return;
-  const Knobs start(t->start().begin(), t->start().end());
+  const KnobValues start(t->start().begin(), t->start().end());
   // Trials measured canary (candidate) against control (the start values);
   // the tuner wants each relative to the incumbent of its time.
   std::vector<TrialResult> results;
@@ -335,7 +334,7 @@ void RolloutManager::DriveCampaign(v1::Campaign* t) {
     if (tr.outcome() == "running") continue;
     const double incumbent = (*tuner)->Next(start, results).best_ratio;
     TrialResult r;
-    r.knobs = Knobs(tr.knobs().begin(), tr.knobs().end());
+    r.knobs = KnobValues(tr.knobs().begin(), tr.knobs().end());
     r.constraint_ratios = TrialConstraintRatios(tr, policy);
     if (tr.outcome() == "improved" || tr.outcome() == "not_improved") {
       r.objective_ratio = tr.objective_ratio() / (incumbent > 0 ? incumbent : 1.0);
@@ -366,73 +365,44 @@ void RolloutManager::DriveCampaign(v1::Campaign* t) {
     audit.push_back(e);
     if (d.best != start) {
       // Promoting the winner beyond the canary needs approval again.
-      v1::ProposeChangeRequest req;
-      req.set_policy_name(next.policy_name());
-      req.set_policy_version(next.policy_version());
-      for (const auto& [k, v] : d.best) (*req.mutable_knobs())[k] = v;
-      req.set_reason(absl::StrFormat("promote the best of campaign %s (p99 ratio %.3f vs start)",
-                                     next.id(), d.best_ratio));
-      absl::StatusOr<v1::Change> c =
-          Propose(req, Identity{t->proposer(), t->proposer_authenticated()});
+      absl::StatusOr<std::string> c = changes_->ProposePromotion(
+          next, d.best,
+          absl::StrFormat("promote the best of campaign %s (p99 ratio %.3f vs start)", next.id(),
+                          d.best_ratio));
       if (c.ok()) {
-        next.set_promotion_change_id(c->id());
-        changes_[c->id()].set_campaign_id(next.id());
+        next.set_promotion_change_id(*c);
       } else {
         next.set_note(absl::StrCat(d.reason, "; promotion not proposed: ", c.status().message()));
       }
     }
-    if (SaveCampaign(next, audit).ok()) *t = next;
-    if (!next.promotion_change_id().empty()) {
-      // Persist the promotion's campaign link.
-      v1::Change* c = Find(next.promotion_change_id());
-      if (c != nullptr) Commit(c, std::nullopt, {}, {}).IgnoreError();
-    }
-    PublishCampaign(*t, absl::StrCat("finished: ", d.reason));
+    if (Save(next, audit).ok()) *t = next;
+    // Persist the promotion's campaign link.
+    if (!next.promotion_change_id().empty()) changes_->PersistChange(next.promotion_change_id());
+    Publish(*t, absl::StrCat("finished: ", d.reason));
     return;
   }
   const uint32_t index = static_cast<uint32_t>(t->trials_size() + 1);
-  const std::string id = NextChangeId();
-  Identity proposer{t->proposer(), false};
   absl::StatusOr<v1::Change> c =
-      BuildChange(*pv, *d.next, proposer,
-                  absl::StrCat("trial ", index, " of campaign ", t->id(), ": ", d.reason), t->id());
+      changes_->BuildTrial(*t, *pv, *d.next, index,
+                           absl::StrCat("trial ", index, " of campaign ", t->id(), ": ", d.reason));
   if (!c.ok()) {
     next.set_state(v1::Campaign::STOPPED);
     next.set_note(absl::StrCat("trial ", index, " could not be built: ", c.status().message()));
-    if (SaveCampaign(next, {}).ok()) *t = next;
-    PublishCampaign(*t, next.note());
+    if (Save(next, {}).ok()) *t = next;
+    Publish(*t, next.note());
     return;
   }
-  c->set_id(id);
-  c->set_campaign_id(t->id());
-  c->set_trial(index);
-  c->set_canary_only(true);
-  *c->mutable_approvals() = t->approvals();
-  v1::ChangeTransition proposed = Transition(*c, v1::PROPOSED, "tuner", c->reason());
-  proposed.set_from(v1::CHANGE_STATE_UNSPECIFIED);
-  *c->add_transitions() = proposed;
   v1::Trial* tr = next.add_trials();
   tr->set_index(index);
   for (const auto& [k, v] : *d.next) (*tr->mutable_knobs())[k] = v;
-  tr->set_change_id(id);
+  tr->set_change_id(c->id());
   tr->set_outcome("running");
   tr->set_unix_nanos(absl::ToUnixNanos(clock_->Now()));
-  if (absl::Status s = Commit(
-          &*c,
-          Transition(*c, v1::APPROVED, "tuner",
-                     absl::StrCat("inside campaign ", t->id(), " approved by its approvers")),
-          {MakeAudit("trial_start", *c, Identity{"tuner", false}, c->reason(),
-                     absl::StrJoin(*d.next, ",", absl::PairFormatter("=")))},
-          {});
-      !s.ok()) {
-    return;
-  }
-  if (metrics_ != nullptr) metrics_->RecordTransition(v1::PROPOSED);
-  ++change_seq_;
-  changes_[id] = *c;
-  if (SaveCampaign(next, {}).ok()) *t = next;
-  PublishCampaign(*t, absl::StrCat("trial ", index, " (", id,
-                                   "): ", absl::StrJoin(*d.next, ",", absl::PairFormatter("="))));
+  const std::string id = c->id();
+  if (!changes_->CommitTrial(*std::move(c)).ok()) return;  // the next tick tries again
+  if (Save(next, {}).ok()) *t = next;
+  Publish(*t, absl::StrCat("trial ", index, " (", id,
+                           "): ", absl::StrJoin(*d.next, ",", absl::PairFormatter("="))));
 }
 
 }  // namespace rocetune::controller

@@ -1,0 +1,112 @@
+#ifndef ROCETUNE_CONTROLLER_CAMPAIGN_CAMPAIGNS_H_
+#define ROCETUNE_CONTROLLER_CAMPAIGN_CAMPAIGNS_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "controller/admin/identity.h"
+#include "controller/fleet/event_bus.h"
+#include "controller/rollout/rollout_metrics.h"
+#include "controller/store/store.h"
+#include "controller/tuner/tuner.h"
+#include "daemon/clock.h"
+#include "rocetune/v1/admin.pb.h"
+
+namespace rocetune::controller {
+
+// What a campaign needs from the change state machine (RolloutManager): its
+// trials and its promotion are changes, run, judged and restored there.
+// REQUIRES: every call on the controller's control loop.
+class TrialChanges {
+ public:
+  virtual ~TrialChanges() = default;
+
+  virtual absl::StatusOr<v1::PolicyVersion> GetPolicyVersion(const std::string& name,
+                                                             const std::string& version) const = 0;
+  // The values the policy's knobs hold now on the members it selects (and,
+  // for switch knobs, the switches of their racks): where a campaign starts.
+  // kFailedPrecondition when the policy selects nobody.
+  virtual absl::StatusOr<KnobValues> StartValues(const v1::PolicyVersion& policy) const = 0;
+  virtual const v1::Change* FindChange(const std::string& id) const = 0;
+  // True while a trial (a canary-only change) of campaign `campaign_id` runs.
+  virtual bool TrialRunning(const std::string& campaign_id) const = 0;
+  // Aborts every active change of campaign `campaign_id`, restoring its hosts.
+  virtual void AbortCampaignChanges(const std::string& campaign_id, const Identity& who,
+                                    const std::string& reason) = 0;
+  // Builds trial `index` of campaign `t` (not stored): a canary-only change
+  // of `knobs` under `policy`, approved by the campaign's approvals. An error
+  // when it cannot be built (the campaign then stops).
+  virtual absl::StatusOr<v1::Change> BuildTrial(const v1::Campaign& t,
+                                                const v1::PolicyVersion& policy,
+                                                const KnobValues& knobs, uint32_t index,
+                                                const std::string& reason) = 0;
+  // Stores a built trial (audited trial_start) and makes it a change that the
+  // next tick starts; an error (the store's) leaves nothing changed.
+  virtual absl::Status CommitTrial(v1::Change trial) = 0;
+  // Proposes `knobs` fleet-wide for the campaign's proposer (the promotion;
+  // it needs approval again), linked to campaign `t` in memory. Returns its id.
+  virtual absl::StatusOr<std::string> ProposePromotion(const v1::Campaign& t,
+                                                       const KnobValues& knobs,
+                                                       const std::string& reason) = 0;
+  // Persists change `id` as it is in memory (the promotion's campaign link).
+  virtual void PersistChange(const std::string& id) = 0;
+  // Ends a trial's change: its canary hosts are restored and the change is
+  // ROLLED_BACK (`failed`) or DONE.
+  virtual void EndTrial(v1::Change* c, bool failed, const std::string& reason) = 0;
+};
+
+// Tuning campaigns: a policy's knobs searched by canary-only trials under one
+// approval, the winner proposed fleet-wide under a second. The search is the
+// tuner's (controller/tuner); each trial is a change of the state machine;
+// this class keeps the campaigns, decides their next trial and scores the
+// trials that ended.
+// REQUIRES: every call on the controller's control loop.
+class Campaigns {
+ public:
+  // `store`, `events` and `metrics` may be null.
+  Campaigns(TrialChanges* changes, Store* store, EventBus* events, Clock* clock,
+            absl::Duration window);
+
+  void set_metrics(RolloutMetrics* metrics) { metrics_ = metrics; }
+  // Loads the stored campaigns (before any trial is ended at start-up).
+  absl::Status Load();
+
+  absl::StatusOr<v1::Campaign> Start(const v1::StartCampaignRequest& req, const Identity& who);
+  absl::StatusOr<v1::Campaign> Approve(const v1::ChangeActionRequest& req, const Identity& who);
+  absl::StatusOr<v1::Campaign> Stop(const v1::ChangeActionRequest& req, const Identity& who);
+  absl::StatusOr<v1::Campaign> Get(const std::string& id) const;
+  v1::ListCampaignsResponse List() const;
+
+  // Drives every running campaign once: the next trial, or the end and the
+  // winner's promotion.
+  void Tick();
+  // A trial's change ended (its last look decided, or it was ended otherwise):
+  // records the trial's outcome and objective in its campaign and ends the
+  // change (TrialChanges::EndTrial). `restarted`: found mid-bake after a
+  // controller restart (aborted).
+  void TrialFinished(v1::Change* c, bool restarted = false);
+
+ private:
+  v1::Campaign* Find(const std::string& id);
+  void Drive(v1::Campaign* t);
+  absl::Status Save(const v1::Campaign& t, std::vector<v1::AuditEntry> audit);
+  void Publish(const v1::Campaign& t, const std::string& detail);
+
+  TrialChanges* const changes_;
+  Store* const store_;
+  EventBus* const events_;
+  Clock* const clock_;
+  const absl::Duration window_;
+  RolloutMetrics* metrics_ = nullptr;
+  std::map<std::string, v1::Campaign> campaigns_;  // by id
+  int64_t seq_ = 0;
+};
+
+}  // namespace rocetune::controller
+
+#endif  // ROCETUNE_CONTROLLER_CAMPAIGN_CAMPAIGNS_H_
