@@ -79,6 +79,18 @@ struct DesiredUpdate {
   v1::ParameterSet params;
 };
 
+// One desired-state decision as Fleet::UpdateDesiredStates hands it to the
+// caller's commit function, read under the fleet's lock at one instant.
+struct DesiredDecision {
+  // The hosts whose desired state changes, as they will be stored.
+  std::vector<StoredHost> next;
+  // The same hosts as stored before the decision, by host id.
+  std::map<std::string, StoredHost> before;
+  // Every updated host's desired version after the decision (unchanged
+  // hosts keep theirs).
+  std::map<std::string, std::string> versions;
+};
+
 // What a stream gets back from a successful Hello.
 struct Registration {
   std::string host_id;
@@ -123,8 +135,10 @@ class Fleet {
   // with whatever else belongs to the decision, in ONE store transaction) and
   // only if it succeeds installs and pushes them. Returns host -> version.
   // Desired-state writers are serialised; the fleet-wide lock is not held
-  // while `commit` runs. kNotFound for an unknown host (nothing changes).
-  using CommitFn = std::function<absl::Status(const std::vector<StoredHost>& next)>;
+  // while `commit` runs, and `commit` gets everything it needs in its
+  // argument (it must not call back into the Fleet). kNotFound for an
+  // unknown host (nothing changes).
+  using CommitFn = std::function<absl::Status(const DesiredDecision& decision)>;
   absl::StatusOr<std::map<std::string, std::string>> UpdateDesiredStates(
       const std::vector<DesiredUpdate>& updates, const CommitFn& commit);
   // Removes a GONE host from the registry, its telemetry and the store, with a

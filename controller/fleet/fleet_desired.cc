@@ -76,21 +76,20 @@ absl::StatusOr<std::string> Fleet::SetDesiredState(const std::string& host_id,
                                                    const v1::ParameterSet& params,
                                                    const DesiredStateActor& actor) {
   auto versions = UpdateDesiredStates(
-      {DesiredUpdate{host_id, params}}, [&](const std::vector<StoredHost>& next) -> absl::Status {
-        if (store_ == nullptr || next.empty()) return absl::OkStatus();
+      {DesiredUpdate{host_id, params}}, [&](const DesiredDecision& d) -> absl::Status {
+        if (store_ == nullptr || d.next.empty()) return absl::OkStatus();
         Store::Batch batch;
-        batch.hosts = next;
-        for (const StoredHost& h : next) {
+        batch.hosts = d.next;
+        for (const StoredHost& h : d.next) {
           v1::AuditEntry audit = MakeAudit(actor.actor, "set_desired_state", h.info.host_id(),
                                            absl::StrCat("version=", h.info.desired_version(),
                                                         " devices=", h.desired.devices_size()));
           audit.set_reason(actor.reason);
           audit.set_authenticated(actor.authenticated);
           audit.set_change_id(actor.change_id);
-          absl::StatusOr<StoredHost> before = GetStored(h.info.host_id());
-          const v1::ParameterSet old = before.ok() && before->desired_seq != 0 ? before->desired
-                                       : before.ok() ? before->info.current_parameters()
-                                                     : v1::ParameterSet();
+          const StoredHost& before = d.before.at(h.info.host_id());
+          const v1::ParameterSet& old =
+              before.desired_seq != 0 ? before.desired : before.info.current_parameters();
           for (v1::ValueChange& v : DiffParameterSets(h.info.host_id(), old, h.desired)) {
             *audit.add_values() = std::move(v);
           }
@@ -110,8 +109,9 @@ absl::StatusOr<std::string> Fleet::SetDesiredState(const std::string& host_id,
 absl::StatusOr<std::map<std::string, std::string>> Fleet::UpdateDesiredStates(
     const std::vector<DesiredUpdate>& updates, const CommitFn& commit) {
   absl::MutexLock writers(&desired_mu_);
-  std::map<std::string, std::string> versions;
-  std::vector<StoredHost> next;
+  DesiredDecision decision;
+  std::map<std::string, std::string>& versions = decision.versions;
+  std::vector<StoredHost>& next = decision.next;
   {
     absl::MutexLock lock(&mu_);
     for (const DesiredUpdate& u : updates) {
@@ -125,6 +125,7 @@ absl::StatusOr<std::map<std::string, std::string>> Fleet::UpdateDesiredStates(
         versions[u.host_id] = h.stored.info.desired_version();
         continue;
       }
+      decision.before[u.host_id] = h.stored;
       StoredHost n = h.stored;
       n.desired_seq = h.stored.desired_seq + 1;
       n.desired = u.params;
@@ -134,7 +135,7 @@ absl::StatusOr<std::map<std::string, std::string>> Fleet::UpdateDesiredStates(
     }
   }
   // Persisted before it takes effect; the fleet-wide lock is free meanwhile.
-  if (absl::Status s = commit(next); !s.ok()) return s;
+  if (absl::Status s = commit(decision); !s.ok()) return s;
   std::vector<std::pair<std::shared_ptr<AgentConnection>, const StoredHost*>> pushes;
   std::vector<v1::Event> events;
   {

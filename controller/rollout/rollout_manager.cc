@@ -208,23 +208,19 @@ absl::Status RolloutManager::Commit(v1::Change* change,
     next.set_state(transition->to());
     *next.add_transitions() = *transition;
   }
-  auto persist = [&](const std::vector<StoredHost>& hosts) -> absl::Status {
-    std::map<std::string, std::string> versions;
-    for (const DesiredUpdate& u : updates) versions[u.host_id] = fleet_->DesiredVersion(u.host_id);
+  // Runs inside Fleet::UpdateDesiredStates with the fleet's decision; it
+  // reads the fleet only through `d`.
+  auto persist = [&](const DesiredDecision& d) -> absl::Status {
     std::vector<v1::ValueChange> values;
-    for (const StoredHost& h : hosts) {
-      versions[h.info.host_id()] = h.info.desired_version();
-      absl::StatusOr<StoredHost> before = fleet_->GetStored(h.info.host_id());
-      if (before.ok()) {
-        for (v1::ValueChange& v :
-             DiffParameterSets(h.info.host_id(), PreviousParameters(*before), h.desired)) {
-          values.push_back(std::move(v));
-        }
+    for (const StoredHost& h : d.next) {
+      for (v1::ValueChange& v : DiffParameterSets(
+               h.info.host_id(), PreviousParameters(d.before.at(h.info.host_id())), h.desired)) {
+        values.push_back(std::move(v));
       }
     }
     for (v1::HostTarget& t : *next.mutable_hosts()) {
-      auto it = versions.find(t.host_id());
-      if (it != versions.end()) t.set_pushed_version(it->second);
+      auto it = d.versions.find(t.host_id());
+      if (it != d.versions.end()) t.set_pushed_version(it->second);
     }
     if (!audit.empty()) {
       for (const DesiredUpdate& u : updates) audit.front().add_host_ids(u.host_id);
@@ -232,7 +228,7 @@ absl::Status RolloutManager::Commit(v1::Change* change,
     }
     if (store_ == nullptr) return absl::OkStatus();
     Store::Batch batch;
-    batch.hosts = hosts;
+    batch.hosts = d.next;
     batch.changes.push_back(next);
     batch.audit = audit;
     if (step_baseline != nullptr) batch.step_baselines.push_back(*step_baseline);
@@ -240,7 +236,7 @@ absl::Status RolloutManager::Commit(v1::Change* change,
   };
   absl::Status status;
   if (updates.empty()) {
-    status = persist({});
+    status = persist(DesiredDecision{});
   } else {
     status = fleet_->UpdateDesiredStates(updates, persist).status();
   }

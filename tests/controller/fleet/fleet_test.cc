@@ -110,6 +110,37 @@ TEST_F(FleetTest, AStreamSupersedesOnceThenTwinsAreRefused) {
   EXPECT_TRUE(fleet_.Register(MakeHello("h1"), std::make_shared<FakeAgent>(4)).ok());
 }
 
+TEST_F(FleetTest, UpdateDesiredStatesHandsItsCommitTheWholeDecisionAndInstallsOnlyOnSuccess) {
+  for (const char* id : {"h1", "h2"}) {
+    ASSERT_TRUE(fleet_.Register(MakeHello(id), std::make_shared<FakeAgent>(1)).ok());
+  }
+  ASSERT_TRUE(fleet_.SetDesiredState("h1", Params(1)).ok());
+  const std::string h1_before = fleet_.DesiredVersion("h1");
+  // h1 unchanged (same parameters), h2 gets its first desired state.
+  DesiredDecision seen;
+  auto versions = fleet_.UpdateDesiredStates(
+      {DesiredUpdate{"h1", Params(1)}, DesiredUpdate{"h2", Params(7)}},
+      [&](const DesiredDecision& d) {
+        seen = d;
+        return absl::OkStatus();
+      });
+  ASSERT_TRUE(versions.ok()) << versions.status();
+  ASSERT_EQ(seen.next.size(), 1u);
+  EXPECT_EQ(seen.next[0].info.host_id(), "h2");
+  ASSERT_EQ(seen.before.count("h2"), 1u);
+  EXPECT_EQ(seen.before.at("h2").desired_seq, 0) << "h2 had no desired state before";
+  EXPECT_EQ(seen.versions.at("h1"), h1_before);
+  EXPECT_EQ(seen.versions.at("h2"), seen.next[0].info.desired_version());
+  EXPECT_EQ(*versions, seen.versions);
+  EXPECT_EQ(fleet_.DesiredVersion("h2"), seen.versions.at("h2"));
+  // A failed commit installs nothing.
+  auto failed = fleet_.UpdateDesiredStates(
+      {DesiredUpdate{"h2", Params(8)}},
+      [](const DesiredDecision&) { return absl::UnavailableError("disk full"); });
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(fleet_.DesiredVersion("h2"), seen.versions.at("h2"));
+}
+
 TEST_F(FleetTest, DesiredStateVersionsPushesAndDrift) {
   auto c = std::make_shared<FakeAgent>(1);
   ASSERT_TRUE(fleet_.Register(MakeHello("h1"), c).ok());
