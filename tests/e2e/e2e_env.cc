@@ -81,28 +81,26 @@ Env::~Env() {
 bool Env::StartController() {
   if (port_ == 0) port_ = PickPort();
   ++controller_starts_;
-  const std::string ready = absl::StrCat(dir_, "/controller", controller_starts_, ".ready");
-  std::vector<std::string> args = {
-      absl::StrCat("--listen=127.0.0.1:", port_),
-      "--metrics_address=127.0.0.1:0",
-      "--insecure_loopback",
-      absl::StrCat("--state_dir=", dir_, "/controller"),
-      absl::StrCat("--ready_file=", ready),
-      "--window=1s",
-      "--retention=3m",
-      "--rollout_tick=200ms",
-      "--stale_after=10s",
-      "--gone_after=30s",
-      absl::StrCat("--probe_rate=", options_.probe_rate),
-      absl::StrCat("--probe_peers=", options_.probe_peers),
-      "--probe_replan_delay=500ms",
+  testing::ControllerLaunch launch{
+      .dir = dir_,
+      .port = port_,
+      .flags =
+          {
+              "--window=1s",
+              "--retention=3m",
+              "--rollout_tick=200ms",
+              "--stale_after=10s",
+              "--gone_after=30s",
+              absl::StrCat("--probe_rate=", options_.probe_rate),
+              absl::StrCat("--probe_peers=", options_.probe_peers),
+              "--probe_replan_delay=500ms",
+          },
+      .name = absl::StrCat("controller", controller_starts_),
   };
-  args.insert(args.end(), options_.controller_flags.begin(), options_.controller_flags.end());
-  controller_ = std::make_unique<testing::Subprocess>(
-      testing::BuiltBinary("controller/rocetune-controller"), args,
-      absl::StrCat(dir_, "/controller", controller_starts_, ".log"));
+  launch.flags.insert(launch.flags.end(), options_.controller_flags.begin(),
+                      options_.controller_flags.end());
+  controller_ = std::make_unique<testing::ControllerProcess>(std::move(launch));
   if (!controller_->Start()) return false;
-  if (testing::WaitForPortInReadyFile(ready, "grpc_port", absl::Seconds(20)) != port_) return false;
   channel_ =
       grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_), grpc::InsecureChannelCredentials());
   admin_ = v1::AdminService::NewStub(channel_);
@@ -278,9 +276,7 @@ bool Env::WaitFor(const std::function<bool()>& cond, absl::Duration timeout, abs
 }
 
 int Env::controller_metrics_port() const {
-  return testing::WaitForPortInReadyFile(
-      absl::StrCat(dir_, "/controller", controller_starts_, ".ready"), "metrics_port",
-      absl::Seconds(1));
+  return controller_ != nullptr ? controller_->metrics_port() : -1;
 }
 
 std::string Env::ControllerLog() const { return controller_ ? controller_->Log() : ""; }

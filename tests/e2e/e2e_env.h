@@ -92,7 +92,7 @@ class Env {
   EnvOptions options_;
   std::string dir_;
   int port_ = 0;
-  std::unique_ptr<testing::Subprocess> controller_;
+  std::unique_ptr<testing::ControllerProcess> controller_;
   std::unique_ptr<testing::Subprocess> fabric_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::AdminService::Stub> admin_;

@@ -22,6 +22,8 @@ namespace rocetune {
 namespace {
 
 using ::rocetune::testing::BuiltBinary;
+using ::rocetune::testing::ControllerLaunch;
+using ::rocetune::testing::ControllerProcess;
 using ::rocetune::testing::HostFixture;
 using ::rocetune::testing::HttpGet;
 using ::rocetune::testing::MakeTempDir;
@@ -33,17 +35,10 @@ class AgentControllerTest : public ::testing::Test {
   void SetUp() override {
     dir_ = MakeTempDir("agent-controller");
     ASSERT_FALSE(dir_.empty());
-    controller_ = std::make_unique<Subprocess>(
-        BuiltBinary("controller/rocetune-controller"),
-        std::vector<std::string>{"--listen=127.0.0.1:0", "--metrics_address=127.0.0.1:0",
-                                 "--insecure_loopback", "--state_dir=" + dir_ + "/controller",
-                                 "--ready_file=" + dir_ + "/controller.ready"},
-        dir_ + "/controller.log");
-    ASSERT_TRUE(controller_->Start());
-    grpc_port_ = WaitForPortInReadyFile(dir_ + "/controller.ready", "grpc_port", absl::Seconds(20));
-    ASSERT_GT(grpc_port_, 0) << controller_->Log();
-    controller_metrics_port_ =
-        WaitForPortInReadyFile(dir_ + "/controller.ready", "metrics_port", absl::Seconds(1));
+    controller_ = std::make_unique<ControllerProcess>(ControllerLaunch{.dir = dir_});
+    ASSERT_TRUE(controller_->Start()) << controller_->Log();
+    grpc_port_ = controller_->grpc_port();
+    controller_metrics_port_ = controller_->metrics_port();
     auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", grpc_port_),
                                        grpc::InsecureChannelCredentials());
     admin_ = v1::AdminService::NewStub(channel);
@@ -85,7 +80,7 @@ class AgentControllerTest : public ::testing::Test {
   }
 
   std::string dir_;
-  std::unique_ptr<Subprocess> controller_;
+  std::unique_ptr<ControllerProcess> controller_;
   int grpc_port_ = -1;
   int controller_metrics_port_ = -1;
   std::unique_ptr<v1::AdminService::Stub> admin_;
@@ -185,15 +180,11 @@ TEST_F(AgentControllerTest, AgentReconnectsWithinSecondsOfAControllerRestart) {
   ASSERT_EQ(controller_->Wait(absl::Seconds(10)), 0) << controller_->Log();
   // Down long enough for every backoff to reach its cap.
   absl::SleepFor(absl::Seconds(12));
-  const int port = grpc_port_;
-  controller_ = std::make_unique<Subprocess>(
-      BuiltBinary("controller/rocetune-controller"),
-      std::vector<std::string>{absl::StrCat("--listen=127.0.0.1:", port),
-                               "--metrics_address=127.0.0.1:0", "--insecure_loopback",
-                               "--state_dir=" + dir_ + "/controller"},
-      dir_ + "/controller2.log");
-  ASSERT_TRUE(controller_->Start());
+  controller_ = std::make_unique<ControllerProcess>(
+      ControllerLaunch{.dir = dir_, .port = grpc_port_, .name = "controller2"});
+  // From the restart on (the controller's own start-up included).
   const absl::Time restarted = absl::Now();
+  ASSERT_TRUE(controller_->Start()) << controller_->Log();
   ASSERT_TRUE(WaitForHost("host-r", absl::Seconds(30)).has_value()) << agent->Log();
   const absl::Duration took = absl::Now() - restarted;
   std::printf("agent reconnected %.2f s after the controller restarted\n",
@@ -223,18 +214,10 @@ TEST_F(AgentControllerTest, ReportsHeldWhileTheControllerIsDownArriveAfterTheRes
   const double held_h = MetricValue(metrics_h, "rocetune_agent_reports_held{host=\"host-h\"}");
   EXPECT_GE(held_h, 10) << HttpGet(metrics_h, "/metrics");
   EXPECT_EQ(MetricValue(metrics_s, "rocetune_agent_reports_held{host=\"host-s\"}"), 5);
-  const int port = grpc_port_;
-  controller_ = std::make_unique<Subprocess>(
-      BuiltBinary("controller/rocetune-controller"),
-      std::vector<std::string>{absl::StrCat("--listen=127.0.0.1:", port),
-                               "--metrics_address=127.0.0.1:0", "--insecure_loopback",
-                               "--state_dir=" + dir_ + "/controller",
-                               "--ready_file=" + dir_ + "/controller2.ready"},
-      dir_ + "/controller2.log");
-  ASSERT_TRUE(controller_->Start());
-  const int cmetrics =
-      WaitForPortInReadyFile(dir_ + "/controller2.ready", "metrics_port", absl::Seconds(20));
-  ASSERT_GT(cmetrics, 0) << controller_->Log();
+  controller_ = std::make_unique<ControllerProcess>(
+      ControllerLaunch{.dir = dir_, .port = grpc_port_, .name = "controller2"});
+  ASSERT_TRUE(controller_->Start()) << controller_->Log();
+  const int cmetrics = controller_->metrics_port();
   ASSERT_TRUE(WaitForHost("host-h", absl::Seconds(15)).has_value()) << agent->Log();
   ASSERT_TRUE(WaitForHost("host-s", absl::Seconds(15)).has_value()) << small->Log();
   const std::string sent_h = "rocetune_agent_held_reports_sent_total{host=\"host-h\"}";

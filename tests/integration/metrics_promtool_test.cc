@@ -26,6 +26,8 @@ namespace rocetune {
 namespace {
 
 using ::rocetune::testing::BuiltBinary;
+using ::rocetune::testing::ControllerLaunch;
+using ::rocetune::testing::ControllerProcess;
 using ::rocetune::testing::HostFixture;
 using ::rocetune::testing::HttpGet;
 using ::rocetune::testing::MakeTempDir;
@@ -97,18 +99,10 @@ class MetricsPromtoolTest : public ::testing::Test {
     std::string out;
     ASSERT_EQ(RunCommand("/bin/sh", {"-c", "command -v promtool"}, &out), 0)
         << "promtool is missing: install the Debian package prometheus (scripts/install-deps)";
-    controller_ = std::make_unique<Subprocess>(
-        BuiltBinary("controller/rocetune-controller"),
-        std::vector<std::string>{"--listen=127.0.0.1:0", "--metrics_address=127.0.0.1:0",
-                                 "--insecure_loopback", "--state_dir=" + dir_ + "/controller",
-                                 "--ready_file=" + dir_ + "/controller.ready"},
-        dir_ + "/controller.log");
-    ASSERT_TRUE(controller_->Start());
-    grpc_port_ = WaitForPortInReadyFile(dir_ + "/controller.ready", "grpc_port", absl::Seconds(20));
-    ASSERT_GT(grpc_port_, 0) << controller_->Log();
-    controller_metrics_ =
-        WaitForPortInReadyFile(dir_ + "/controller.ready", "metrics_port", absl::Seconds(1));
-    ASSERT_GT(controller_metrics_, 0);
+    controller_ = std::make_unique<ControllerProcess>(ControllerLaunch{.dir = dir_});
+    ASSERT_TRUE(controller_->Start()) << controller_->Log();
+    grpc_port_ = controller_->grpc_port();
+    controller_metrics_ = controller_->metrics_port();
   }
   void TearDown() override {
     if (controller_ != nullptr) {
@@ -118,7 +112,7 @@ class MetricsPromtoolTest : public ::testing::Test {
   }
 
   std::string dir_;
-  std::unique_ptr<Subprocess> controller_;
+  std::unique_ptr<ControllerProcess> controller_;
   int grpc_port_ = -1;
   int controller_metrics_ = -1;
 };

@@ -104,4 +104,41 @@ int WaitForPortInReadyFile(const std::string& path, const std::string& key,
   return -1;
 }
 
+namespace {
+
+std::vector<std::string> ControllerArgs(const ControllerLaunch& l, const std::string& state_dir) {
+  std::vector<std::string> args = {
+      absl::StrCat("--listen=127.0.0.1:", l.port),
+      "--metrics_address=127.0.0.1:0",
+      "--insecure_loopback",
+      absl::StrCat("--state_dir=", state_dir),
+      absl::StrCat("--ready_file=", l.dir, "/", l.name, ".ready"),
+  };
+  args.insert(args.end(), l.flags.begin(), l.flags.end());
+  return args;
+}
+
+std::string StateDirOf(const ControllerLaunch& l) {
+  return l.state_dir.empty() ? absl::StrCat(l.dir, "/controller") : l.state_dir;
+}
+
+}  // namespace
+
+ControllerProcess::ControllerProcess(ControllerLaunch launch)
+    : Subprocess(BuiltBinary("controller/rocetune-controller"),
+                 ControllerArgs(launch, StateDirOf(launch)),
+                 absl::StrCat(launch.dir, "/", launch.name, ".log")),
+      ready_(absl::StrCat(launch.dir, "/", launch.name, ".ready")),
+      state_dir_(StateDirOf(launch)),
+      want_port_(launch.port) {}
+
+bool ControllerProcess::Start() {
+  unlink(ready_.c_str());  // a previous run's file must not count
+  if (!Subprocess::Start()) return false;
+  grpc_port_ = WaitForPortInReadyFile(ready_, "grpc_port", absl::Seconds(20));
+  if (grpc_port_ <= 0 || (want_port_ != 0 && grpc_port_ != want_port_)) return false;
+  metrics_port_ = WaitForPortInReadyFile(ready_, "metrics_port", absl::Seconds(1));
+  return metrics_port_ > 0;
+}
+
 }  // namespace rocetune::testing
