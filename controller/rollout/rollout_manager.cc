@@ -1022,6 +1022,10 @@ void RolloutManager::Drive(v1::Change* c) {
   look.look = static_cast<uint32_t>(due);
   look.looks = looks;
   look.now = now;
+  for (const v1::HostTarget& h : c->hosts()) {
+    absl::StatusOr<StoredHost> stored = fleet_->GetStored(h.host_id());
+    if (stored.ok()) look.current_versions[h.host_id()] = stored->info.current_version();
+  }
   std::vector<v1::Verdict> verdicts = evaluator_.Look(look);
   if (verdicts.empty()) {
     Publish(*c, "baking", progress);

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "controller/rollout/judge_inputs.h"
 #include "controller/rollout/rollout_util.h"
 #include "controller/rollout/switch_plan.h"
@@ -18,6 +19,10 @@ using rollout_util::RunsChangeAt;
 namespace {
 
 uint32_t StageOf(const v1::Change& c) { return c.state() == v1::STAGE ? c.stage() : 0; }
+
+// A changed host that reported in fewer of the step's windows is silent (the
+// judge admits a host from the same share).
+constexpr double kUnconfirmedWindowShare = 0.8;
 
 }  // namespace
 
@@ -43,21 +48,67 @@ std::vector<v1::Verdict> StepEvaluator::Look(const StepLook& in) const {
   } else {
     return out;
   }
-  if (!final || in.change->canary_only() || out.back().outcome() != v1::Verdict::PASS) {
-    return out;
-  }
-  v1::Verdict fleet = Fleet(in);
-  fleet.set_look(out.back().look());
-  fleet.set_looks(out.back().looks());
-  if (fleet.outcome() == v1::Verdict::PASS) {
+  if (!final || out.back().outcome() != v1::Verdict::PASS) return out;
+  if (!in.change->canary_only()) {
+    v1::Verdict fleet = Fleet(in);
+    fleet.set_look(out.back().look());
+    fleet.set_looks(out.back().looks());
+    if (fleet.outcome() != v1::Verdict::PASS) {
+      LogInfo("fleet guard", {{"change", in.change->id()},
+                              {"outcome", v1::Verdict::Outcome_Name(fleet.outcome())},
+                              {"summary", fleet.summary()}});
+      out.push_back(std::move(fleet));
+      return out;
+    }
     MergeFleetEvidence(fleet, &out.back());
-    return out;
   }
-  LogInfo("fleet guard", {{"change", in.change->id()},
-                          {"outcome", v1::Verdict::Outcome_Name(fleet.outcome())},
-                          {"summary", fleet.summary()}});
-  out.push_back(std::move(fleet));
+  if (std::string why = Unconfirmed(in); !why.empty()) {
+    v1::Verdict v;
+    v.set_outcome(v1::Verdict::HOLD);
+    v.set_unix_nanos(absl::ToUnixNanos(in.now));
+    v.set_stage(StageOf(*in.change));
+    v.set_look(out.back().look());
+    v.set_looks(out.back().looks());
+    v.set_rule("canary_unconfirmed");
+    v.set_summary(
+        absl::StrCat("HOLD: the measurements passed, but not every host the step "
+                     "changed confirms it: ",
+                     why));
+    out.push_back(std::move(v));
+  }
   return out;
+}
+
+std::string StepEvaluator::Unconfirmed(const StepLook& in) const {
+  const v1::Change& c = *in.change;
+  const uint32_t stage = StageOf(c);
+  const absl::Time to = CompleteUntil(in.now);
+  const int expected =
+      static_cast<int>(telemetry_->WindowIndex(to) - telemetry_->WindowIndex(in.after_start));
+  std::vector<std::string> problems;
+  for (const v1::HostTarget& h : c.hosts()) {
+    if (!RunsChangeAt(h, stage) || h.pushed_version().empty()) continue;
+    auto cur = in.current_versions.find(h.host_id());
+    if (cur == in.current_versions.end() || cur->second != h.pushed_version()) {
+      problems.push_back(absl::StrCat(
+          h.host_id(), " runs ",
+          cur == in.current_versions.end() || cur->second.empty() ? "(unknown)" : cur->second,
+          ", not version ", h.pushed_version()));
+      continue;
+    }
+    // Switches report levels on their own schedule; their acks confirm them.
+    if (IsSwitchTarget(h) || expected <= 0) continue;
+    std::shared_ptr<HostTelemetry> t = telemetry_->Find(h.host_id());
+    const int present =
+        t != nullptr && to > in.after_start
+            ? t->Aggregate(in.after_start, to, in.policy.objective().peer_class()).windows_present
+            : 0;
+    if (present < kUnconfirmedWindowShare * expected) {
+      problems.push_back(absl::StrCat(h.host_id(), " reported in ", present, " of ", expected,
+                                      " windows of the step"));
+    }
+  }
+  return absl::StrJoin(problems, "; ");
 }
 
 v1::Verdict StepEvaluator::Experiment(const StepLook& in) const {

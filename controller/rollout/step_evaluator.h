@@ -31,6 +31,9 @@ struct StepLook {
   uint32_t look = 0;  // 1-based; past `looks` after a HOLD at the final look
   uint32_t looks = 1;
   absl::Time now;
+  // Each host's version in force as the fleet last heard it (its ack, NACK,
+  // local guard restore or Hello); a host not in it has confirmed nothing.
+  std::map<std::string, std::string> current_versions;
 };
 
 // Every rule that decides a look of a step, in the order they apply:
@@ -42,7 +45,13 @@ struct StepLook {
 //     before it;
 //  2. at the final look of a PASS of a change (trials excepted): the fleet
 //     guard over every host of the change against its fleet baseline; its
-//     figures join the PASS, or its HOLD / FAIL follows it.
+//     figures join the PASS, or its HOLD / FAIL follows it;
+//  3. at the final look of a PASS (trials included): every host the step
+//     changed must confirm it, or a HOLD "canary_unconfirmed" names those
+//     that did not: not running the version pushed to them (no ack), or
+//     silent (reports in fewer than 80% of the step's windows, the share the
+//     judge admits). A silent canary host is dropped by the judge, and the
+//     rest could otherwise PASS without it.
 // Between looks, as they arrive: a NACK of the version the change pushed to a
 // host ("nack") and a local guard restore that judged that version
 // ("local_guard") fail the change (Nack, GuardEvent). The HOLD limit is the
@@ -83,6 +92,8 @@ class StepEvaluator {
   v1::Verdict Experiment(const StepLook& in) const;
   v1::Verdict NoControlLeft(const StepLook& in) const;
   v1::Verdict Fleet(const StepLook& in) const;
+  // Rule 3: "" when every changed host confirms, else why not, host by host.
+  std::string Unconfirmed(const StepLook& in) const;
 
   TelemetryStore* const telemetry_;
   const absl::Duration report_grace_;

@@ -46,6 +46,7 @@ class StepEvaluatorTest : public ::testing::Test {
     in.now = in.after_start + absl::Seconds(60);
     return in;
   }
+  TelemetryOptions telemetry_options_;
   TelemetryStore telemetry_{TelemetryOptions{}};
   StepEvaluator evaluator_{&telemetry_, absl::Milliseconds(500)};
   std::map<std::string, HostPeriod> baseline_;
@@ -102,6 +103,62 @@ TEST_F(StepEvaluatorTest, AFleetGuardWithoutHostDataDoesNotPass) {
   const std::vector<v1::Verdict> v = evaluator_.Look(in);
   ASSERT_EQ(v.size(), 2u) << (v.empty() ? "" : v.back().DebugString());
   EXPECT_NE(v[1].outcome(), v1::Verdict::PASS) << v[1].DebugString();
+}
+
+// Rule 3: a PASS at the final look needs every host the step changed to
+// confirm it: running the pushed version, and reporting through the step.
+TEST_F(StepEvaluatorTest, APassNeedsEveryChangedHostRunningThePushedVersionAndReporting) {
+  telemetry_options_.window = absl::Seconds(1);
+  TelemetryStore telemetry(telemetry_options_);
+  StepEvaluator evaluator(&telemetry, absl::Milliseconds(500));
+  v1::Change c =
+      ChangeAt(v1::CANARY, 0, true, {{v1::HostTarget::CANARY, 0}, {v1::HostTarget::CANARY, 0}});
+  for (v1::HostTarget& h : *c.mutable_hosts()) h.set_pushed_version("7");
+  StepLook in = LookAt(c, 2, 2);
+  in.now = in.after_start + absl::Seconds(10) + absl::Milliseconds(600);
+  // h1 reports every second of the step; h2 only in its first three.
+  auto report = [&](const std::string& host, int second) {
+    v1::Report r;
+    r.set_seq(static_cast<uint64_t>(second + 1));
+    const absl::Time start = in.after_start + absl::Seconds(second);
+    r.set_start_unix_nanos(absl::ToUnixNanos(start));
+    r.set_end_unix_nanos(absl::ToUnixNanos(start + absl::Seconds(1)));
+    ASSERT_TRUE(telemetry.ForHost(host)->AddReport(r, start + absl::Milliseconds(500)).ok());
+  };
+  for (int s = 0; s < 10; ++s) {
+    report("h1", s);
+    if (s < 3) report("h2", s);
+  }
+
+  // h2 never confirmed version 7 (it runs 6): HOLD, naming it.
+  in.current_versions = {{"h1", "7"}, {"h2", "6"}};
+  std::vector<v1::Verdict> v = evaluator.Look(in);
+  ASSERT_EQ(v.size(), 2u);
+  EXPECT_EQ(v[0].outcome(), v1::Verdict::PASS);
+  EXPECT_EQ(v[1].outcome(), v1::Verdict::HOLD);
+  EXPECT_EQ(v[1].rule(), "canary_unconfirmed");
+  EXPECT_NE(v[1].summary().find("h2 runs 6, not version 7"), std::string::npos) << v[1].summary();
+  EXPECT_EQ(v[1].summary().find("h1"), std::string::npos) << v[1].summary();
+
+  // Both run 7, but h2 went silent after three of the step's ten windows.
+  in.current_versions = {{"h1", "7"}, {"h2", "7"}};
+  v = evaluator.Look(in);
+  ASSERT_EQ(v.size(), 2u);
+  EXPECT_EQ(v[1].rule(), "canary_unconfirmed");
+  EXPECT_NE(v[1].summary().find("h2 reported in 3 of 10 windows"), std::string::npos)
+      << v[1].summary();
+
+  // h2 reports again: the PASS stands.
+  for (int s = 3; s < 10; ++s) report("h2", s);
+  v = evaluator.Look(in);
+  ASSERT_EQ(v.size(), 1u) << v.back().DebugString();
+  EXPECT_EQ(v[0].outcome(), v1::Verdict::PASS);
+
+  // A host the fleet never heard from has confirmed nothing.
+  in.current_versions.erase("h2");
+  v = evaluator.Look(in);
+  ASSERT_EQ(v.size(), 2u);
+  EXPECT_NE(v[1].summary().find("h2 runs (unknown)"), std::string::npos) << v[1].summary();
 }
 
 TEST_F(StepEvaluatorTest, ANackFailsTheChangeOnlyForTheVersionItPushed) {
