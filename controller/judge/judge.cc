@@ -94,6 +94,14 @@ struct Settings {
   bool final_look = false;  // look >= looks: PASS may be decided
 };
 
+}  // namespace
+
+uint32_t MinRackPairs(const v1::Guard& g) {
+  return std::max<uint32_t>(2, g.min_rack_pairs() > 0 ? g.min_rack_pairs() : kDefaultMinRackPairs);
+}
+
+namespace {
+
 Settings Resolve(const JudgeConfig& config) {
   const v1::Guard& g = config.guard;
   Settings s;
@@ -102,8 +110,7 @@ Settings Resolve(const JudgeConfig& config) {
       g.confidence() > 0 && g.confidence() < 1 ? g.confidence() : kDefaultConfidence;
   s.alpha_total = 1 - confidence;
   s.min_samples = g.min_samples() > 0 ? g.min_samples() : kDefaultMinSamples;
-  s.min_rack_pairs =
-      std::max<uint32_t>(2, g.min_rack_pairs() > 0 ? g.min_rack_pairs() : kDefaultMinRackPairs);
+  s.min_rack_pairs = MinRackPairs(g);
   s.pass_max_ucb_regression =
       g.pass_max_ucb_regression() > 0 ? g.pass_max_ucb_regression() : kDefaultPassMaxUcbRegression;
   s.look = config.look;

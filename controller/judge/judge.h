@@ -98,6 +98,11 @@ struct JudgeConfig {
 // described in README.md next to this header.
 v1::Verdict Judge(const std::vector<HostInput>& hosts, const JudgeConfig& config);
 
+// The racks (units of evidence) a verdict needs at least under `guard`: its
+// min_rack_pairs, else the default, and never fewer than 2. Rack pairs in
+// the within-rack design; canary plus control racks in the rack-level one.
+uint32_t MinRackPairs(const v1::Guard& guard);
+
 // The canary/control ratio a constraint tolerates on its metric, as the judge
 // applies it: a floor for a metric where lower is worse (throughput), a
 // ceiling otherwise. NaN for a metric the judge does not know.

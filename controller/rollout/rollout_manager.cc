@@ -420,6 +420,34 @@ absl::StatusOr<v1::PolicyVersion> RolloutManager::GetPolicy(const v1::GetPolicyR
 
 // ---------------------------------------------------------------- changes
 
+absl::Status RolloutManager::CheckJudgeable(const v1::Policy& policy,
+                                            const std::vector<v1::HostTarget>& plan) {
+  // Racks with a rack label, and those holding both a canary and a control
+  // host: no design of the judge can reach its minimum with fewer labelled
+  // racks than that minimum (rack pairs, or canary plus control racks).
+  std::map<std::string, std::pair<int, int>> racks;  // rack -> canary, control hosts
+  int unlabelled = 0;
+  for (const v1::HostTarget& h : plan) {
+    if (h.rack().empty()) {
+      ++unlabelled;
+      continue;
+    }
+    auto& [canary, control] = racks[h.rack()];
+    (h.role() == v1::HostTarget::CANARY ? canary : control) += 1;
+  }
+  const uint32_t need = MinRackPairs(policy.guard());
+  if (racks.size() >= need) return absl::OkStatus();
+  const std::string label =
+      policy.rollout().rack_label().empty() ? "rack" : policy.rollout().rack_label();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "the judge could never decide this change: its ", plan.size(), " hosts span ", racks.size(),
+      " labelled rack(s) (", unlabelled, " host(s) without a \"", label,
+      "\" label), and a verdict needs at least ", need,
+      " (guard.min_rack_pairs); it would only HOLD until the HOLD limit aborts it. Label the "
+      "hosts with ",
+      label, "=..., select more racks, or lower guard.min_rack_pairs (not below 2)"));
+}
+
 absl::Status RolloutManager::CheckProbeRate(const v1::Policy& policy,
                                             const std::vector<StoredHost>& selected) const {
   const uint64_t need = policy.guard().min_samples();
@@ -494,6 +522,9 @@ absl::StatusOr<v1::Change> RolloutManager::BuildChange(const v1::PolicyVersion& 
       HasSwitchKnobs(policy) ? PlanSwitchChange(policy, selected, knobs, seed)
                              : PlanHosts(policy, selected, seed);
   if (!plan.ok()) return plan.status();
+  if (!HasSwitchKnobs(policy)) {
+    if (absl::Status s = CheckJudgeable(policy, *plan); !s.ok()) return s;
+  }
   v1::Change c;
   c.set_policy_name(pv.name());
   c.set_policy_version(pv.version_hash());

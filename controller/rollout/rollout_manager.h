@@ -156,6 +156,11 @@ class RolloutManager : public FleetListener, private TrialChanges {
   // OK when it can, or when too few hosts have reported to tell.
   absl::Status CheckProbeRate(const v1::Policy& policy,
                               const std::vector<StoredHost>& selected) const;
+  // kFailedPrecondition, naming the figures and what to change, when the
+  // planned hosts span fewer labelled racks than the judge's minimum: such a
+  // change could only HOLD until the HOLD limit aborts it.
+  static absl::Status CheckJudgeable(const v1::Policy& policy,
+                                     const std::vector<v1::HostTarget>& plan);
   v1::Change* Find(const std::string& id);
   const v1::Change* Find(const std::string& id) const;
   bool Active(const v1::Change& c) const;

@@ -320,6 +320,7 @@ TEST_F(TlsRolesTest, OperatorApprovingItsOwnChangeIsDeniedAndAudited) {
       baseline_seconds: 4
       looks: 3
     }
+    guard { min_rack_pairs: 4 }  # the fleet here has 4 racks
   )pb");
   v1::ApplyPolicyResponse applied;
   grpc::Status s = alice->ApplyPolicy(Ctx().get(), apply, &applied);
