@@ -95,8 +95,9 @@ TEST(TuningE2E, CampaignFromFirmwareDefaultsLowersFleetP99) {
   // The goal (p99 30% lower at most 5% throughput lost) is out of
   // reach for host DCQCN knobs on this scenario (bench/tuning_bench, README):
   // on the fabric model each single knob value the policy offers moves probe
-  // p99 by -10% to +2% here (means over three seeds). The winner is the best of 12 trials whose scores carry about
-  // +-8% of noise (4-second bakes), so its trial ratio overstates its gain.
+  // p99 by -10% to +2% here (means over three seeds). The winner is the best
+  // of 12 trials whose scores carry about +-8% of noise (4-second bakes), so
+  // its trial ratio overstates its gain.
   //
   // What must hold on every run:
   // - on the model, paired over three seeds, the winner's probe p99 is no

@@ -118,12 +118,12 @@ TEST_F(FleetTest, UpdateDesiredStatesHandsItsCommitTheWholeDecisionAndInstallsOn
   const std::string h1_before = fleet_.DesiredVersion("h1");
   // h1 unchanged (same parameters), h2 gets its first desired state.
   DesiredDecision seen;
-  auto versions = fleet_.UpdateDesiredStates(
-      {DesiredUpdate{"h1", Params(1)}, DesiredUpdate{"h2", Params(7)}},
-      [&](const DesiredDecision& d) {
-        seen = d;
-        return absl::OkStatus();
-      });
+  auto versions =
+      fleet_.UpdateDesiredStates({DesiredUpdate{"h1", Params(1)}, DesiredUpdate{"h2", Params(7)}},
+                                 [&](const DesiredDecision& d) {
+                                   seen = d;
+                                   return absl::OkStatus();
+                                 });
   ASSERT_TRUE(versions.ok()) << versions.status();
   ASSERT_EQ(seen.next.size(), 1u);
   EXPECT_EQ(seen.next[0].info.host_id(), "h2");
