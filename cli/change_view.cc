@@ -11,9 +11,12 @@
 namespace rocetune::cli {
 namespace {
 
+// A confidence interval; the evidence carries 0 for a side it has no bound
+// on (a one-sided test), shown as "-inf" / "inf" (positive quantities have
+// no negative lower side, so a 0 there is "0").
 std::string Interval(double lo, double hi, std::string (*fmt)(double)) {
   if (lo == 0 && hi == 0) return "-";
-  return absl::StrCat("[", fmt(lo), ", ", fmt(hi), "]");
+  return absl::StrCat("[", lo == 0 ? "0" : fmt(lo), ", ", hi == 0 ? "inf" : fmt(hi), "]");
 }
 
 std::string Percent(double ratio) {
@@ -68,7 +71,9 @@ std::string StageTable(const v1::Change& c) {
   };
   std::map<uint32_t, Row> stages;
   for (const v1::HostTarget& h : c.hosts()) {
-    if (h.role() == v1::HostTarget::CONTROL) continue;
+    // Control hosts are measured, not changed, in the canary stage; rack
+    // plans roll the change out to them in the later stages.
+    if (h.role() == v1::HostTarget::CONTROL && h.stage() == 0) continue;
     Row& r = stages[h.stage()];
     ++r.hosts;
     if (!h.pushed_version().empty()) ++r.pushed;
@@ -122,8 +127,11 @@ std::string RenderChangeList(const v1::ListChangesResponse& r, absl::Time now) {
 std::string RenderVerdict(const v1::Verdict& v) {
   std::string out = absl::StrCat(
       v1::Verdict::Outcome_Name(v.outcome()), "  ",
-      v.stage() == 0 ? "canary" : absl::StrCat("stage ", v.stage()), " look ", v.look(), "/",
-      v.looks(), "  ", FormatTimestamp(v.unix_nanos()), "  rule ", OrDash(v.rule()), "\n");
+      v.stage() == 0 ? "canary" : absl::StrCat("stage ", v.stage()), " look ", v.look(),
+      // Past the planned looks the step is held (HOLD) until its limit.
+      v.look() > v.looks() ? absl::StrCat(" (held past ", v.looks(), ")")
+                           : absl::StrCat("/", v.looks()),
+      "  ", FormatTimestamp(v.unix_nanos()), "  rule ", OrDash(v.rule()), "\n");
   if (!v.summary().empty()) absl::StrAppend(&out, "  ", v.summary(), "\n");
   if (v.groups_size() > 0) {
     Table t({"  GROUP", "HOSTS", "SAMPLES", "P99", "P99 CI", "P999", "GBPS/HOST", "CNP/S",

@@ -108,6 +108,22 @@ TEST(ChangeViewTest, VerdictEvidenceNamesRuleGroupsAndMetrics) {
   EXPECT_THAT(out, HasSubstr("dropped: h9: no samples"));
 }
 
+TEST(ChangeViewTest, OneSidedIntervalsLooksPastThePlanAndLaterStagesOfControlRacks) {
+  v1::Change c = SampleChange();
+  v1::Verdict& v = *c.mutable_verdicts(0);
+  v.mutable_metrics(0)->set_ratio_upper(0);  // one-sided: no upper bound
+  v.set_look(5);                             // held past the three planned looks
+  std::string out = RenderVerdict(v);
+  EXPECT_THAT(out, HasSubstr("[1.1, inf]"));
+  EXPECT_THAT(out, Not(HasSubstr(", 0]")));
+  EXPECT_THAT(out, HasSubstr("look 5 (held past 3)"));
+  EXPECT_THAT(out, Not(HasSubstr("5/3")));
+  // h2 controls the canary stage and takes the change in stage 1 (rack
+  // plans): stage 1 lists it beside h3.
+  std::string change = RenderChange(c, absl::Now());
+  EXPECT_THAT(change, HasSubstr("\n  1       2      1       0      1\n"));
+}
+
 TEST(ChangeViewTest, HistogramOfCanaryAndControl) {
   v1::Change c = SampleChange();
   std::string out = RenderChange(c, absl::Now());
