@@ -1,4 +1,7 @@
 // policy validate|apply|show|diff|history|list, and policies.
+#include "absl/algorithm/container.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -40,13 +43,24 @@ std::vector<PolicyError> CheckFile(const std::string& path, std::string* name) {
   return file->Validate();
 }
 
+// True when `line` ends in a rule tag like " [syntax]".
+bool HasRuleTag(absl::string_view line) {
+  if (!absl::EndsWith(line, "]")) return false;
+  size_t open = line.rfind(" [");
+  if (open == absl::string_view::npos) return false;
+  absl::string_view tag = line.substr(open + 2, line.size() - open - 3);
+  return !tag.empty() &&
+         absl::c_all_of(tag, [](char c) { return absl::ascii_isalnum(c) || c == '_'; });
+}
+
 // A parse failure's message already names file:line:column, one problem per
-// line; each gets the rule tag.
+// line, each with its rule tag (syntax, encoding); a line without one gets
+// this error's.
 std::string ErrorLine(const PolicyError& e) {
   if (e.rule != "syntax" && e.rule != "io") return e.ToString();
   std::vector<std::string> lines;
   for (absl::string_view line : absl::StrSplit(e.message, '\n', absl::SkipEmpty())) {
-    lines.push_back(absl::StrCat(line, " [", e.rule, "]"));
+    lines.push_back(HasRuleTag(line) ? std::string(line) : absl::StrCat(line, " [", e.rule, "]"));
   }
   return absl::StrJoin(lines, "\n");
 }

@@ -1,9 +1,11 @@
 #include "controller/policy/policy_loader.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <utility>
@@ -11,6 +13,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -243,8 +246,57 @@ absl::Status ErrorsToStatus(const std::vector<PolicyError>& errors) {
   return absl::InvalidArgumentError(absl::StrJoin(lines, "\n"));
 }
 
+namespace {
+
+// The first byte of `text` that does not start or continue a well-formed
+// UTF-8 sequence (overlong forms, surrogates and code points past U+10FFFF
+// included); npos when all of it is UTF-8.
+size_t FirstInvalidUtf8(const std::string& text) {
+  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+  size_t n = text.size(), i = 0;
+  while (i < n) {
+    unsigned char c = p[i];
+    size_t len = c < 0x80           ? 1
+                 : (c >> 5) == 0x6  ? 2
+                 : (c >> 4) == 0xe  ? 3
+                 : (c >> 3) == 0x1e ? 4
+                                    : 0;
+    if (len == 0 || i + len > n || (len == 2 && c < 0xc2) || (len == 4 && c > 0xf4)) return i;
+    for (size_t k = 1; k < len; ++k) {
+      if ((p[i + k] & 0xc0) != 0x80) return i;
+    }
+    if (len == 3 && ((c == 0xe0 && p[i + 1] < 0xa0) || (c == 0xed && p[i + 1] >= 0xa0))) return i;
+    if (len == 4 && ((c == 0xf0 && p[i + 1] < 0x90) || (c == 0xf4 && p[i + 1] >= 0x90))) return i;
+    i += len;
+  }
+  return std::string::npos;
+}
+
+// A text-format policy is UTF-8 without a byte-order mark (protobuf's text
+// parser reads a BOM as a stray token, and invalid UTF-8 in a string only
+// fails after parsing, with no position).
+std::optional<PolicyError> CheckEncoding(const std::string& text, const std::string& file_name) {
+  if (text.rfind("\xEF\xBB\xBF", 0) == 0) {
+    return PolicyError{file_name, 1, 1, "encoding",
+                       "the file starts with a UTF-8 byte-order mark (U+FEFF); save it as UTF-8 "
+                       "without a BOM"};
+  }
+  size_t bad = FirstInvalidUtf8(text);
+  if (bad == std::string::npos) return std::nullopt;
+  size_t line_start = text.rfind('\n', bad == 0 ? 0 : bad - 1);
+  line_start = (line_start == std::string::npos || bad == 0) ? 0 : line_start + 1;
+  int line = 1 + static_cast<int>(std::count(text.begin(), text.begin() + bad, '\n'));
+  int column = 1 + static_cast<int>(bad - line_start);
+  return PolicyError{file_name, line, column, "encoding",
+                     absl::StrFormat("byte 0x%02X is not valid UTF-8 (a policy file is UTF-8 text)",
+                                     static_cast<unsigned char>(text[bad]))};
+}
+
+}  // namespace
+
 absl::StatusOr<PolicyFile> PolicyFile::Parse(const std::string& text,
                                              const std::string& file_name) {
+  if (std::optional<PolicyError> e = CheckEncoding(text, file_name)) return ErrorsToStatus({*e});
   const OrderedSchema& schema = Schema();
   if (schema.prototype == nullptr) {
     return absl::InternalError("the policy schema could not be rebuilt for parsing");

@@ -149,6 +149,18 @@ TEST(RocetunectlPolicyTest, ValidateWorksOffline) {
   std::regex syntax_line(std::regex_replace(syntax, std::regex("[.]"), "\\.") +
                          ":[0-9]+:[0-9]+: .+ \\[syntax\\]");
   EXPECT_TRUE(std::regex_search(r.out, syntax_line)) << r.out;
+  EXPECT_THAT(r.out, Not(HasSubstr("[syntax] [syntax]")));
+  // A byte-order mark and invalid UTF-8 are named with their position, once.
+  std::string bom = WriteFile("bom.textproto", std::string("\xEF\xBB\xBF") + kValidPolicy);
+  r = RunCtl({"policy", "validate", bom});
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_THAT(r.out, HasSubstr(bom + ":1:1: the file starts with a UTF-8 byte-order mark"));
+  EXPECT_THAT(r.out, HasSubstr("[encoding]\n"));
+  EXPECT_THAT(r.out, Not(HasSubstr("[syntax]")));
+  std::string latin1 = WriteFile("latin1.textproto", "name: \"x\"\n# caf\xE9\n");
+  r = RunCtl({"policy", "validate", latin1});
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_THAT(r.out, HasSubstr(latin1 + ":2:6: byte 0xE9 is not valid UTF-8"));
   r = RunCtl({"policy", "validate", "/nonexistent/p.textproto"});
   EXPECT_EQ(r.rc, 1);
   EXPECT_THAT(r.out, HasSubstr("/nonexistent/p.textproto"));

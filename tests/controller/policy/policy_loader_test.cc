@@ -135,6 +135,32 @@ TEST(PolicyFileParseTest, SyntaxErrorCarriesLineAndColumn) {
   EXPECT_THAT(Msg(file.status()), HasSubstr("[syntax]"));
 }
 
+TEST(PolicyFileParseTest, EncodingErrorsNameTheirPosition) {
+  auto bom = PolicyFile::Parse(std::string("\xEF\xBB\xBF") + kValidPolicy, "bom.textproto");
+  ASSERT_FALSE(bom.ok());
+  EXPECT_EQ(bom.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Msg(bom.status()), ::testing::StartsWith("bom.textproto:1:1: "));
+  EXPECT_THAT(Msg(bom.status()), HasSubstr("byte-order mark"));
+  // Invalid bytes inside a string value, a truncated sequence, an overlong
+  // form and a surrogate: each at its line and column.
+  for (const auto& [text, where] : std::vector<std::pair<std::string, std::string>>{
+           {"name: \"a\xFF"
+            "b\"\n",
+            "f:1:9: byte 0xFF"},
+           {"name: \"x\"\n\n  # \xE2\x82", "f:3:5: byte 0xE2"},
+           {"# \xC0\xAF\n", "f:1:3: byte 0xC0"},
+           {"name: \"ok\"\n# \xED\xA0\x80\n", "f:2:3: byte 0xED"}}) {
+    auto file = PolicyFile::Parse(text, "f");
+    ASSERT_FALSE(file.ok()) << where;
+    EXPECT_THAT(Msg(file.status()), ::testing::StartsWith(where));
+    EXPECT_THAT(Msg(file.status()), HasSubstr("[encoding]"));
+  }
+  // Well-formed multi-byte text (a comment, a reason) parses.
+  EXPECT_TRUE(PolicyFile::Parse(
+                  std::string("# caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80\n") + kValidPolicy, "f")
+                  .ok());
+}
+
 TEST(PolicyFileParseTest, UnterminatedMessageIsASyntaxError) {
   const std::string text = "name: \"x\"\nknobs {\n  parameter: \"rpg_ai_rate\"\n";
   auto file = PolicyFile::Parse(text, "f");
