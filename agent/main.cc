@@ -19,6 +19,7 @@
 #include "agent/real_host.h"
 #include "agent/switch/sonic_switch.h"
 #include "agent/switch/switch_counter_names.h"
+#include "daemon/address.h"
 #include "daemon/init.h"
 #include "daemon/json.h"
 #include "daemon/logging.h"
@@ -301,6 +302,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "rocetune-agent: pass --tls_cert, --tls_key and --tls_ca for mutual TLS, or "
                  "--insecure_loopback for plaintext to a controller on a loopback address\n");
+    return 2;
+  }
+  // The controller refuses a malformed id (and the id names files here).
+  if (absl::Status s = rocetune::CheckHostId(host_id); !s.ok()) {
+    std::fprintf(stderr, "rocetune-agent: %s (from %s)\n", std::string(s.message()).c_str(),
+                 !absl::GetFlag(FLAGS_host_id).empty() ? "--host_id"
+                 : tls.enabled()                       ? "the certificate's CN"
+                                                       : "the hostname");
     return 2;
   }
   // One agent per state dir: two would fight over the NIC and the journal.

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
@@ -102,6 +103,39 @@ absl::StatusOr<std::string> ResolveLoopback(const std::string& address, const st
                      "=\"", address, "\" is ", numeric, ", not 127.0.0.0/8 or ::1"));
   }
   return absl::StrCat(numeric, ":", port_number);
+}
+
+absl::Status CheckHostId(const std::string& id) {
+  constexpr size_t kMaxLength = 253, kMaxLabel = 63, kQuoted = 64;
+  auto refuse = [&](absl::string_view why) {
+    std::string shown = absl::CHexEscape(id.substr(0, kQuoted));
+    if (id.size() > kQuoted) absl::StrAppend(&shown, "...");
+    return absl::InvalidArgumentError(
+        absl::StrCat("host id \"", shown, "\" (", id.size(), " bytes): ", why,
+                     "; a host id is 1..253 characters [A-Za-z0-9._-] in dot-separated labels of "
+                     "1..63, each starting with a letter or digit"));
+  };
+  if (id.empty()) return refuse("empty");
+  if (id.size() > kMaxLength) return refuse("too long");
+  size_t label = 0;
+  for (size_t i = 0; i < id.size(); ++i) {
+    char c = id[i];
+    if (c == '.') {
+      if (label == 0) return refuse("an empty label (leading dot or \"..\")");
+      label = 0;
+      continue;
+    }
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') {
+      return refuse(absl::StrCat("character \"", absl::CHexEscape(std::string(1, c)),
+                                 "\" at offset ", i, " is not allowed"));
+    }
+    if (label == 0 && !absl::ascii_isalnum(static_cast<unsigned char>(c))) {
+      return refuse("a label starts with a letter or digit");
+    }
+    if (++label > kMaxLabel) return refuse("a label is longer than 63 characters");
+  }
+  if (label == 0) return refuse("a trailing dot");
+  return absl::OkStatus();
 }
 
 }  // namespace rocetune

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <utility>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "controller/fleet/switch_member.h"
+#include "daemon/address.h"
 #include "daemon/logging.h"
 #include "google/protobuf/util/message_differencer.h"
 
@@ -23,13 +23,6 @@ const char* StateName(v1::HostState s) {
     default:
       return "unknown";
   }
-}
-
-bool PrintableId(const std::string& s) {
-  for (char c : s) {
-    if (!absl::ascii_isgraph(static_cast<unsigned char>(c))) return false;
-  }
-  return true;
 }
 
 }  // namespace
@@ -108,10 +101,13 @@ absl::Status Fleet::ValidateHello(const v1::Hello& hello) const {
   if (hello.host_id().empty()) {
     return absl::InvalidArgumentError("hello.host_id is empty: a Hello must name the host");
   }
-  if (hello.host_id().size() > options_.max_host_id_length || !PrintableId(hello.host_id())) {
-    return absl::InvalidArgumentError(absl::StrCat("hello.host_id must be 1..",
-                                                   options_.max_host_id_length,
-                                                   " printable characters without spaces"));
+  if (absl::Status s = CheckHostId(hello.host_id()); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("hello.host_id: ", s.message()));
+  }
+  if (hello.host_id().size() > options_.max_host_id_length) {
+    return absl::InvalidArgumentError(absl::StrCat("hello.host_id has ", hello.host_id().size(),
+                                                   " characters (this controller's limit is ",
+                                                   options_.max_host_id_length, ")"));
   }
   if (hello.labels_size() > static_cast<int>(options_.max_labels)) {
     return absl::InvalidArgumentError(absl::StrCat("hello.labels has ", hello.labels_size(),

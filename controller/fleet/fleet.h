@@ -112,6 +112,11 @@ class Fleet {
   // Loads hosts and desired state from the store (all hosts start GONE).
   absl::Status LoadFromStore();
 
+  // A Hello's form (host id, label counts and sizes): kInvalidArgument naming
+  // the field. Register checks it too; the transport checks it first so that
+  // nothing quotes or audits a malformed id.
+  absl::Status ValidateHello(const v1::Hello& hello) const;
+
   // Registers `conn` as the stream of the host named by `hello`. An older
   // stream of the same host is closed with kAborted, once: while a stream
   // that superseded another keeps reporting, a further one is refused with
@@ -238,7 +243,6 @@ class Fleet {
   v1::AuditEntry MakeAudit(const std::string& actor, const std::string& action,
                            const std::string& host_id, const std::string& detail) const;
   void Publish(const std::vector<v1::Event>& events);
-  absl::Status ValidateHello(const v1::Hello& hello) const;
   // A "drift" guard event: level-triggered correction. Unless the host is
   // observe-only, re-pushes its desired state (when it has one and is
   // connected) and audits "drift_corrected" with what the agent found;

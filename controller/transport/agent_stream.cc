@@ -299,6 +299,11 @@ absl::Status AgentStream::HandleMessage() {
         return absl::FailedPreconditionError(
             absl::StrCat("second Hello on the stream of host ", host_id_));
       }
+      // The id's form first: an identity refusal quotes and audits it.
+      if (absl::Status s = deps_.fleet->ValidateHello(in_->hello()); !s.ok()) {
+        deps_.metrics->Rejected(Rejection::kBadMessage);
+        return s;
+      }
       if (absl::Status s = CheckHelloIdentity(in_->hello()); !s.ok()) {
         deps_.metrics->Rejected(Rejection::kNoIdentity);
         return s;

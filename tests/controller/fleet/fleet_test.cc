@@ -65,6 +65,13 @@ TEST_F(FleetTest, HelloValidation) {
   EXPECT_EQ(fleet_.Register(MakeHello(""), c).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(fleet_.Register(MakeHello("has space"), c).status().code(),
             absl::StatusCode::kInvalidArgument);
+  for (const std::string& id : std::vector<std::string>{"../../etc/passwd", std::string(254, 'a'),
+                                                        std::string(900000, 'x')}) {
+    auto r = fleet_.Register(MakeHello(id), c);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << id.substr(0, 20);
+    EXPECT_THAT(std::string(r.status().message()), HasSubstr("hello.host_id: host id"));
+    EXPECT_LT(r.status().message().size(), 500u);
+  }
   v1::Hello bad_label = MakeHello("h1");
   (*bad_label.mutable_labels())[""] = "x";
   auto s = fleet_.Register(bad_label, c);
