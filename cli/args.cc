@@ -58,11 +58,11 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& argv,
     std::string value;
     bool has_value = false;
     if (arg[1] != '-') {
-      // Short forms: -h, -o VALUE, -oVALUE, -o=VALUE.
+      // Short forms: -h, -o VALUE, -oVALUE, -o=VALUE, and the same for -f.
       if (arg == "-h") {
         name = "help";
-      } else if (arg[1] == 'o') {
-        name = "output";
+      } else if (arg[1] == 'o' || arg[1] == 'f') {
+        name = arg[1] == 'o' ? "output" : "filename";
         if (arg.size() > 2) {
           value = arg.substr(arg[2] == '=' ? 3 : 2);
           has_value = true;

@@ -102,10 +102,15 @@ std::string ChangeSummary(const v1::Change& c) {
                       "  approvals ", Approvals(c), "  hosts ", c.hosts_size());
 }
 
-std::string RenderChangeList(const v1::ListChangesResponse& r, absl::Time now) {
+std::string RenderChangeList(const v1::ListChangesResponse& r, absl::Time now, bool wide) {
   if (r.changes_size() == 0) return "no changes\n";
-  Table t({"ID", "STATE", "POLICY", "KNOBS", "PROPOSER", "APPROVALS", "HOSTS", "LAST VERDICT",
-           "CREATED"});
+  std::vector<std::string> header = {"ID",        "STATE", "POLICY",       "KNOBS",  "PROPOSER",
+                                     "APPROVALS", "HOSTS", "LAST VERDICT", "CREATED"};
+  if (wide) {
+    header.push_back("APPROVERS");
+    header.push_back("REASON");
+  }
+  Table t(header);
   for (const v1::Change& c : r.changes()) {
     std::string verdict = "-";
     if (c.verdicts_size() > 0) {
@@ -114,9 +119,24 @@ std::string RenderChangeList(const v1::ListChangesResponse& r, absl::Time now) {
     }
     std::string id = c.id();
     if (!c.campaign_id().empty()) absl::StrAppend(&id, " [", c.campaign_id(), "#", c.trial(), "]");
-    t.AddRow({id, ChangeStateText(c), c.policy_name(), FormatKnobs(c.knobs()), OrDash(c.proposer()),
-              Approvals(c), absl::StrCat(c.hosts_size()), verdict,
-              FormatAgo(c.created_unix_nanos(), now)});
+    std::string policy = c.policy_name();
+    if (wide) absl::StrAppend(&policy, "@", OrDash(c.policy_version().substr(0, 12)));
+    std::vector<std::string> row = {id,
+                                    ChangeStateText(c),
+                                    policy,
+                                    FormatKnobs(c.knobs()),
+                                    OrDash(c.proposer()),
+                                    Approvals(c),
+                                    absl::StrCat(c.hosts_size()),
+                                    verdict,
+                                    FormatAgo(c.created_unix_nanos(), now)};
+    if (wide) {
+      std::vector<std::string> approvers;
+      for (const v1::Approval& a : c.approvals()) approvers.push_back(a.approver());
+      row.push_back(approvers.empty() ? "-" : absl::StrJoin(approvers, ","));
+      row.push_back(OrDash(c.reason()));
+    }
+    t.AddRow(std::move(row));
   }
   std::string out = t.Render();
   if (!r.next_page_token().empty())

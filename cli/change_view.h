@@ -15,7 +15,9 @@ std::string ChangeStateText(const v1::Change& change);
 std::string ChangeSummary(const v1::Change& change);
 
 // The changes of one page as a table, with the next page's token.
-std::string RenderChangeList(const v1::ListChangesResponse& response, absl::Time now);
+// `wide` (-o wide) adds the policy version, the approvers and the reason.
+std::string RenderChangeList(const v1::ListChangesResponse& response, absl::Time now,
+                             bool wide = false);
 
 // Everything about one change: header, knobs, approvals, transitions, the
 // per-host target summary, the rehearsal, every verdict with its evidence and

@@ -22,11 +22,12 @@ inline constexpr int kExitUsage = 2;  // unknown command or flag, missing argume
 // What a command runs with.
 class Context {
  public:
-  Context(const ParsedArgs& args, ClientOptions options, bool json, bool dry_run, bool stdout_tty,
-          std::ostream& out, std::ostream& err)
+  // `output`: "table", "wide", "json" or "yaml" (checked by RunCli).
+  Context(const ParsedArgs& args, ClientOptions options, std::string output, bool dry_run,
+          bool stdout_tty, std::ostream& out, std::ostream& err)
       : args_(args),
         options_(std::move(options)),
-        json_(json),
+        output_(std::move(output)),
         dry_run_(dry_run),
         stdout_tty_(stdout_tty),
         out_(out),
@@ -34,7 +35,12 @@ class Context {
 
   const ParsedArgs& args() const { return args_; }
   const ClientOptions& options() const { return options_; }
-  bool json() const { return json_; }
+  // A structured document rather than a table: -o json or -o yaml (PrintJson
+  // writes whichever was asked for).
+  bool json() const { return output_ == "json" || output_ == "yaml"; }
+  bool yaml() const { return output_ == "yaml"; }
+  // -o wide: tables with more columns.
+  bool wide() const { return output_ == "wide"; }
   bool dry_run() const { return dry_run_; }
   bool stdout_tty() const { return stdout_tty_; }
   std::ostream& out() { return out_; }
@@ -54,8 +60,10 @@ class Context {
   int UsageError(const std::string& message);
   // Prints "rocetunectl: message" to stderr and returns kExitError.
   int Error(const std::string& message);
-  // Writes `message` as pretty JSON to stdout.
+  // Writes `message` as pretty JSON, or as YAML under -o yaml, to stdout.
   void PrintJson(const google::protobuf::Message& message);
+  // The same for a JSON document built by hand.
+  void PrintJsonText(const std::string& json);
 
   std::string command_name;  // "change show", for messages
   std::string command_usage;
@@ -63,7 +71,7 @@ class Context {
  private:
   const ParsedArgs& args_;
   ClientOptions options_;
-  bool json_;
+  std::string output_;
   bool dry_run_;
   bool stdout_tty_;
   std::ostream& out_;

@@ -95,7 +95,7 @@ int List(Context& ctx, const std::vector<std::string>&) {
   if (ctx.json()) {
     ctx.PrintJson(r);
   } else {
-    ctx.out() << RenderChangeList(r, ctx.now());
+    ctx.out() << RenderChangeList(r, ctx.now(), ctx.wide());
   }
   return kExitOk;
 }

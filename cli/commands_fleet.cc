@@ -91,8 +91,14 @@ int Hosts(Context& ctx, const std::vector<std::string>&) {
     ctx.PrintJson(all);
     return kExitOk;
   }
-  Table t({"HOST", "ROLE", "STATE", "NICS", "APPLIED", "DESIRED", "DRIFT", "CHANGE", "LAST REPORT",
-           "LABELS"});
+  std::vector<std::string> header = {"HOST",    "ROLE",  "STATE",  "NICS",        "APPLIED",
+                                     "DESIRED", "DRIFT", "CHANGE", "LAST REPORT", "LABELS"};
+  if (ctx.wide()) {
+    for (const char* h : {"HOSTNAME", "CONNECTED", "REPORTS", "LAST NACK", "GUARD"}) {
+      header.push_back(h);
+    }
+  }
+  Table t(header);
   absl::Time now = ctx.now();
   for (const auto& h : all.hosts()) {
     auto role = h.labels().find("role");
@@ -100,11 +106,26 @@ int Hosts(Context& ctx, const std::vector<std::string>&) {
     const bool is_switch = role != h.labels().end() && role->second == "switch";
     const int nics =
         is_switch && h.devices_size() == 1 ? h.devices(0).ports_size() : h.devices_size();
-    t.AddRow({h.host_id(), role == h.labels().end() ? "-" : role->second, HostStateName(h.state()),
-              absl::StrCat(nics, is_switch ? " ports" : ""), OrDash(h.current_version()),
-              OrDash(h.desired_version()), h.drift().empty() ? "-" : "drift",
-              OrDash(h.active_change()), FormatAgo(h.last_report_unix_nanos(), now),
-              FormatLabels(h.labels())});
+    std::vector<std::string> row = {h.host_id(),
+                                    role == h.labels().end() ? "-" : role->second,
+                                    HostStateName(h.state()),
+                                    absl::StrCat(nics, is_switch ? " ports" : ""),
+                                    OrDash(h.current_version()),
+                                    OrDash(h.desired_version()),
+                                    h.drift().empty() ? "-" : "drift",
+                                    OrDash(h.active_change()),
+                                    FormatAgo(h.last_report_unix_nanos(), now),
+                                    FormatLabels(h.labels())};
+    if (ctx.wide()) {
+      row.push_back(OrDash(h.hostname()));
+      row.push_back(FormatAgo(h.connected_unix_nanos(), now));
+      row.push_back(absl::StrCat(h.reports()));
+      row.push_back(h.last_nack_version().empty()
+                        ? "-"
+                        : absl::StrCat(h.last_nack_version(), ": ", h.last_nack_error()));
+      row.push_back(OrDash(h.last_guard_event()));
+    }
+    t.AddRow(std::move(row));
   }
   ctx.out() << t.Render() << all.hosts_size() << " host(s)";
   if (all.total() > static_cast<uint32_t>(all.hosts_size())) {

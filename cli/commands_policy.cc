@@ -89,7 +89,7 @@ int Validate(Context& ctx, const std::vector<std::string>& files) {
     for (const PolicyError& e : errors) ctx.out() << ErrorLine(e) << "\n";
     if (errors.empty()) ctx.out() << path << ": ok (policy " << name << ")\n";
   }
-  if (ctx.json()) ctx.out() << "[" << absl::StrJoin(json, ",\n ") << "]\n";
+  if (ctx.json()) ctx.PrintJsonText(absl::StrCat("[", absl::StrJoin(json, ",\n "), "]\n"));
   return all_valid ? kExitOk : kExitError;
 }
 
@@ -171,14 +171,69 @@ int Diff(Context& ctx, const std::vector<std::string>& args) {
   if (ctx.json()) {
     std::vector<std::string> quoted;
     for (const std::string& d : diff) quoted.push_back(JsonQuote(d));
-    ctx.out() << "{\"a\": " << MessageToJson(a, false) << ",\n \"b\": " << MessageToJson(b, false)
-              << ",\n \"differences\": [" << absl::StrJoin(quoted, ", ") << "]}\n";
+    ctx.PrintJsonText(absl::StrCat("{\"a\": ", MessageToJson(a, false),
+                                   ",\n \"b\": ", MessageToJson(b, false), ",\n \"differences\": [",
+                                   absl::StrJoin(quoted, ", "), "]}\n"));
     return kExitOk;
   }
   ctx.out() << "--- " << VersionLine(a) << "\n+++ " << VersionLine(b) << "\n";
   if (diff.empty()) ctx.out() << "no differences\n";
   for (const std::string& d : diff) ctx.out() << "  " << d << "\n";
   return kExitOk;
+}
+
+// diff -f FILE: the file against the latest stored version of the policy it
+// names, what `apply -f FILE` would change. Exit 0 whether or not they
+// differ (the output says which); 1 when the file is invalid or the call fails.
+int DiffFile(Context& ctx, const std::vector<std::string>&) {
+  if (!ctx.args().Has("filename")) return ctx.UsageError("-f FILE is required");
+  const std::string path = ctx.args().Get("filename");
+  std::string text;
+  if (absl::Status s = ReadFile(path, &text); !s.ok()) return ctx.Error(std::string(s.message()));
+  absl::StatusOr<PolicyFile> file = PolicyFile::Parse(text, path);
+  if (!file.ok()) return ctx.Error(std::string(file.status().message()));
+  if (std::vector<PolicyError> errors = file->Validate(); !errors.empty()) {
+    for (const PolicyError& e : errors) ctx.err() << e.ToString() << "\n";
+    return ctx.Error(absl::StrCat(path, ": invalid policy (apply would refuse it)"));
+  }
+  const std::string& name = file->policy().name();
+  Client* client = ctx.client();
+  if (client == nullptr) return kExitUsage;
+  v1::GetPolicyRequest req;
+  req.set_name(name);
+  v1::PolicyVersion stored;
+  std::unique_ptr<grpc::ClientContext> call = client->NewContext();
+  grpc::Status st = client->stub().GetPolicy(call.get(), req, &stored);
+  const bool is_new = st.error_code() == grpc::StatusCode::NOT_FOUND;
+  if (!st.ok() && !is_new) {
+    return ctx.Error(absl::StrCat("GetPolicy (controller ", ctx.options().controller, "): ",
+                                  StatusCodeName(st.error_code()), ": ", st.error_message()));
+  }
+  std::vector<std::string> diff;
+  if (!is_new) diff = controller::DiffPolicies(stored.policy(), file->policy());
+  if (ctx.json()) {
+    std::vector<std::string> quoted;
+    for (const std::string& d : diff) quoted.push_back(JsonQuote(d));
+    ctx.PrintJsonText(absl::StrCat("{\"file\": ", JsonQuote(path),
+                                   ", \"policy\": ", JsonQuote(name),
+                                   ", \"stored\": ", is_new ? "null" : MessageToJson(stored, false),
+                                   ",\n \"differences\": [", absl::StrJoin(quoted, ", "), "]}\n"));
+    return kExitOk;
+  }
+  if (is_new) {
+    ctx.out() << "policy " << name << " is not stored: apply -f " << path
+              << " would create version 1\n";
+    return kExitOk;
+  }
+  ctx.out() << "--- " << VersionLine(stored) << "\n+++ " << path << "\n";
+  if (diff.empty()) ctx.out() << "no differences\n";
+  for (const std::string& d : diff) ctx.out() << "  " << d << "\n";
+  return kExitOk;
+}
+
+int ApplyFile(Context& ctx, const std::vector<std::string>&) {
+  if (!ctx.args().Has("filename")) return ctx.UsageError("-f FILE is required");
+  return Apply(ctx, {ctx.args().Get("filename")});
 }
 
 int ListVersions(Context& ctx, const std::string& name) {
@@ -255,6 +310,24 @@ std::vector<CommandSpec> PolicyCommands() {
       {{"policy", "history"}, "NAME", "every version of a policy", {}, false, 1, 1, false, History},
       {{"policy", "list"}, "", "every policy's latest version", {}, false, 0, 0, false, List},
       {{"policies"}, "", "same as policy list", {}, false, 0, 0, true, List},
+      {{"apply"},
+       "-f FILE",
+       "same as policy apply FILE",
+       {"filename", "reason"},
+       true,
+       0,
+       0,
+       false,
+       ApplyFile},
+      {{"diff"},
+       "-f FILE",
+       "a policy file against its latest stored version: what apply -f would change",
+       {"filename"},
+       false,
+       0,
+       0,
+       false,
+       DiffFile},
   };
 }
 

@@ -27,7 +27,11 @@ bool Retryable(grpc::StatusCode code) {
 int Watch(Context& ctx, const std::vector<std::string>&) {
   Client* client = ctx.client();
   if (client == nullptr) return kExitUsage;
-  EventPrinter printer(ctx.out(), ctx.json(), ctx.stdout_tty());
+  EventPrinter printer(ctx.out(),
+                       ctx.yaml()   ? EventPrinter::Format::kYaml
+                       : ctx.json() ? EventPrinter::Format::kJson
+                                    : EventPrinter::Format::kText,
+                       ctx.stdout_tty());
   const absl::Duration kMaxBackoff = absl::Seconds(10);
   absl::Duration backoff = absl::Milliseconds(250);
   while (true) {

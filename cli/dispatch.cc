@@ -31,7 +31,9 @@ std::string CommandUsage(const CommandSpec& c) {
 std::string FlagsHelp() {
   std::string out;
   for (const FlagSpec& f : AllFlags()) {
-    std::string name = f.name == "output" ? "-o, --output" : absl::StrCat("--", f.name);
+    std::string name = f.name == "output"     ? "-o, --output"
+                       : f.name == "filename" ? "-f, --filename"
+                                              : absl::StrCat("--", f.name);
     if (f.name == "dry_run") name = "--dry-run";
     absl::StrAppend(&out, "  ", name, std::string(name.size() < 22 ? 22 - name.size() : 1, ' '),
                     f.help, "\n");
@@ -70,7 +72,9 @@ std::vector<std::string> GlobalFlagNames() {
 std::vector<FlagSpec> AllFlags() {
   return {
       {"controller", false, "controller admin address host:port (default 127.0.0.1:7070)"},
-      {"output", false, "table (default) or json"},
+      {"filename", false, "apply/diff: the policy file (also -f FILE)"},
+      {"output", false,
+       "table (default), wide (tables with more columns: hosts, changes), json or yaml"},
       {"actor", false, "who you are, sent with every call (default $USER, else \"unknown\")"},
       {"timeout", false, "deadline of each call, and of push --wait (default 10s)"},
       {"insecure_loopback", true,
@@ -101,11 +105,64 @@ std::vector<FlagSpec> AllFlags() {
   };
 }
 
+namespace {
+
+// kubectl-style verbs over the resource commands: `get KIND` lists,
+// `describe KIND NAME` shows one. Each runs the command it names, with its
+// flags; the singular/plural form kubectl also accepts is a hidden synonym.
+struct Alias {
+  std::vector<std::string> words;
+  std::vector<std::string> target;
+  std::string arguments;
+  int min_args;
+  int max_args;
+  bool hidden;
+};
+
+const std::vector<Alias>& Aliases() {
+  static const auto* aliases = new std::vector<Alias>{
+      {{"get", "hosts"}, {"hosts"}, "", 0, 0, false},
+      {{"get", "host"}, {"hosts"}, "", 0, 0, true},
+      {{"get", "policies"}, {"policy", "list"}, "", 0, 0, false},
+      {{"get", "policy"}, {"policy", "list"}, "", 0, 0, true},
+      {{"get", "changes"}, {"change", "list"}, "", 0, 0, false},
+      {{"get", "change"}, {"change", "list"}, "", 0, 0, true},
+      {{"get", "campaigns"}, {"tuning", "show"}, "", 0, 0, false},
+      {{"get", "campaign"}, {"tuning", "show"}, "", 0, 0, true},
+      {{"describe", "host"}, {"host"}, "HOST", 1, 1, false},
+      {{"describe", "hosts"}, {"host"}, "HOST", 1, 1, true},
+      {{"describe", "policy"}, {"policy", "show"}, "NAME[@VERSION]", 1, 1, false},
+      {{"describe", "policies"}, {"policy", "show"}, "NAME[@VERSION]", 1, 1, true},
+      {{"describe", "change"}, {"change", "show"}, "ID", 1, 1, false},
+      {{"describe", "changes"}, {"change", "show"}, "ID", 1, 1, true},
+      {{"describe", "campaign"}, {"tuning", "show"}, "ID", 1, 1, false},
+      {{"describe", "campaigns"}, {"tuning", "show"}, "ID", 1, 1, true},
+  };
+  return *aliases;
+}
+
+}  // namespace
+
 std::vector<CommandSpec> AllCommands() {
   std::vector<CommandSpec> all;
   for (auto group : {FleetCommands, AuditCommands, WatchCommands, PolicyCommands, ChangeCommands,
                      TuningCommands}) {
     for (CommandSpec& c : group()) all.push_back(std::move(c));
+  }
+  const size_t base = all.size();
+  for (const Alias& a : Aliases()) {
+    auto target = std::find_if(all.begin(), all.begin() + base,
+                               [&](const CommandSpec& c) { return c.words == a.target; });
+    if (target == all.begin() + base) continue;  // a table typo; CliTest checks every alias runs
+    CommandSpec c = *target;
+    c.help = absl::StrCat("same as ", absl::StrJoin(a.target, " "),
+                          a.arguments.empty() ? "" : absl::StrCat(" ", a.arguments));
+    c.words = a.words;
+    c.arguments = a.arguments;
+    c.min_args = a.min_args;
+    c.max_args = a.max_args;
+    c.hidden = a.hidden;
+    all.push_back(std::move(c));
   }
   return all;
 }
@@ -167,7 +224,17 @@ int Context::Error(const std::string& message) {
 }
 
 void Context::PrintJson(const google::protobuf::Message& message) {
-  out_ << MessageToJson(message, /*multiline=*/true);
+  PrintJsonText(MessageToJson(message, /*multiline=*/true));
+}
+
+void Context::PrintJsonText(const std::string& json) {
+  if (!yaml()) {
+    out_ << json;
+    if (!json.empty() && json.back() != '\n') out_ << "\n";
+    return;
+  }
+  absl::StatusOr<std::string> yaml = JsonToYaml(json);
+  out_ << (yaml.ok() ? *yaml : json);  // our own JSON always converts
 }
 
 int RunCli(const std::vector<std::string>& argv, const std::string& env_user, bool stdout_tty,
@@ -207,7 +274,7 @@ int RunCli(const std::vector<std::string>& argv, const std::string& env_user, bo
         << (list.empty() ? UsageText() : absl::StrCat("commands:\n", list));
     return kExitUsage;
   }
-  Context probe(args, {}, false, false, false, out, err);
+  Context probe(args, {}, "table", false, false, out, err);
   probe.command_name = absl::StrJoin(spec->words, " ");
   probe.command_usage = CommandUsage(*spec);
   std::vector<std::string> globals = GlobalFlagNames();
@@ -223,8 +290,9 @@ int RunCli(const std::vector<std::string>& argv, const std::string& env_user, bo
     return probe.UsageError(absl::StrCat("unexpected argument \"", rest[spec->max_args], "\""));
   }
   std::string output = args.Get("output", "table");
-  if (output != "table" && output != "json") {
-    return probe.UsageError(absl::StrCat("--output must be table or json, not \"", output, "\""));
+  if (output != "table" && output != "wide" && output != "json" && output != "yaml") {
+    return probe.UsageError(
+        absl::StrCat("--output must be table, wide, json or yaml, not \"", output, "\""));
   }
   ClientOptions options;
   options.controller = args.Get("controller", options.controller);
@@ -242,7 +310,7 @@ int RunCli(const std::vector<std::string>& argv, const std::string& env_user, bo
     return probe.UsageError(
         absl::StrCat("--timeout=", args.Get("timeout"), ": want a positive duration like 10s"));
   }
-  Context ctx(args, options, output == "json", args.GetBool("dry_run"), stdout_tty, out, err);
+  Context ctx(args, options, output, args.GetBool("dry_run"), stdout_tty, out, err);
   ctx.command_name = probe.command_name;
   ctx.command_usage = probe.command_usage;
   return spec->run(ctx, rest);

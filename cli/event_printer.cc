@@ -19,8 +19,13 @@ std::string EventTime(const v1::Event& e) {
 }  // namespace
 
 void EventPrinter::Print(const v1::Event& e) {
-  if (json_) {
+  if (format_ == Format::kJson) {
     out_ << MessageToJson(e, /*multiline=*/false) << "\n" << std::flush;
+    return;
+  }
+  if (format_ == Format::kYaml) {
+    absl::StatusOr<std::string> yaml = JsonToYaml(MessageToJson(e, /*multiline=*/false));
+    out_ << "---\n" << (yaml.ok() ? *yaml : MessageToJson(e, true)) << std::flush;
     return;
   }
   if (e.kind() == "change" && tty_) {

@@ -8,12 +8,15 @@
 
 namespace rocetune::cli {
 
-// Writes watch events. JSON: one event per line. Text: one line per event,
+// Writes watch events. JSON: one event per line. YAML: one document per
+// event, each starting with "---". Text: one line per event,
 // except that on a terminal "change" events rewrite a single progress line in
 // place (\r ... erase to end of line) until another event or EndProgress().
 class EventPrinter {
  public:
-  EventPrinter(std::ostream& out, bool json, bool tty) : out_(out), json_(json), tty_(tty) {}
+  enum class Format { kText, kJson, kYaml };
+  EventPrinter(std::ostream& out, Format format, bool tty)
+      : out_(out), format_(format), tty_(tty) {}
 
   void Print(const v1::Event& event);
   // Ends an in-place progress line so that later output starts on a new line.
@@ -24,7 +27,7 @@ class EventPrinter {
 
  private:
   std::ostream& out_;
-  bool json_;
+  Format format_;
   bool tty_;
   bool progress_shown_ = false;
 };

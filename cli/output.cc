@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace rocetune::cli {
@@ -70,6 +73,153 @@ std::string MessageToJson(const google::protobuf::Message& message, bool multili
   } else if (out.empty() || out.back() != '\n') {
     out += '\n';
   }
+  return out;
+}
+
+namespace {
+
+// The shortest %g text of `v` that parses back to it.
+std::string ShortestNumber(double v) {
+  if (std::isfinite(v) && v == std::trunc(v) && std::fabs(v) < 1e15) {
+    return absl::StrFormat("%.0f", v);
+  }
+  for (int precision = 6; precision < 17; ++precision) {
+    std::string s = absl::StrFormat("%.*g", precision, v);
+    if (std::strtod(s.c_str(), nullptr) == v) return s;
+  }
+  return absl::StrFormat("%.17g", v);
+}
+
+// Whether `s` can be written as a plain YAML scalar and read back as this
+// string: letters, digits and a few punctuation marks, not starting with one
+// YAML gives meaning to, and not a word YAML reads as a bool, null or number.
+bool PlainYaml(const std::string& s) {
+  if (s.empty() || s.front() == '-' || s.front() == '.' || s.front() == ' ') return false;
+  for (char c : s) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.' &&
+        c != '/' && c != '@') {
+      return false;
+    }
+  }
+  std::string lower = absl::AsciiStrToLower(s);
+  for (const char* word :
+       {"true", "false", "yes", "no", "on", "off", "y", "n", "null", "nan", "inf"}) {
+    if (lower == word) return false;
+  }
+  char* end = nullptr;
+  std::strtod(s.c_str(), &end);
+  return end != s.c_str() + s.size();  // not a number
+}
+
+// A double-quoted YAML scalar: YAML's escapes (not C's: no \' nor octal).
+std::string YamlString(const std::string& s) {
+  if (PlainYaml(s)) return s;
+  std::string out = "\"";
+  for (char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+          absl::StrAppend(&out, absl::StrFormat("\\x%02x", static_cast<unsigned char>(c)));
+        } else {
+          out += c;  // UTF-8 stays as it is
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string YamlScalar(const google::protobuf::Value& v) {
+  switch (v.kind_case()) {
+    case google::protobuf::Value::kNullValue:
+      return "null";
+    case google::protobuf::Value::kBoolValue:
+      return v.bool_value() ? "true" : "false";
+    case google::protobuf::Value::kNumberValue:
+      return ShortestNumber(v.number_value());
+    case google::protobuf::Value::kStringValue:
+      return YamlString(v.string_value());
+    case google::protobuf::Value::kStructValue:
+      return "{}";
+    case google::protobuf::Value::kListValue:
+      return "[]";
+    default:
+      return "null";
+  }
+}
+
+bool IsCollection(const google::protobuf::Value& v) {
+  return (v.has_struct_value() && !v.struct_value().fields().empty()) ||
+         (v.has_list_value() && v.list_value().values_size() > 0);
+}
+
+void AppendYaml(const google::protobuf::Value& v, int indent, std::string* out);
+
+// A mapping's entries at `indent`; the first starts where the caller left
+// the cursor when `inline_first` (a list item's "- ").
+void AppendMapping(const google::protobuf::Struct& s, int indent, bool inline_first,
+                   std::string* out) {
+  std::map<std::string, const google::protobuf::Value*> sorted;
+  for (const auto& [k, v] : s.fields()) sorted[k] = &v;
+  bool first = true;
+  for (const auto& [k, v] : sorted) {
+    if (!(first && inline_first)) absl::StrAppend(out, std::string(indent, ' '));
+    first = false;
+    absl::StrAppend(out, YamlString(k), ":");
+    if (IsCollection(*v)) {
+      absl::StrAppend(out, "\n");
+      AppendYaml(*v, v->has_list_value() ? indent : indent + 2, out);
+    } else {
+      absl::StrAppend(out, " ", YamlScalar(*v), "\n");
+    }
+  }
+}
+
+void AppendYaml(const google::protobuf::Value& v, int indent, std::string* out) {
+  if (v.has_struct_value() && !v.struct_value().fields().empty()) {
+    AppendMapping(v.struct_value(), indent, false, out);
+  } else if (v.has_list_value() && v.list_value().values_size() > 0) {
+    for (const google::protobuf::Value& item : v.list_value().values()) {
+      absl::StrAppend(out, std::string(indent, ' '), "-");
+      if (item.has_struct_value() && !item.struct_value().fields().empty()) {
+        absl::StrAppend(out, " ");
+        AppendMapping(item.struct_value(), indent + 2, true, out);
+      } else if (IsCollection(item)) {
+        absl::StrAppend(out, "\n");
+        AppendYaml(item, indent + 2, out);
+      } else {
+        absl::StrAppend(out, " ", YamlScalar(item), "\n");
+      }
+    }
+  } else {
+    absl::StrAppend(out, std::string(indent, ' '), YamlScalar(v), "\n");
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> JsonToYaml(const std::string& json) {
+  google::protobuf::Value value;
+  auto status = google::protobuf::util::JsonStringToMessage(json, &value);
+  if (!status.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("not JSON: ", status.ToString()));
+  }
+  std::string out;
+  AppendYaml(value, 0, &out);
   return out;
 }
 

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "google/protobuf/map.h"
@@ -38,6 +39,12 @@ size_t DisplayWidth(absl::string_view text);
 // A message as JSON with the .proto field names. `multiline` pretty-prints;
 // otherwise the result is one line (for streams of events).
 std::string MessageToJson(const google::protobuf::Message& message, bool multiline = true);
+
+// A JSON document (as MessageToJson prints) as YAML: mappings with keys in
+// sorted order, strings double-quoted where plain YAML would read them as
+// something else, numbers as the shortest text that reads back the same.
+// kInvalidArgument when `json` is not JSON.
+absl::StatusOr<std::string> JsonToYaml(const std::string& json);
 
 // "2024-05-01 12:00:03Z" (UTC); "-" for 0.
 std::string FormatTimestamp(int64_t unix_nanos);

@@ -9,8 +9,11 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-const std::vector<FlagSpec> kFlags = {
-    {"output", false, ""}, {"reason", false, ""}, {"dry_run", true, ""}, {"help", true, ""}};
+const std::vector<FlagSpec> kFlags = {{"output", false, ""},
+                                      {"reason", false, ""},
+                                      {"dry_run", true, ""},
+                                      {"help", true, ""},
+                                      {"filename", false, ""}};
 
 TEST(ArgsTest, FlagsAnywhereInAllForms) {
   absl::StatusOr<ParsedArgs> a = ParseArgs(
@@ -28,6 +31,11 @@ TEST(ArgsTest, EqualsFormsAndUnderscoreDashEquivalence) {
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->Get("output"), "json");
   EXPECT_FALSE(a->GetBool("dry_run"));
+  a = ParseArgs({"-f", "p.textproto", "-oyaml"}, kFlags);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->Get("filename"), "p.textproto");
+  EXPECT_EQ(a->Get("output"), "yaml");
+  EXPECT_EQ(ParseArgs({"-fq.textproto"}, kFlags)->Get("filename"), "q.textproto");
   a = ParseArgs({"-o=table", "--dry-run=true"}, kFlags);
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a->Get("output"), "table");

@@ -32,7 +32,7 @@ v1::Event HostEvent() {
 
 TEST(EventPrinterTest, ProgressLineRewritesInPlaceOnATerminal) {
   std::ostringstream out;
-  EventPrinter p(out, /*json=*/false, /*tty=*/true);
+  EventPrinter p(out, EventPrinter::Format::kText, /*tty=*/true);
   p.Print(ChangeEvent(0.25));
   p.Print(ChangeEvent(0.5));
   std::string s = out.str();
@@ -61,7 +61,7 @@ TEST(EventPrinterTest, ProgressLineShowsChangeStateStageAndBar) {
 
 TEST(EventPrinterTest, NotATerminalPrintsPlainLines) {
   std::ostringstream out;
-  EventPrinter p(out, /*json=*/false, /*tty=*/false);
+  EventPrinter p(out, EventPrinter::Format::kText, /*tty=*/false);
   p.Print(ChangeEvent(0.5));
   p.Print(HostEvent());
   std::string s = out.str();
@@ -72,13 +72,25 @@ TEST(EventPrinterTest, NotATerminalPrintsPlainLines) {
 
 TEST(EventPrinterTest, JsonIsOneEventPerLine) {
   std::ostringstream out;
-  EventPrinter p(out, /*json=*/true, /*tty=*/true);
+  EventPrinter p(out, EventPrinter::Format::kJson, /*tty=*/true);
   p.Print(ChangeEvent(0.5));
   p.Print(HostEvent());
   std::string s = out.str();
   EXPECT_EQ(std::count(s.begin(), s.end(), '\n'), 2);
   EXPECT_THAT(s, StartsWith("{\"kind\":\"change\""));
   EXPECT_THAT(s, HasSubstr("}\n{\"kind\":\"nack\""));
+}
+
+TEST(EventPrinterTest, YamlIsOneDocumentPerEvent) {
+  std::ostringstream out;
+  EventPrinter p(out, EventPrinter::Format::kYaml, /*tty=*/true);
+  p.Print(ChangeEvent(0.5));
+  p.Print(HostEvent());
+  std::string s = out.str();
+  EXPECT_THAT(s, StartsWith("---\n"));
+  EXPECT_THAT(s, HasSubstr("\n---\n"));
+  EXPECT_THAT(s, HasSubstr("kind: change\n"));
+  EXPECT_THAT(s, HasSubstr("kind: nack\n"));
 }
 
 }  // namespace

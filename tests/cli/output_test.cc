@@ -54,6 +54,55 @@ TEST(TableTest, ShortRowsArePadded) {
   EXPECT_EQ(t.Render(), "A  B  C\nx\n");
 }
 
+TEST(JsonToYamlTest, NestedMappingsListsAndScalars) {
+  absl::StatusOr<std::string> y = JsonToYaml(R"({
+    "id": "c-7", "state": "CANARY", "stage": 0, "ratio": 0.1, "big": 1e300, "ok": true,
+    "none": null, "empty": {}, "nothing": [],
+    "knobs": {"rpg_time_reset": "300", "b": 2},
+    "hosts": [{"host_id": "h1", "role": "CANARY"}, {"host_id": "h2"}],
+    "tags": ["a", ["x", 1]]
+  })");
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_EQ(*y,
+            "big: 1e+300\n"
+            "empty: {}\n"
+            "hosts:\n"
+            "- host_id: h1\n"
+            "  role: CANARY\n"
+            "- host_id: h2\n"
+            "id: c-7\n"
+            "knobs:\n"
+            "  b: 2\n"
+            "  rpg_time_reset: \"300\"\n"
+            "none: null\n"
+            "nothing: []\n"
+            "ok: true\n"
+            "ratio: 0.1\n"
+            "stage: 0\n"
+            "state: CANARY\n"
+            "tags:\n"
+            "- a\n"
+            "-\n"
+            "  - x\n"
+            "  - 1\n");
+}
+
+TEST(JsonToYamlTest, StringsYamlWouldMisreadAreQuoted) {
+  absl::StatusOr<std::string> y = JsonToYaml(
+      R"({"a": "yes", "b": "1.5", "c": "x: y", "d": "-", "e": "line\nbreak", "f": "", "g": "# no",
+          "h": "caf\u00e9"})");
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_THAT(*y, HasSubstr("a: \"yes\"\n"));
+  EXPECT_THAT(*y, HasSubstr("b: \"1.5\"\n"));
+  EXPECT_THAT(*y, HasSubstr("c: \"x: y\"\n"));
+  EXPECT_THAT(*y, HasSubstr("d: \"-\"\n"));
+  EXPECT_THAT(*y, HasSubstr("e: \"line\\nbreak\"\n"));
+  EXPECT_THAT(*y, HasSubstr("f: \"\"\n"));
+  EXPECT_THAT(*y, HasSubstr("g: \"# no\"\n"));
+  EXPECT_THAT(*y, HasSubstr("h: \"caf\xC3\xA9\"\n"));
+  EXPECT_FALSE(JsonToYaml("{not json").ok());
+}
+
 TEST(FormatTest, SecondsPickAUnitWithThreeSignificantDigits) {
   EXPECT_EQ(FormatSeconds(0), "-");
   EXPECT_EQ(FormatSeconds(850e-9), "850ns");

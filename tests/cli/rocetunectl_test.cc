@@ -84,7 +84,7 @@ TEST(RocetunectlUsageTest, UsageErrorsExitTwo) {
            {{"status", "--dry-run"}, "does not apply"},
            {{"host"}, "missing arguments"},
            {{"host", "a", "b"}, "unexpected argument"},
-           {{"hosts", "--output=yaml"}, "table or json"},
+           {{"hosts", "--output=xml"}, "table, wide, json or yaml"},
            {{"hosts", "--timeout=soon"}, "--timeout"},
            {{"change", "approve", "c-1"}, "--reason is required"},
            {{"change", "propose", "base", "rpg_ai_rate", "--reason=x"}, "KNOB=INTEGER"},
@@ -161,6 +161,10 @@ TEST(RocetunectlPolicyTest, ValidateWorksOffline) {
   r = RunCtl({"policy", "validate", latin1});
   EXPECT_EQ(r.rc, 1) << r.out;
   EXPECT_THAT(r.out, HasSubstr(latin1 + ":2:6: byte 0xE9 is not valid UTF-8"));
+  // diff -f checks the file before it connects.
+  r = RunCtl({"diff", "-f", bad});
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("invalid policy (apply would refuse it)"));
   r = RunCtl({"policy", "validate", "/nonexistent/p.textproto"});
   EXPECT_EQ(r.rc, 1);
   EXPECT_THAT(r.out, HasSubstr("/nonexistent/p.textproto"));
@@ -259,6 +263,58 @@ TEST_F(RocetunectlServerTest, ChangeShowDrawsCanaryAndControl) {
   r = Ctl({"change", "show", "c-1", "--output=json"});
   ASSERT_EQ(r.rc, 0);
   EXPECT_THAT(r.out, HasSubstr("\"policy_name\": \"base\""));
+}
+
+TEST_F(RocetunectlServerTest, KubectlVerbsRunTheResourceCommands) {
+  // get hosts = hosts (every page, its flags), -o wide adds columns.
+  Result r = Ctl({"get", "hosts", "--page_size=1000", "-o", "wide"});
+  ASSERT_EQ(r.rc, 0) << r.out.substr(0, 2000);
+  EXPECT_EQ(fake_.list_hosts_calls(), 5);  // the fake caps pages at 500
+  EXPECT_THAT(r.out, HasSubstr("2500 host(s)"));
+  EXPECT_THAT(r.out, HasSubstr("CONNECTED"));
+  EXPECT_THAT(Ctl({"hosts"}).out, Not(HasSubstr("CONNECTED")));
+  // describe change ID = change show ID; -o yaml is the same document.
+  r = Ctl({"describe", "change", "c-1"});
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("rule min_samples"));
+  r = Ctl({"describe", "change", "c-1", "-o", "yaml"});
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("policy_name: base\n"));
+  EXPECT_THAT(r.out, Not(HasSubstr("{")));
+  // apply -f FILE = policy apply FILE, with --reason and --dry-run.
+  std::string file = WriteFile("apply.textproto", kValidPolicy);
+  r = Ctl({"apply", "-f", file, "--reason=from a file", "--dry-run"});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(fake_.last_apply().file_name(), file);
+  EXPECT_EQ(fake_.last_apply().reason(), "from a file");
+  EXPECT_TRUE(fake_.last_apply().dry_run());
+  // Usage errors: a missing -f, an unknown kind, an argument get does not take.
+  EXPECT_EQ(Ctl({"apply"}).rc, 2);
+  EXPECT_EQ(Ctl({"get", "widgets"}).rc, 2);
+  EXPECT_EQ(Ctl({"get", "changes", "c-1"}).rc, 2);
+  EXPECT_EQ(Ctl({"describe", "change"}).rc, 2);
+  EXPECT_EQ(Ctl({"hosts", "-o", "xml"}).rc, 2);
+  // Every alias, singular and plural, reaches its command's call (the fake
+  // serves some; the rest answer UNIMPLEMENTED, naming the call).
+  for (const auto& [args, call] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"get", "host"}, "host(s)"},
+           {{"get", "policies"}, "ListPolicies"},
+           {{"get", "policy"}, "ListPolicies"},
+           {{"get", "changes"}, "ListChanges"},
+           {{"get", "change"}, "ListChanges"},
+           {{"get", "campaigns"}, "ListCampaigns"},
+           {{"get", "campaign"}, "ListCampaigns"},
+           {{"describe", "host", "host-10000"}, "host-10000"},
+           {{"describe", "hosts", "host-10000"}, "host-10000"},
+           {{"describe", "policy", "base"}, "GetPolicy"},
+           {{"describe", "policies", "base"}, "GetPolicy"},
+           {{"describe", "changes", "c-1"}, "min_samples"},
+           {{"describe", "campaign", "t-1"}, "GetCampaign"},
+           {{"describe", "campaigns", "t-1"}, "GetCampaign"}}) {
+    r = Ctl(args);
+    EXPECT_NE(r.rc, 2) << absl::StrJoin(args, " ") << ": " << r.out;
+    EXPECT_THAT(r.out, HasSubstr(call)) << absl::StrJoin(args, " ");
+  }
 }
 
 TEST_F(RocetunectlServerTest, WatchSurvivesAControllerRestart) {

@@ -159,6 +159,12 @@ TEST(ChangeViewTest, ListShowsLastVerdictAndNextPage) {
   EXPECT_THAT(out, HasSubstr("FAIL (p99_did_t_test)"));
   EXPECT_THAT(out, HasSubstr("more: --page=tok2"));
   EXPECT_EQ(RenderChangeList(v1::ListChangesResponse(), absl::Now()), "no changes\n");
+  EXPECT_THAT(out, Not(HasSubstr("REASON")));
+  std::string wide = RenderChangeList(r, absl::Now(), /*wide=*/true);
+  EXPECT_THAT(wide, HasSubstr("APPROVERS"));
+  EXPECT_THAT(wide, HasSubstr("incast@abcdef012345 "));
+  EXPECT_THAT(wide, HasSubstr("  bob  "));
+  EXPECT_THAT(wide, HasSubstr("faster recovery"));
 }
 
 TEST(AuditViewTest, ValuesOldToNewAndUnauthenticatedMarker) {
