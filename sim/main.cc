@@ -135,6 +135,11 @@ int RunAgents(Fabric* fabric) {
     }
     state_base = tmpl;
     temp_dir = tmpl;
+  } else if (std::error_code ec; !std::filesystem::create_directories(state_base, ec) && ec) {
+    // Like the agent's and the controller's --state_dir: made when missing.
+    std::fprintf(stderr, "--state_dir=%s: cannot create it: %s\n", state_base.c_str(),
+                 ec.message().c_str());
+    return 1;
   }
   // One registry for every simulated agent: their series differ by host label.
   auto registry = std::make_shared<prometheus::Registry>();
