@@ -60,9 +60,28 @@ std::string HostsSummary(const v1::Change& c) {
     if (!h.pushed_version().empty() && h.acked_version() == h.pushed_version()) ++acked;
     if (!h.rejected().empty()) ++rejected;
   }
-  return absl::StrCat(c.hosts_size(), " (canary ", canary, ", control ", control, ", rest ", rest,
-                      "); pushed ", pushed, ", acked ", acked, ", rejected ", rejected,
-                      SwitchSummary(c));
+  std::string out = absl::StrCat(c.hosts_size(), " (canary ", canary, ", control ", control,
+                                 ", rest ", rest, "); pushed ", pushed, ", acked ", acked,
+                                 ", rejected ", rejected, SwitchSummary(c));
+  // After a rollback the last push of every changed host is its restore:
+  // say how many hosts confirmed it, and name those that have not.
+  if (c.state() == v1::ROLLED_BACK && pushed > 0) {
+    std::vector<std::string> pending;
+    for (const v1::HostTarget& h : c.hosts()) {
+      if (!h.pushed_version().empty() && h.acked_version() != h.pushed_version()) {
+        pending.push_back(h.host_id());
+      }
+    }
+    absl::StrAppend(&out, "\nrestored    ", acked, " of ", pushed, " confirmed");
+    if (!pending.empty()) {
+      if (pending.size() > 8) {
+        pending.resize(8);
+        pending.push_back("...");
+      }
+      absl::StrAppend(&out, "; pending: ", absl::StrJoin(pending, ", "));
+    }
+  }
+  return out;
 }
 
 std::string StageTable(const v1::Change& c) {

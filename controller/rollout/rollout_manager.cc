@@ -151,8 +151,16 @@ void RolloutManager::IndexHosts(const v1::Change& c) {
     auto it = active_by_host_.find(h.host_id());
     if (active) {
       active_by_host_[h.host_id()] = c.id();
-    } else if (it != active_by_host_.end() && it->second == c.id()) {
-      active_by_host_.erase(it);
+      unacked_by_host_.erase(h.host_id());
+      continue;
+    }
+    if (it != active_by_host_.end() && it->second == c.id()) active_by_host_.erase(it);
+    auto unacked = unacked_by_host_.find(h.host_id());
+    if (!h.pushed_version().empty() && h.acked_version() != h.pushed_version()) {
+      if (it == active_by_host_.end() || it->second == c.id())
+        unacked_by_host_[h.host_id()] = c.id();
+    } else if (unacked != unacked_by_host_.end() && unacked->second == c.id()) {
+      unacked_by_host_.erase(unacked);
     }
   }
 }
@@ -1174,11 +1182,33 @@ void RolloutManager::Tick() {
 
 void RolloutManager::OnAck(const std::string& host_id, const std::string& version) {
   loop_->Post([this, host_id, version] {
-    const std::string id = ActiveChangeOf(host_id);
-    if (id.empty()) return;
-    for (v1::HostTarget& h : *changes_.at(id).mutable_hosts()) {
-      if (h.host_id() == host_id && h.pushed_version() == version) h.set_acked_version(version);
+    std::string id = ActiveChangeOf(host_id);
+    bool ended = false;
+    if (id.empty()) {
+      // An ended change's last push (a rollback's restore): recorded and
+      // persisted, so `change show` counts the hosts restored.
+      absl::MutexLock lock(&index_mu_);
+      auto it = unacked_by_host_.find(host_id);
+      if (it == unacked_by_host_.end()) return;
+      id = it->second;
+      ended = true;
     }
+    auto c = changes_.find(id);
+    if (c == changes_.end()) return;
+    bool acked = false;
+    for (v1::HostTarget& h : *c->second.mutable_hosts()) {
+      if (h.host_id() == host_id && h.pushed_version() == version && h.acked_version() != version) {
+        h.set_acked_version(version);
+        acked = true;
+      }
+    }
+    if (!ended || !acked) return;
+    {
+      absl::MutexLock lock(&index_mu_);
+      auto it = unacked_by_host_.find(host_id);
+      if (it != unacked_by_host_.end() && it->second == id) unacked_by_host_.erase(it);
+    }
+    PersistChange(id);
   });
 }
 

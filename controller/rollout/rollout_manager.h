@@ -276,6 +276,10 @@ class RolloutManager : public FleetListener, private TrialChanges {
   void IndexHosts(const v1::Change& c);
   mutable absl::Mutex index_mu_;
   std::map<std::string, std::string> active_by_host_ ABSL_GUARDED_BY(index_mu_);
+  // Hosts of an ended change whose last push (a rollback's restore, or a
+  // step's set) the host has not acked yet, by host: their acks still count
+  // on that change (`change show`: restored / pending per host).
+  std::map<std::string, std::string> unacked_by_host_ ABSL_GUARDED_BY(index_mu_);
 
   // The loop of its own (no controller's given), destroyed before the state above.
   std::unique_ptr<ControlLoop> own_loop_;

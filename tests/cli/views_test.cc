@@ -124,6 +124,18 @@ TEST(ChangeViewTest, OneSidedIntervalsLooksPastThePlanAndLaterStagesOfControlRac
   EXPECT_THAT(change, HasSubstr("\n  1       2      1       0      1\n"));
 }
 
+TEST(ChangeViewTest, ARolledBackChangeCountsConfirmedRestoresAndNamesThePending) {
+  v1::Change c = SampleChange();
+  c.set_state(v1::ROLLED_BACK);
+  // h1 acked its restore (v2), h3's restore (v3) is pending.
+  std::string out = RenderChange(c, absl::Now());
+  EXPECT_THAT(out, HasSubstr("restored    1 of 2 confirmed; pending: h3"));
+  c.mutable_hosts(2)->set_acked_version("v3");
+  EXPECT_THAT(RenderChange(c, absl::Now()), HasSubstr("restored    2 of 2 confirmed\n"));
+  c.set_state(v1::DONE);
+  EXPECT_THAT(RenderChange(c, absl::Now()), Not(HasSubstr("restored")));
+}
+
 TEST(ChangeViewTest, HistogramOfCanaryAndControl) {
   v1::Change c = SampleChange();
   std::string out = RenderChange(c, absl::Now());

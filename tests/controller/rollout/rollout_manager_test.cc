@@ -601,6 +601,27 @@ TEST_F(RolloutTest, RegressionOnTheCanaryRollsBackEveryTouchedHost) {
             1);
   EXPECT_EQ(Metric("rocetune_controller_judge_verdicts_total{verdict=FAIL,}"), 1);
   EXPECT_EQ(Metric("rocetune_controller_change_transitions_total{to_state=ROLLED_BACK,}"), 1);
+  // Issue 28 item 9: every restore push acked after the change ended counts
+  // on it (change show: "restored 8 of 8"), in memory and in the store.
+  Run(1);
+  now = Get(c->id());
+  int restored = 0;
+  for (const auto& h : now.hosts()) {
+    if (h.pushed_version().empty()) continue;
+    EXPECT_EQ(h.acked_version(), h.pushed_version()) << h.host_id();
+    ++restored;
+  }
+  EXPECT_GT(restored, 0);
+  absl::StatusOr<std::vector<v1::Change>> stored = store_->LoadChanges();
+  ASSERT_TRUE(stored.ok());
+  for (const v1::Change& sc : *stored) {
+    if (sc.id() != c->id()) continue;
+    for (const auto& h : sc.hosts()) {
+      if (!h.pushed_version().empty()) {
+        EXPECT_EQ(h.acked_version(), h.pushed_version());
+      }
+    }
+  }
 }
 
 // Issue 28 item 5: c-2 DONE; c-3 on the same hosts rolled back by the judge
