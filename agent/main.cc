@@ -269,7 +269,7 @@ int main(int argc, char** argv) {
         rocetune::RealHost::Create(host_options);
     if (!created.ok()) {
       std::fprintf(stderr, "rocetune-agent: %s\n", std::string(created.status().message()).c_str());
-      return 1;
+      return rocetune::StartupExitCode(created.status());
     }
     host = std::move(*created);
     if (absl::GetFlag(FLAGS_once)) return Once(*host);
@@ -287,7 +287,7 @@ int main(int argc, char** argv) {
     absl::StatusOr<std::string> cn = rocetune::CertificateCommonName(tls.cert_file);
     if (!cn.ok()) {
       std::fprintf(stderr, "rocetune-agent: %s\n", std::string(cn.status().message()).c_str());
-      return 2;
+      return rocetune::StartupExitCode(cn.status());
     }
     if (absl::GetFlag(FLAGS_host_id).empty()) {
       host_id = *cn;
@@ -318,7 +318,7 @@ int main(int argc, char** argv) {
     auto lock = rocetune::StateDirLock::Acquire(dir, "rocetune-agent");
     if (!lock.ok()) {
       std::fprintf(stderr, "rocetune-agent: %s\n", std::string(lock.status().message()).c_str());
-      return 1;
+      return rocetune::StartupExitCode(lock.status());
     }
     state_lock = std::move(*lock);
   }
@@ -327,7 +327,7 @@ int main(int argc, char** argv) {
   auto exposer = rocetune::MetricsExposer::Start(absl::GetFlag(FLAGS_metrics_address), registry);
   if (!exposer.ok()) {
     std::fprintf(stderr, "rocetune-agent: %s\n", std::string(exposer.status().message()).c_str());
-    return 1;
+    return rocetune::StartupExitCode(exposer.status());
   }
   (*exposer)->AddCollectable(std::make_shared<rocetune::ProcessMetrics>("agent"));
   // Probes: a responder so peers can measure this host, and a prober for the plan.
@@ -392,7 +392,7 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<rocetune::Agent>> agent = rocetune::Agent::Create(options, seams);
   if (!agent.ok()) {
     std::fprintf(stderr, "rocetune-agent: %s\n", std::string(agent.status().message()).c_str());
-    return 2;
+    return rocetune::StartupExitCode(agent.status());
   }
   if (std::string ready = absl::GetFlag(FLAGS_ready_file); !ready.empty()) {
     std::string tmp = ready + ".tmp";

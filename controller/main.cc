@@ -138,7 +138,7 @@ int main(int argc, char** argv) {
     if (!lock.ok()) {
       std::fprintf(stderr, "rocetune-controller: %s\n",
                    std::string(lock.status().message()).c_str());
-      return 1;
+      return rocetune::StartupExitCode(lock.status());
     }
     state_lock = std::move(*lock);
   }
@@ -147,7 +147,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "rocetune-controller: %s\n",
                  std::string(controller.status().message()).c_str());
     rocetune::LogError("cannot start", {{"error", controller.status().ToString()}});
-    return 1;
+    return rocetune::StartupExitCode(controller.status());
   }
   int grpc_port = (*controller)->grpc_port();
   int metrics_port = (*controller)->metrics_port();

@@ -283,4 +283,15 @@ std::vector<std::string> InitDaemon(int argc, char** argv, absl::string_view com
   return positional;
 }
 
+int StartupExitCode(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kFailedPrecondition:
+      return 2;
+    default:
+      return 1;
+  }
+}
+
 }  // namespace rocetune

@@ -67,6 +67,13 @@ absl::Status ParseTextProto(const std::string& text, const std::string& name,
 absl::Status ParseLabels(absl::string_view text,
                          std::vector<std::pair<std::string, std::string>>* out);
 
+// The daemons' exit codes when they cannot start: 2 for a configuration
+// error (a flag's value, a TLS file, the roles file: kInvalidArgument,
+// kNotFound, kFailedPrecondition), which a restart will not fix (the units
+// set RestartPreventExitStatus=2); 1 for anything else (a port in use, a
+// locked or unwritable state dir, a store that cannot open), which one may.
+int StartupExitCode(const absl::Status& status);
+
 }  // namespace rocetune
 
 #endif  // ROCETUNE_DAEMON_INIT_H_

@@ -1,8 +1,13 @@
 // Every binary documents its own flags in --help (exit 0) and refuses a usage
 // error (unknown flag, bad value, missing value) with a message and exit 2.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <string>
+#include <vector>
 
 #include "tests/integration/subprocess.h"
 
@@ -40,6 +45,44 @@ TEST_P(BinariesTest, HelpListsFlagsAndBadFlagFails) {
   EXPECT_EQ(rc, 2) << c.path << " " << bad << ":\n" << out;
   const std::string name = bad.substr(0, bad.find('='));
   EXPECT_NE(out.find(name), std::string::npos) << "the message names " << name << ":\n" << out;
+}
+
+// Startup failures: a configuration error exits 2 on both daemons (the units'
+// RestartPreventExitStatus=2: a restart cannot fix it), anything a restart
+// may fix (a port in use) exits 1.
+TEST(DaemonExitCodesTest, ConfigurationErrorsExitTwoAndAPortInUseExitsOne) {
+  const std::vector<std::string> tls = {"--tls_cert=/nonexistent/c.pem",
+                                        "--tls_key=/nonexistent/k.pem",
+                                        "--tls_ca=/nonexistent/ca.pem"};
+  for (const char* daemon : {"agent/rocetune-agent", "controller/rocetune-controller"}) {
+    std::vector<std::string> args = tls;
+    args.push_back("--metrics_address=127.0.0.1:0");
+    if (std::string(daemon) == "agent/rocetune-agent") {
+      args.push_back("--controller=127.0.0.1:1");
+    } else {
+      args.push_back("--listen=127.0.0.1:0");
+    }
+    std::string out;
+    EXPECT_EQ(RunCommand(BuiltBinary(daemon), args, &out), 2) << daemon << ":\n" << out;
+    EXPECT_NE(out.find("--tls_cert=/nonexistent/c.pem"), std::string::npos) << daemon << out;
+  }
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(fd, 1), 0);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  std::string out;
+  const int rc = RunCommand(BuiltBinary("controller/rocetune-controller"),
+                            {"--insecure_loopback", "--metrics_address=127.0.0.1:0",
+                             "--listen=127.0.0.1:" + std::to_string(ntohs(addr.sin_port))},
+                            &out);
+  close(fd);
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("cannot listen"), std::string::npos) << out;
 }
 
 INSTANTIATE_TEST_SUITE_P(
