@@ -1082,7 +1082,18 @@ void RolloutManager::Drive(v1::Change* c) {
         campaigns_.TrialFinished(c);
         return;
       } else {
-        const uint32_t next_stage = c->state() == v1::CANARY ? 1 : c->stage() + 1;
+        uint32_t next_stage = c->state() == v1::CANARY ? 1 : c->stage() + 1;
+        // A stage that adds no host (min_canary_hosts already covered its
+        // share) has nothing to bake: the change goes on to the next one.
+        auto adds_hosts = [&](uint32_t stage) {
+          for (const v1::HostTarget& h : c->hosts()) {
+            if (h.stage() == stage && h.role() != v1::HostTarget::CANARY && !IsMeasuredOnly(h)) {
+              return true;
+            }
+          }
+          return false;
+        };
+        while (next_stage <= StageCount(policy) && !adds_hosts(next_stage)) ++next_stage;
         if (next_stage > StageCount(policy)) {
           v1::Change next = *c;
           if (absl::Status s = Commit(&next, Transition(next, v1::DONE, "controller", v.summary()),

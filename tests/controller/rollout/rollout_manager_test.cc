@@ -568,6 +568,32 @@ TEST_F(RolloutTest, ApprovedChangeCanariesThenStagesToDone) {
   EXPECT_TRUE(chain->ok()) << chain->problem();
 }
 
+// Issue 28 item 9: min_canary_hosts puts 8 of 32 hosts in a 10% canary, so
+// a 0.2 stage (7 hosts) adds nobody. Such a stage is skipped (no bake, no transition):
+// after the canary the change goes straight to the stage that adds hosts.
+TEST_F(RolloutTest, AStageThatAddsNoHostIsSkipped) {
+  ApplyPolicy(
+      absl::StrReplaceAll(PolicyText(), {{"canary_fraction: 0.25", "canary_fraction: 0.1"},
+                                         {"stages: [ 0.5, 1.0 ]", "stages: [ 0.2, 0.5, 1.0 ]"}}));
+  Run(6);
+  auto c = Propose(100);
+  ASSERT_TRUE(c.ok()) << c.status();
+  int stage1 = 0;
+  for (const auto& h : c->hosts()) stage1 += h.stage() == 1 ? 1 : 0;
+  ASSERT_EQ(stage1, 0) << "the plan should leave stage 1 empty";
+  ASSERT_TRUE(Act("approve", c->id(), {"bob", false}).ok());
+  Tick();
+  Run(30);
+  v1::Change now = Get(c->id());
+  ASSERT_EQ(now.state(), v1::DONE) << now.DebugString().substr(0, 3000);
+  std::vector<uint32_t> stages;
+  for (const auto& t : now.transitions()) {
+    if (t.to() == v1::STAGE) stages.push_back(t.stage());
+  }
+  EXPECT_THAT(stages, ::testing::ElementsAre(2, 3));
+  for (const auto& v : now.verdicts()) EXPECT_NE(v.stage(), 1u) << "an empty stage was baked";
+}
+
 TEST_F(RolloutTest, RegressionOnTheCanaryRollsBackEveryTouchedHost) {
   ApplyPolicy(PolicyText());
   factor_ = [](int64_t v) { return v == 2 ? 1.6 : 1.0; };  // tail +60%
