@@ -34,14 +34,21 @@ int Watch(Context& ctx, const std::vector<std::string>&) {
                        ctx.stdout_tty());
   const absl::Duration kMaxBackoff = absl::Seconds(10);
   absl::Duration backoff = absl::Milliseconds(250);
+  // The last event seen: a reconnect resumes after it, so the controller
+  // replays what happened meanwhile (or says what it no longer holds).
+  v1::WatchRequest resume;
   while (true) {
     std::unique_ptr<grpc::ClientContext> call = client->NewContext(absl::InfiniteDuration());
     std::unique_ptr<grpc::ClientReader<v1::Event>> reader =
-        client->stub().Watch(call.get(), v1::WatchRequest());
+        client->stub().Watch(call.get(), resume);
     v1::Event e;
     while (reader->Read(&e)) {
       backoff = absl::Milliseconds(250);
       printer.Print(e);
+      if (e.seq() > 0) {
+        resume.set_after_boot_unix_nanos(e.boot_unix_nanos());
+        resume.set_after_seq(e.seq());
+      }
     }
     grpc::Status s = reader->Finish();
     printer.EndProgress();

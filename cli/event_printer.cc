@@ -16,6 +16,13 @@ std::string EventTime(const v1::Event& e) {
   return absl::FormatTime("%H:%M:%E3S", absl::FromUnixNanos(e.unix_nanos()), absl::UTCTimeZone());
 }
 
+// "CANARY", "STAGE 2".
+std::string StateText(const v1::Event& e) {
+  std::string s = v1::ChangeState_Name(e.state());
+  if (e.state() == v1::STAGE) absl::StrAppend(&s, " ", e.stage());
+  return s;
+}
+
 }  // namespace
 
 void EventPrinter::Print(const v1::Event& e) {
@@ -35,8 +42,7 @@ void EventPrinter::Print(const v1::Event& e) {
   }
   EndProgress();
   out_ << EventTime(e) << "  " << e.kind() << "  " << OrDash(e.subject());
-  if (!e.change_id().empty())
-    out_ << "  " << e.change_id() << " " << v1::ChangeState_Name(e.state());
+  if (!e.change_id().empty()) out_ << "  " << e.change_id() << " " << StateText(e);
   if (!e.detail().empty()) out_ << "  " << e.detail();
   out_ << "\n" << std::flush;
 }
@@ -48,8 +54,7 @@ void EventPrinter::EndProgress() {
 
 std::string EventPrinter::ProgressLine(const v1::Event& e) {
   double p = std::isfinite(e.progress()) ? std::clamp(e.progress(), 0.0, 1.0) : 0.0;
-  std::string line = absl::StrCat(EventTime(e), "  ", OrDash(e.change_id()), "  ",
-                                  v1::ChangeState_Name(e.state()));
+  std::string line = absl::StrCat(EventTime(e), "  ", OrDash(e.change_id()), "  ", StateText(e));
   if (!e.detail().empty()) absl::StrAppend(&line, "  ", e.detail());
   absl::StrAppend(&line, "  bake ▕", Bar(p, 20), "▏", absl::StrFormat("%3.0f%%", 100 * p));
   return line;

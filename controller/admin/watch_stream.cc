@@ -44,7 +44,8 @@ void WatchCall::OnAccepted(bool ok) {
     }
   }
   service_->AuditOutcome(ctx_, "Watch", grpc::Status::OK);
-  bus_->Subscribe(shared_from_this());
+  // A resumed watch gets what it missed first (at most a queue's worth).
+  bus_->SubscribeAfter(shared_from_this(), request_, max_queue_);
 }
 
 void WatchCall::OnEvent(const v1::Event& event) {

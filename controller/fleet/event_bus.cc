@@ -2,9 +2,19 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
+
 namespace rocetune::controller {
 
-void EventBus::Publish(const v1::Event& event) {
+EventBus::EventBus(int64_t boot_unix_nanos, size_t keep)
+    : boot_(boot_unix_nanos), keep_(std::max<size_t>(keep, 1)) {}
+
+void EventBus::Publish(v1::Event event) {
+  absl::MutexLock deliver(&deliver_mu_);
+  event.set_seq(++seq_);
+  event.set_boot_unix_nanos(boot_);
+  held_.push_back(event);
+  if (held_.size() > keep_) held_.pop_front();
   std::vector<std::shared_ptr<EventSubscriber>> subs;
   {
     absl::MutexLock lock(&mu_);
@@ -14,8 +24,59 @@ void EventBus::Publish(const v1::Event& event) {
 }
 
 void EventBus::Subscribe(std::shared_ptr<EventSubscriber> subscriber) {
+  absl::MutexLock deliver(&deliver_mu_);
   absl::MutexLock lock(&mu_);
   subscribers_.push_back(std::move(subscriber));
+}
+
+v1::Event EventBus::Marker(const std::string& kind, const std::string& detail) const {
+  v1::Event e;
+  e.set_unix_nanos(absl::GetCurrentTimeNanos());
+  e.set_kind(kind);
+  e.set_subject("controller");
+  e.set_detail(detail);
+  e.set_boot_unix_nanos(boot_);
+  return e;
+}
+
+size_t EventBus::SubscribeAfter(std::shared_ptr<EventSubscriber> subscriber,
+                                const v1::WatchRequest& after, size_t max_replay) {
+  absl::MutexLock deliver(&deliver_mu_);
+  if (after.after_boot_unix_nanos() == 0) {  // not a resume: new events only
+    absl::MutexLock lock(&mu_);
+    subscribers_.push_back(std::move(subscriber));
+    return 0;
+  }
+  const bool same_run = after.after_boot_unix_nanos() == boot_;
+  // This run's events after `after`: seq first .. seq_.
+  const uint64_t first = same_run ? after.after_seq() + 1 : 1;
+  std::vector<const v1::Event*> replay;
+  for (const v1::Event& e : held_) {
+    if (e.seq() >= first) replay.push_back(&e);
+  }
+  const uint64_t wanted = seq_ >= first ? seq_ - first + 1 : 0;
+  size_t sent = 0;
+  if (!same_run) {
+    subscriber->OnEvent(Marker(
+        "controller_restarted",
+        absl::StrCat("the controller restarted; ", wanted, " events since it started follow")));
+    ++sent;
+  }
+  max_replay = std::max<size_t>(max_replay, 2);
+  size_t skip = 0;
+  if (replay.size() + 1 > max_replay) skip = replay.size() + 1 - max_replay;
+  const uint64_t lost = wanted - (replay.size() - skip);
+  if (lost > 0) {
+    subscriber->OnEvent(
+        Marker("events_lost", absl::StrCat(lost, " events were not kept for this watch (seq ",
+                                           first, "..", first + lost - 1, ")")));
+    ++sent;
+  }
+  for (size_t i = skip; i < replay.size(); ++i) subscriber->OnEvent(*replay[i]);
+  sent += replay.size() - skip;
+  absl::MutexLock lock(&mu_);
+  subscribers_.push_back(std::move(subscriber));
+  return sent;
 }
 
 void EventBus::Unsubscribe(const EventSubscriber* subscriber) {

@@ -201,6 +201,7 @@ void RolloutManager::Publish(const v1::Change& c, const std::string& detail, dou
   e.set_subject(c.id());
   e.set_change_id(c.id());
   e.set_state(c.state());
+  e.set_stage(c.stage());
   e.set_progress(progress);
   e.set_detail(detail);
   events_->Publish(e);

@@ -81,6 +81,17 @@ TEST(EventPrinterTest, JsonIsOneEventPerLine) {
   EXPECT_THAT(s, HasSubstr("}\n{\"kind\":\"nack\""));
 }
 
+TEST(EventPrinterTest, AChangeEventNamesItsStage) {
+  std::ostringstream out;
+  EventPrinter p(out, EventPrinter::Format::kText, /*tty=*/false);
+  v1::Event e = ChangeEvent(0.5);
+  e.set_state(v1::STAGE);
+  e.set_stage(2);
+  p.Print(e);
+  EXPECT_THAT(out.str(), HasSubstr("c-7 STAGE 2"));
+  EXPECT_THAT(EventPrinter::ProgressLine(e), HasSubstr("c-7  STAGE 2"));
+}
+
 TEST(EventPrinterTest, YamlIsOneDocumentPerEvent) {
   std::ostringstream out;
   EventPrinter p(out, EventPrinter::Format::kYaml, /*tty=*/true);

@@ -26,6 +26,10 @@ v1::ApplyPolicyRequest FakeAdmin::last_apply() const {
   absl::MutexLock l(&mu_);
   return apply_;
 }
+v1::WatchRequest FakeAdmin::last_watch() const {
+  absl::MutexLock l(&mu_);
+  return watch_;
+}
 v1::ProposeChangeRequest FakeAdmin::last_propose() const {
   absl::MutexLock l(&mu_);
   return propose_;
@@ -156,12 +160,19 @@ grpc::Status FakeAdmin::ProposeChange(grpc::ServerContext* ctx, const v1::Propos
   return grpc::Status::OK;
 }
 
-grpc::Status FakeAdmin::Watch(grpc::ServerContext* ctx, const v1::WatchRequest*,
+grpc::Status FakeAdmin::Watch(grpc::ServerContext* ctx, const v1::WatchRequest* req,
                               grpc::ServerWriter<v1::Event>* writer) {
   Record(ctx);
+  {
+    absl::MutexLock l(&mu_);
+    watch_ = *req;
+  }
+  uint64_t seq = 0;
   for (const std::string& kind : watch_kinds) {
     v1::Event e;
     e.set_kind(kind);
+    e.set_seq(++seq);
+    e.set_boot_unix_nanos(watch_boot);
     e.set_subject("h1");
     e.set_unix_nanos(absl::GetCurrentTimeNanos());
     if (!writer->Write(e)) return grpc::Status::OK;

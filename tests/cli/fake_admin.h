@@ -19,6 +19,7 @@ class FakeAdmin final : public v1::AdminService::Service {
   uint32_t max_page = 500;               // ListHosts page cap
   int acks_after_polls = 2;              // GetHost reports the ack after this many polls
   std::vector<std::string> watch_kinds;  // events Watch sends, then it waits to be cancelled
+  int64_t watch_boot = 42;               // the boot its events carry (seq 1, 2, ...)
 
   grpc::Status ListHosts(grpc::ServerContext* ctx, const v1::ListHostsRequest* req,
                          v1::ListHostsResponse* resp) override;
@@ -43,6 +44,7 @@ class FakeAdmin final : public v1::AdminService::Service {
   v1::ChangeActionRequest last_action() const;
   v1::ApplyPolicyRequest last_apply() const;
   v1::ProposeChangeRequest last_propose() const;
+  v1::WatchRequest last_watch() const;
 
  private:
   void Record(grpc::ServerContext* ctx);
@@ -51,6 +53,7 @@ class FakeAdmin final : public v1::AdminService::Service {
   v1::ChangeActionRequest action_;
   v1::ApplyPolicyRequest apply_;
   v1::ProposeChangeRequest propose_;
+  v1::WatchRequest watch_;
   std::atomic<int> list_hosts_calls_{0};
   std::atomic<int> get_host_calls_{0};
 };

@@ -318,7 +318,7 @@ TEST_F(RocetunectlServerTest, KubectlVerbsRunTheResourceCommands) {
 }
 
 TEST_F(RocetunectlServerTest, WatchSurvivesAControllerRestart) {
-  fake_.watch_kinds = {"before_restart"};
+  fake_.watch_kinds = {"before_restart", "second"};
   std::string log = absl::StrCat(MakeTempDir("watch"), "/out.log");
   Subprocess watch(BuiltBinary("cli/rocetunectl"),
                    {"--insecure_loopback", absl::StrCat("--controller=127.0.0.1:", server_.port),
@@ -339,6 +339,9 @@ TEST_F(RocetunectlServerTest, WatchSurvivesAControllerRestart) {
   ASSERT_NE(server_.server, nullptr);
   ASSERT_TRUE(wait_for("after_restart")) << watch.Log();
   EXPECT_TRUE(watch.Running());
+  // The reconnect resumed after the last event seen (boot 42, seq 2).
+  EXPECT_EQ(fake_.last_watch().after_boot_unix_nanos(), 42);
+  EXPECT_EQ(fake_.last_watch().after_seq(), 2u);
   std::string out = watch.Log();
   EXPECT_THAT(out, HasSubstr("reconnecting"));
   // One JSON event per line.
