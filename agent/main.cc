@@ -20,6 +20,7 @@
 #include "agent/switch/sonic_switch.h"
 #include "agent/switch/switch_counter_names.h"
 #include "daemon/address.h"
+#include "daemon/grpc_log.h"
 #include "daemon/init.h"
 #include "daemon/json.h"
 #include "daemon/logging.h"
@@ -194,6 +195,7 @@ int main(int argc, char** argv) {
   rocetune::Shutdown::Install();
   rocetune::v1::AgentConfig config_prototype;
   rocetune::InitDaemon(argc, argv, "agent", kUsage, &config_prototype);
+  rocetune::RouteGrpcLogs();  // gRPC's own lines: bounded, escaped, rate-limited
 
   if (absl::GetFlag(FLAGS_output) != "json") {
     std::fprintf(stderr, "rocetune-agent: --output must be json\n");

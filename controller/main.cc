@@ -10,6 +10,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "controller/controller.h"
+#include "daemon/grpc_log.h"
 #include "daemon/init.h"
 #include "daemon/logging.h"
 #include "daemon/progress.h"
@@ -99,6 +100,7 @@ int main(int argc, char** argv) {
                        "--tls_ca=F --roles_file=F | --insecure_loopback) "
                        "[--listen=127.0.0.1:7070] [--state_dir=DIR] [flags]",
                        &config_prototype);
+  rocetune::RouteGrpcLogs();  // gRPC's own lines: bounded, escaped, rate-limited
 
   rocetune::controller::ControllerOptions opt;
   opt.listen = absl::GetFlag(FLAGS_listen);

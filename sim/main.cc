@@ -22,6 +22,7 @@
 #include "agent/agent.h"
 #include "agent/agent_metrics.h"
 #include "daemon/clock.h"
+#include "daemon/grpc_log.h"
 #include "daemon/init.h"
 #include "daemon/logging.h"
 #include "daemon/metrics_exposer.h"
@@ -283,6 +284,7 @@ int RunAgents(Fabric* fabric) {
 int Main(int argc, char** argv) {
   std::vector<std::string> sets = ExtractSets(&argc, argv);
   InitDaemon(argc, argv, "fabricsim", kUsage, nullptr);
+  rocetune::RouteGrpcLogs();  // gRPC's own lines: bounded, escaped, rate-limited
   const std::string path = absl::GetFlag(FLAGS_scenario);
   if (path.empty()) {
     std::fprintf(stderr, "rocetune-fabricsim: --scenario=FILE is required (see --help)\n");

@@ -1,14 +1,23 @@
 // Mutual TLS and roles end to end on loopback: certificates made at run time
 // by deploy/pki/make-dev-pki.sh; a controller started in process.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "controller/controller.h"
+#include "daemon/grpc_log.h"
+#include "daemon/logging.h"
 #include "daemon/tls.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
@@ -508,6 +517,56 @@ TEST(TlsStartTest, RolesFileRequiredWithTlsAndRefusedWithout) {
   opt.listen = "127.evil.example:0";
   c = Controller::Start(opt);
   EXPECT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// Issue 28 item 9: bytes that are not TLS on the controller's port made gRPC
+// log one raw, unbounded line per connection. Now each line is cut and
+// escaped, and a burst is held to the limit (the rest counted).
+TEST_F(TlsRolesTest, GarbageOnTheTlsPortLogsBoundedEscapedLines) {
+  std::string sink;
+  SetLogSinkForTest(&sink);
+  RouteGrpcLogs(/*burst=*/5, /*period=*/absl::Hours(1));
+  const uint64_t held_before = GrpcLogLinesSuppressed();
+  auto grpc_lines = [&] {
+    size_t n = 0;
+    for (absl::string_view l : absl::StrSplit(sink, '\n')) n += absl::StrContains(l, "msg=grpc");
+    return n;
+  };
+  constexpr int kConnections = 40;
+  for (int i = 0; i < kConnections; ++i) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(controller_->grpc_port());
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    std::string garbage = "\x16\x03\x01\x02\x00GET / HTTP/1.1\r\n\x1b[31m";
+    garbage += std::string(4000, '\x7f');
+    EXPECT_GT(write(fd, garbage.data(), garbage.size()), 0);
+    shutdown(fd, SHUT_WR);
+    char buf[256];
+    while (read(fd, buf, sizeof(buf)) > 0) {
+    }
+    close(fd);
+  }
+  // Every connection was read to its end (the server closed it): gRPC has
+  // logged whatever it logs about them.
+  SetLogSinkForTest(nullptr);
+  const uint64_t held = GrpcLogLinesSuppressed() - held_before;
+  const size_t shown = grpc_lines();
+  std::printf("BENCH tls_garbage connections=%d grpc_lines_logged=%zu held_back=%llu\n",
+              kConnections, shown, static_cast<unsigned long long>(held));
+  EXPECT_GE(shown + held, static_cast<size_t>(kConnections / 2)) << sink.substr(0, 3000);
+  EXPECT_LE(shown, 5u) << sink.substr(0, 3000);
+  for (absl::string_view l : absl::StrSplit(sink, '\n')) {
+    if (!absl::StrContains(l, "msg=grpc")) continue;
+    EXPECT_LT(l.size(), 800u) << l;
+    EXPECT_EQ(l.find('\x1b'), absl::string_view::npos) << l;
+    EXPECT_EQ(l.find('\x7f'), absl::string_view::npos) << l;
+  }
+  // The controller still serves a good client.
+  EXPECT_TRUE(ListHosts(Channel(*pki_, "user-carol")).ok());
 }
 
 }  // namespace
