@@ -64,6 +64,16 @@ ABSL_FLAG(bool, switch_agents, true,
           "With --agents: also run one switch agent per simulated ToR (host id sim-tor<N>, "
           "labels role=switch, tor=<N>, sim=1), whose WRED/ECN profile and per-port PFC enables "
           "are the ToR's marking (Kmin, Kmax, Pmax) and PFC (docs/sonic.md).");
+ABSL_FLAG(std::string, tls_dir, "",
+          "With --agents: mutual TLS to the controller. The directory holds one client "
+          "certificate per simulated agent, agent-<host id>.pem and .key (CN = the host id), as "
+          "deploy/pki/make-dev-pki.sh -a <host id> writes them; --tls_ca is the CA the "
+          "controller's certificate must chain to. Without it the agents talk plaintext, which "
+          "the controller allows only with --insecure_loopback (roles are then not enforced).");
+ABSL_FLAG(std::string, tls_ca, "", "With --tls_dir: the CA bundle (PEM) of the controller.");
+ABSL_FLAG(std::string, tls_server_name, "",
+          "With --tls_dir: the name the controller's certificate must carry (default: the host "
+          "of --controller).");
 ABSL_FLAG(std::string, labels, "",
           "Extra labels k=v,... for every agent (--agents); each agent "
           "also gets tor=<index>.");
@@ -74,7 +84,7 @@ namespace {
 constexpr char kUsage[] =
     "rocetune-fabricsim --scenario=FILE [--set=path=value ...] [--output=json]\n"
     "                   [--agents --controller=host:port --pace=1.0 --duration=60s]\n"
-    "                   [--switch_agents=false]\n"
+    "                   [--switch_agents=false] [--tls_dir=DIR --tls_ca=FILE]\n"
     "                   [--metrics_address=127.0.0.1:PORT --ready_file=FILE]\n"
     "Simulates a RoCE fabric (DCQCN, ECN, PFC) as a fluid model and prints a JSON summary.";
 
@@ -171,6 +181,13 @@ int RunAgents(Fabric* fabric) {
     opt->guard = LocalGuardOptionsFromFlags();
     ConnectionOptionsFromFlags(opt);
     opt->state_dir = absl::StrCat(state_base, "/", opt->host_id);
+    if (const std::string dir = absl::GetFlag(FLAGS_tls_dir); !dir.empty()) {
+      opt->tls.cert_file = absl::StrCat(dir, "/agent-", opt->host_id, ".pem");
+      opt->tls.key_file = absl::StrCat(dir, "/agent-", opt->host_id, ".key");
+      opt->tls.ca_file = absl::GetFlag(FLAGS_tls_ca);
+      opt->tls.server_name = absl::GetFlag(FLAGS_tls_server_name);
+      opt->insecure_loopback = false;
+    }
     if (exposer != nullptr) {
       metrics.push_back(std::make_unique<AgentMetrics>(registry, opt->host_id));
       opt->metrics = metrics.back().get();
@@ -206,7 +223,7 @@ int RunAgents(Fabric* fabric) {
     if (!agent.ok()) {
       std::fprintf(stderr, "agent %s: %s\n", opt.host_id.c_str(),
                    std::string(agent.status().message()).c_str());
-      return 1;
+      return StartupExitCode(agent.status());
     }
     agents.push_back(std::move(*agent));
   }
@@ -231,7 +248,7 @@ int RunAgents(Fabric* fabric) {
       if (!agent.ok()) {
         std::fprintf(stderr, "switch agent %s: %s\n", opt.host_id.c_str(),
                      std::string(agent.status().message()).c_str());
-        return 1;
+        return StartupExitCode(agent.status());
       }
       agents.push_back(std::move(*agent));
     }
