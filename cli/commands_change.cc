@@ -59,6 +59,7 @@ int Propose(Context& ctx, const std::vector<std::string>& args) {
   if (at != std::string::npos) req.set_policy_version(args[0].substr(at + 1));
   if (!ParseKnobs(ctx, args, 1, req.mutable_knobs())) return kExitUsage;
   req.set_reason(ctx.args().Get("reason"));
+  req.set_override_rejected(ctx.args().Get("override_rejected"));
   req.set_dry_run(ctx.dry_run());
   v1::Change c;
   int rc = ctx.Call("ProposeChange", [&](grpc::ClientContext* cc) {
@@ -164,7 +165,7 @@ std::vector<CommandSpec> ChangeCommands() {
       {{"change", "propose"},
        "POLICY[@VERSION] [KNOB=VALUE...]",
        "propose a change of knob values under a policy",
-       {"reason"},
+       {"reason", "override_rejected"},
        true,
        1,
        -1,

@@ -87,6 +87,9 @@ std::vector<FlagSpec> AllFlags() {
       {"version", true, "print rocetunectl's version and source revision (exit 0)"},
       {"dry_run", true, "mutating commands: ask the controller to check, not to act"},
       {"reason", false, "why; recorded in the audit log"},
+      {"override_rejected", false,
+       "change propose: why values a judge FAIL or a guard rolled back before are proposed "
+       "again (audited); without it such a proposal is refused"},
       {"selector", false, "hosts/status: label selector k1=v1,k2=v2"},
       {"page_size", false, "hosts/change list: rows per request"},
       {"page", false, "audit/change list: continue from this page token"},

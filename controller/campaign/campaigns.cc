@@ -338,7 +338,8 @@ void Campaigns::Drive(v1::Campaign* t) {
     r.constraint_ratios = TrialConstraintRatios(tr, policy);
     if (tr.outcome() == "improved" || tr.outcome() == "not_improved") {
       r.objective_ratio = tr.objective_ratio() / (incumbent > 0 ? incumbent : 1.0);
-    } else if (tr.outcome() == "fail" || tr.outcome() == "constraint_exceeded") {
+    } else if (tr.outcome() == "fail" || tr.outcome() == "constraint_exceeded" ||
+               tr.outcome() == "rejected_before") {
       r.constraints_ok = false;
       if (tr.objective_ratio() > 0) r.objective_ratio = tr.objective_ratio() / incumbent;
     }
@@ -382,6 +383,19 @@ void Campaigns::Drive(v1::Campaign* t) {
     return;
   }
   const uint32_t index = static_cast<uint32_t>(t->trials_size() + 1);
+  if (const std::string by = changes_->RejectedBy(t->policy_name(), *d.next); !by.empty()) {
+    // Not run again: counted as a failed trial, so the tuner moves on.
+    v1::Trial* tr = next.add_trials();
+    tr->set_index(index);
+    for (const auto& [k, v] : *d.next) (*tr->mutable_knobs())[k] = v;
+    tr->set_outcome("rejected_before");
+    tr->set_note(absl::StrCat("not run: ", by, " rolled these values back"));
+    tr->set_unix_nanos(absl::ToUnixNanos(clock_->Now()));
+    if (Save(next, {}).ok()) *t = next;
+    Publish(*t, absl::StrCat("trial ", index, " skipped: ", by, " rolled back ",
+                             absl::StrJoin(*d.next, ",", absl::PairFormatter("="))));
+    return;
+  }
   absl::StatusOr<v1::Change> c =
       changes_->BuildTrial(*t, *pv, *d.next, index,
                            absl::StrCat("trial ", index, " of campaign ", t->id(), ": ", d.reason));

@@ -41,6 +41,10 @@ class TrialChanges {
   // Builds trial `index` of campaign `t` (not stored): a canary-only change
   // of `knobs` under `policy`, approved by the campaign's approvals. An error
   // when it cannot be built (the campaign then stops).
+  // The ended change that rolled back exactly these knob values under this
+  // policy on a judge FAIL or a guard ("" when none): such a set is not
+  // trialled again.
+  virtual std::string RejectedBy(const std::string& policy_name, const KnobValues& knobs) const = 0;
   virtual absl::StatusOr<v1::Change> BuildTrial(const v1::Campaign& t,
                                                 const v1::PolicyVersion& policy,
                                                 const KnobValues& knobs, uint32_t index,

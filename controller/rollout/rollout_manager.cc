@@ -584,16 +584,31 @@ absl::StatusOr<v1::Change> RolloutManager::Propose(const v1::ProposeChangeReques
   absl::StatusOr<v1::Change> c = BuildChange(*pv, knobs, who, req.reason(), id);
   if (!c.ok()) return c.status();
   c->set_id(id);
+  // A set the judge or a guard rolled back is not proposed again by accident.
+  const std::string rejected_by = RejectedBy(pv->name(), knobs);
+  if (!rejected_by.empty() && req.override_rejected().empty()) {
+    const v1::Change& earlier = changes_.at(rejected_by);
+    const v1::Verdict& v = earlier.verdicts(earlier.verdicts_size() - 1);
+    return absl::FailedPreconditionError(
+        absl::StrCat("these values were rolled back before: ", rejected_by, " (", pv->name(), ", ",
+                     absl::StrJoin(knobs, ",", absl::PairFormatter("=")), ") ended ROLLED_BACK on ",
+                     v1::Verdict::Outcome_Name(v.outcome()), " (", v.rule(), "): ", v.summary(),
+                     "; to try them again give the reason (rocetunectl change propose ... "
+                     "--override-rejected=REASON; it is audited)"));
+  }
   if (absl::Status s = CheckApprovalsPossible(*c, who); !s.ok()) return s;
   if (req.dry_run()) return c;
   v1::ChangeTransition t = Transition(*c, v1::PROPOSED, who.name, req.reason());
   t.set_from(v1::CHANGE_STATE_UNSPECIFIED);
   *c->add_transitions() = t;
-  std::vector<v1::AuditEntry> audit{
-      MakeAudit("change_propose", *c, who, req.reason(),
-                absl::StrCat("policy ", pv->name(), "@", pv->sequence(), " knobs ",
-                             absl::StrJoin(knobs, ",", absl::PairFormatter("=")), "; ",
-                             c->hosts_size(), " hosts"))};
+  std::vector<v1::AuditEntry> audit{MakeAudit(
+      "change_propose", *c, who, req.reason(),
+      absl::StrCat("policy ", pv->name(), "@", pv->sequence(), " knobs ",
+                   absl::StrJoin(knobs, ",", absl::PairFormatter("=")), "; ", c->hosts_size(),
+                   " hosts",
+                   rejected_by.empty() ? std::string()
+                                       : absl::StrCat("; overrides the rollback of ", rejected_by,
+                                                      ": ", req.override_rejected())))};
   for (const v1::HostTarget& h : c->hosts()) audit.front().add_host_ids(h.host_id());
   if (absl::Status s = Commit(&*c, std::nullopt, audit, {}); !s.ok()) return s;
   if (metrics_ != nullptr) metrics_->RecordTransition(v1::PROPOSED);

@@ -211,6 +211,7 @@ class RolloutManager : public FleetListener, private TrialChanges {
                                                      const std::string& version) const override;
   absl::StatusOr<KnobValues> StartValues(const v1::PolicyVersion& policy) const override;
   const v1::Change* FindChange(const std::string& id) const override;
+  std::string RejectedBy(const std::string& policy_name, const KnobValues& knobs) const override;
   bool TrialRunning(const std::string& campaign_id) const override;
   void AbortCampaignChanges(const std::string& campaign_id, const Identity& who,
                             const std::string& reason) override;

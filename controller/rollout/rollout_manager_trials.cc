@@ -127,6 +127,24 @@ absl::StatusOr<std::string> RolloutManager::ProposePromotion(const v1::Campaign&
   return c->id();
 }
 
+std::string RolloutManager::RejectedBy(const std::string& policy_name,
+                                       const KnobValues& knobs) const {
+  // The newest such change. A judge FAIL or a guard (local, fleet, hard
+  // limits) rejects the values; a NACK (the device could not take them) or
+  // an operator's rollback does not.
+  std::string found;
+  for (const auto& [id, c] : changes_) {
+    if (c.state() != v1::ROLLED_BACK || c.policy_name() != policy_name || c.verdicts_size() == 0) {
+      continue;
+    }
+    const v1::Verdict& v = c.verdicts(c.verdicts_size() - 1);
+    if (v.outcome() != v1::Verdict::FAIL || v.rule() == "nack") continue;
+    if (KnobValues(c.knobs().begin(), c.knobs().end()) != knobs) continue;
+    if (found.empty() || rollout_util::IdNumber(id) > rollout_util::IdNumber(found)) found = id;
+  }
+  return found;
+}
+
 void RolloutManager::PersistChange(const std::string& id) {
   v1::Change* c = Find(id);
   if (c != nullptr) Commit(c, std::nullopt, {}, {}).IgnoreError();

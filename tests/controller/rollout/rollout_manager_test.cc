@@ -1058,6 +1058,82 @@ TEST_F(RolloutTest, ApprovalsCountDistinctIdentities) {
   EXPECT_FALSE(second->approvals(0).authenticated());
 }
 
+// Issue 25 item 3: values a judge FAIL rolled back are not proposed again
+// by accident (an override with a reason is audited) nor trialled again by a
+// campaign (the trial is recorded as rejected_before, not run).
+TEST_F(RolloutTest, ValuesRolledBackOnAFailAreRefusedUnlessOverriddenAndNotTrialledAgain) {
+  ApplyPolicy(PolicyText());
+  factor_ = [](int64_t v) { return v == 150 || v == 600 ? 1.6 : 1.0; };  // tail +60%
+  Run(6);
+  std::vector<std::string> failed;
+  for (int64_t value : {150, 600}) {
+    auto c = Propose(value);
+    ASSERT_TRUE(c.ok()) << c.status();
+    ASSERT_TRUE(Act("approve", c->id(), {"bob", false}).ok());
+    Tick();
+    for (int i = 0; i < 12 && Get(c->id()).state() == v1::CANARY; ++i) Run(1);
+    ASSERT_EQ(Get(c->id()).state(), v1::ROLLED_BACK);
+    failed.push_back(c->id());
+    Run(3);
+  }
+  auto again = Propose(150);
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(again.status().message(), HasSubstr(failed[0]));
+  EXPECT_THAT(again.status().message(), HasSubstr("--override-rejected"));
+  // Other values are not affected.
+  auto other = Propose(160);
+  ASSERT_TRUE(other.ok()) << other.status();
+  ASSERT_TRUE(Act("reject", other->id(), {"bob", false}).ok());
+  auto overridden = OnExec<absl::StatusOr<v1::Change>>([&] {
+    v1::ProposeChangeRequest req;
+    req.set_policy_name("test-policy");
+    (*req.mutable_knobs())["rpg_time_reset"] = 600;
+    req.set_reason("retry on the new firmware");
+    req.set_override_rejected("firmware 28.41 fixed the CNP handling");
+    return manager_->Propose(req, Identity{"alice", false});
+  });
+  ASSERT_TRUE(overridden.ok()) << overridden.status();
+  const v1::AuditEntry row = NewestAudit(overridden->id());
+  EXPECT_EQ(row.action(), "change_propose");
+  EXPECT_THAT(row.detail(), HasSubstr(absl::StrCat("overrides the rollback of ", failed[1],
+                                                   ": firmware 28.41 fixed the CNP handling")));
+  ASSERT_TRUE(Act("reject", overridden->id(), {"bob", false}).ok());
+  // A campaign from 300 (log-scale steps of 2) tries 150 and 600 first: both
+  // are skipped as rejected before, without a change or a push.
+  auto t = OnExec<absl::StatusOr<v1::Campaign>>([&] {
+    v1::StartCampaignRequest req;
+    req.set_policy_name("test-policy");
+    req.set_reason("tune");
+    return manager_->campaigns().Start(req, Identity{"alice", false});
+  });
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_TRUE(OnExec<absl::StatusOr<v1::Campaign>>([&] {
+                v1::ChangeActionRequest r;
+                r.set_id(t->id());
+                return manager_->campaigns().Approve(r, Identity{"bob", false});
+              }).ok());
+  v1::Campaign now;
+  for (int i = 0; i < 400; ++i) {
+    Run(1);
+    now = *OnExec<absl::StatusOr<v1::Campaign>>([&] { return manager_->campaigns().Get(t->id()); });
+    if (now.state() != v1::Campaign::RUNNING) break;
+    for (const std::string& h : hosts_) {
+      EXPECT_NE(DesiredValue(h), 150) << h;
+      EXPECT_NE(DesiredValue(h), 600) << h;
+    }
+  }
+  int skipped = 0;
+  for (const v1::Trial& tr : now.trials()) {
+    const int64_t v = tr.knobs().at("rpg_time_reset");
+    if (v != 150 && v != 600) continue;
+    EXPECT_EQ(tr.outcome(), "rejected_before") << tr.DebugString();
+    EXPECT_TRUE(tr.change_id().empty());
+    EXPECT_THAT(tr.note(), HasSubstr(v == 150 ? failed[0] : failed[1]));
+    ++skipped;
+  }
+  EXPECT_GE(skipped, 1) << now.DebugString();
+}
+
 TEST_F(RolloutTest, CampaignTrialsRunCanaryOnlyAndPromotionNeedsApproval) {
   ApplyPolicy(PolicyText());
   // The tail shrinks as rpg_time_reset falls from 300 towards 20.
