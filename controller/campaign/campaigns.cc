@@ -391,7 +391,9 @@ void Campaigns::Drive(v1::Campaign* t) {
     tr->set_outcome("rejected_before");
     tr->set_note(absl::StrCat("not run: ", by, " rolled these values back"));
     tr->set_unix_nanos(absl::ToUnixNanos(clock_->Now()));
-    if (Save(next, {}).ok()) *t = next;
+    if (!Save(next, {}).ok()) return;  // the next tick decides again
+    *t = next;
+    if (metrics_ != nullptr) metrics_->RecordTrial("rejected_before");
     Publish(*t, absl::StrCat("trial ", index, " skipped: ", by, " rolled back ",
                              absl::StrJoin(*d.next, ",", absl::PairFormatter("="))));
     return;

@@ -1132,6 +1132,7 @@ TEST_F(RolloutTest, ValuesRolledBackOnAFailAreRefusedUnlessOverriddenAndNotTrial
     ++skipped;
   }
   EXPECT_GE(skipped, 1) << now.DebugString();
+  EXPECT_EQ(Metric("rocetune_controller_campaign_trials_total{outcome=rejected_before,}"), skipped);
 }
 
 TEST_F(RolloutTest, CampaignTrialsRunCanaryOnlyAndPromotionNeedsApproval) {
