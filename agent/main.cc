@@ -320,7 +320,7 @@ int main(int argc, char** argv) {
     auto lock = rocetune::StateDirLock::Acquire(dir, "rocetune-agent");
     if (!lock.ok()) {
       std::fprintf(stderr, "rocetune-agent: %s\n", std::string(lock.status().message()).c_str());
-      return rocetune::StartupExitCode(lock.status());
+      return 1;  // another instance holds it: a retry may succeed once it stops
     }
     state_lock = std::move(*lock);
   }

@@ -83,18 +83,31 @@ std::string ShortestNumber(double v) {
   if (std::isfinite(v) && v == std::trunc(v) && std::fabs(v) < 1e15) {
     return absl::StrFormat("%.0f", v);
   }
+  std::string s = absl::StrFormat("%.17g", v);
   for (int precision = 6; precision < 17; ++precision) {
-    std::string s = absl::StrFormat("%.*g", precision, v);
-    if (std::strtod(s.c_str(), nullptr) == v) return s;
+    std::string shorter = absl::StrFormat("%.*g", precision, v);
+    if (std::strtod(shorter.c_str(), nullptr) == v) {
+      s = shorter;
+      break;
+    }
   }
-  return absl::StrFormat("%.17g", v);
+  // YAML 1.1 reads an exponent without a mantissa dot ("1e+300") as a string.
+  if (size_t e = s.find('e'); e != std::string::npos && s.find('.') == std::string::npos) {
+    s.insert(e, ".0");
+  }
+  return s;
 }
 
 // Whether `s` can be written as a plain YAML scalar and read back as this
 // string: letters, digits and a few punctuation marks, not starting with one
 // YAML gives meaning to, and not a word YAML reads as a bool, null or number.
 bool PlainYaml(const std::string& s) {
-  if (s.empty() || s.front() == '-' || s.front() == '.' || s.front() == ' ') return false;
+  // Starting with a letter or '_' rules out numbers in every YAML dialect
+  // (0o17, 1_000, 2024-05-01) and the indicators ('-', '@', '`', ...).
+  if (s.empty() ||
+      !(absl::ascii_isalpha(static_cast<unsigned char>(s.front())) || s.front() == '_')) {
+    return false;
+  }
   for (char c : s) {
     if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.' &&
         c != '/' && c != '@') {

@@ -1,5 +1,7 @@
 #include "controller/admin/watch_stream.h"
 
+#include <algorithm>
+
 #include "controller/admin/admin_service.h"
 
 namespace rocetune::controller {
@@ -44,8 +46,9 @@ void WatchCall::OnAccepted(bool ok) {
     }
   }
   service_->AuditOutcome(ctx_, "Watch", grpc::Status::OK);
-  // A resumed watch gets what it missed first (at most a queue's worth).
-  bus_->SubscribeAfter(shared_from_this(), request_, max_queue_);
+  // A resumed watch gets what it missed first: at most half a queue, so that
+  // live events published while the replay is written still fit.
+  bus_->SubscribeAfter(shared_from_this(), request_, std::max<size_t>(max_queue_ / 2, 4));
 }
 
 void WatchCall::OnEvent(const v1::Event& event) {

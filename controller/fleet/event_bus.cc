@@ -49,7 +49,7 @@ size_t EventBus::SubscribeAfter(std::shared_ptr<EventSubscriber> subscriber,
   }
   const bool same_run = after.after_boot_unix_nanos() == boot_;
   // This run's events after `after`: seq first .. seq_.
-  const uint64_t first = same_run ? after.after_seq() + 1 : 1;
+  const uint64_t first = same_run ? std::min(after.after_seq(), seq_) + 1 : 1;
   std::vector<const v1::Event*> replay;
   for (const v1::Event& e : held_) {
     if (e.seq() >= first) replay.push_back(&e);
@@ -62,9 +62,9 @@ size_t EventBus::SubscribeAfter(std::shared_ptr<EventSubscriber> subscriber,
         absl::StrCat("the controller restarted; ", wanted, " events since it started follow")));
     ++sent;
   }
-  max_replay = std::max<size_t>(max_replay, 2);
-  size_t skip = 0;
-  if (replay.size() + 1 > max_replay) skip = replay.size() + 1 - max_replay;
+  // `max_replay` counts everything handed over: the (up to two) markers too.
+  const size_t room = max_replay > 3 ? max_replay - 2 : 1;
+  const size_t skip = replay.size() > room ? replay.size() - room : 0;
   const uint64_t lost = wanted - (replay.size() - skip);
   if (lost > 0) {
     subscriber->OnEvent(

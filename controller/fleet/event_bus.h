@@ -36,7 +36,8 @@ class EventBus {
   // Subscribes after replaying the held events that follow `after`: those
   // of this run with a greater seq, or, when `after` names another run, all
   // held (preceded by a "controller_restarted" event). When events after
-  // `after` are no longer held, or more than `max_replay` follow it, an
+  // `after` are no longer held, or more follow it than fit in `max_replay`
+  // (which bounds everything handed over, markers included), an
   // "events_lost" event naming how many precedes the newest ones. Nothing is
   // missed or repeated between the replay and the live events. Returns the
   // number of events handed over in the replay. An unset `after` (boot 0)

@@ -151,14 +151,15 @@ void RolloutManager::IndexHosts(const v1::Change& c) {
     auto it = active_by_host_.find(h.host_id());
     if (active) {
       active_by_host_[h.host_id()] = c.id();
-      unacked_by_host_.erase(h.host_id());
+      // An earlier change's restore stays tracked until this one pushes.
+      if (!h.pushed_version().empty()) unacked_by_host_.erase(h.host_id());
       continue;
     }
-    if (it != active_by_host_.end() && it->second == c.id()) active_by_host_.erase(it);
+    const bool other_active = it != active_by_host_.end() && it->second != c.id();
+    if (it != active_by_host_.end() && !other_active) active_by_host_.erase(it);
     auto unacked = unacked_by_host_.find(h.host_id());
     if (!h.pushed_version().empty() && h.acked_version() != h.pushed_version()) {
-      if (it == active_by_host_.end() || it->second == c.id())
-        unacked_by_host_[h.host_id()] = c.id();
+      if (!other_active) unacked_by_host_[h.host_id()] = c.id();
     } else if (unacked != unacked_by_host_.end() && unacked->second == c.id()) {
       unacked_by_host_.erase(unacked);
     }
@@ -1211,6 +1212,15 @@ void RolloutManager::OnAck(const std::string& host_id, const std::string& versio
   loop_->Post([this, host_id, version] {
     std::string id = ActiveChangeOf(host_id);
     bool ended = false;
+    if (!id.empty()) {
+      // The active change may not have pushed this version (it is still
+      // PROPOSED, say): then it is an ended change's restore.
+      bool pushed_by_active = false;
+      for (const v1::HostTarget& h : changes_.at(id).hosts()) {
+        pushed_by_active |= h.host_id() == host_id && h.pushed_version() == version;
+      }
+      if (!pushed_by_active) id.clear();
+    }
     if (id.empty()) {
       // An ended change's last push (a rollback's restore): recorded and
       // persisted, so `change show` counts the hosts restored.

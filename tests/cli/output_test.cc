@@ -64,7 +64,7 @@ TEST(JsonToYamlTest, NestedMappingsListsAndScalars) {
   })");
   ASSERT_TRUE(y.ok()) << y.status();
   EXPECT_EQ(*y,
-            "big: 1e+300\n"
+            "big: 1.0e+300\n"
             "empty: {}\n"
             "hosts:\n"
             "- host_id: h1\n"
@@ -100,6 +100,15 @@ TEST(JsonToYamlTest, StringsYamlWouldMisreadAreQuoted) {
   EXPECT_THAT(*y, HasSubstr("f: \"\"\n"));
   EXPECT_THAT(*y, HasSubstr("g: \"# no\"\n"));
   EXPECT_THAT(*y, HasSubstr("h: \"caf\xC3\xA9\"\n"));
+  // What YAML 1.1 or 1.2 would read as numbers or dates, or reserves ('@').
+  absl::StatusOr<std::string> z =
+      JsonToYaml(R"({"a": "0o17", "b": "1_000", "c": "2024-05-01", "d": "@oncall", "e": 1e-05})");
+  ASSERT_TRUE(z.ok());
+  EXPECT_THAT(*z, HasSubstr("a: \"0o17\"\n"));
+  EXPECT_THAT(*z, HasSubstr("b: \"1_000\"\n"));
+  EXPECT_THAT(*z, HasSubstr("c: \"2024-05-01\"\n"));
+  EXPECT_THAT(*z, HasSubstr("d: \"@oncall\"\n"));
+  EXPECT_THAT(*z, HasSubstr("e: 1.0e-05\n"));
   EXPECT_FALSE(JsonToYaml("{not json").ok());
 }
 

@@ -98,7 +98,21 @@ TEST(EventBusTest, EventsNoLongerHeldOrBeyondTheReplayLimitAreCountedAsLost) {
   auto small = std::make_shared<Recorder>();
   bus.SubscribeAfter(small, After(7, 2), /*max_replay=*/2);  // c, d, e wanted; room for 1 + marker
   EXPECT_THAT(small->kinds(), ElementsAre("events_lost", "e"));
-  EXPECT_THAT(small->events()[0].detail(), HasSubstr("2 events were not kept for this watch (seq 3..4)"));
+  EXPECT_THAT(small->events()[0].detail(),
+              HasSubstr("2 events were not kept for this watch (seq 3..4)"));
+}
+
+TEST(EventBusTest, AReplayNeverHandsOverMoreThanItsBudgetMarkersIncluded) {
+  EventBus bus(/*boot_unix_nanos=*/9);
+  PublishKinds(bus, {"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"});
+  auto r = std::make_shared<Recorder>();
+  EXPECT_EQ(bus.SubscribeAfter(r, After(/*another run*/ 7, 5), /*max_replay=*/5), 5u);
+  EXPECT_THAT(r->kinds(), ElementsAre("controller_restarted", "events_lost", "h", "i", "j"));
+  // A resume point past the end (or garbage) replays nothing and loses nothing.
+  auto past = std::make_shared<Recorder>();
+  EXPECT_EQ(bus.SubscribeAfter(past, After(9, ~uint64_t{0}), 5), 0u);
+  PublishKinds(bus, {"k"});
+  EXPECT_THAT(past->kinds(), ElementsAre("k"));
 }
 
 TEST(EventBusTest, ConcurrentPublishersDeliverInSeqOrderToEverySubscriber) {

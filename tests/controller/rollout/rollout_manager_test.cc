@@ -640,14 +640,17 @@ TEST_F(RolloutTest, RegressionOnTheCanaryRollsBackEveryTouchedHost) {
   EXPECT_GT(restored, 0);
   absl::StatusOr<std::vector<v1::Change>> stored = store_->LoadChanges();
   ASSERT_TRUE(stored.ok());
+  bool found = false;
   for (const v1::Change& sc : *stored) {
     if (sc.id() != c->id()) continue;
+    found = true;
     for (const auto& h : sc.hosts()) {
       if (!h.pushed_version().empty()) {
         EXPECT_EQ(h.acked_version(), h.pushed_version());
       }
     }
   }
+  EXPECT_TRUE(found) << "the rolled-back change is not in the store";
 }
 
 // Issue 28 item 5: c-2 DONE; c-3 on the same hosts rolled back by the judge
