@@ -233,6 +233,24 @@ class RolloutTest : public ::testing::Test {
       return manager_->Abort(req, who);
     });
   }
+  absl::StatusOr<v1::Campaign> StartCampaign(const Identity& who) {
+    return OnExec<absl::StatusOr<v1::Campaign>>([&] {
+      v1::StartCampaignRequest req;
+      req.set_policy_name("test-policy");
+      req.set_reason("tune");
+      return manager_->campaigns().Start(req, who);
+    });
+  }
+  absl::StatusOr<v1::Campaign> ApproveCampaign(const std::string& id, const Identity& who) {
+    return OnExec<absl::StatusOr<v1::Campaign>>([&] {
+      v1::ChangeActionRequest r;
+      r.set_id(id);
+      return manager_->campaigns().Approve(r, who);
+    });
+  }
+  v1::Campaign GetCampaign(const std::string& id) {
+    return *OnExec<absl::StatusOr<v1::Campaign>>([&] { return manager_->campaigns().Get(id); });
+  }
   v1::Change Get(const std::string& id) {
     auto c = OnExec<absl::StatusOr<v1::Change>>([&] { return manager_->GetChange(id); });
     EXPECT_TRUE(c.ok()) << c.status();
@@ -1103,22 +1121,13 @@ TEST_F(RolloutTest, ValuesRolledBackOnAFailAreRefusedUnlessOverriddenAndNotTrial
   ASSERT_TRUE(Act("reject", overridden->id(), {"bob", false}).ok());
   // A campaign from 300 (log-scale steps of 2) tries 150 and 600 first: both
   // are skipped as rejected before, without a change or a push.
-  auto t = OnExec<absl::StatusOr<v1::Campaign>>([&] {
-    v1::StartCampaignRequest req;
-    req.set_policy_name("test-policy");
-    req.set_reason("tune");
-    return manager_->campaigns().Start(req, Identity{"alice", false});
-  });
+  auto t = StartCampaign({"alice", false});
   ASSERT_TRUE(t.ok()) << t.status();
-  ASSERT_TRUE(OnExec<absl::StatusOr<v1::Campaign>>([&] {
-                v1::ChangeActionRequest r;
-                r.set_id(t->id());
-                return manager_->campaigns().Approve(r, Identity{"bob", false});
-              }).ok());
+  ASSERT_TRUE(ApproveCampaign(t->id(), {"bob", false}).ok());
   v1::Campaign now;
   for (int i = 0; i < 400; ++i) {
     Run(1);
-    now = *OnExec<absl::StatusOr<v1::Campaign>>([&] { return manager_->campaigns().Get(t->id()); });
+    now = GetCampaign(t->id());
     if (now.state() != v1::Campaign::RUNNING) break;
     for (const std::string& h : hosts_) {
       EXPECT_NE(DesiredValue(h), 150) << h;
@@ -1143,32 +1152,19 @@ TEST_F(RolloutTest, CampaignTrialsRunCanaryOnlyAndPromotionNeedsApproval) {
   // The tail shrinks as rpg_time_reset falls from 300 towards 20.
   factor_ = [](int64_t v) { return 0.5 + 0.5 * std::min(1.0, std::max(0.0, (v - 20) / 280.0)); };
   Run(6);
-  auto t = OnExec<absl::StatusOr<v1::Campaign>>([&] {
-    v1::StartCampaignRequest req;
-    req.set_policy_name("test-policy");
-    req.set_reason("tune");
-    return manager_->campaigns().Start(req, Identity{"alice", true});
-  });
+  auto t = StartCampaign({"alice", true});
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->start().at("rpg_time_reset"), 300);
   EXPECT_TRUE(t->proposer_authenticated());
-  auto self = OnExec<absl::StatusOr<v1::Campaign>>([&] {
-    v1::ChangeActionRequest r;
-    r.set_id(t->id());
-    return manager_->campaigns().Approve(r, Identity{"alice", false});
-  });
+  auto self = ApproveCampaign(t->id(), {"alice", false});
   EXPECT_EQ(self.status().code(), absl::StatusCode::kPermissionDenied);
-  auto ok = OnExec<absl::StatusOr<v1::Campaign>>([&] {
-    v1::ChangeActionRequest r;
-    r.set_id(t->id());
-    return manager_->campaigns().Approve(r, Identity{"bob", false});
-  });
+  auto ok = ApproveCampaign(t->id(), {"bob", false});
   ASSERT_TRUE(ok.ok());
   EXPECT_EQ(ok->state(), v1::Campaign::RUNNING);
   v1::Campaign now;
   for (int i = 0; i < 400; ++i) {
     Run(1);
-    now = *OnExec<absl::StatusOr<v1::Campaign>>([&] { return manager_->campaigns().Get(t->id()); });
+    now = GetCampaign(t->id());
     if (now.state() != v1::Campaign::RUNNING) break;
     // Only canary hosts ever run a trial's values.
     for (const std::string& h : hosts_) {
