@@ -4,7 +4,8 @@ bash with `set -euo pipefail`, from the source tree, against the binaries of BUI
 
 The controller listens on a loopback port picked here (PORT); the commands' own trap is not
 relied on: on any exit this runner's trap kills the processes whose pid files the commands
-wrote into their $Q directory (and only those), then prints the end of their logs on failure.
+wrote into their $Q directory (and only those), then prints the end of their logs on failure,
+or removes $Q after a pass.
 
 usage: quickstart_test.py SOURCE_DIR BUILD_DIR
 """
@@ -29,6 +30,9 @@ quickstart_cleanup() {
       for log in "$Q"/*.log; do
         [ -f "$log" ] && { echo "--- last lines of $log"; tail -n 25 "$log"; }
       done
+    else
+      sleep 1  # the stopped processes release their files
+      rm -rf "$Q"
     fi
   fi
   exit "$rc"
