@@ -31,7 +31,7 @@ quickstart_cleanup() {
         [ -f "$log" ] && { echo "--- last lines of $log"; tail -n 25 "$log"; }
       done
     else
-      sleep 1  # the stopped processes release their files
+      wait 2>/dev/null || true  # the stopped processes (children of this shell) have exited
       rm -rf "$Q"
     fi
   fi
