@@ -75,16 +75,18 @@ TEST(FabricsimTlsTest, EverySimulatedAgentConnectsWithItsOwnCertificate) {
       "json"};
   std::string out;
   int connected = 0;
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (absl::Now() < deadline && fabric.Running()) {
-    ASSERT_EQ(RunCommand(BuiltBinary("cli/rocetunectl"), ctl, &out), 0) << out;
-    connected = 0;
-    for (absl::string_view l : absl::StrSplit(out, '\n')) {
-      connected += absl::StrContains(l, "HOST_CONNECTED") ? 1 : 0;
-    }
-    if (connected == kHosts) break;
-    absl::SleepFor(absl::Milliseconds(200));
-  }
+  ::rocetune::testing::Eventually(
+      [&] {
+        if (!fabric.Running() || RunCommand(BuiltBinary("cli/rocetunectl"), ctl, &out) != 0) {
+          return true;  // checked below, with the logs
+        }
+        connected = 0;
+        for (absl::string_view l : absl::StrSplit(out, '\n')) {
+          connected += absl::StrContains(l, "HOST_CONNECTED") ? 1 : 0;
+        }
+        return connected == kHosts;
+      },
+      absl::Seconds(30), absl::Milliseconds(200));
   EXPECT_EQ(connected, kHosts) << out << fabric.Log() << controller.Log();
   EXPECT_TRUE(fabric.Running()) << fabric.Log();
   // With TLS files the controller serves TLS only (the launcher's
