@@ -42,11 +42,20 @@ constexpr uint64_t kP999SampleFactor = 10;
 // kInterimShare of its alpha is split evenly over the interim looks and the
 // rest is spent at the final look (Haybittle-Peto style).
 constexpr double kP99Share = 0.6;
-constexpr double kP999Share = 0.2;
+constexpr double kP999Share = 0.1;
+constexpr double kLossShare = 0.1;  // the canary's excess probe loss (FAIL "probe_loss")
 constexpr double kConstraintShare = 0.2;
 constexpr double kInterimShare = 1.0 / 3;
+// Looks after the final one (a HOLD at the final look goes on until the HOLD
+// limit): they spend kExtensionShare of every metric's alpha and of the PASS
+// error, half of what is left at each (1/2, 1/4, ... of it), so no number of
+// hold looks spends more than the budget.
+constexpr double kExtensionShare = 1.0 / 6;
 
-constexpr double kPassUcbLevel = 0.95;  // one-sided level of the PASS width rule
+// The PASS width rule's error over all looks that may PASS (the final look and
+// the hold looks after it): the chance of a PASS while the p99 ratio is
+// 1 + pass_max_ucb_regression or worse.
+constexpr double kPassAlpha = 0.05;
 constexpr double kGroupCiConfidence = 0.95;
 // Stability: HOLD (never PASS) when the control group's own mean before/after
 // shift of ln p99 exceeds this (a fleet incident; DiD assumes parallel trends).
@@ -92,6 +101,9 @@ struct Settings {
   bool planned = false;     // 1 <= look <= looks
   bool extended = false;    // look > looks: a HOLD at the final look goes on
   bool final_look = false;  // look >= looks: PASS may be decided
+  // The one-sided error of the PASS width bound at this look (kPassAlpha
+  // spent over the final look and the hold looks after it; 0 before).
+  double pass_alpha = 0;
 };
 
 }  // namespace
@@ -101,6 +113,12 @@ uint32_t MinRackPairs(const v1::Guard& g) {
 }
 
 namespace {
+
+// The share of a budget hold look `look - looks` spends: kExtensionShare x
+// 2^-(look - looks).
+double HoldLookShare(const Settings& s) {
+  return kExtensionShare * std::ldexp(1.0, -static_cast<int>(std::min(s.look - s.looks, 60u)));
+}
 
 Settings Resolve(const JudgeConfig& config) {
   const v1::Guard& g = config.guard;
@@ -118,14 +136,21 @@ Settings Resolve(const JudgeConfig& config) {
   s.planned = s.look >= 1 && s.look <= s.looks;
   s.extended = s.look > s.looks;
   s.final_look = s.look >= s.looks;
+  s.pass_alpha = !s.final_look ? 0
+                 : s.extended  ? kPassAlpha * HoldLookShare(s)
+                               : kPassAlpha * (1 - kExtensionShare);
   return s;
 }
 
-// The alpha a metric with total alpha `metric_alpha` spends at this look.
+// The alpha a metric with total alpha `metric_alpha` spends at this look:
+// kInterimShare over the interim looks (evenly), kExtensionShare over the hold
+// looks after the final one (halving), the rest at the final look. Look 0
+// spends nothing. Summed over any number of looks: at most metric_alpha.
 double AlphaAtLook(double metric_alpha, const Settings& s) {
-  if (!s.planned) return 0;
-  if (s.looks == 1) return metric_alpha;
-  if (s.final_look) return metric_alpha * (1 - kInterimShare);
+  if (s.look < 1) return 0;
+  if (s.extended) return metric_alpha * HoldLookShare(s);
+  const double interim = s.looks > 1 ? kInterimShare : 0;
+  if (s.final_look) return metric_alpha * (1 - interim - kExtensionShare);
   return metric_alpha * kInterimShare / (s.looks - 1);
 }
 
@@ -330,7 +355,8 @@ struct DidResult {
   double alpha = 0;
   bool reject = false;
   double fail_bound = kNaN;   // natural log scale, the one-sided (1 - alpha) bound tested
-  double width_bound = kNaN;  // natural log scale, the one-sided 95% bound on the other side
+  double width_bound = kNaN;  // natural log scale, the one-sided bound on the other side
+  double pass_alpha = 0.05;   // its error (Settings::pass_alpha; 0.05 before the final look)
 };
 
 // Fills t, p, reject and the bounds of `res` from its mean, the standard
@@ -353,7 +379,7 @@ void FinishTTest(double se, double sign, double threshold_log, DidResult* res) {
         sign * (sign * res->mean - stats::StudentTQuantile(1 - res->alpha, res->df) * se);
   }
   res->width_bound =
-      sign * (sign * res->mean + stats::StudentTQuantile(kPassUcbLevel, res->df) * se);
+      sign * (sign * res->mean + stats::StudentTQuantile(1 - res->pass_alpha, res->df) * se);
 }
 
 double Mean(const std::vector<double>& x) {
@@ -370,11 +396,12 @@ double SumSquares(const std::vector<double>& x, double mean) {
 
 // Within-rack: a one-sample t test of the per-rack-pair differences d
 // (df = R - 1).
-DidResult TestPaired(const std::vector<double>& d, double sign, double threshold_log,
-                     double alpha) {
+DidResult TestPaired(const std::vector<double>& d, double sign, double threshold_log, double alpha,
+                     double pass_alpha) {
   DidResult res;
   res.r = static_cast<int>(d.size());
   res.alpha = alpha;
+  res.pass_alpha = pass_alpha;
   if (res.r < 2) return res;
   res.mean = Mean(d);
   res.sd = std::sqrt(SumSquares(d, res.mean) / (res.r - 1));
@@ -386,12 +413,13 @@ DidResult TestPaired(const std::vector<double>& d, double sign, double threshold
 // Rack-level: a pooled two-sample t test of the canary racks' shifts against
 // the control racks' (df = Rc + Rk - 2; the variance comes from the racks).
 DidResult TestRackLevel(const std::vector<double>& canary, const std::vector<double>& control,
-                        double sign, double threshold_log, double alpha) {
+                        double sign, double threshold_log, double alpha, double pass_alpha) {
   DidResult res;
   const int rc = static_cast<int>(canary.size());
   const int rk = static_cast<int>(control.size());
   res.r = rc + rk;
   res.alpha = alpha;
+  res.pass_alpha = pass_alpha;
   if (rc < 1 || rk < 1 || rc + rk < 3) return res;
   const double mc = Mean(canary);
   const double mk = Mean(control);
@@ -402,9 +430,15 @@ DidResult TestRackLevel(const std::vector<double>& canary, const std::vector<dou
   return res;
 }
 
-DidResult TestContrast(const Contrast& c, double sign, double threshold_log, double alpha) {
-  if (c.design == Design::kWithinRack) return TestPaired(c.d, sign, threshold_log, alpha);
-  return TestRackLevel(c.canary, c.control, sign, threshold_log, alpha);
+// pass_alpha: the error of the width bound (Settings::pass_alpha at the looks
+// that may PASS, 0.05 at the others, where it is only reported).
+DidResult TestContrast(const Contrast& c, double sign, double threshold_log, double alpha,
+                       double pass_alpha) {
+  if (pass_alpha <= 0) pass_alpha = kPassAlpha;
+  if (c.design == Design::kWithinRack) {
+    return TestPaired(c.d, sign, threshold_log, alpha, pass_alpha);
+  }
+  return TestRackLevel(c.canary, c.control, sign, threshold_log, alpha, pass_alpha);
 }
 
 // Exact one-sided sign-flip p value of mean(d) > threshold_log (2^R patterns).
@@ -480,7 +514,7 @@ void FillEvidence(const DidResult& res, double sign, v1::MetricEvidence* ev) {
   ev->set_p_value(res.p);
   ev->set_ratio(std::exp(res.mean));
   // ratio_lower / ratio_upper: the one-sided (1 - alpha) bound the FAIL test
-  // uses on the bad side, the one-sided 95% bound on the good side.
+  // uses on the bad side, the one-sided (1 - pass_alpha) bound on the good side.
   double bad = std::isnan(res.fail_bound) ? 0 : std::exp(res.fail_bound);
   double good = std::exp(res.width_bound);
   if (sign > 0) {
@@ -629,6 +663,7 @@ class LookJudge {
   void FormRacks();
   void HardGuards();
   void ProbeLoss();
+  void TestProbeLoss();
   void LatencyP99();
   void LatencyP999();
   double ConstraintAlpha() const;
@@ -817,6 +852,7 @@ void LookJudge::ProbeLoss() {
   for (int g = 0; g < 2; ++g) {
     rate[g] = sent[g] == 0 ? 0 : static_cast<double>(lost[g]) / static_cast<double>(sent[g]);
   }
+  TestProbeLoss();
   if (!lossy_host.empty()) {
     holds_.push_back({v1::Verdict::HOLD, "probe_loss",
                       absl::StrFormat("HOLD: canary host %s lost %.1f%% of its probes since the "
@@ -831,6 +867,64 @@ void LookJudge::ProbeLoss() {
   }
 }
 
+// Probe loss as a regression: the per-rack contrast of each host's loss share
+// (after - before, canary against control, in the look's design), over every
+// host given with probes sent in both periods (a host lossy enough to be
+// dropped from the latency tests counts here), tested one-sided against
+// kMaxExcessCanaryLoss (absolute share) at the loss alpha. Rejects: FAIL
+// "probe_loss". Evidence "probe_loss_did" (mean: the excess share; ratio
+// fields unused).
+void LookJudge::TestProbeLoss() {
+  std::vector<HostRow> rows;
+  rows.reserve(order_.size());
+  for (const HostInput* h : order_) {
+    if (h->host_id.empty() || h->rack.empty() || h->before.probes_sent == 0 ||
+        h->after.probes_sent == 0) {
+      continue;
+    }
+    HostRow r;
+    r.in = h;
+    rows.push_back(r);
+  }
+  std::map<std::string, Rack> racks;
+  for (const HostRow& r : rows) {
+    Rack& rack = racks[r.in->rack];
+    (r.in->canary ? rack.canary : rack.control).push_back(&r);
+  }
+  const Contrast c = MakeContrast(design_, racks, [](const HostRow& h, int p) {
+    return LossRate(p == 0 ? h.in->before : h.in->after);
+  });
+  const bool enough = Enough(c, s_);
+  const double alpha = enough ? AlphaAtLook(kLossShare * s_.alpha_total, s_) : 0;
+  const DidResult r = TestContrast(c, 1, kMaxExcessCanaryLoss, alpha, s_.pass_alpha);
+  v1::MetricEvidence* ev = v_.add_metrics();
+  ev->set_metric(std::string(kProbeLossEvidence));
+  ev->set_rack_pairs(static_cast<uint32_t>(r.r));
+  ev->set_alpha(r.alpha);
+  if (r.r >= 2) {
+    ev->set_mean(r.mean);
+    ev->set_sd(r.sd);
+    ev->set_t(r.t);
+    ev->set_p_value(r.p);
+  }
+  ev->set_note(absl::StrFormat(
+      "%s; canary loss share minus control's, after minus before; FAIL when significantly above "
+      "%.3g",
+      DesignNote(c), kMaxExcessCanaryLoss));
+  if (!enough) {
+    ev->set_outcome("not_evaluated");
+  } else if (r.reject) {
+    ev->set_outcome("fail");
+    fails_.push_back(
+        {v1::Verdict::FAIL, "probe_loss",
+         absl::StrFormat("FAIL: the canary lost %.2f%% more of its probes than control since the "
+                         "change (over %s; more than %.1f%% with p %.3g < alpha %.3g).",
+                         r.mean * 100, UnitsText(c), kMaxExcessCanaryLoss * 100, r.p, r.alpha)});
+  } else {
+    ev->set_outcome(s_.final_look ? "pass" : "hold");
+  }
+}
+
 // --- Latency tests: p99, the one that can PASS a change.
 void LookJudge::LatencyP99() {
   c99_ = MakeContrast(design_, racks_, [](const HostRow& h, int p) { return h.ln_p99[p]; });
@@ -839,7 +933,7 @@ void LookJudge::LatencyP99() {
   v1::MetricEvidence* ev99 = v_.add_metrics();
   ev99->set_metric(std::string(kP99Evidence));
   const bool p99_enough = Enough(c99_, s_);
-  r99_ = TestContrast(c99_, 1, tol_log, p99_enough ? alpha99 : 0);
+  r99_ = TestContrast(c99_, 1, tol_log, p99_enough ? alpha99 : 0, s_.pass_alpha);
   FillEvidence(r99_, 1, ev99);
   ev99->set_alpha(r99_.alpha);
   if (!p99_enough) {
@@ -855,8 +949,9 @@ void LookJudge::LatencyP99() {
   p99_width_ok_ = std::exp(r99_.width_bound) < 1 + s_.pass_max_ucb_regression;
   std::string note = absl::StrFormat(
       "%s; ratio_lower: one-sided %.4g bound (FAIL when above %.4g); ratio_upper: one-sided "
-      "95%% bound (PASS needs below %.4g)",
-      DesignNote(c99_), 1 - r99_.alpha, 1 + s_.tolerance, 1 + s_.pass_max_ucb_regression);
+      "%.4g bound (PASS needs below %.4g)",
+      DesignNote(c99_), 1 - r99_.alpha, 1 + s_.tolerance, 1 - r99_.pass_alpha,
+      1 + s_.pass_max_ucb_regression);
   note += ExactCheckNote(c99_, tol_log);
   ev99->set_note(note);
   if (r99_.reject) {
@@ -884,7 +979,7 @@ void LookJudge::LatencyP999() {
   v1::MetricEvidence* ev999 = v_.add_metrics();
   ev999->set_metric(std::string(kP999Evidence));
   if (!Enough(c999, s_)) {
-    DidResult none = TestPaired({}, 1, tol_log, 0);
+    DidResult none = TestPaired({}, 1, tol_log, 0, kPassAlpha);
     FillEvidence(none, 1, ev999);
     ev999->set_rack_pairs(static_cast<uint32_t>(Units(c999)));
     ev999->set_outcome("not_evaluated");
@@ -893,11 +988,11 @@ void LookJudge::LatencyP999() {
                                     kP999SampleFactor * s_.min_samples, NeededText(design_, s_)));
     return;
   }
-  DidResult r999 = TestContrast(c999, 1, tol_log, alpha999);
+  DidResult r999 = TestContrast(c999, 1, tol_log, alpha999, s_.pass_alpha);
   FillEvidence(r999, 1, ev999);
   ev999->set_note(
-      absl::StrFormat("%s; ratio_lower: one-sided %.4g bound; ratio_upper: one-sided 95%%",
-                      DesignNote(c999), 1 - r999.alpha));
+      absl::StrFormat("%s; ratio_lower: one-sided %.4g bound; ratio_upper: one-sided %.4g",
+                      DesignNote(c999), 1 - r999.alpha, 1 - r999.pass_alpha));
   if (r999.reject) {
     ev999->set_outcome("fail");
     fails_.push_back(
@@ -943,7 +1038,8 @@ void LookJudge::TestConstraint(const v1::Constraint& c, double alpha) {
     return GuardLogValue(kind, p == 0 ? h.in->before : h.in->after);
   });
   const bool enough = Enough(cc, s_);
-  DidResult r = TestContrast(cc, sign, std::log(std::max(1.0, worse_ratio)), enough ? alpha : 0);
+  DidResult r = TestContrast(cc, sign, std::log(std::max(1.0, worse_ratio)), enough ? alpha : 0,
+                             s_.pass_alpha);
   FillEvidence(r, sign, ev);
   // Canary group means in the after period, and the control's, for the floor
   // and the absolute bounds.
@@ -1040,15 +1136,15 @@ void LookJudge::Decide() {
                          s_.look, s_.looks, Percent(std::exp(r99_.mean)))};
   } else if (!p99_width_ok_) {
     d = {v1::Verdict::HOLD, "p99_ucb_too_wide",
-         absl::StrFormat("HOLD: no regression shown, but the p99 ratio's 95%% upper bound %s does "
+         absl::StrFormat("HOLD: no regression shown, but the p99 ratio's %.4g upper bound %s does "
                          "not rule out %s.",
-                         Percent(std::exp(r99_.width_bound)),
+                         1 - r99_.pass_alpha, Percent(std::exp(r99_.width_bound)),
                          Percent(1 + s_.pass_max_ucb_regression))};
   } else {
     d = {v1::Verdict::PASS, "p99_did_t_test",
          absl::StrFormat("PASS: canary p99 RTT changed %s relative to control over %s "
-                         "(95%% upper bound %s, below %s).",
-                         Percent(std::exp(r99_.mean)), UnitsText(c99_),
+                         "(%.4g upper bound %s, below %s).",
+                         Percent(std::exp(r99_.mean)), UnitsText(c99_), 1 - r99_.pass_alpha,
                          Percent(std::exp(r99_.width_bound)),
                          Percent(1 + s_.pass_max_ucb_regression))};
   }
@@ -1074,42 +1170,77 @@ const v1::MetricEvidence* FindEvidence(const v1::Verdict& v, absl::string_view m
   return nullptr;
 }
 
-void AddCanaryOwnShift(const std::vector<HostInput>& hosts, v1::Verdict* v) {
-  // The canary's own before/after change in p99, beside the DiD: a tuning
-  // trial's objective. Canary and control share the fabric, so a change on
-  // canary senders also moves the queues control hosts cross; the DiD
-  // subtracts that part, which a fleet-wide promotion would get.
+namespace {
+
+// Mean over the hosts of one group (canary or control) with
+// kCanaryOwnShiftMinProbes in both periods of ln p99 after - ln p99 before;
+// nullopt when no host has.
+std::optional<std::pair<double, int>> OwnShift(const std::vector<HostInput>& hosts, bool canary) {
   double sum = 0;
   int n = 0;
   for (const HostInput& in : hosts) {
-    if (!in.canary || in.before.rtt.count() < kCanaryOwnShiftMinProbes ||
+    if (in.canary != canary || in.before.rtt.count() < kCanaryOwnShiftMinProbes ||
         in.after.rtt.count() < kCanaryOwnShiftMinProbes) {
       continue;
     }
     sum += std::log(in.after.rtt.Quantile(0.99)) - std::log(in.before.rtt.Quantile(0.99));
     ++n;
   }
-  if (n == 0) return;
+  if (n == 0) return std::nullopt;
+  return std::make_pair(sum / n, n);
+}
+
+v1::MetricEvidence* AddOwnShiftEvidence(absl::string_view metric, const char* group,
+                                        std::pair<double, int> shift, v1::Verdict* v) {
   v1::MetricEvidence* m = v->add_metrics();
-  m->set_metric(std::string(kCanaryOwnShiftEvidence));
+  m->set_metric(std::string(metric));
   m->set_outcome("info");
-  m->set_mean(sum / n);
-  m->set_ratio(std::exp(sum / n));
-  m->set_note(absl::StrCat("mean over ", n, " canary hosts of ln p99 after - ln p99 before"));
+  m->set_mean(shift.first);
+  m->set_ratio(std::exp(shift.first));
+  m->set_note(absl::StrCat("mean over ", shift.second, " ", group,
+                           " hosts of ln p99 after - ln p99 before"));
+  return m;
+}
+
+}  // namespace
+
+void AddCanaryOwnShift(const std::vector<HostInput>& hosts, v1::Verdict* v) {
+  // The canary's own before/after change in p99, beside the DiD: a tuning
+  // trial's objective. Canary and control share the fabric, so a change on
+  // canary senders also moves the queues control hosts cross; the DiD
+  // subtracts that part, which a fleet-wide promotion would get.
+  const std::optional<std::pair<double, int>> canary = OwnShift(hosts, true);
+  if (!canary) return;
+  const double canary_ratio =
+      AddOwnShiftEvidence(kCanaryOwnShiftEvidence, "canary", *canary, v)->ratio();
+  const std::optional<std::pair<double, int>> control = OwnShift(hosts, false);
+  const double control_ratio =
+      control ? AddOwnShiftEvidence(kControlOwnShiftEvidence, "control", *control, v)->ratio()
+              : kNaN;
   // In a shared fabric a bad change on canary senders fills the queues control
   // hosts cross too, so the judge sees control move with the canary and holds
-  // ("control_shift"). When the canary's own p99 rose as much as control's
-  // shift that triggers the HOLD, the change is the likely cause: fail it
-  // rather than wait out the HOLD limit.
-  if (v->outcome() == v1::Verdict::HOLD && v->rule() == "control_shift" &&
-      m->ratio() >= kControlShiftRatio) {
-    v->set_outcome(v1::Verdict::FAIL);
-    v->set_rule("fabric_regression");
-    v->set_summary(absl::StrFormat(
-        "FAIL: canary p99 rose %+.0f%% over its own baseline right after the change, and control "
-        "rose with it (%s): in a shared fabric the change is the likely cause",
-        100 * (m->ratio() - 1), v->summary()));
+  // ("control_shift"). When the canary's own p99 rose by kControlShiftRatio
+  // and clearly more than control's (kFabricRegressionExcessRatio), the change
+  // is the likely cause: fail it rather than wait out the HOLD limit. When
+  // control rose about as much (a fleet incident moves both), it stays HOLD.
+  if (v->outcome() != v1::Verdict::HOLD || v->rule() != "control_shift" ||
+      canary_ratio < kControlShiftRatio) {
+    return;
   }
+  if (std::isnan(control_ratio) || canary_ratio < kFabricRegressionExcessRatio * control_ratio) {
+    v->set_summary(absl::StrFormat(
+        "%s The canary's own p99 rose %+.0f%% and control's %s: no more than a fleet-wide move.",
+        v->summary(), 100 * (canary_ratio - 1),
+        std::isnan(control_ratio) ? std::string("was not measured")
+                                  : absl::StrFormat("%+.0f%%", 100 * (control_ratio - 1))));
+    return;
+  }
+  v->set_outcome(v1::Verdict::FAIL);
+  v->set_rule("fabric_regression");
+  v->set_summary(absl::StrFormat(
+      "FAIL: canary p99 rose %+.0f%% over its own baseline right after the change, control %+.0f%% "
+      "(%s): in a shared fabric the change is the likely cause",
+      100 * (canary_ratio - 1), 100 * (control_ratio - 1), v->summary()));
 }
 
 }  // namespace rocetune::controller
