@@ -615,6 +615,35 @@ std::string ConstraintPointExceeded(const v1::Verdict& v,
 
 namespace {
 
+// HardLimitBreaches over hosts already in id order.
+std::vector<HardLimitBreach> Breaches(const std::vector<const HostInput*>& order,
+                                      const v1::Guard& guard) {
+  std::vector<HardLimitBreach> out;
+  const double max_pause = guard.max_pfc_pause_ratio();
+  for (const HostInput* h : order) {
+    const double pause = WorstPauseRatio(h->after);
+    if (max_pause > 0 && pause > max_pause) {
+      out.push_back({"guard:pfc_pause_ratio",
+                     absl::StrFormat("FAIL: changed host %s paused %.4g of the time since the "
+                                     "change, above the hard limit %.4g.",
+                                     h->host_id, pause, max_pause)});
+      break;
+    }
+  }
+  const double max_retx = guard.max_retransmits_per_second();
+  for (const HostInput* h : order) {
+    const double retx = GuardValue(GuardKind::kRetransmits, h->after);
+    if (max_retx > 0 && retx > max_retx) {
+      out.push_back({"guard:retransmits_per_second",
+                     absl::StrFormat("FAIL: changed host %s retransmitted %.4g/s since the change, "
+                                     "above the hard limit %.4g/s.",
+                                     h->host_id, retx, max_retx)});
+      break;
+    }
+  }
+  return out;
+}
+
 // One look's verdict, built by the stages docs/judge.md names, in order:
 // admit, design, racks (with the group evidence), hard guards, probe loss,
 // latency tests (p99, p999), constraints, control stability, decide. Each
@@ -806,31 +835,12 @@ void LookJudge::HardGuards() {
                       config_.guard_event_detail.empty() ? "" : " (", config_.guard_event_detail,
                       config_.guard_event_detail.empty() ? "" : ")", ".")});
   }
-  const double max_pause = config_.guard.max_pfc_pause_ratio();
-  const double max_retx = config_.guard.max_retransmits_per_second();
+  std::vector<const HostInput*> canary;
   for (const HostInput* h : order_) {
-    if (!h->canary) continue;
-    double pause = WorstPauseRatio(h->after);
-    if (max_pause > 0 && pause > max_pause) {
-      fails_.push_back(
-          {v1::Verdict::FAIL, "guard:pfc_pause_ratio",
-           absl::StrFormat("FAIL: canary host %s paused %.4g of the time since the change, above "
-                           "the hard limit %.4g.",
-                           h->host_id, pause, max_pause)});
-      break;
-    }
+    if (h->canary) canary.push_back(h);
   }
-  for (const HostInput* h : order_) {
-    if (!h->canary) continue;
-    double retx = GuardValue(GuardKind::kRetransmits, h->after);
-    if (max_retx > 0 && retx > max_retx) {
-      fails_.push_back(
-          {v1::Verdict::FAIL, "guard:retransmits_per_second",
-           absl::StrFormat("FAIL: canary host %s retransmitted %.4g/s since the change, above the "
-                           "hard limit %.4g/s.",
-                           h->host_id, retx, max_retx)});
-      break;
-    }
+  for (HardLimitBreach& b : Breaches(canary, config_.guard)) {
+    fails_.push_back({v1::Verdict::FAIL, std::move(b.rule), std::move(b.summary)});
   }
 }
 
@@ -1154,6 +1164,15 @@ void LookJudge::Decide() {
 }
 
 }  // namespace
+
+std::vector<HardLimitBreach> HardLimitBreaches(const std::vector<HostInput>& hosts,
+                                               const v1::Guard& guard) {
+  std::vector<const HostInput*> order;
+  for (const HostInput& h : hosts) order.push_back(&h);
+  std::stable_sort(order.begin(), order.end(),
+                   [](const HostInput* a, const HostInput* b) { return a->host_id < b->host_id; });
+  return Breaches(order, guard);
+}
 
 v1::Verdict Judge(const std::vector<HostInput>& hosts, const JudgeConfig& config) {
   return LookJudge(hosts, config).Run();

@@ -105,6 +105,19 @@ struct JudgeConfig {
 // described in README.md next to this header.
 v1::Verdict Judge(const std::vector<HostInput>& hosts, const JudgeConfig& config);
 
+// The policy's hard limits (guard.max_pfc_pause_ratio,
+// guard.max_retransmits_per_second; 0 = none) over the `after` periods of
+// `hosts` (hosts the change runs on; no control, no statistics): per limit,
+// the first host by id above it, as rule "guard:<metric>" and a FAIL summary
+// naming the host and both figures. The judge applies them to its canary
+// hosts; the step evaluator to every changed host when no control is left.
+struct HardLimitBreach {
+  std::string rule;
+  std::string summary;
+};
+std::vector<HardLimitBreach> HardLimitBreaches(const std::vector<HostInput>& hosts,
+                                               const v1::Guard& guard);
+
 // The racks (units of evidence) a verdict needs at least under `guard`: its
 // min_rack_pairs, else the default, and never fewer than 2. Rack pairs in
 // the within-rack design; canary plus control racks in the rack-level one.

@@ -224,6 +224,40 @@ v1::Verdict FleetGuard(const FleetPeriod& baseline_period, const FleetPeriod& no
     if (fail && failed.empty()) failed = figures;
     if (!fail) absl::StrAppend(&passed, passed.empty() ? "" : "; ", g.metric, " ", ratio);
   }
+  // The constraints' absolute bounds, on the fleet's mean since the change:
+  // a bound the fleet met before the change and breaks now. (The judge checks
+  // them canary against control; at the last stage no control is left.)
+  std::string bound;
+  for (const v1::Constraint& c : config.constraints) {
+    const Kind kind = KindOf(c.metric());
+    if (kind == Kind::kUnknown || (!c.has_min() && !c.has_max()) || !bound.empty()) continue;
+    double base = 0, cur = 0;
+    for (size_t i = 0; i < before.size(); ++i) {
+      base += Value(kind, *before[i]);
+      cur += Value(kind, *after[i]);
+    }
+    base /= n;
+    cur /= n;
+    auto violates = [&c](double x) {
+      return (c.has_max() && x > c.max()) || (c.has_min() && x < c.min());
+    };
+    if (violates(cur) && !violates(base)) {
+      bound = absl::StrFormat(
+          "fleet %s per host: %.4g since the change, outside the policy's bounds [%s, %s], "
+          "%.4g before it (%d hosts)",
+          c.metric(), cur, c.has_min() ? absl::StrFormat("%g", c.min()) : "-",
+          c.has_max() ? absl::StrFormat("%g", c.max()) : "-", base, static_cast<int>(n));
+    }
+  }
+  if (failed.empty() && !bound.empty()) {
+    v.set_outcome(v1::Verdict::FAIL);
+    v.set_rule("fleet_constraint_bound");
+    v.set_summary(
+        absl::StrCat("FAIL: the fleet left a constraint's bounds since the change started "
+                     "(same hosts before and after, no control needed): ",
+                     bound));
+    return v;
+  }
   // A lost constraint is named first; the p99 is checked when none is.
   const std::string p99 =
       failed.empty() ? CheckP99(baseline_period.rtt, now_period.rtt, config, &v) : "";

@@ -1066,8 +1066,8 @@ void RolloutManager::Drive(v1::Change* c) {
     return;
   }
   step.last_look = due;
-  // Looks past the plan (a HOLD at the final look) are not charged to the
-  // alpha budget: the judge can only HOLD on them, and the HOLD limit aborts.
+  // Looks past the plan (a HOLD at the final look) spend the judge's hold-look
+  // share of alpha (a halving tail); the HOLD limit aborts.
   StepLook look;
   look.change = c;
   look.policy = policy;

@@ -63,7 +63,8 @@ RollbackReason RollbackReasonForRule(const std::string& rule) {
   if (rule == "nack") return RollbackReason::kNack;
   if (rule == "local_guard") return RollbackReason::kGuard;
   if (rule == "fabric_regression") return RollbackReason::kFabricRegression;
-  if (rule == "fleet_constraint" || rule == "fleet_p99") return RollbackReason::kFleetGuard;
+  if (rule == "fleet_constraint" || rule == "fleet_p99" || rule == "fleet_constraint_bound")
+    return RollbackReason::kFleetGuard;
   return RollbackReason::kJudgeFail;
 }
 

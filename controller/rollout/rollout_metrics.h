@@ -32,7 +32,8 @@ enum class RollbackReason {
 // "fleet_guard".
 const char* RollbackReasonName(RollbackReason reason);
 // The reason for a FAIL verdict's rule: "nack", "local_guard",
-// "fabric_regression", "fleet_constraint" and "fleet_p99" (both "fleet_guard"); any
+// "fabric_regression", "fleet_constraint", "fleet_constraint_bound" and "fleet_p99" (all
+// "fleet_guard"); any
 // other rule is a judge FAIL.
 RollbackReason RollbackReasonForRule(const std::string& rule);
 

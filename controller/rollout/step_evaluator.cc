@@ -43,6 +43,9 @@ std::vector<v1::Verdict> StepEvaluator::Look(const StepLook& in) const {
   const bool final = in.look >= in.looks;
   if (HasControl(*in.change)) {
     out.push_back(Experiment(in));
+  } else if (std::optional<v1::Verdict> breach = HardLimits(in)) {
+    out.push_back(std::move(*breach));
+    return out;
   } else if (final) {
     out.push_back(NoControlLeft(in));
   } else {
@@ -145,9 +148,45 @@ v1::Verdict StepEvaluator::Experiment(const StepLook& in) const {
   return v;
 }
 
+std::optional<v1::Verdict> StepEvaluator::HardLimits(const StepLook& in) const {
+  const v1::Change& c = *in.change;
+  const uint32_t stage = StageOf(c);
+  const absl::Time to = CompleteUntil(in.now);
+  if (to <= in.after_start) return std::nullopt;
+  const int expected =
+      static_cast<int>(telemetry_->WindowIndex(to) - telemetry_->WindowIndex(in.after_start));
+  std::vector<HostInput> changed;
+  for (const v1::HostTarget& h : c.hosts()) {
+    if (!RunsChangeAt(h, stage) || IsSwitchTarget(h)) continue;
+    std::shared_ptr<HostTelemetry> t = telemetry_->Find(h.host_id());
+    if (t == nullptr) continue;
+    HostInput host;
+    host.host_id = h.host_id();
+    host.rack = h.rack();
+    host.canary = true;
+    host.after = ToHostPeriod(t->Aggregate(in.after_start, to, in.policy.objective().peer_class()),
+                              std::max(1, expected));
+    changed.push_back(std::move(host));
+  }
+  std::vector<HardLimitBreach> breaches = HardLimitBreaches(changed, in.policy.guard());
+  if (breaches.empty()) return std::nullopt;
+  v1::Verdict v;
+  v.set_outcome(v1::Verdict::FAIL);
+  v.set_unix_nanos(absl::ToUnixNanos(in.now));
+  v.set_stage(stage);
+  v.set_look(in.look);
+  v.set_looks(in.looks);
+  v.set_rule(breaches.front().rule);
+  v.set_summary(absl::StrCat(breaches.front().summary,
+                             " (no control left at this stage: the policy's hard limits judge "
+                             "every changed host)"));
+  return v;
+}
+
 v1::Verdict StepEvaluator::NoControlLeft(const StepLook& in) const {
-  // The last stage leaves no control: only the hard guards (events, as they
-  // arrive) and the fleet guard judge it.
+  // The last stage leaves no control: the hard limits (HardLimits, at every
+  // look), the agents' guard events (as they arrive) and the fleet guard judge
+  // it.
   v1::Verdict v;
   v.set_outcome(v1::Verdict::PASS);
   v.set_unix_nanos(absl::ToUnixNanos(in.now));

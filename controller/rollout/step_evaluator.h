@@ -40,9 +40,10 @@ struct StepLook {
 //  1. the experiment: the judge over canary and control (controller/judge:
 //     admit, design, contrasts, hard guards, latency tests, constraints,
 //     decide), then the canary's own shift ("fabric_regression" turns a HOLD
-//     whose control moved as much into FAIL); or, when the step leaves no
-//     host unchanged, "no_control_left": a PASS at the final look, nothing
-//     before it;
+//     whose control moved less into FAIL); or, when the step leaves no
+//     host unchanged, the policy's hard limits over every changed host at
+//     every look (FAIL "guard:<metric>", HardLimitBreaches), else
+//     "no_control_left": a PASS at the final look, nothing before it;
 //  2. at the final look of a PASS of a change (trials excepted): the fleet
 //     guard over every host of the change against its fleet baseline; its
 //     figures join the PASS, or its HOLD / FAIL follows it;
@@ -91,6 +92,9 @@ class StepEvaluator {
  private:
   v1::Verdict Experiment(const StepLook& in) const;
   v1::Verdict NoControlLeft(const StepLook& in) const;
+  // No control left: a FAIL when a changed host breached a hard limit since
+  // the step started.
+  std::optional<v1::Verdict> HardLimits(const StepLook& in) const;
   v1::Verdict Fleet(const StepLook& in) const;
   // Rule 3: "" when every changed host confirms, else why not, host by host.
   std::string Unconfirmed(const StepLook& in) const;

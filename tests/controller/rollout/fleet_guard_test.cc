@@ -99,6 +99,33 @@ TEST(FleetGuardTest, CountsFailOnlyAboveTheirFloor) {
             v1::Verdict::FAIL);
 }
 
+// Issue 25: a constraint's absolute bounds hold at every stage, the last
+// included (no control left there, so the judge cannot check them): the
+// fleet leaving a bound it met before the change FAILs; a bound the fleet
+// already broke before does not.
+TEST(FleetGuardTest, AConstraintBoundTheFleetMetBeforeAndBreaksNowFails) {
+  FleetGuardConfig cfg;
+  v1::Constraint floor = Constraint("throughput_gbps", 0);
+  floor.set_min(9);
+  cfg.constraints = {floor};
+  // 10 -> 8.8 Gb/s: within the ratio tolerance (0.9 / 1.1), below the floor.
+  v1::Verdict v = FleetGuard(Fleet(8, 10), Fleet(8, 8.8), 8, cfg);
+  EXPECT_EQ(v.outcome(), v1::Verdict::FAIL) << v.summary();
+  EXPECT_EQ(v.rule(), "fleet_constraint_bound");
+  EXPECT_THAT(v.summary(), HasSubstr("outside the policy's bounds [9, -]"));
+  // The fleet was below the floor before the change too: not the change's.
+  EXPECT_EQ(FleetGuard(Fleet(8, 8.9), Fleet(8, 8.8), 8, cfg).outcome(), v1::Verdict::PASS);
+  v1::Constraint ceiling = Constraint("pfc_pause_ratio", 100);  // no ratio rule to speak of
+  ceiling.set_max(0.01);
+  cfg.constraints = {ceiling};
+  v = FleetGuard(Fleet(8, 10, 0, 0.001), Fleet(8, 10, 0, 0.05), 8, cfg);
+  EXPECT_EQ(v.outcome(), v1::Verdict::FAIL) << v.summary();
+  EXPECT_EQ(v.rule(), "fleet_constraint_bound");
+  EXPECT_THAT(v.summary(), HasSubstr("pfc_pause_ratio"));
+  EXPECT_EQ(FleetGuard(Fleet(8, 10, 0, 0.001), Fleet(8, 10, 0, 0.005), 8, cfg).outcome(),
+            v1::Verdict::PASS);
+}
+
 TEST(FleetGuardTest, HoldsWhenTooFewHostsHaveDataInBothPeriods) {
   FleetGuardConfig cfg;
   auto now = Fleet(32, 5);

@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -159,6 +160,74 @@ TEST_F(StepEvaluatorTest, APassNeedsEveryChangedHostRunningThePushedVersionAndRe
   v = evaluator.Look(in);
   ASSERT_EQ(v.size(), 2u);
   EXPECT_NE(v[1].summary().find("h2 runs (unknown)"), std::string::npos) << v[1].summary();
+}
+
+// Issue 25: the policy's hard limits apply at every step, the last included.
+// With no control left the judge does not run, so before this a host paused
+// far above guard.max_pfc_pause_ratio at the last stage reached DONE.
+TEST_F(StepEvaluatorTest, WithoutAControlTheHardLimitsJudgeEveryChangedHostAtEveryLook) {
+  telemetry_options_.window = absl::Seconds(1);
+  TelemetryStore telemetry(telemetry_options_);
+  StepEvaluator evaluator(&telemetry, absl::Milliseconds(500));
+  const v1::Change c =
+      ChangeAt(v1::STAGE, 1, false, {{v1::HostTarget::CANARY, 0}, {v1::HostTarget::CONTROL, 1}});
+  StepLook in = LookAt(c, 1, 3);
+  in.policy.mutable_guard()->set_max_pfc_pause_ratio(0.05);
+  in.policy.mutable_guard()->set_max_retransmits_per_second(100);
+  in.now = in.after_start + absl::Seconds(10) + absl::Milliseconds(600);
+  // h1 pauses 1% of each second; h2 (the stage-1 host) pauses `h2_pause_us`
+  // of each and retransmits `h2_retx` a second.
+  auto report = [&](const std::string& host, int second, uint64_t pause_us, uint64_t retx) {
+    v1::Report r;
+    r.set_seq(static_cast<uint64_t>(second + 1));
+    const absl::Time start = in.after_start + absl::Seconds(second);
+    r.set_start_unix_nanos(absl::ToUnixNanos(start));
+    r.set_end_unix_nanos(absl::ToUnixNanos(start + absl::Seconds(1)));
+    for (const auto& [name, prio, delta] : std::vector<std::tuple<const char*, int, uint64_t>>{
+             {"rx_pfc_pause_duration_us", 3, pause_us},
+             {"tx_bytes", -1, 1'000'000'000},
+             {"retransmits", -1, retx}}) {
+      v1::CounterSample* s = r.add_counters();
+      s->set_device("mlx5_0");
+      s->set_port(1);
+      s->set_priority(prio);
+      s->set_name(name);
+      s->set_delta(delta);
+      s->set_rate_per_second(static_cast<double>(delta));
+    }
+    ASSERT_TRUE(telemetry.ForHost(host)->AddReport(r, start + absl::Milliseconds(500)).ok());
+  };
+  for (int s = 0; s < 10; ++s) {
+    report("h1", s, 10'000, 0);
+    report("h2", s, 200'000, 0);  // 20% of the time
+  }
+  std::vector<v1::Verdict> v = evaluator.Look(in);  // an interim look
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].outcome(), v1::Verdict::FAIL);
+  EXPECT_EQ(v[0].rule(), "guard:pfc_pause_ratio");
+  EXPECT_NE(v[0].summary().find("changed host h2 paused 0.2 of the time"), std::string::npos)
+      << v[0].summary();
+  EXPECT_NE(v[0].summary().find("no control left"), std::string::npos);
+  EXPECT_EQ(v[0].look(), 1u);
+
+  // Within the limits: nothing before the final look, the PASS at it.
+  TelemetryStore quiet_store(telemetry_options_);
+  StepEvaluator quiet(&quiet_store, absl::Milliseconds(500));
+  for (int s = 0; s < 10; ++s) {
+    for (const char* h : {"h1", "h2"}) {
+      v1::Report r;
+      r.set_seq(static_cast<uint64_t>(s + 1));
+      const absl::Time start = in.after_start + absl::Seconds(s);
+      r.set_start_unix_nanos(absl::ToUnixNanos(start));
+      r.set_end_unix_nanos(absl::ToUnixNanos(start + absl::Seconds(1)));
+      ASSERT_TRUE(quiet_store.ForHost(h)->AddReport(r, start + absl::Milliseconds(500)).ok());
+    }
+  }
+  EXPECT_TRUE(quiet.Look(in).empty());
+  in.look = 3;
+  v = quiet.Look(in);
+  ASSERT_FALSE(v.empty());
+  EXPECT_EQ(v[0].rule(), "no_control_left");
 }
 
 TEST_F(StepEvaluatorTest, ANackFailsTheChangeOnlyForTheVersionItPushed) {
