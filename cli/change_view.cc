@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -65,21 +66,26 @@ std::string HostsSummary(const v1::Change& c) {
                                  ", rejected ", rejected, SwitchSummary(c));
   // After a rollback the last push of every changed host is its restore:
   // say how many hosts confirmed it, and name those that have not.
-  if (c.state() == v1::ROLLED_BACK && pushed > 0) {
-    std::vector<std::string> pending;
+  if ((c.state() == v1::ROLLED_BACK || c.state() == v1::ABORTED) && pushed > 0) {
+    std::vector<std::string> pending, failed;
     for (const v1::HostTarget& h : c.hosts()) {
-      if (!h.pushed_version().empty() && h.acked_version() != h.pushed_version()) {
+      if (h.pushed_version().empty() || h.acked_version() == h.pushed_version()) continue;
+      if (absl::StartsWith(h.rejected(), "restore NACK")) {
+        failed.push_back(absl::StrCat(h.host_id(), " (", h.rejected(), ")"));
+      } else {
         pending.push_back(h.host_id());
       }
     }
-    absl::StrAppend(&out, "\nrestored    ", acked, " of ", pushed, " confirmed");
-    if (!pending.empty()) {
-      if (pending.size() > 8) {
-        pending.resize(8);
-        pending.push_back("...");
+    auto list = [](std::vector<std::string> hosts) {
+      if (hosts.size() > 8) {
+        hosts.resize(8);
+        hosts.push_back("...");
       }
-      absl::StrAppend(&out, "; pending: ", absl::StrJoin(pending, ", "));
-    }
+      return absl::StrJoin(hosts, ", ");
+    };
+    absl::StrAppend(&out, "\nrestored    ", acked, " of ", pushed, " confirmed");
+    if (!pending.empty()) absl::StrAppend(&out, "; pending: ", list(pending));
+    if (!failed.empty()) absl::StrAppend(&out, "; failed: ", list(failed));
   }
   return out;
 }

@@ -202,6 +202,7 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(const ControllerOp
   ropt.retention = options.retention;
   ropt.max_message_bytes = static_cast<size_t>(options.max_message_bytes);
   ropt.proposal_ttl = options.proposal_ttl;
+  ropt.restore_confirm_timeout = options.restore_confirm_timeout;
   c->rollout_ =
       std::make_unique<RolloutManager>(c->fleet_.get(), c->telemetry_.get(), c->store_.get(),
                                        &c->events_, clock, ropt, c->loop_.get());

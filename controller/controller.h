@@ -63,6 +63,8 @@ struct ControllerOptions {
   absl::Duration rollout_tick = absl::Seconds(1);
   // A change left PROPOSED this long is rejected (RolloutOptions::proposal_ttl).
   absl::Duration proposal_ttl = absl::Hours(24);
+  // RolloutOptions::restore_confirm_timeout.
+  absl::Duration restore_confirm_timeout = absl::Minutes(2);
   // Refused TLS handshakes become at most one audit row per (reason,
   // certificate subject, issuer) per period, carrying their count.
   absl::Duration tls_refusal_audit_period = absl::Minutes(1);

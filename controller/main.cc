@@ -66,6 +66,10 @@ ABSL_FLAG(int32_t, probe_peers, 16, "Peers in each agent's probe plan (half in i
 ABSL_FLAG(absl::Duration, proposal_ttl, absl::Hours(24),
           "A change still PROPOSED this long after its proposal is rejected by the controller "
           "(audited change_expired) and frees its hosts; 0 = never.");
+ABSL_FLAG(absl::Duration, restore_confirm_timeout, absl::Minutes(2),
+          "A host that has not acked the restore of a rolled-back or aborted change this long "
+          "after the change ended (or NACKed it) is unconfirmed: counted in "
+          "rocetune_controller_restores_unconfirmed and audited (restore_unconfirmed).");
 ABSL_FLAG(absl::Duration, rollout_tick, absl::Seconds(1),
           "How often active changes and tuning campaigns are driven: judge looks, stage moves, "
           "HOLD limits, next trials.");
@@ -124,6 +128,12 @@ int main(int argc, char** argv) {
   opt.stream_threads = absl::GetFlag(FLAGS_stream_threads);
   opt.observe_only = absl::GetFlag(FLAGS_observe_only);
   opt.rollout_tick = absl::GetFlag(FLAGS_rollout_tick);
+  opt.restore_confirm_timeout = absl::GetFlag(FLAGS_restore_confirm_timeout);
+  if (opt.restore_confirm_timeout <= absl::ZeroDuration()) {
+    std::fprintf(stderr, "rocetune-controller: --restore_confirm_timeout=%s: want a duration > 0\n",
+                 absl::FormatDuration(opt.restore_confirm_timeout).c_str());
+    return 2;
+  }
   opt.proposal_ttl = absl::GetFlag(FLAGS_proposal_ttl);
   if (opt.proposal_ttl < absl::ZeroDuration()) {
     std::fprintf(stderr, "rocetune-controller: --proposal_ttl=%s: want a duration >= 0\n",

@@ -6,6 +6,7 @@
 #include <set>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -1197,8 +1198,66 @@ void RolloutManager::ExpireProposals() {
   }
 }
 
+void RolloutManager::CheckRestores() {
+  std::map<std::string, std::vector<std::string>> unconfirmed;  // change -> hosts
+  {
+    absl::MutexLock lock(&index_mu_);
+    for (const auto& [host, id] : unacked_by_host_) unconfirmed[id].push_back(host);
+  }
+  const absl::Time now = clock_->Now();
+  int overdue_hosts = 0;
+  for (const auto& [id, hosts] : unconfirmed) {
+    auto it = changes_.find(id);
+    if (it == changes_.end() || IsActiveState(it->second.state()) ||
+        it->second.transitions().empty()) {
+      continue;
+    }
+    const v1::Change& c = it->second;
+    const absl::Time ended =
+        absl::FromUnixNanos(c.transitions(c.transitions_size() - 1).unix_nanos());
+    if (now - ended < options_.restore_confirm_timeout) continue;
+    overdue_hosts += static_cast<int>(hosts.size());
+    if (restore_overdue_audited_.contains(id)) continue;
+    std::vector<std::string> named;
+    for (const std::string& host : hosts) {
+      if (named.size() == 16) {
+        named.push_back(absl::StrCat("and ", hosts.size() - 16, " more"));
+        break;
+      }
+      std::string why = "no ack";
+      for (const v1::HostTarget& h : c.hosts()) {
+        if (h.host_id() == host && absl::StartsWith(h.rejected(), "restore NACK")) {
+          why = h.rejected();
+        }
+      }
+      named.push_back(absl::StrCat(host, " (", why, ")"));
+    }
+    const std::string reason =
+        absl::StrCat(hosts.size(), " host(s) did not confirm the restore of ", id, " within ",
+                     absl::FormatDuration(options_.restore_confirm_timeout),
+                     " of its end (--restore_confirm_timeout); they may still run its values: ",
+                     absl::StrJoin(named, ", "));
+    v1::Change next = c;
+    if (absl::Status st = Commit(
+            &next, std::nullopt,
+            {MakeAudit("restore_unconfirmed", next, Identity{"controller", false}, reason, "")},
+            {});
+        !st.ok()) {
+      LogError("cannot audit an unconfirmed restore; retried at the next tick",
+               {{"change", id}, {"error", st.ToString()}});
+      continue;
+    }
+    it->second = std::move(next);
+    restore_overdue_audited_.insert(id);
+    LogWarning("restore unconfirmed", {{"change", id}, {"hosts", absl::StrJoin(hosts, ",")}});
+    Publish(it->second, reason);
+  }
+  if (metrics_ != nullptr) metrics_->SetRestoresUnconfirmed(overdue_hosts);
+}
+
 void RolloutManager::Tick() {
   ExpireProposals();
+  CheckRestores();
   std::vector<std::string> ids;
   for (const auto& [id, c] : changes_) {
     if (c.state() == v1::APPROVED || InFlight(c.state())) ids.push_back(id);
@@ -1253,7 +1312,10 @@ void RolloutManager::OnNack(const std::string& host_id, const std::string& versi
                             const std::string& error) {
   loop_->Post([this, host_id, version, error] {
     const std::string id = ActiveChangeOf(host_id);
-    if (id.empty()) return;
+    if (id.empty()) {
+      RestoreNacked(host_id, version, error);
+      return;
+    }
     v1::Change& c = changes_.at(id);
     if (!InFlight(c.state())) return;
     std::optional<v1::Verdict> v = StepEvaluator::Nack(c, host_id, version, error, clock_->Now());
@@ -1265,6 +1327,29 @@ void RolloutManager::OnNack(const std::string& host_id, const std::string& versi
     AddVerdict(&c, *std::move(v));
     Fail(&c, "nack", summary);
   });
+}
+
+void RolloutManager::RestoreNacked(const std::string& host_id, const std::string& version,
+                                   const std::string& error) {
+  std::string id;
+  {
+    absl::MutexLock lock(&index_mu_);
+    auto it = unacked_by_host_.find(host_id);
+    if (it == unacked_by_host_.end()) return;
+    id = it->second;
+  }
+  auto c = changes_.find(id);
+  if (c == changes_.end()) return;
+  for (v1::HostTarget& h : *c->second.mutable_hosts()) {
+    if (h.host_id() != host_id || h.pushed_version() != version) continue;
+    // The host keeps the change's values (or whatever it could apply): the
+    // restore stays unconfirmed, now with the agent's reason.
+    h.set_rejected(absl::StrCat("restore NACK: ", error));
+    LogError("a host refused the restore of an ended change",
+             {{"change", id}, {"host", host_id}, {"version", version}, {"error", error}});
+    PersistChange(id);
+    return;
+  }
 }
 
 void RolloutManager::OnGuardEvent(const std::string& host_id, const v1::GuardEvent& event) {

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
@@ -47,6 +48,11 @@ struct RolloutOptions {
   // the controller (audited change_expired), so that it stops holding its
   // hosts. Zero: never. Campaign trials are not affected.
   absl::Duration proposal_ttl = absl::Hours(24);
+  // A host that has not acked the restore of a rolled-back or aborted change
+  // this long after the change ended (or NACKed it) is unconfirmed: counted in
+  // rocetune_controller_restores_unconfirmed (alert RocetuneRestoreUnconfirmed)
+  // and audited once per change (restore_unconfirmed, naming the hosts).
+  absl::Duration restore_confirm_timeout = absl::Minutes(2);
 };
 
 // Policies, changes and tuning campaigns: the tuning loop's state machine.
@@ -129,6 +135,13 @@ class RolloutManager : public FleetListener, private TrialChanges {
   void Tick();
   // Rejects PROPOSED changes older than options.proposal_ttl (part of Tick).
   void ExpireProposals();
+  // The restores of ended changes not confirmed within
+  // options_.restore_confirm_timeout: the gauge, and an audit row per change.
+  void CheckRestores();
+  // A host NACKed `version`, the restore an ended change pushed to it: the
+  // host's `rejected` says so, and the restore stays unconfirmed.
+  void RestoreNacked(const std::string& host_id, const std::string& version,
+                     const std::string& error);
 
   // FleetListener: posted to the control loop.
   void OnAck(const std::string& host_id, const std::string& version) override;
@@ -281,6 +294,9 @@ class RolloutManager : public FleetListener, private TrialChanges {
   // step's set) the host has not acked yet, by host: their acks still count
   // on that change (`change show`: restored / pending per host).
   std::map<std::string, std::string> unacked_by_host_ ABSL_GUARDED_BY(index_mu_);
+  // Ended changes whose unconfirmed restore was audited (restore_unconfirmed),
+  // so that it is audited once per change and process.
+  absl::flat_hash_set<std::string> restore_overdue_audited_;
 
   // The loop of its own (no controller's given), destroyed before the state above.
   std::unique_ptr<ControlLoop> own_loop_;

@@ -104,7 +104,14 @@ RolloutMetrics::RolloutMetrics(prometheus::Registry& registry)
       trials_(prometheus::BuildCounter()
                   .Name("rocetune_controller_campaign_trials_total")
                   .Help("Tuning campaign trials that ended, by outcome.")
-                  .Register(registry)) {
+                  .Register(registry)),
+      restores_unconfirmed_(
+          prometheus::BuildGauge()
+              .Name("rocetune_controller_restores_unconfirmed")
+              .Help("Hosts whose restore (the last push of a rolled-back or aborted change) "
+                    "was not confirmed within --restore_confirm_timeout: NACKed or silent.")
+              .Register(registry)
+              .Add({})) {
   absl::MutexLock lock(&mu_);
   for (v1::ChangeState s : kStates) {
     by_state_[s] = &changes_.Add({{"state", v1::ChangeState_Name(s)}});
@@ -145,6 +152,8 @@ void RolloutMetrics::RecordVerdict(const v1::Verdict& verdict) {
 void RolloutMetrics::RecordTrial(const std::string& outcome) {
   trials_.Add({{"outcome", outcome}}).Increment();
 }
+
+void RolloutMetrics::SetRestoresUnconfirmed(int hosts) { restores_unconfirmed_.Set(hosts); }
 
 void RolloutMetrics::Refresh(const std::map<std::string, v1::Change>& changes, absl::Time now) {
   std::map<v1::ChangeState, int> counts;

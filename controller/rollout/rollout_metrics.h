@@ -48,6 +48,8 @@ RollbackReason RollbackReasonForRule(const std::string& rule);
 //                                                          baseline|bake of the latest verdict
 //   rocetune_controller_active_change{change,state}         gauge 1 per change in CANARY/STAGE
 //   rocetune_controller_campaign_trials_total{outcome}      counter
+//   rocetune_controller_restores_unconfirmed                gauge, hosts whose restore is
+//                                                          not confirmed past the bound
 // The counters count from this process's start. Thread-safe.
 class RolloutMetrics {
  public:
@@ -69,6 +71,10 @@ class RolloutMetrics {
   // whose step started last, its HOLD duration and the p99 evidence of its
   // latest verdict (series absent while there is none).
   void Refresh(const std::map<std::string, v1::Change>& changes, absl::Time now);
+  // Hosts whose restore (the last push of a rolled-back or aborted change)
+  // is neither acked within RolloutOptions::restore_confirm_timeout nor
+  // since: NACKed or silent.
+  void SetRestoresUnconfirmed(int hosts);
 
  private:
   prometheus::Family<prometheus::Gauge>& changes_;
@@ -79,6 +85,7 @@ class RolloutMetrics {
   prometheus::Family<prometheus::Gauge>& p99_;
   prometheus::Family<prometheus::Gauge>& active_;
   prometheus::Family<prometheus::Counter>& trials_;
+  prometheus::Gauge& restores_unconfirmed_;
 
   absl::Mutex mu_;
   std::map<v1::ChangeState, prometheus::Gauge*> by_state_ ABSL_GUARDED_BY(mu_);

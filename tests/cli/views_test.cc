@@ -134,6 +134,14 @@ TEST(ChangeViewTest, ARolledBackChangeCountsConfirmedRestoresAndNamesThePending)
   EXPECT_THAT(RenderChange(c, absl::Now()), HasSubstr("restored    2 of 2 confirmed\n"));
   c.set_state(v1::DONE);
   EXPECT_THAT(RenderChange(c, absl::Now()), Not(HasSubstr("restored")));
+  // Issue 25: an aborted change restores too, and a NACKed restore is failed,
+  // not pending.
+  c.set_state(v1::ABORTED);
+  c.mutable_hosts(2)->set_acked_version("v2");
+  c.mutable_hosts(2)->set_rejected("restore NACK: mlx5_0: write failed");
+  EXPECT_THAT(RenderChange(c, absl::Now()),
+              HasSubstr("restored    1 of 2 confirmed; failed: h3 (restore NACK: mlx5_0: write "
+                        "failed)"));
 }
 
 TEST(ChangeViewTest, HistogramOfCanaryAndControl) {
