@@ -264,6 +264,7 @@ std::string RenderChange(const v1::Change& c, absl::Time now) {
                   FormatAgo(c.created_unix_nanos(), now), ")\n");
   absl::StrAppend(&out, "reason      ", OrDash(c.reason()), "\n");
   absl::StrAppend(&out, "knobs       ", FormatKnobs(c.knobs()), "\n");
+  if (!c.design_note().empty()) absl::StrAppend(&out, "design      ", c.design_note(), "\n");
   if (c.step_started_unix_nanos() != 0) {
     absl::StrAppend(&out, "step since  ", FormatAgo(c.step_started_unix_nanos(), now), "\n");
   }

@@ -90,7 +90,33 @@ int Validate(Context& ctx, const std::vector<std::string>& files) {
     if (errors.empty()) ctx.out() << path << ": ok (policy " << name << ")\n";
   }
   if (ctx.json()) ctx.PrintJsonText(absl::StrCat("[", absl::StrJoin(json, ",\n "), "]\n"));
-  return all_valid ? kExitOk : kExitError;
+  if (!all_valid) return kExitError;
+  // --controller given: each file also against that controller's limits and
+  // fleet (a dry-run apply: retention, link speeds, message size; the hosts it
+  // selects and what a change could show there). Nothing is stored.
+  if (!ctx.args().Has("controller") || ctx.json()) return kExitOk;
+  int rc = kExitOk;
+  for (const std::string& path : files) {
+    std::string text;
+    if (absl::Status s = ReadFile(path, &text); !s.ok()) return ctx.Error(std::string(s.message()));
+    v1::ApplyPolicyRequest req;
+    req.set_text(text);
+    req.set_file_name(path);
+    req.set_dry_run(true);
+    v1::ApplyPolicyResponse r;
+    const int call = ctx.Call("ApplyPolicy", [&](grpc::ClientContext* c) {
+      return ctx.client()->stub().ApplyPolicy(c, req, &r);
+    });
+    if (call != kExitOk) {
+      rc = call;
+      continue;
+    }
+    ctx.out() << path << ": ok against the controller";
+    if (!r.created()) ctx.out() << " (identical to version " << r.version().sequence() << ")";
+    ctx.out() << "\n";
+    for (const std::string& note : r.notes()) ctx.out() << "  " << note << "\n";
+  }
+  return rc;
 }
 
 int Apply(Context& ctx, const std::vector<std::string>& args) {
@@ -129,6 +155,7 @@ int Apply(Context& ctx, const std::vector<std::string>& args) {
     ctx.out() << prefix << "policy " << v.name() << ": unchanged: identical to version "
               << v.sequence() << " (" << v.version_hash() << ")\n";
   }
+  for (const std::string& note : r.notes()) ctx.out() << "  " << note << "\n";
   return kExitOk;
 }
 
@@ -273,7 +300,9 @@ std::vector<CommandSpec> PolicyCommands() {
   return {
       {{"policy", "validate"},
        "FILE...",
-       "check policy files offline: file:line:column: message [rule]; exit 1 when invalid",
+       "check policy files offline: file:line:column: message [rule]; exit 1 when invalid; with "
+       "--controller also against that controller (dry-run apply: its limits, the hosts "
+       "selected, what a change could show)",
        {},
        false,
        1,

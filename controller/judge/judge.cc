@@ -1178,6 +1178,45 @@ v1::Verdict Judge(const std::vector<HostInput>& hosts, const JudgeConfig& config
   return LookJudge(hosts, config).Run();
 }
 
+DesignPower EstimateDesignPower(const std::vector<HostInput>& aa, const JudgeConfig& config) {
+  JudgeConfig final_look = config;
+  final_look.look = std::max<uint32_t>(1, config.looks);
+  final_look.guard_event = false;
+  const Settings s = Resolve(final_look);
+  const v1::Verdict v = Judge(aa, final_look);
+  DesignPower out;
+  out.pass_margin_ratio = 1 + s.pass_max_ucb_regression;
+  const v1::MetricEvidence* p99 = FindEvidence(v, kP99Evidence);
+  if (p99 == nullptr || p99->alpha() <= 0 || p99->rack_pairs() < 2 || !std::isfinite(p99->sd())) {
+    out.note = absl::StrCat("the judge cannot decide on this fleet now: ", v.summary());
+    return out;
+  }
+  out.ok = true;
+  out.units = static_cast<int>(p99->rack_pairs());
+  out.sd = p99->sd();
+  // The standard error from the evidence: the width bound is the mean plus
+  // t(1 - pass_alpha, df) standard errors (df = pairs - 1 within-rack, racks
+  // - 2 rack-level, where the se also depends on the group sizes).
+  const bool rack_level = p99->note().find("rack-level") != std::string::npos;
+  const double df = std::max(1, out.units - (rack_level ? 2 : 1));
+  const double width_log = std::log(p99->ratio_upper()) - p99->mean();
+  const double se = width_log / stats::StudentTQuantile(1 - s.pass_alpha, df);
+  const double z = stats::StudentTQuantile(1 - p99->alpha(), df) + stats::StudentTQuantile(0.8, df);
+  out.mde_ratio = std::exp(std::log1p(s.tolerance) + z * se);
+  out.pass_bound_ratio = std::exp(width_log);
+  out.note = absl::StrFormat(
+      "%d %s, sd of a unit's ln p99 difference %.3f (A/A on recent telemetry): a final look "
+      "FAILs a p99 regression of %s or more 80%% of the time; a neutral change reaches an upper "
+      "bound of about %s against the PASS margin %s%s",
+      out.units, rack_level ? "racks (rack-level)" : "rack pairs", out.sd, Percent(out.mde_ratio),
+      Percent(out.pass_bound_ratio), Percent(out.pass_margin_ratio),
+      out.pass_bound_ratio >= out.pass_margin_ratio
+          ? ": it would likely never PASS (more racks, longer bakes, or a wider "
+            "guard.pass_max_ucb_regression)"
+          : "");
+  return out;
+}
+
 std::string ConstraintEvidence(absl::string_view metric) {
   return absl::StrCat("ln_", metric, "_did");
 }

@@ -123,6 +123,26 @@ std::vector<HardLimitBreach> HardLimitBreaches(const std::vector<HostInput>& hos
 // the within-rack design; canary plus control racks in the rack-level one.
 uint32_t MinRackPairs(const v1::Guard& guard);
 
+// What a design can show, estimated from an A/A input: `aa` is two
+// consecutive periods of a fleet in which nothing changed (before, after),
+// with the canary/control roles a change would give. The judge runs on it at
+// the final look; from its p99 evidence (rack pairs or racks, the sd of a
+// unit's difference) come the smallest p99 regression a final look FAILs 80%
+// of the time (mde_ratio, e.g. 1.12 = +12%, beyond the guard's tolerance) and
+// the upper bound a neutral change reaches (pass_bound_ratio, to compare with
+// 1 + pass_max_ucb_regression). ok = false with `note` saying why when the
+// input cannot be judged (too few racks or samples).
+struct DesignPower {
+  bool ok = false;
+  int units = 0;  // rack pairs, or canary + control racks
+  double sd = 0;  // of a unit's ln p99 difference
+  double mde_ratio = 0;
+  double pass_bound_ratio = 0;
+  double pass_margin_ratio = 0;  // 1 + pass_max_ucb_regression
+  std::string note;
+};
+DesignPower EstimateDesignPower(const std::vector<HostInput>& aa, const JudgeConfig& config);
+
 // The canary/control ratio a constraint tolerates on its metric, as the judge
 // applies it: a floor for a metric where lower is worse (throughput), a
 // ceiling otherwise. NaN for a metric the judge does not know.

@@ -312,6 +312,7 @@ absl::StatusOr<v1::ApplyPolicyResponse> RolloutManager::ApplyPolicy(
   if (const v1::PolicyVersion* existing = policies_.FindHash(parsed->policy().name(), hash)) {
     *resp.mutable_version() = *existing;
     resp.set_created(false);
+    if (req.dry_run()) DryRunFleetNotes(full, &resp);
     return resp;
   }
   v1::PolicyVersion v;
@@ -335,6 +336,7 @@ absl::StatusOr<v1::ApplyPolicyResponse> RolloutManager::ApplyPolicy(
   resp.set_created(true);
   if (req.dry_run()) {
     *resp.mutable_version() = v;
+    DryRunFleetNotes(full, &resp);
     return resp;
   }
   if (store_ != nullptr) {
@@ -425,6 +427,35 @@ v1::ListPoliciesResponse RolloutManager::ListPolicies(const v1::ListPoliciesRequ
   return resp;
 }
 
+void RolloutManager::DryRunFleetNotes(const v1::Policy& policy,
+                                      v1::ApplyPolicyResponse* resp) const {
+  std::map<std::string, std::string> selector(policy.selector().match_labels().begin(),
+                                              policy.selector().match_labels().end());
+  std::vector<StoredHost> selected;
+  for (const v1::HostInfo& info : fleet_->ListHosts(selector)) {
+    if (info.state() != v1::HOST_CONNECTED) continue;
+    absl::StatusOr<StoredHost> h = fleet_->GetStored(info.host_id());
+    if (h.ok()) selected.push_back(*std::move(h));
+  }
+  resp->add_notes(absl::StrCat("selects ", selected.size(), " connected host(s) (selector ",
+                               absl::StrJoin(selector, ",", absl::PairFormatter("=")), ")"));
+  if (selected.empty() || HasSwitchKnobs(policy)) return;
+  if (absl::Status s = CheckProbeRate(policy, selected); !s.ok()) {
+    resp->add_notes(std::string(s.message()));
+  }
+  absl::StatusOr<std::vector<v1::HostTarget>> plan = PlanHosts(policy, selected, "dry-run");
+  if (!plan.ok()) {
+    resp->add_notes(std::string(plan.status().message()));
+    return;
+  }
+  if (absl::Status s = CheckJudgeable(policy, *plan); !s.ok()) {
+    resp->add_notes(std::string(s.message()));
+    return;
+  }
+  const std::string design = MeasureDesign(policy, *plan);
+  if (!design.empty()) resp->add_notes(absl::StrCat("a change would have ", design));
+}
+
 absl::StatusOr<v1::PolicyVersion> RolloutManager::GetPolicy(const v1::GetPolicyRequest& req) const {
   return policies_.Get(req.name(), req.version());
 }
@@ -457,6 +488,40 @@ absl::Status RolloutManager::CheckJudgeable(const v1::Policy& policy,
       " (guard.min_rack_pairs); it would only HOLD until the HOLD limit aborts it. Label the "
       "hosts with ",
       label, "=..., select more racks, or lower guard.min_rack_pairs (not below 2)"));
+}
+
+std::string RolloutManager::MeasureDesign(const v1::Policy& policy,
+                                          const std::vector<v1::HostTarget>& plan) const {
+  // Two consecutive periods as long as the bake (or as half of what the
+  // telemetry keeps), ending at the last complete window: nothing changed
+  // between them, so the judge on them with the plan's roles is an A/A run.
+  const absl::Duration window = options_.window;
+  const absl::Time to =
+      telemetry_->WindowStart(telemetry_->WindowIndex(clock_->Now() - ReportGrace()));
+  absl::Duration period =
+      std::min(Secs(policy.rollout().bake_seconds()), (options_.retention - window) / 2);
+  period = window * std::floor(absl::FDivDuration(period, window));
+  if (period < window) return "";
+  const int expected = static_cast<int>(absl::FDivDuration(period, window));
+  std::vector<HostInput> aa;
+  for (const v1::HostTarget& h : plan) {
+    if (IsSwitchTarget(h) || h.rack().empty()) continue;
+    std::shared_ptr<HostTelemetry> t = telemetry_->Find(h.host_id());
+    if (t == nullptr) continue;
+    HostInput in;
+    in.host_id = h.host_id();
+    in.rack = h.rack();
+    in.canary = h.role() == v1::HostTarget::CANARY;
+    const std::string& peers = policy.objective().peer_class();
+    in.before = ToHostPeriod(t->Aggregate(to - 2 * period, to - period, peers), expected);
+    in.after = ToHostPeriod(t->Aggregate(to - period, to, peers), expected);
+    aa.push_back(std::move(in));
+  }
+  JudgeConfig cfg;
+  cfg.guard = policy.guard();
+  cfg.looks = LooksOf(policy);
+  const DesignPower power = EstimateDesignPower(aa, cfg);
+  return absl::StrCat(power.note, " (periods of ", absl::FormatDuration(period), ")");
 }
 
 absl::Status RolloutManager::CheckProbeRate(const v1::Policy& policy,
@@ -537,6 +602,7 @@ absl::StatusOr<v1::Change> RolloutManager::BuildChange(const v1::PolicyVersion& 
     if (absl::Status s = CheckJudgeable(policy, *plan); !s.ok()) return s;
   }
   v1::Change c;
+  c.set_design_note(MeasureDesign(policy, *plan));
   c.set_policy_name(pv.name());
   c.set_policy_version(pv.version_hash());
   c.set_state(v1::PROPOSED);

@@ -138,6 +138,14 @@ class RolloutManager : public FleetListener, private TrialChanges {
   // The restores of ended changes not confirmed within
   // options_.restore_confirm_timeout: the gauge, and an audit row per change.
   void CheckRestores();
+  // What the judge could show for `plan` on the fleet now (an A/A split of
+  // recent telemetry, EstimateDesignPower): the note stored on a proposed
+  // change (Change.design_note); "" when the telemetry is too short.
+  std::string MeasureDesign(const v1::Policy& policy,
+                            const std::vector<v1::HostTarget>& plan) const;
+  // policy apply --dry-run: the hosts `policy` selects now and what a change
+  // under it could show there, as notes in `resp`.
+  void DryRunFleetNotes(const v1::Policy& policy, v1::ApplyPolicyResponse* resp) const;
   // A host NACKed `version`, the restore an ended change pushed to it: the
   // host's `rejected` says so, and the restore stays unconfirmed.
   void RestoreNacked(const std::string& host_id, const std::string& version,

@@ -102,6 +102,7 @@ grpc::Status FakeAdmin::ApplyPolicy(grpc::ServerContext* ctx, const v1::ApplyPol
   resp->mutable_version()->set_sequence(3);
   resp->mutable_version()->set_version_hash("0123456789abcdef");
   resp->set_created(false);
+  if (req->dry_run()) resp->add_notes("selects 4 connected host(s) (selector )");
   return grpc::Status::OK;
 }
 

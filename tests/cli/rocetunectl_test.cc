@@ -183,6 +183,29 @@ class RocetunectlServerTest : public ::testing::Test {
   testing::FakeServer server_;
 };
 
+// Issue 25 item 5: policy validate --controller checks the file offline and
+// then against the controller (a dry-run apply that stores nothing), printing
+// what the controller says about its fleet. Without --controller it never
+// connects (ValidateWorksOffline).
+TEST_F(RocetunectlServerTest, ValidateWithControllerAsksTheControllerForADryRun) {
+  std::string good = WriteFile("good-live.textproto", kValidPolicy);
+  Result r = Ctl({"policy", "validate", good});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr(good + ": ok (policy base)"));
+  EXPECT_THAT(r.out, HasSubstr(good + ": ok against the controller (identical to version 3)"));
+  EXPECT_THAT(r.out, HasSubstr("\n  selects 4 connected host(s)"));
+  EXPECT_TRUE(fake_.last_apply().dry_run());
+  EXPECT_EQ(fake_.last_apply().file_name(), good);
+  // An invalid file is refused offline; the controller is not asked.
+  std::string bad_text = kValidPolicy;
+  bad_text.replace(bad_text.find("min: 1 max: 100"), 15, "min: 100 max: 1");
+  std::string bad = WriteFile("bad-live.textproto", bad_text);
+  r = Ctl({"policy", "validate", bad});
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_THAT(r.out, Not(HasSubstr("against the controller")));
+  EXPECT_EQ(fake_.last_apply().file_name(), good);
+}
+
 TEST_F(RocetunectlServerTest, HostsPagesThroughALargeFleet) {
   Result r = Ctl({"hosts", "--actor=alice"});
   ASSERT_EQ(r.rc, 0) << r.out.substr(0, 2000);

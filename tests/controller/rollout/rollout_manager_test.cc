@@ -519,6 +519,40 @@ TEST_F(RolloutTest, AProposalTheJudgeCouldNeverDecideIsRefusedWithTheFigures) {
   EXPECT_TRUE(Propose(100).ok());
 }
 
+// Issue 25 item 5: a proposal says what its design can show, measured on the
+// fleet's own recent telemetry (an A/A split of two bake-long periods with the
+// plan's roles); a dry-run apply (policy validate --controller) says which
+// hosts the policy selects and the same figures. With too little telemetry
+// the proposal says the judge cannot decide yet.
+TEST_F(RolloutTest, AProposalAndADryRunApplySayWhatTheDesignCanShow) {
+  ApplyPolicy(PolicyText());
+  Run(3);  // 3 s of telemetry: less than two 6 s periods
+  auto early = Propose(100, {"alice", false});
+  ASSERT_TRUE(early.ok()) << early.status();
+  EXPECT_THAT(early->design_note(), HasSubstr("cannot decide")) << early->design_note();
+  ASSERT_TRUE(Act("reject", early->id(), {"bob", false}).ok());
+  Run(13);
+  auto c = Propose(100);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(c->design_note(), HasSubstr("rack pairs, sd of a unit's ln p99 difference"));
+  EXPECT_THAT(c->design_note(), HasSubstr("80% of the time"));
+  EXPECT_THAT(c->design_note(), HasSubstr("(periods of 6s)"));
+  EXPECT_EQ(Get(c->id()).design_note(), c->design_note()) << "kept with the change";
+  auto dry = OnExec<absl::StatusOr<v1::ApplyPolicyResponse>>([&] {
+    v1::ApplyPolicyRequest req;
+    req.set_text(PolicyText());
+    req.set_file_name("test.textproto");
+    req.set_dry_run(true);
+    return manager_->ApplyPolicy(req, Identity{"alice", false});
+  });
+  ASSERT_TRUE(dry.ok()) << dry.status();
+  EXPECT_FALSE(dry->created());
+  ASSERT_GE(dry->notes_size(), 2);
+  EXPECT_THAT(dry->notes(0), HasSubstr("selects 32 connected host(s)"));
+  EXPECT_THAT(dry->notes(dry->notes_size() - 1), HasSubstr("a change would have "));
+  EXPECT_THAT(dry->notes(dry->notes_size() - 1), HasSubstr("rack pairs"));
+}
+
 TEST_F(RolloutTest, ApprovedChangeCanariesThenStagesToDone) {
   ApplyPolicy(PolicyText());
   Run(6);  // baseline
