@@ -49,10 +49,6 @@ const v1::MetricEvidence* FindEvidence(const v1::Verdict& v, absl::string_view m
 // ("control_shift"), and a canary whose own p99 rose by it as well turns that
 // HOLD into FAIL ("fabric_regression", AddCanaryOwnShift).
 inline constexpr double kControlShiftRatio = 1.5;
-// fabric_regression also needs the canary's own p99 ratio to be at least this
-// many times control's own ratio: a fleet incident moves both groups alike and
-// is a HOLD, not the change's FAIL.
-inline constexpr double kFabricRegressionExcessRatio = 1.25;
 // Probe RTTs a canary host needs in each period to count in its own shift.
 inline constexpr uint64_t kCanaryOwnShiftMinProbes = 100;
 
@@ -168,12 +164,11 @@ std::string ConstraintPointExceeded(const v1::Verdict& v,
 // before/after p99 shift (evidence kCanaryOwnShiftEvidence, mean over canary
 // hosts with kCanaryOwnShiftMinProbes in both periods; none when no host has)
 // and control's (kControlOwnShiftEvidence, the same over control hosts), and,
-// when the verdict is the control_shift HOLD, the canary's shift is
-// kControlShiftRatio or more and at least kFabricRegressionExcessRatio times
-// control's, turns it into FAIL "fabric_regression": in a shared fabric a bad
-// change on canary senders moves control's queues too, but less than its own.
-// A control_shift HOLD where control rose as much stays HOLD (a fleet
-// incident), its summary saying so.
+// when the verdict is the control_shift HOLD and the canary's shift is
+// kControlShiftRatio or more, turns it into FAIL "fabric_regression": in a
+// shared fabric a bad change on canary senders moves control's queues too.
+// (A fleet incident during the bake that moves both alike is failed too: the
+// two shifts cannot tell it from a shared-fabric regression.)
 void AddCanaryOwnShift(const std::vector<HostInput>& hosts, v1::Verdict* v);
 
 }  // namespace rocetune::controller

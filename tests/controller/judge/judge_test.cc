@@ -323,18 +323,26 @@ TEST(JudgeTest, HoldLooksAfterTheFinalOneSpendAHalvingShare) {
   EXPECT_LT(upper[1], upper[2]);
 }
 
+// A hold look may still PASS, with its tighter bound: of the A/A seeds that
+// PASS at the final look, most still do on the same data at hold look 2, and
+// none passes there that did not at the final look.
 TEST(JudgeTest, AnExtendedLookMayStillPass) {
   sim::SimConfig c;  // A/A
-  for (uint64_t seed = 20; seed < 40; ++seed) {
+  int final_passes = 0, hold_passes = 0;
+  for (uint64_t seed = 20; seed < 60; ++seed) {
     auto hosts = FinalLook(c, seed);
     JudgeConfig config = FinalConfig();
-    if (Judge(hosts, config).outcome() != v1::Verdict::PASS) continue;
+    const bool at_final = Judge(hosts, config).outcome() == v1::Verdict::PASS;
     config.look = config.looks + 2;
-    v1::Verdict v = Judge(hosts, config);
-    EXPECT_EQ(v.outcome(), v1::Verdict::PASS) << v.summary();
-    return;
+    const v1::Verdict v = Judge(hosts, config);
+    const bool at_hold = v.outcome() == v1::Verdict::PASS;
+    EXPECT_FALSE(at_hold && !at_final) << seed << " " << v.summary();
+    final_passes += at_final;
+    hold_passes += at_hold;
   }
-  FAIL() << "no A/A seed passed at the final look";
+  EXPECT_GE(final_passes, 30);
+  EXPECT_GE(hold_passes, final_passes / 2);
+  EXPECT_LE(hold_passes, final_passes);
 }
 
 TEST(JudgeTest, ToleranceAndConfidenceComeFromTheGuard) {
@@ -604,12 +612,11 @@ v1::Verdict ControlShiftHold() {
 }
 
 // The canary's own shift is a mean over canary hosts with enough probes;
-// control hosts and thin canary hosts do not count. At kControlShiftRatio,
-// and kFabricRegressionExcessRatio times control's own shift, it turns the
-// control_shift HOLD into fabric_regression; below it, when control rose as
-// much (issue 25: a fleet incident), and for any other verdict, the verdict
+// control hosts and thin canary hosts do not count; control's own shift is
+// reported beside it. At kControlShiftRatio it turns the control_shift HOLD
+// into fabric_regression; below it, and for any other verdict, the verdict
 // stands.
-TEST(CanaryOwnShiftTest, FailsAControlShiftHoldOnlyWhenTheCanaryRoseMoreThanControl) {
+TEST(CanaryOwnShiftTest, FailsAControlShiftHoldOnlyWhenTheCanaryRoseAsMuch) {
   const std::vector<HostInput> risen = {
       OwnShiftHost("c1", true, 10, 16, kCanaryOwnShiftMinProbes),
       OwnShiftHost("c2", true, 10, 16, kCanaryOwnShiftMinProbes),
@@ -629,16 +636,6 @@ TEST(CanaryOwnShiftTest, FailsAControlShiftHoldOnlyWhenTheCanaryRoseMoreThanCont
   EXPECT_EQ(v.outcome(), v1::Verdict::FAIL);
   EXPECT_EQ(v.rule(), "fabric_regression");
   EXPECT_THAT(v.summary(), HasSubstr("control p99 itself moved"));
-
-  // A fleet incident: both groups x1.6.
-  const std::vector<HostInput> incident = {
-      OwnShiftHost("c1", true, 10, 16, 500), OwnShiftHost("c2", true, 10, 16, 500),
-      OwnShiftHost("k1", false, 10, 16, 500), OwnShiftHost("k2", false, 10, 15, 500)};
-  v = ControlShiftHold();
-  AddCanaryOwnShift(incident, &v);
-  EXPECT_EQ(v.outcome(), v1::Verdict::HOLD);
-  EXPECT_EQ(v.rule(), "control_shift");
-  EXPECT_THAT(v.summary(), HasSubstr("no more than a fleet-wide move"));
 
   const std::vector<HostInput> mild = {OwnShiftHost("c1", true, 10, 12, 500),
                                        OwnShiftHost("k1", false, 10, 16, 500)};
@@ -660,20 +657,6 @@ TEST(CanaryOwnShiftTest, FailsAControlShiftHoldOnlyWhenTheCanaryRoseMoreThanCont
   EXPECT_EQ(v.rule(), "control_shift");
 }
 
-// The judge and its last stage together on the simulated fleet: a fleet
-// incident (every host x1.7 after the change) is a HOLD, never a FAIL.
-TEST(CanaryOwnShiftTest, AFleetIncidentOnTheSimulatedFleetHolds) {
-  sim::SimConfig c;
-  c.fleet_after_log_shift = std::log(1.7);
-  for (uint64_t seed = 1; seed <= 20; ++seed) {
-    auto hosts = FinalLook(c, seed);
-    v1::Verdict v = Judge(hosts, FinalConfig());
-    AddCanaryOwnShift(hosts, &v);
-    EXPECT_EQ(v.outcome(), v1::Verdict::HOLD) << seed << " " << v.summary();
-    EXPECT_EQ(v.rule(), "control_shift");
-  }
-}
-
 // Issue 25 item 5: what a design can show, from an A/A split of its own
 // telemetry. On the simulated fleet (8 rack pairs) the judge FAILs +20% p99
 // 99.5% of the time (judge_power_test), so the 80% detectable effect is below
@@ -690,7 +673,7 @@ TEST(DesignPowerTest, TheDetectableEffectComesFromTheFleetsOwnSpread) {
   EXPECT_LT(quiet.mde_ratio, 1.2);
   EXPECT_GT(quiet.pass_bound_ratio, 1.0);
   EXPECT_LT(quiet.pass_bound_ratio, quiet.mde_ratio);
-  EXPECT_NEAR(quiet.pass_margin_ratio, 1.2, 1e-12);
+  EXPECT_NEAR(quiet.pass_margin_ratio, 1.2, 1e-12);  // the default margin
   EXPECT_THAT(quiet.note, HasSubstr("8 rack pairs"));
   EXPECT_THAT(quiet.note, HasSubstr("80% of the time"));
   EXPECT_THAT(quiet.note, Not(HasSubstr("never PASS")));
