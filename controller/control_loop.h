@@ -26,6 +26,11 @@ class ControlLoop {
 
   // False once stopping (the task is dropped).
   bool Post(std::function<void()> task) { return executor_.Post(std::move(task)); }
+  // Ahead of the queued tasks (Executor::PostUrgent): NACKs and local guard
+  // restores, which end a change, do not wait behind ticks and admin calls.
+  bool PostUrgent(std::function<void()> task) { return executor_.PostUrgent(std::move(task)); }
+  // Tasks posted and not yet started.
+  size_t Queued() const { return executor_.Queued(); }
   // Runs `task` on the loop and waits for it. REQUIRES: not on the loop.
   void RunSync(const std::function<void()>& task) { executor_.RunSync(task); }
   bool OnLoopThread() const { return executor_.OnExecutorThread(); }

@@ -1,5 +1,6 @@
 #include "controller/rollout/executor.h"
 
+#include <cstddef>
 #include <utility>
 
 #include "absl/synchronization/notification.h"
@@ -27,6 +28,19 @@ bool Executor::Post(std::function<void()> task) {
   return true;
 }
 
+bool Executor::PostUrgent(std::function<void()> task) {
+  absl::MutexLock lock(&mu_);
+  if (stop_) return false;
+  tasks_.insert(tasks_.begin() + static_cast<std::ptrdiff_t>(urgent_), std::move(task));
+  ++urgent_;
+  return true;
+}
+
+size_t Executor::Queued() const {
+  absl::MutexLock lock(&mu_);
+  return tasks_.size();
+}
+
 void Executor::RunSync(const std::function<void()>& task) {
   absl::Notification done;
   if (!Post([&] {
@@ -50,6 +64,7 @@ void Executor::Loop() {
       if (tasks_.empty()) return;  // stopping, and everything posted has run
       task = std::move(tasks_.front());
       tasks_.pop_front();
+      if (urgent_ > 0) --urgent_;
     }
     task();
   }

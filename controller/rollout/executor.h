@@ -21,6 +21,12 @@ class Executor {
 
   // False once stopping (the task is dropped).
   bool Post(std::function<void()> task);
+  // As Post, but ahead of every task still queued (after the one running, and
+  // after urgent tasks posted before it): what must not wait behind a backlog
+  // of ticks and admin calls (a NACK, a local guard restore).
+  bool PostUrgent(std::function<void()> task);
+  // Tasks queued and not yet started.
+  size_t Queued() const;
   // Runs `task` on the executor and waits for it (tests, shutdown).
   // REQUIRES: not called from the executor's own thread.
   void RunSync(const std::function<void()>& task);
@@ -30,8 +36,9 @@ class Executor {
  private:
   void Loop();
 
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
+  size_t urgent_ ABSL_GUARDED_BY(mu_) = 0;  // urgent tasks at the front of tasks_
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };

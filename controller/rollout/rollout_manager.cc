@@ -53,10 +53,25 @@ void RolloutManager::Start() {
       [this](const std::string& host_id) { return IsObserveOnly(host_id); });
   if (options_.tick <= absl::ZeroDuration()) return;
   ticker_ = std::thread([this] {
-    while (!stop_.WaitForNotificationWithTimeout(options_.tick)) {
-      loop_->Post([this] { Tick(); });
-    }
+    while (!stop_.WaitForNotificationWithTimeout(options_.tick)) PostTick();
   });
+}
+
+bool RolloutManager::PostTick() {
+  // Ticks coalesce: while one is queued, another adds nothing but delay for
+  // what is queued behind it (a slow tick must not build a backlog).
+  if (tick_pending_.exchange(true)) {
+    ticks_coalesced_.fetch_add(1);
+    return false;
+  }
+  if (!loop_->Post([this] {
+        tick_pending_.store(false);
+        Tick();
+      })) {
+    tick_pending_.store(false);
+    return false;
+  }
+  return true;
 }
 
 void RolloutManager::Stop() {
@@ -1376,7 +1391,7 @@ void RolloutManager::OnAck(const std::string& host_id, const std::string& versio
 
 void RolloutManager::OnNack(const std::string& host_id, const std::string& version,
                             const std::string& error) {
-  loop_->Post([this, host_id, version, error] {
+  loop_->PostUrgent([this, host_id, version, error] {
     const std::string id = ActiveChangeOf(host_id);
     if (id.empty()) {
       RestoreNacked(host_id, version, error);
@@ -1420,7 +1435,7 @@ void RolloutManager::RestoreNacked(const std::string& host_id, const std::string
 
 void RolloutManager::OnGuardEvent(const std::string& host_id, const v1::GuardEvent& event) {
   if (event.kind() == "drift") return;
-  loop_->Post([this, host_id, event] {
+  loop_->PostUrgent([this, host_id, event] {
     const std::string id = ActiveChangeOf(host_id);
     if (id.empty()) return;
     v1::Change& c = changes_.at(id);

@@ -1,6 +1,7 @@
 #ifndef ROCETUNE_CONTROLLER_ROLLOUT_ROLLOUT_MANAGER_H_
 #define ROCETUNE_CONTROLLER_ROLLOUT_ROLLOUT_MANAGER_H_
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <optional>
@@ -81,6 +82,10 @@ class RolloutManager : public FleetListener, private TrialChanges {
   // Starts the ticker. Stop() ends it (and drains the loop when it is its own).
   void Start();
   void Stop();
+  // Posts a Tick to the loop unless one is already queued (then counts it as
+  // coalesced and returns false). The ticker calls it every options.tick.
+  bool PostTick();
+  uint64_t ticks_coalesced() const { return ticks_coalesced_.load(); }
 
   ControlLoop& loop() { return *loop_; }
   // Optional, not owned: where transitions, rollbacks, verdicts and trials are
@@ -311,6 +316,8 @@ class RolloutManager : public FleetListener, private TrialChanges {
   ControlLoop* loop_;
   absl::Notification stop_;
   std::thread ticker_;
+  std::atomic<bool> tick_pending_{false};
+  std::atomic<uint64_t> ticks_coalesced_{0};
 };
 
 }  // namespace rocetune::controller
