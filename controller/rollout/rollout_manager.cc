@@ -442,16 +442,22 @@ v1::ListPoliciesResponse RolloutManager::ListPolicies(const v1::ListPoliciesRequ
   return resp;
 }
 
+std::vector<StoredHost> RolloutManager::ConnectedHosts(
+    const std::map<std::string, std::string>& selector) const {
+  std::vector<StoredHost> out;
+  for (const v1::HostInfo& info : fleet_->ListHosts(selector)) {
+    if (info.state() != v1::HOST_CONNECTED) continue;
+    absl::StatusOr<StoredHost> h = fleet_->GetStored(info.host_id());
+    if (h.ok()) out.push_back(*std::move(h));
+  }
+  return out;
+}
+
 void RolloutManager::DryRunFleetNotes(const v1::Policy& policy,
                                       v1::ApplyPolicyResponse* resp) const {
   std::map<std::string, std::string> selector(policy.selector().match_labels().begin(),
                                               policy.selector().match_labels().end());
-  std::vector<StoredHost> selected;
-  for (const v1::HostInfo& info : fleet_->ListHosts(selector)) {
-    if (info.state() != v1::HOST_CONNECTED) continue;
-    absl::StatusOr<StoredHost> h = fleet_->GetStored(info.host_id());
-    if (h.ok()) selected.push_back(*std::move(h));
-  }
+  std::vector<StoredHost> selected = ConnectedHosts(selector);
   resp->add_notes(absl::StrCat("selects ", selected.size(), " connected host(s) (selector ",
                                absl::StrJoin(selector, ",", absl::PairFormatter("=")), ")"));
   if (selected.empty() || HasSwitchKnobs(policy)) return;
@@ -588,12 +594,7 @@ absl::StatusOr<v1::Change> RolloutManager::BuildChange(const v1::PolicyVersion& 
   if (absl::Status s = CheckKnobs(policy, knobs); !s.ok()) return s;
   std::map<std::string, std::string> selector(policy.selector().match_labels().begin(),
                                               policy.selector().match_labels().end());
-  std::vector<StoredHost> selected;
-  for (const v1::HostInfo& info : fleet_->ListHosts(selector)) {
-    if (info.state() != v1::HOST_CONNECTED) continue;
-    absl::StatusOr<StoredHost> h = fleet_->GetStored(info.host_id());
-    if (h.ok()) selected.push_back(*std::move(h));
-  }
+  std::vector<StoredHost> selected = ConnectedHosts(selector);
   if (selected.empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat("policy ", pv.name(), " selects no connected host (selector ",

@@ -151,6 +151,8 @@ class RolloutManager : public FleetListener, private TrialChanges {
   // policy apply --dry-run: the hosts `policy` selects now and what a change
   // under it could show there, as notes in `resp`.
   void DryRunFleetNotes(const v1::Policy& policy, v1::ApplyPolicyResponse* resp) const;
+  // The connected hosts whose labels match `selector`, as stored.
+  std::vector<StoredHost> ConnectedHosts(const std::map<std::string, std::string>& selector) const;
   // A host NACKed `version`, the restore an ended change pushed to it: the
   // host's `rejected` says so, and the restore stays unconfirmed.
   void RestoreNacked(const std::string& host_id, const std::string& version,

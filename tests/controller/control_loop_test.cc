@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -36,15 +37,23 @@ class Recorder {
   std::vector<std::string> order_;
 };
 
+// Occupies the loop until `release` is notified; returns once it runs.
+bool Block(ControlLoop& loop, absl::Notification* release) {
+  auto running = std::make_shared<absl::Notification>();
+  if (!loop.Post([release, running] {
+        running->Notify();
+        release->WaitForNotification();
+      })) {
+    return false;
+  }
+  running->WaitForNotification();
+  return true;
+}
+
 TEST(ControlLoopTest, UrgentTasksRunAheadOfTheQueueInTheirOwnOrder) {
   ControlLoop loop(nullptr);
   absl::Notification release;
-  absl::Notification running;
-  ASSERT_TRUE(loop.Post([&] {
-    running.Notify();
-    release.WaitForNotification();
-  }));
-  running.WaitForNotification();
+  ASSERT_TRUE(Block(loop, &release));
   Recorder r;
   ASSERT_TRUE(loop.Post(r.Task("tick1")));
   ASSERT_TRUE(loop.Post(r.Task("admin")));
@@ -74,12 +83,7 @@ TEST(ControlLoopTest, TicksCoalesceWhileOneIsQueued) {
   ropt.tick = absl::ZeroDuration();  // no ticker: the test posts
   RolloutManager manager(&fleet, &telemetry, nullptr, nullptr, &clock, ropt, &loop);
   absl::Notification release;
-  absl::Notification running;
-  ASSERT_TRUE(loop.Post([&] {
-    running.Notify();
-    release.WaitForNotification();
-  }));
-  running.WaitForNotification();
+  ASSERT_TRUE(Block(loop, &release));
   EXPECT_TRUE(manager.PostTick());
   for (int i = 0; i < 9; ++i) EXPECT_FALSE(manager.PostTick());
   EXPECT_EQ(loop.Queued(), 1u);

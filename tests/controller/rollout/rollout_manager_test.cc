@@ -199,6 +199,18 @@ class RolloutTest : public ::testing::Test {
     }
     return {"", ""};
   }
+  // A change to rpg_time_reset=2, which raises the canary's p99 tail by 60%,
+  // proposed by alice after a 6 s baseline, approved by bob, its canary pushed.
+  absl::StatusOr<v1::Change> ApprovedRegression() {
+    ApplyPolicy(PolicyText());
+    factor_ = [](int64_t v) { return v == 2 ? 1.6 : 1.0; };
+    Run(6);
+    auto c = Propose(2);
+    if (!c.ok()) return c.status();
+    if (auto a = Act("approve", c->id(), {"bob", false}); !a.ok()) return a.status();
+    Tick();
+    return c;
+  }
   // The newest audit row of `change_id` (an empty row when there is none).
   v1::AuditEntry NewestAudit(const std::string& change_id) {
     v1::ListAuditRequest r;
@@ -648,13 +660,8 @@ TEST_F(RolloutTest, AStageThatAddsNoHostIsSkipped) {
 }
 
 TEST_F(RolloutTest, RegressionOnTheCanaryRollsBackEveryTouchedHost) {
-  ApplyPolicy(PolicyText());
-  factor_ = [](int64_t v) { return v == 2 ? 1.6 : 1.0; };  // tail +60%
-  Run(6);
-  auto c = Propose(2);
+  auto c = ApprovedRegression();
   ASSERT_TRUE(c.ok()) << c.status();
-  ASSERT_TRUE(Act("approve", c->id(), {"bob", false}).ok());
-  Tick();
   const absl::Time canary_start = clock_.Now();
   for (int i = 0; i < 12 && Get(c->id()).state() == v1::CANARY; ++i) Run(1);
   v1::Change now = Get(c->id());
@@ -711,13 +718,8 @@ TEST_F(RolloutTest, RegressionOnTheCanaryRollsBackEveryTouchedHost) {
 // and once the bound has passed without a confirmation the gauge counts it
 // and one audit row (restore_unconfirmed) names it, and no more rows follow.
 TEST_F(RolloutTest, ARestoreNotConfirmedWithinTheBoundIsCountedAndAuditedOnce) {
-  ApplyPolicy(PolicyText());
-  factor_ = [](int64_t v) { return v == 2 ? 1.6 : 1.0; };  // tail +60%
-  Run(6);
-  auto c = Propose(2);
+  auto c = ApprovedRegression();
   ASSERT_TRUE(c.ok()) << c.status();
-  ASSERT_TRUE(Act("approve", c->id(), {"bob", false}).ok());
-  Tick();
   const auto [refuser, pushed] = FirstCanary(c->id());
   ASSERT_FALSE(refuser.empty());
   agents_[refuser]->NackNext();  // the next push to it, its restore, is refused
