@@ -72,6 +72,10 @@ std::string ErrorJson(const PolicyError& e) {
 }
 
 int Validate(Context& ctx, const std::vector<std::string>& files) {
+  if (ctx.json() && ctx.args().Has("controller")) {
+    return ctx.Error(
+        "policy validate --controller prints the controller's notes as text; drop -o json");
+  }
   bool all_valid = true;
   std::vector<std::string> json;
   for (const std::string& path : files) {
@@ -94,7 +98,7 @@ int Validate(Context& ctx, const std::vector<std::string>& files) {
   // --controller given: each file also against that controller's limits and
   // fleet (a dry-run apply: retention, link speeds, message size; the hosts it
   // selects and what a change could show there). Nothing is stored.
-  if (!ctx.args().Has("controller") || ctx.json()) return kExitOk;
+  if (!ctx.args().Has("controller")) return kExitOk;
   int rc = kExitOk;
   for (const std::string& path : files) {
     std::string text;

@@ -524,9 +524,16 @@ std::string RolloutManager::MeasureDesign(const v1::Policy& policy,
   period = window * std::floor(absl::FDivDuration(period, window));
   if (period < window) return "";
   const int expected = static_cast<int>(absl::FDivDuration(period, window));
+  // The canary step's roles, as TakeBaseline measures them: canary hosts, and
+  // as control the CONTROL hosts and the REST hosts of racks holding a canary.
+  std::set<std::string> canary_racks;
+  for (const v1::HostTarget& h : plan) {
+    if (h.role() == v1::HostTarget::CANARY && !IsSwitchTarget(h)) canary_racks.insert(h.rack());
+  }
   std::vector<HostInput> aa;
   for (const v1::HostTarget& h : plan) {
     if (IsSwitchTarget(h) || h.rack().empty()) continue;
+    if (h.role() == v1::HostTarget::REST && canary_racks.count(h.rack()) == 0) continue;
     std::shared_ptr<HostTelemetry> t = telemetry_->Find(h.host_id());
     if (t == nullptr) continue;
     HostInput in;
@@ -1290,14 +1297,27 @@ void RolloutManager::CheckRestores() {
   int overdue_hosts = 0;
   for (const auto& [id, hosts] : unconfirmed) {
     auto it = changes_.find(id);
-    if (it == changes_.end() || IsActiveState(it->second.state()) ||
+    // Restores are the last pushes of rolled-back and aborted changes (a
+    // DONE change's last push is its own set).
+    if (it == changes_.end() ||
+        (it->second.state() != v1::ROLLED_BACK && it->second.state() != v1::ABORTED) ||
         it->second.transitions().empty()) {
       continue;
     }
     const v1::Change& c = it->second;
     const absl::Time ended =
         absl::FromUnixNanos(c.transitions(c.transitions_size() - 1).unix_nanos());
-    if (now - ended < options_.restore_confirm_timeout) continue;
+    // A refused restore counts at once; a silent host after the bound.
+    int refused = 0;
+    for (const std::string& host : hosts) {
+      for (const v1::HostTarget& h : c.hosts()) {
+        refused += h.host_id() == host && absl::StartsWith(h.rejected(), "restore NACK");
+      }
+    }
+    if (now - ended < options_.restore_confirm_timeout) {
+      overdue_hosts += refused;
+      continue;
+    }
     overdue_hosts += static_cast<int>(hosts.size());
     if (restore_overdue_audited_.contains(id)) continue;
     std::vector<std::string> named;
@@ -1394,7 +1414,15 @@ void RolloutManager::OnNack(const std::string& host_id, const std::string& versi
                             const std::string& error) {
   loop_->PostUrgent([this, host_id, version, error] {
     const std::string id = ActiveChangeOf(host_id);
-    if (id.empty()) {
+    bool pushed_by_active = false;
+    if (!id.empty()) {
+      for (const v1::HostTarget& h : changes_.at(id).hosts()) {
+        pushed_by_active |= h.host_id() == host_id && h.pushed_version() == version;
+      }
+    }
+    // Not the active change's version (none is active, or it has not pushed
+    // to this host yet): an ended change's restore, still tracked.
+    if (!pushed_by_active) {
       RestoreNacked(host_id, version, error);
       return;
     }

@@ -49,10 +49,11 @@ struct RolloutOptions {
   // the controller (audited change_expired), so that it stops holding its
   // hosts. Zero: never. Campaign trials are not affected.
   absl::Duration proposal_ttl = absl::Hours(24);
-  // A host that has not acked the restore of a rolled-back or aborted change
-  // this long after the change ended (or NACKed it) is unconfirmed: counted in
-  // rocetune_controller_restores_unconfirmed (alert RocetuneRestoreUnconfirmed)
-  // and audited once per change (restore_unconfirmed, naming the hosts).
+  // A host that NACKed the restore of a rolled-back or aborted change is
+  // counted in rocetune_controller_restores_unconfirmed (alert
+  // RocetuneRestoreUnconfirmed) at once; one that has not acked it this long
+  // after the change ended from then on. Past this bound every such host is
+  // named in one restore_unconfirmed audit row per change.
   absl::Duration restore_confirm_timeout = absl::Minutes(2);
 };
 

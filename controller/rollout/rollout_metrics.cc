@@ -109,7 +109,7 @@ RolloutMetrics::RolloutMetrics(prometheus::Registry& registry)
           prometheus::BuildGauge()
               .Name("rocetune_controller_restores_unconfirmed")
               .Help("Hosts whose restore (the last push of a rolled-back or aborted change) "
-                    "was not confirmed within --restore_confirm_timeout: NACKed or silent.")
+                    "was NACKed, or not acked within --restore_confirm_timeout.")
               .Register(registry)
               .Add({})) {
   absl::MutexLock lock(&mu_);

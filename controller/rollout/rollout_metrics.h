@@ -72,8 +72,8 @@ class RolloutMetrics {
   // latest verdict (series absent while there is none).
   void Refresh(const std::map<std::string, v1::Change>& changes, absl::Time now);
   // Hosts whose restore (the last push of a rolled-back or aborted change)
-  // is neither acked within RolloutOptions::restore_confirm_timeout nor
-  // since: NACKed or silent.
+  // was NACKed, or is neither acked within
+  // RolloutOptions::restore_confirm_timeout nor since.
   void SetRestoresUnconfirmed(int hosts);
 
  private:

@@ -39,8 +39,9 @@ struct StepLook {
 // Every rule that decides a look of a step, in the order they apply:
 //  1. the experiment: the judge over canary and control (controller/judge:
 //     admit, design, contrasts, hard guards, latency tests, constraints,
-//     decide), then the canary's own shift ("fabric_regression" turns a HOLD
-//     whose control moved less into FAIL); or, when the step leaves no
+//     decide), then the canary's own shift ("fabric_regression" turns a
+//     control_shift HOLD into FAIL when the canary's own p99 rose x1.5); or,
+//     when the step leaves no
 //     host unchanged, the policy's hard limits over every changed host at
 //     every look (FAIL "guard:<metric>", HardLimitBreaches), else
 //     "no_control_left": a PASS at the final look, nothing before it;

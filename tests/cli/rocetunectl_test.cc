@@ -196,6 +196,10 @@ TEST_F(RocetunectlServerTest, ValidateWithControllerAsksTheControllerForADryRun)
   EXPECT_THAT(r.out, HasSubstr("\n  selects 4 connected host(s)"));
   EXPECT_TRUE(fake_.last_apply().dry_run());
   EXPECT_EQ(fake_.last_apply().file_name(), good);
+  // The controller's notes are text: -o json with --controller is refused.
+  r = Ctl({"policy", "validate", "-o", "json", good});
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("drop -o json"));
   // An invalid file is refused offline; the controller is not asked.
   std::string bad_text = kValidPolicy;
   bad_text.replace(bad_text.find("min: 1 max: 100"), 15, "min: 100 max: 1");

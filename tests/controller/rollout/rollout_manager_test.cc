@@ -738,8 +738,8 @@ TEST_F(RolloutTest, ARestoreNotConfirmedWithinTheBoundIsCountedAndAuditedOnce) {
   }
   EXPECT_EQ(agents_[refuser]->Param("rpg_time_reset", 0), 2)
       << "the refuser keeps the change's set";
-  // Within the bound: counted nowhere yet.
-  EXPECT_EQ(Metric("rocetune_controller_restores_unconfirmed{}"), 0);
+  // Within the bound: the refusal counts at once; the audit row waits for it.
+  EXPECT_EQ(Metric("rocetune_controller_restores_unconfirmed{}"), 1);
   EXPECT_NE(NewestAudit(c->id()).action(), "restore_unconfirmed");
   Run(12);
   EXPECT_EQ(Metric("rocetune_controller_restores_unconfirmed{}"), 1);
@@ -756,6 +756,22 @@ TEST_F(RolloutTest, ARestoreNotConfirmedWithinTheBoundIsCountedAndAuditedOnce) {
   int rows = 0;
   for (const v1::AuditEntry& e : audit->entries()) rows += e.action() == "restore_unconfirmed";
   EXPECT_EQ(rows, 1);
+  // A later change holds the host (PROPOSED, nothing pushed yet): a NACK of the
+  // restore still lands on the change that pushed it.
+  auto next = Propose(100);
+  ASSERT_TRUE(next.ok()) << next.status();
+  std::string restore_version;
+  for (const auto& h : Get(c->id()).hosts()) {
+    if (h.host_id() == refuser) restore_version = h.pushed_version();
+  }
+  manager_->OnNack(refuser, restore_version, "mlx5_0: still read-only");
+  Tick();
+  for (const auto& h : Get(c->id()).hosts()) {
+    if (h.host_id() == refuser) {
+      EXPECT_EQ(h.rejected(), "restore NACK: mlx5_0: still read-only");
+    }
+  }
+  EXPECT_TRUE(Get(next->id()).verdicts().empty()) << "the proposal is not failed by it";
 }
 
 // Issue 28 item 5: c-2 DONE; c-3 on the same hosts rolled back by the judge
