@@ -761,17 +761,20 @@ TEST_F(RolloutTest, ARestoreNotConfirmedWithinTheBoundIsCountedAndAuditedOnce) {
   auto next = Propose(100);
   ASSERT_TRUE(next.ok()) << next.status();
   std::string restore_version;
-  for (const auto& h : Get(c->id()).hosts()) {
+  const v1::Change ended = Get(c->id());
+  for (const auto& h : ended.hosts()) {
     if (h.host_id() == refuser) restore_version = h.pushed_version();
   }
   manager_->OnNack(refuser, restore_version, "mlx5_0: still read-only");
   Tick();
-  for (const auto& h : Get(c->id()).hosts()) {
+  const v1::Change after = Get(c->id());
+  for (const auto& h : after.hosts()) {
     if (h.host_id() == refuser) {
       EXPECT_EQ(h.rejected(), "restore NACK: mlx5_0: still read-only");
     }
   }
-  EXPECT_TRUE(Get(next->id()).verdicts().empty()) << "the proposal is not failed by it";
+  const v1::Change proposal = Get(next->id());
+  EXPECT_EQ(proposal.verdicts_size(), 0) << "the proposal is not failed by it";
 }
 
 // Issue 28 item 5: c-2 DONE; c-3 on the same hosts rolled back by the judge
