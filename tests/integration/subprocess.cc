@@ -78,7 +78,9 @@ std::string Subprocess::Log() const {
 
 int RunCommand(const std::string& binary, const std::vector<std::string>& args, std::string* output,
                absl::Duration timeout) {
-  std::string log = absl::StrCat(MakeTempDir("cmd"), "/out.log");
+  // The log lives only as long as the command: its text is returned.
+  const TempDir dir("cmd");
+  std::string log = absl::StrCat(dir.path(), "/out.log");
   Subprocess p(binary, args, log);
   if (!p.Start()) return -1;
   std::optional<int> rc = p.Wait(timeout);
