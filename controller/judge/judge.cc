@@ -618,27 +618,38 @@ namespace {
 // HardLimitBreaches over hosts already in id order.
 std::vector<HardLimitBreach> Breaches(const std::vector<const HostInput*>& order,
                                       const v1::Guard& guard) {
+  struct Limit {
+    const char* rule;
+    double limit;  // 0: none
+    double (*value)(const HostPeriod&);
+    std::string (*say)(const std::string& host, double value, double limit);
+  };
+  const Limit limits[] = {
+      {"guard:pfc_pause_ratio", guard.max_pfc_pause_ratio(), &WorstPauseRatio,
+       [](const std::string& host, double v, double limit) {
+         return absl::StrFormat(
+             "FAIL: changed host %s paused %.4g of the time since the change, above the hard "
+             "limit %.4g.",
+             host, v, limit);
+       }},
+      {"guard:retransmits_per_second", guard.max_retransmits_per_second(),
+       [](const HostPeriod& p) { return GuardValue(GuardKind::kRetransmits, p); },
+       [](const std::string& host, double v, double limit) {
+         return absl::StrFormat(
+             "FAIL: changed host %s retransmitted %.4g/s since the change, above the hard "
+             "limit %.4g/s.",
+             host, v, limit);
+       }},
+  };
   std::vector<HardLimitBreach> out;
-  const double max_pause = guard.max_pfc_pause_ratio();
-  for (const HostInput* h : order) {
-    const double pause = WorstPauseRatio(h->after);
-    if (max_pause > 0 && pause > max_pause) {
-      out.push_back({"guard:pfc_pause_ratio",
-                     absl::StrFormat("FAIL: changed host %s paused %.4g of the time since the "
-                                     "change, above the hard limit %.4g.",
-                                     h->host_id, pause, max_pause)});
-      break;
-    }
-  }
-  const double max_retx = guard.max_retransmits_per_second();
-  for (const HostInput* h : order) {
-    const double retx = GuardValue(GuardKind::kRetransmits, h->after);
-    if (max_retx > 0 && retx > max_retx) {
-      out.push_back({"guard:retransmits_per_second",
-                     absl::StrFormat("FAIL: changed host %s retransmitted %.4g/s since the change, "
-                                     "above the hard limit %.4g/s.",
-                                     h->host_id, retx, max_retx)});
-      break;
+  for (const Limit& l : limits) {
+    if (!(l.limit > 0)) continue;
+    for (const HostInput* h : order) {  // the first host above the limit
+      const double value = l.value(h->after);
+      if (value > l.limit) {
+        out.push_back({l.rule, l.say(h->host_id, value, l.limit)});
+        break;
+      }
     }
   }
   return out;

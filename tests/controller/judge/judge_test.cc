@@ -37,22 +37,30 @@ bool AnyDropMentions(const v1::Verdict& v, const std::string& text) {
                      [&](const std::string& d) { return d.find(text) != std::string::npos; });
 }
 
-// Runs every look of every seed and asserts each verdict is HOLD; returns the
-// first verdict for further checks.
-v1::Verdict ExpectAlwaysHold(const sim::SimConfig& c, const char* what) {
-  v1::Verdict first;
-  for (uint64_t seed = 1; seed <= kSeeds; ++seed) {
+// Judges every look of seeds 1..seeds of `c` (all metrics) and calls
+// check(seed, look, looks, verdict).
+template <typename F>
+void ForEachLook(const sim::SimConfig& c, uint64_t seeds, F check) {
+  for (uint64_t seed = 1; seed <= seeds; ++seed) {
     auto looks = sim::SimulateLooks(c, seed);
     JudgeConfig config = sim::AllMetricsConfig();
     config.looks = static_cast<uint32_t>(looks.size());
     for (size_t l = 0; l < looks.size(); ++l) {
       config.look = static_cast<uint32_t>(l + 1);
-      v1::Verdict v = Judge(looks[l], config);
-      EXPECT_EQ(v.outcome(), v1::Verdict::HOLD) << what << ", seed " << seed << ", look " << l + 1
-                                                << ": " << v.rule() << " - " << v.summary();
-      if (seed == 1 && l + 1 == looks.size()) first = v;
+      check(seed, l + 1, looks.size(), Judge(looks[l], config));
     }
   }
+}
+
+// Runs every look of every seed and asserts each verdict is HOLD; returns the
+// first verdict for further checks.
+v1::Verdict ExpectAlwaysHold(const sim::SimConfig& c, const char* what) {
+  v1::Verdict first;
+  ForEachLook(c, kSeeds, [&](uint64_t seed, size_t look, size_t looks, const v1::Verdict& v) {
+    EXPECT_EQ(v.outcome(), v1::Verdict::HOLD) << what << ", seed " << seed << ", look " << look
+                                              << ": " << v.rule() << " - " << v.summary();
+    if (seed == 1 && look == looks) first = v;
+  });
   std::cout << what << ": HOLD, rule " << first.rule() << " - " << first.summary() << "\n";
   return first;
 }
@@ -119,19 +127,12 @@ TEST(JudgeThinDataTest, BadExposureNeverPasses) {
 TEST(JudgeTest, CanaryLosingProbesBeyondControlFails) {
   sim::SimConfig c;
   c.canary_loss_after = 0.05;
-  for (uint64_t seed = 1; seed <= 10; ++seed) {
-    auto looks = sim::SimulateLooks(c, seed);
-    JudgeConfig config = sim::AllMetricsConfig();
-    config.looks = static_cast<uint32_t>(looks.size());
-    for (size_t l = 0; l < looks.size(); ++l) {
-      config.look = static_cast<uint32_t>(l + 1);
-      v1::Verdict v = Judge(looks[l], config);
-      EXPECT_EQ(v.outcome(), v1::Verdict::FAIL) << seed << " " << l << " " << v.summary();
-      EXPECT_EQ(v.rule(), "probe_loss");
-      EXPECT_THAT(v.summary(), HasSubstr("lost 5.00% more of its probes than control"));
-      EXPECT_EQ(FindEvidence(v, kProbeLossEvidence)->outcome(), "fail");
-    }
-  }
+  ForEachLook(c, 10, [](uint64_t seed, size_t look, size_t, const v1::Verdict& v) {
+    EXPECT_EQ(v.outcome(), v1::Verdict::FAIL) << seed << " " << look << " " << v.summary();
+    EXPECT_EQ(v.rule(), "probe_loss");
+    EXPECT_THAT(v.summary(), HasSubstr("lost 5.00% more of its probes than control"));
+    EXPECT_EQ(FindEvidence(v, kProbeLossEvidence)->outcome(), "fail");
+  });
   c.canary_loss_after = 0.005;
   for (uint64_t seed = 1; seed <= 10; ++seed) {
     v1::Verdict v = Judge(FinalLook(c, seed), FinalConfig());

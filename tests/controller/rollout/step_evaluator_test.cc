@@ -35,6 +35,30 @@ v1::Change ChangeAt(v1::ChangeState state, uint32_t stage, bool canary_only,
   return c;
 }
 
+using Counters = std::vector<std::tuple<const char*, int, uint64_t>>;  // name, priority, delta
+
+// Host `host`'s report of second `second` of the step starting at `step_start`
+// (seq second + 1, arrived half a second after it), with `counters` on
+// mlx5_0 port 1.
+absl::Status AddSecondReport(TelemetryStore& telemetry, const std::string& host,
+                             absl::Time step_start, int second, const Counters& counters = {}) {
+  v1::Report r;
+  r.set_seq(static_cast<uint64_t>(second + 1));
+  const absl::Time start = step_start + absl::Seconds(second);
+  r.set_start_unix_nanos(absl::ToUnixNanos(start));
+  r.set_end_unix_nanos(absl::ToUnixNanos(start + absl::Seconds(1)));
+  for (const auto& [name, prio, delta] : counters) {
+    v1::CounterSample* c = r.add_counters();
+    c->set_device("mlx5_0");
+    c->set_port(1);
+    c->set_priority(prio);
+    c->set_name(name);
+    c->set_delta(delta);
+    c->set_rate_per_second(static_cast<double>(delta));
+  }
+  return telemetry.ForHost(host)->AddReport(r, start + absl::Milliseconds(500));
+}
+
 class StepEvaluatorTest : public ::testing::Test {
  protected:
   StepLook LookAt(const v1::Change& c, uint32_t look, uint32_t looks) {
@@ -119,12 +143,7 @@ TEST_F(StepEvaluatorTest, APassNeedsEveryChangedHostRunningThePushedVersionAndRe
   in.now = in.after_start + absl::Seconds(10) + absl::Milliseconds(600);
   // h1 reports every second of the step; h2 only in its first three.
   auto report = [&](const std::string& host, int second) {
-    v1::Report r;
-    r.set_seq(static_cast<uint64_t>(second + 1));
-    const absl::Time start = in.after_start + absl::Seconds(second);
-    r.set_start_unix_nanos(absl::ToUnixNanos(start));
-    r.set_end_unix_nanos(absl::ToUnixNanos(start + absl::Seconds(1)));
-    ASSERT_TRUE(telemetry.ForHost(host)->AddReport(r, start + absl::Milliseconds(500)).ok());
+    ASSERT_TRUE(AddSecondReport(telemetry, host, in.after_start, second).ok());
   };
   for (int s = 0; s < 10; ++s) {
     report("h1", s);
@@ -178,24 +197,11 @@ TEST_F(StepEvaluatorTest, WithoutAControlTheHardLimitsJudgeEveryChangedHostAtEve
   // h1 pauses 1% of each second; h2 (the stage-1 host) pauses `h2_pause_us`
   // of each and retransmits `h2_retx` a second.
   auto report = [&](const std::string& host, int second, uint64_t pause_us, uint64_t retx) {
-    v1::Report r;
-    r.set_seq(static_cast<uint64_t>(second + 1));
-    const absl::Time start = in.after_start + absl::Seconds(second);
-    r.set_start_unix_nanos(absl::ToUnixNanos(start));
-    r.set_end_unix_nanos(absl::ToUnixNanos(start + absl::Seconds(1)));
-    for (const auto& [name, prio, delta] : std::vector<std::tuple<const char*, int, uint64_t>>{
-             {"rx_pfc_pause_duration_us", 3, pause_us},
-             {"tx_bytes", -1, 1'000'000'000},
-             {"retransmits", -1, retx}}) {
-      v1::CounterSample* s = r.add_counters();
-      s->set_device("mlx5_0");
-      s->set_port(1);
-      s->set_priority(prio);
-      s->set_name(name);
-      s->set_delta(delta);
-      s->set_rate_per_second(static_cast<double>(delta));
-    }
-    ASSERT_TRUE(telemetry.ForHost(host)->AddReport(r, start + absl::Milliseconds(500)).ok());
+    ASSERT_TRUE(AddSecondReport(telemetry, host, in.after_start, second,
+                                {{"rx_pfc_pause_duration_us", 3, pause_us},
+                                 {"tx_bytes", -1, 1'000'000'000},
+                                 {"retransmits", -1, retx}})
+                    .ok());
   };
   for (int s = 0; s < 10; ++s) {
     report("h1", s, 10'000, 0);
@@ -215,12 +221,7 @@ TEST_F(StepEvaluatorTest, WithoutAControlTheHardLimitsJudgeEveryChangedHostAtEve
   StepEvaluator quiet(&quiet_store, absl::Milliseconds(500));
   for (int s = 0; s < 10; ++s) {
     for (const char* h : {"h1", "h2"}) {
-      v1::Report r;
-      r.set_seq(static_cast<uint64_t>(s + 1));
-      const absl::Time start = in.after_start + absl::Seconds(s);
-      r.set_start_unix_nanos(absl::ToUnixNanos(start));
-      r.set_end_unix_nanos(absl::ToUnixNanos(start + absl::Seconds(1)));
-      ASSERT_TRUE(quiet_store.ForHost(h)->AddReport(r, start + absl::Milliseconds(500)).ok());
+      ASSERT_TRUE(AddSecondReport(quiet_store, h, in.after_start, s).ok());
     }
   }
   EXPECT_TRUE(quiet.Look(in).empty());
