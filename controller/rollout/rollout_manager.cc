@@ -1307,13 +1307,14 @@ void RolloutManager::CheckRestores() {
     const v1::Change& c = it->second;
     const absl::Time ended =
         absl::FromUnixNanos(c.transitions(c.transitions_size() - 1).unix_nanos());
-    // A refused restore counts at once; a silent host after the bound.
-    int refused = 0;
-    for (const std::string& host : hosts) {
-      for (const v1::HostTarget& h : c.hosts()) {
-        refused += h.host_id() == host && absl::StartsWith(h.rejected(), "restore NACK");
-      }
+    // A refused restore counts at once; a silent host after the bound. One
+    // pass over the change's hosts (this runs every tick).
+    std::map<std::string, std::string> refusals;  // host -> its NACK
+    for (const v1::HostTarget& h : c.hosts()) {
+      if (absl::StartsWith(h.rejected(), "restore NACK")) refusals[h.host_id()] = h.rejected();
     }
+    int refused = 0;
+    for (const std::string& host : hosts) refused += refusals.count(host) != 0;
     if (now - ended < options_.restore_confirm_timeout) {
       overdue_hosts += refused;
       continue;
@@ -1326,13 +1327,9 @@ void RolloutManager::CheckRestores() {
         named.push_back(absl::StrCat("and ", hosts.size() - 16, " more"));
         break;
       }
-      std::string why = "no ack";
-      for (const v1::HostTarget& h : c.hosts()) {
-        if (h.host_id() == host && absl::StartsWith(h.rejected(), "restore NACK")) {
-          why = h.rejected();
-        }
-      }
-      named.push_back(absl::StrCat(host, " (", why, ")"));
+      auto refusal = refusals.find(host);
+      named.push_back(
+          absl::StrCat(host, " (", refusal == refusals.end() ? "no ack" : refusal->second, ")"));
     }
     const std::string reason =
         absl::StrCat(hosts.size(), " host(s) did not confirm the restore of ", id, " within ",
