@@ -469,15 +469,17 @@ TEST_F(ControllerServiceTest, StaleNonceIsIgnoredCurrentNackIsStored) {
   EXPECT_EQ(info->current_version(), "");
   EXPECT_EQ(info->state(), v1::HOST_CONNECTED);  // stream still open
 
-  grpc::ClientContext ctx;
-  v1::ListAuditRequest req;
-  v1::ListAuditResponse audit;
-  ASSERT_TRUE(admin_->ListAudit(&ctx, req, &audit).ok());
-  bool found_nack = false;
-  for (const auto& e : audit.entries()) {
-    if (e.action() == "nack" && e.subject() == "h1") found_nack = true;
-  }
-  EXPECT_TRUE(found_nack);
+  // The audit row is written by the control loop's writer after the host's
+  // state changed in memory: wait for it rather than read once.
+  EXPECT_TRUE(Eventually([&] {
+    grpc::ClientContext ctx;
+    v1::ListAuditResponse audit;
+    if (!admin_->ListAudit(&ctx, v1::ListAuditRequest(), &audit).ok()) return false;
+    for (const auto& e : audit.entries()) {
+      if (e.action() == "nack" && e.subject() == "h1") return true;
+    }
+    return false;
+  }));
 }
 
 TEST_F(ControllerServiceTest, ReplyWithNonceNeverSentIsRefused) {
