@@ -97,6 +97,7 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options, HostS
   lo.metrics = a->options_.metrics;
   lo.progress = a->options_.sampling_progress;
   lo.round_gate = a->options_.round_gate;
+  lo.without_controller = [a] { return a->client_->DisconnectedFor(); };
   a->loop_ = std::make_unique<SamplingLoop>(std::move(lo), a->sampler_.get(), a->owner_.get(),
                                             seams.prober, seams.clock);
   a->loop_->SetDrift(*std::move(drift));
@@ -219,6 +220,20 @@ absl::StatusOr<std::vector<std::string>> Agent::InitParameters() {
     owner_->SetExpected(lkg->version, lkg->parameters);
   }
   if (ResolveInterruptedApply(&current)) drift.clear();
+  // A provisional set on the NIC from before the restart: its lease runs
+  // again from now, so without the controller it is still given up.
+  absl::StatusOr<std::optional<v1::DesiredState>> provisional = journal_->LoadProvisional();
+  if (!provisional.ok()) {
+    LogError("provisional record unreadable; the set on the NIC is treated as final",
+             {{"error", std::string(provisional.status().message())}});
+  } else if (provisional->has_value() && owner_->ResumeProvisional(**provisional)) {
+    LogWarning("the NIC holds a provisional set from before the restart; it is restored to "
+               "last-known-good unless the controller is reached within its lease",
+               {{"version", (*provisional)->version()},
+                {"lease_seconds", absl::StrCat((*provisional)->provisional_lease_seconds())}});
+    drift.clear();
+    current = owner_->ReadCurrent();
+  }
   if (options_.metrics != nullptr) options_.metrics->SetParameters(current);
   return drift;
 }
@@ -274,23 +289,23 @@ v1::AgentMessage Agent::ApplyDesiredState(const v1::DesiredState& ds,
   v1::AgentMessage reply;
   const std::string kept = AppliedVersion();
   if (options_.metrics != nullptr) options_.metrics->SetDesiredVersion(ds.version());
-  if (loop_->IsGuardRejected(ds.version())) {
+  if (std::optional<std::string> why = loop_->GivenUp(ds.version()); why.has_value()) {
     // The controller may push it again before the guard event (held while
     // disconnected) reaches it: refuse, so the host does not go back into
-    // the storm; the NACK marks the version rejected there too.
+    // the storm, or back onto a set whose lease ran out; the NACK marks the
+    // version rejected there too.
     v1::Nack* nack = reply.mutable_nack();
     nack->set_kind(v1::DESIRED_STATE);
     nack->set_version(ds.version());
     nack->set_nonce(ds.nonce());
-    nack->set_error(absl::StrCat("version ", ds.version(),
-                                 " was rolled back by this host's local guard; not applied again"));
+    nack->set_error(absl::StrCat(*why, "; not applied again"));
     nack->set_kept_version(kept);
-    LogWarning("refused a version the local guard rolled back", {{"version", ds.version()}});
+    LogWarning("refused a version this host gave up", {{"version", ds.version()}, {"why", *why}});
     return reply;
   }
   absl::StatusOr<ApplyResult> result =
       refused.empty()
-          ? owner_->Apply(ds.version(), ds.parameters())
+          ? owner_->Apply(ds.version(), ds.parameters(), ds.provisional_lease_seconds())
           : absl::StatusOr<ApplyResult>(absl::InvalidArgumentError(absl::StrCat(
                 "parameter set rejected, nothing written: ", absl::StrJoin(refused, "; "))));
   if (options_.metrics != nullptr) options_.metrics->RecordApply(result.ok());
@@ -313,7 +328,9 @@ v1::AgentMessage Agent::ApplyDesiredState(const v1::DesiredState& ds,
   if (options_.metrics != nullptr) options_.metrics->SetParameters(result->applied);
   loop_->RequestDriftCheck();
   LogInfo("applied desired state",
-          {{"version", ds.version()}, {"writes", absl::StrCat(result->writes)}});
+          {{"version", ds.version()},
+           {"writes", absl::StrCat(result->writes)},
+           {"provisional_lease_seconds", absl::StrCat(ds.provisional_lease_seconds())}});
   v1::Ack* ack = reply.mutable_ack();
   ack->set_kind(v1::DESIRED_STATE);
   ack->set_version(ds.version());

@@ -87,6 +87,12 @@ AgentMetrics::AgentMetrics(std::shared_ptr<prometheus::Registry> registry, std::
                            .Help("Local guard restores of the last-known-good set.")
                            .Register(*registry_)
                            .Add({{"host", host_}})),
+      lease_expiries_(prometheus::BuildCounter()
+                          .Name("rocetune_agent_lease_expiries_total")
+                          .Help("Provisional sets given up for the last-known-good set after "
+                                "their lease ran out without the controller.")
+                          .Register(*registry_)
+                          .Add({{"host", host_}})),
       drift_found_(prometheus::BuildCounter()
                        .Name("rocetune_agent_parameter_drift_total")
                        .Help("Parameters found on the NIC with a value other than the applied "
@@ -310,6 +316,8 @@ void AgentMetrics::RecordApply(bool ok) {
 }
 
 void AgentMetrics::RecordGuardRollback() { guard_rollbacks_.Increment(); }
+
+void AgentMetrics::RecordLeaseExpiry() { lease_expiries_.Increment(); }
 
 void AgentMetrics::RecordDriftCheck(size_t drifted) {
   drift_found_.Increment(static_cast<double>(drifted));

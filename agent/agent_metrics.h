@@ -56,6 +56,7 @@ class AgentMetrics {
   void SetParameters(const v1::ParameterSet& params);
   void RecordApply(bool ok);
   void RecordGuardRollback();
+  void RecordLeaseExpiry();
   // One drift check found `drifted` parameters off the applied set.
   void RecordDriftCheck(size_t drifted);
   void RecordSampling(absl::Duration collection_time);
@@ -114,6 +115,7 @@ class AgentMetrics {
   prometheus::Family<prometheus::Gauge>& params_;
   prometheus::Family<prometheus::Counter>& applies_;
   prometheus::Counter& guard_rollbacks_;
+  prometheus::Counter& lease_expiries_;
   prometheus::Counter& drift_found_;
   prometheus::Gauge& drifted_now_;
   prometheus::Histogram& sampling_seconds_;

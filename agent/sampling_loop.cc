@@ -54,7 +54,9 @@ void SamplingLoop::Round(v1::Report* report, bool* lent) {
             owner_->Observe(batch_.samples, batch_.mono_start, batch_.mono_end);
         ev.has_value()) {
       if (!ev->restored_version().empty()) {
-        RememberGuardRejected(ev->judged_version());
+        RememberGivenUp(ev->judged_version(),
+                        absl::StrCat("version ", ev->judged_version(),
+                                     " was rolled back by this host's local guard"));
         *ev->mutable_restored_parameters() = owner_->expected();
       }
       LogWarning(
@@ -76,6 +78,18 @@ void SamplingLoop::Round(v1::Report* report, bool* lent) {
     const absl::Time now = clock_->Now();
     report->set_start_unix_nanos(absl::ToUnixNanos(now));
     report->set_end_unix_nanos(absl::ToUnixNanos(now));
+  }
+  if (options_.without_controller) {
+    // Sampling or not, a provisional set is not kept past its lease.
+    if (std::optional<v1::GuardEvent> ev = owner_->ExpireLease(options_.without_controller());
+        ev.has_value()) {
+      RememberGivenUp(ev->judged_version(),
+                      absl::StrCat("version ", ev->judged_version(),
+                                   " was given up on this host when its provisional lease "
+                                   "expired without the controller"));
+      if (options_.metrics != nullptr) options_.metrics->RecordLeaseExpiry();
+      *report->add_guard_events() = *std::move(ev);
+    }
   }
   if (prober_ != nullptr) {
     for (auto& w : prober_->TakeWindow()) *report->add_latency() = std::move(w);
@@ -109,19 +123,21 @@ absl::Duration SamplingLoop::sample_interval() const {
   return sample_interval_;
 }
 
-void SamplingLoop::RememberGuardRejected(const std::string& version) {
+void SamplingLoop::RememberGivenUp(const std::string& version, std::string why) {
   // The newest versions are kept; desired versions only grow, so an old one
   // does not come back.
-  constexpr size_t kMaxGuardRejected = 16;
+  constexpr size_t kMaxGivenUp = 16;
   absl::MutexLock lock(&mu_);
-  guard_rejected_.push_back(version);
-  if (guard_rejected_.size() > kMaxGuardRejected) guard_rejected_.erase(guard_rejected_.begin());
+  given_up_.emplace_back(version, std::move(why));
+  if (given_up_.size() > kMaxGivenUp) given_up_.erase(given_up_.begin());
 }
 
-bool SamplingLoop::IsGuardRejected(const std::string& version) const {
+std::optional<std::string> SamplingLoop::GivenUp(const std::string& version) const {
   absl::MutexLock lock(&mu_);
-  return std::find(guard_rejected_.begin(), guard_rejected_.end(), version) !=
-         guard_rejected_.end();
+  for (const auto& [v, why] : given_up_) {
+    if (v == version) return why;
+  }
+  return std::nullopt;
 }
 
 std::vector<std::string> SamplingLoop::drift() const {

@@ -4,7 +4,9 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/functional/any_invocable.h"
@@ -31,6 +33,10 @@ struct SamplingLoopOptions {
   // Optional, not owned: marked at the start of every round (the systemd
   // watchdog is petted only while it is).
   ProgressLoop* progress = nullptr;
+  // How long the agent has been without a stream to its controller
+  // (StreamClient::DisconnectedFor); each round gives it to
+  // NicOwner::ExpireLease. Unset: a provisional set's lease never runs out.
+  std::function<absl::Duration()> without_controller;
   // Test seam (the watchdog's integration test): called before each round,
   // which starts when it returns; `stop` is notified by Stop().
   std::function<void(const absl::Notification& stop)> round_gate;
@@ -68,9 +74,11 @@ class SamplingLoop {
   absl::Duration sample_interval() const;
   // The next round re-reads the NIC's parameters (after an apply).
   void RequestDriftCheck() { check_drift_now_ = true; }
-  // Versions this host's local guard rolled back (the newest 16): never
-  // applied again.
-  bool IsGuardRejected(const std::string& version) const;
+  // Versions this host gave up by itself, with why (the newest 16): those
+  // its local guard rolled back and those whose lease expired. Never applied
+  // again; nullopt for any other version.
+  std::optional<std::string> GivenUp(const std::string& version) const;
+  bool IsGuardRejected(const std::string& version) const { return GivenUp(version).has_value(); }
   // The drift found by the last check (or set at start), for Hello.
   std::vector<std::string> drift() const;
   void SetDrift(std::vector<std::string> drift);
@@ -79,7 +87,7 @@ class SamplingLoop {
 
  private:
   void MaybeCheckDrift(v1::Report* report, bool force);
-  void RememberGuardRejected(const std::string& version);
+  void RememberGivenUp(const std::string& version, std::string why);
 
   SamplingLoopOptions options_;
   Sampler* sampler_;
@@ -95,7 +103,7 @@ class SamplingLoop {
   absl::Duration sample_interval_ ABSL_GUARDED_BY(mu_);
   absl::Duration drift_interval_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> drift_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::string> guard_rejected_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::pair<std::string, std::string>> given_up_ ABSL_GUARDED_BY(mu_);
   // The loop's thread only: the sample messages lent to each round's report,
   // the rounds' numbers and when the next drift check is due.
   SampleBatch batch_;

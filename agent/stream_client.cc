@@ -39,7 +39,16 @@ absl::StatusOr<std::unique_ptr<StreamClient>> StreamClient::Create(StreamClientO
 }
 
 StreamClient::StreamClient(StreamClientOptions options, Clock* clock, Handlers handlers)
-    : options_(std::move(options)), clock_(clock), handlers_(std::move(handlers)) {}
+    : options_(std::move(options)),
+      clock_(clock),
+      handlers_(std::move(handlers)),
+      disconnected_since_(clock_->Monotonic()) {}
+
+absl::Duration StreamClient::DisconnectedFor() const {
+  absl::MutexLock lock(&mu_);
+  if (connected_) return absl::ZeroDuration();
+  return std::max(absl::ZeroDuration(), clock_->Monotonic() - disconnected_since_);
+}
 
 StreamClient::~StreamClient() { Stop(); }
 
@@ -349,6 +358,7 @@ absl::Status StreamClient::RunStream() {
   {
     absl::MutexLock lock(&mu_);
     connected_ = false;
+    disconnected_since_ = clock_->Monotonic();
     stopping = stopping_;
     // What was not written waits in the ring; replies were for this stream.
     replies_.clear();

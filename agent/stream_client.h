@@ -92,6 +92,9 @@ class StreamClient {
   void Offer(v1::Report* report);
 
   StreamStats stats() const;
+  // How long there has been no stream up (zero while one is; since the
+  // client was made, before the first). Clock::Monotonic time.
+  absl::Duration DisconnectedFor() const;
 
   using Stream = grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>;
 
@@ -134,6 +137,7 @@ class StreamClient {
   grpc::ClientContext* active_context_ ABSL_GUARDED_BY(mu_) = nullptr;
   // Hello written and the stream not yet over.
   bool connected_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Duration disconnected_since_ ABSL_GUARDED_BY(mu_);
   bool stream_over_ ABSL_GUARDED_BY(mu_) = false;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<std::string> replies_ ABSL_GUARDED_BY(mu_);

@@ -221,7 +221,13 @@ int Host(Context& ctx, const std::vector<std::string>& args) {
       << FormatAgo(h.connected_unix_nanos(), now) << "\n"
       << "labels:        " << FormatLabels(h.labels()) << "\n"
       << "applied:       " << OrDash(h.current_version()) << "\n"
-      << "desired:       " << OrDash(h.desired_version()) << "\n"
+      << "desired:       " << OrDash(h.desired_version())
+      << (h.desired_lease_seconds() > 0
+              ? absl::StrCat(" (provisional until its change is done: the agent restores "
+                             "last-known-good after ",
+                             h.desired_lease_seconds(), " s without the controller)")
+              : std::string())
+      << "\n"
       << "last ACK:      " << OrDash(h.last_ack_version()) << "\n";
   if (!h.last_nack_version().empty()) {
     out << "last NACK:     " << h.last_nack_version() << ": " << h.last_nack_error() << "\n";

@@ -79,7 +79,9 @@ absl::Status WriteFileAtomically(const std::string& dir, const std::string& path
 }
 
 LkgJournal::LkgJournal(std::string state_dir)
-    : state_dir_(std::move(state_dir)), path_(absl::StrCat(state_dir_, "/", kFileName)) {}
+    : state_dir_(std::move(state_dir)),
+      path_(absl::StrCat(state_dir_, "/", kFileName)),
+      provisional_path_(absl::StrCat(state_dir_, "/", kProvisionalFileName)) {}
 
 absl::Status LkgJournal::Load() {
   std::error_code ec;
@@ -118,6 +120,51 @@ absl::Status LkgJournal::Save(const std::string& version, const v1::ParameterSet
   absl::MutexLock lock(&mu_);
   entry_ = LkgEntry{version, parameters};
   return absl::OkStatus();
+}
+
+absl::Status LkgJournal::SaveProvisional(const std::string& version, uint32_t lease_seconds,
+                                         const v1::ParameterSet& parameters) {
+  if (version.empty()) return absl::InvalidArgumentError("provisional version is empty");
+  v1::DesiredState state;
+  state.set_version(version);
+  state.set_provisional_lease_seconds(lease_seconds);
+  *state.mutable_parameters() = parameters;
+  std::string body;
+  if (!google::protobuf::TextFormat::PrintToString(state, &body)) {
+    return absl::InternalError("cannot print the provisional set");
+  }
+  body = absl::StrCat(
+      "# rocetune-agent: the set on the NIC is provisional, not last-known-good "
+      "(rocetune.v1.DesiredState)\n",
+      body);
+  return WriteFileAtomically(state_dir_, provisional_path_, body);
+}
+
+absl::Status LkgJournal::ClearProvisional() {
+  if (unlink(provisional_path_.c_str()) != 0 && errno != ENOENT) {
+    return ErrnoToStatus(errno, absl::StrCat("unlink ", provisional_path_));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<v1::DesiredState>> LkgJournal::LoadProvisional() const {
+  std::error_code ec;
+  if (!std::filesystem::exists(provisional_path_, ec)) return std::optional<v1::DesiredState>();
+  absl::StatusOr<std::string> text = ParamFileIo::Real()->Read(provisional_path_);
+  if (!text.ok()) return text.status();
+  v1::DesiredState state;
+  google::protobuf::TextFormat::Parser parser;
+  CollectErrors errors;
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFromString(*text, &state)) {
+    return absl::DataLossError(
+        absl::StrCat("provisional record ", provisional_path_, " is corrupt: ", errors.first));
+  }
+  if (state.version().empty() || state.provisional_lease_seconds() == 0) {
+    return absl::DataLossError(absl::StrCat("provisional record ", provisional_path_,
+                                            " has no version or no lease"));
+  }
+  return std::optional<v1::DesiredState>(std::move(state));
 }
 
 std::optional<LkgEntry> LkgJournal::Get() const {

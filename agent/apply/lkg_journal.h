@@ -7,7 +7,9 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "rocetune/v1/agent.pb.h"
 #include "rocetune/v1/params.pb.h"
 
 namespace rocetune {
@@ -31,6 +33,7 @@ struct LkgEntry {
 class LkgJournal {
  public:
   static constexpr char kFileName[] = "last_known_good.txtpb";
+  static constexpr char kProvisionalFileName[] = "provisional.txtpb";
 
   explicit LkgJournal(std::string state_dir);
 
@@ -46,6 +49,18 @@ class LkgJournal {
 
   std::optional<LkgEntry> Get() const;
 
+  // The provisional record, <state_dir>/provisional.txtpb: the version, lease
+  // and read-back values of a set the controller pushed as provisional (a
+  // change's canary or stage), kept until it is confirmed or replaced, so that
+  // an agent restarted without its controller still restores last-known-good
+  // when the lease runs out. Written atomically as Save(); Clear is a no-op
+  // when there is none; Load gives nullopt when there is none and kDataLoss
+  // naming the path when it cannot be parsed.
+  absl::Status SaveProvisional(const std::string& version, uint32_t lease_seconds,
+                               const v1::ParameterSet& parameters);
+  absl::Status ClearProvisional();
+  absl::StatusOr<std::optional<v1::DesiredState>> LoadProvisional() const;
+
   // Parameters of the last-known-good set whose value in `current` differs, one
   // line each, e.g. "mlx5_0/rpg_ai_rate: 10 (last-known-good 5)". Only what the
   // last-known-good set names is compared. Empty when there is no entry.
@@ -56,6 +71,7 @@ class LkgJournal {
  private:
   std::string state_dir_;
   std::string path_;
+  std::string provisional_path_;
   mutable absl::Mutex mu_;
   std::optional<LkgEntry> entry_ ABSL_GUARDED_BY(mu_);
 };

@@ -36,15 +36,25 @@ LocalGuard::LocalGuard(LocalGuardOptions options, Clock* clock, ParameterApplier
                        LkgJournal* journal)
     : options_(options), clock_(clock), applier_(applier), journal_(journal) {}
 
-void LocalGuard::Arm(const std::string& version, const v1::ParameterSet& applied, int rounds) {
+void LocalGuard::Arm(const std::string& version, const v1::ParameterSet& applied, int rounds,
+                     bool provisional) {
   absl::MutexLock lock(&mu_);
   rounds_ = std::clamp(rounds > 0 ? rounds : options_.rounds_over, 1, kMaxRounds);
-  if (armed_ && version == candidate_version_) {
+  if ((armed_ || awaiting_confirm_) && version == candidate_version_) {
     // The same version again (a reconnect or a drift correction re-pushed
-    // it): its window, baseline and count go on.
+    // it, or the controller confirmed it): its window, baseline and count go
+    // on; only whether it is provisional changes.
     candidate_ = applied;
+    provisional_ = provisional;
+    if (awaiting_confirm_ && !provisional) {
+      // Its window passed clean while it was provisional: confirmed now.
+      awaiting_confirm_ = false;
+      SaveCandidateLocked();
+    }
     return;
   }
+  provisional_ = provisional;
+  awaiting_confirm_ = false;
   armed_ = true;
   armed_at_ = clock_->Monotonic();
   candidate_version_ = version;
@@ -70,12 +80,38 @@ bool LocalGuard::armed() const {
   return armed_;
 }
 
+bool LocalGuard::awaiting_confirm() const {
+  absl::MutexLock lock(&mu_);
+  return awaiting_confirm_;
+}
+
+void LocalGuard::Abandon() {
+  absl::MutexLock lock(&mu_);
+  armed_ = false;
+  awaiting_confirm_ = false;
+  provisional_ = false;
+  candidate_version_.clear();
+  candidate_.Clear();
+  recent_.clear();
+}
+
+void LocalGuard::SaveCandidateLocked() {
+  absl::Status st = journal_->Save(candidate_version_, candidate_);
+  if (st.ok()) {
+    LogInfo("guard window passed, set is last-known-good", {{"version", candidate_version_}});
+  } else {
+    LogError("cannot save last-known-good set",
+             {{"version", candidate_version_}, {"error", std::string(st.message())}});
+  }
+}
+
 std::optional<v1::GuardEvent> LocalGuard::Observe(
     const google::protobuf::RepeatedPtrField<v1::CounterSample>& samples,
     absl::Duration round_start, absl::Duration round_end) {
   absl::MutexLock lock(&mu_);
-  // Rounds of no set on probation are the rates a later apply is compared with.
-  if (!armed_) {
+  // Rounds of no set on probation are the rates a later apply is compared with
+  // (a provisional set waiting for its confirmation is still on probation).
+  if (!armed_ && !awaiting_confirm_) {
     for (const v1::CounterSample& s : samples) {
       if (s.name() != "rx_pfc_pause_duration_us" && s.name() != "tx_pfc_pause_duration_us" &&
           s.name() != "cnp_handled" && s.name() != "cnp_sent") {
@@ -91,13 +127,15 @@ std::optional<v1::GuardEvent> LocalGuard::Observe(
   const int over_in_count = static_cast<int>(std::count(recent_.begin(), recent_.end(), true));
   if (since > options_.window && over_in_count == 0) {
     armed_ = false;
-    absl::Status st = journal_->Save(candidate_version_, candidate_);
-    if (st.ok()) {
-      LogInfo("guard window passed, set is last-known-good", {{"version", candidate_version_}});
-    } else {
-      LogError("cannot save last-known-good set",
-               {{"version", candidate_version_}, {"error", std::string(st.message())}});
+    if (provisional_) {
+      // A change's canary or stage: last-known-good only once the controller
+      // confirms it (the change is DONE), never on the window alone.
+      awaiting_confirm_ = true;
+      LogInfo("guard window passed; the set stays provisional until the controller confirms it",
+              {{"version", candidate_version_}});
+      return std::nullopt;
     }
+    SaveCandidateLocked();
     return std::nullopt;
   }
   // A round that began before the apply is (partly) the old set's traffic.

@@ -63,7 +63,7 @@ LocalGuardOptions LocalGuardOptionsFromFlags();
 //
 // The guard owns promotion to last-known-good: Arm() holds the new set as a
 // candidate and the first Observe() after the window has passed clean saves it
-// to the journal. Callers therefore do not Save() a freshly applied set
+// to the journal (a provisional set: once it is also confirmed). Callers therefore do not Save() a freshly applied set
 // themselves (they do save the baseline read at start when the journal is empty).
 // Thread-safe. `clock`, `applier` and `journal` must outlive the guard.
 class LocalGuard {
@@ -73,8 +73,16 @@ class LocalGuard {
 
   // Starts (or restarts) the window for `version`, whose read-back values are
   // `applied`, now (Clock::Monotonic()). `rounds` > 0 replaces the options'
-  // rounds_over for this window.
-  void Arm(const std::string& version, const v1::ParameterSet& applied, int rounds = 0);
+  // rounds_over for this window. A `provisional` set is judged the same way
+  // but is not saved when its window passes: it waits for the same version
+  // armed again as not provisional (the controller's confirmation), and is
+  // saved then (at once if its window has passed clean).
+  void Arm(const std::string& version, const v1::ParameterSet& applied, int rounds = 0,
+           bool provisional = false);
+
+  // Forgets the set being judged or awaiting confirmation (the owner restored
+  // last-known-good for another reason: a lease that expired).
+  void Abandon();
 
   // Feeds one sampler round (canonical names "rx_pfc_pause_duration_us",
   // "tx_pfc_pause_duration_us", "cnp_handled", "cnp_sent"; others are ignored).
@@ -89,6 +97,8 @@ class LocalGuard {
       absl::Duration round_start, absl::Duration round_end);
 
   bool armed() const;
+  // A provisional set passed its window clean and waits for its confirmation.
+  bool awaiting_confirm() const;
 
   // New thresholds and window, from the next Observe on (an armed window
   // keeps its start).
@@ -100,7 +110,12 @@ class LocalGuard {
   ParameterApplier* applier_;
   LkgJournal* journal_;
   mutable absl::Mutex mu_;
+  void SaveCandidateLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   bool armed_ ABSL_GUARDED_BY(mu_) = false;
+  bool provisional_ ABSL_GUARDED_BY(mu_) = false;
+  // The window of a provisional set passed clean; the candidate is kept.
+  bool awaiting_confirm_ ABSL_GUARDED_BY(mu_) = false;
   absl::Duration armed_at_ ABSL_GUARDED_BY(mu_);
   std::string candidate_version_ ABSL_GUARDED_BY(mu_);
   v1::ParameterSet candidate_ ABSL_GUARDED_BY(mu_);

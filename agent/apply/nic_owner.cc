@@ -4,6 +4,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "daemon/logging.h"
 
 namespace rocetune {
 namespace {
@@ -36,7 +38,7 @@ void NicOwner::SetExpected(const std::string& version, const v1::ParameterSet& p
 }
 
 absl::StatusOr<ApplyResult> NicOwner::Apply(const std::string& version,
-                                            const v1::ParameterSet& set) {
+                                            const v1::ParameterSet& set, uint32_t lease_seconds) {
   absl::MutexLock lock(&mu_);
   if (intent_ != nullptr) {
     if (absl::Status s = intent_->Begin(version_, applier_->ReadCurrent(nullptr), version, set);
@@ -49,10 +51,81 @@ absl::StatusOr<ApplyResult> NicOwner::Apply(const std::string& version,
   // The apply ended (applied, refused or restored): nothing is in progress.
   if (intent_ != nullptr) (void)intent_->End();
   if (!result.ok()) return result;
-  guard_->Arm(version, result->applied, static_cast<int>(set.local_guard().rounds_over()));
+  guard_->Arm(version, result->applied, static_cast<int>(set.local_guard().rounds_over()),
+              lease_seconds > 0);
   version_ = version;
   expected_ = MergeExpected(expected_, set, result->applied);
+  SetLeaseLocked(lease_seconds);
   return result;
+}
+
+void NicOwner::SetLeaseLocked(uint32_t lease_seconds) {
+  lease_ = absl::Seconds(lease_seconds);
+  // The record lets a restarted agent keep counting the lease; a failure to
+  // write it costs only that (the lease runs in memory all the same).
+  absl::Status s = lease_seconds > 0 ? journal_->SaveProvisional(version_, lease_seconds, expected_)
+                                     : journal_->ClearProvisional();
+  if (!s.ok()) {
+    LogWarning("cannot record whether the applied set is provisional",
+               {{"version", version_}, {"error", std::string(s.message())}});
+  }
+}
+
+bool NicOwner::ResumeProvisional(const v1::DesiredState& record) {
+  absl::MutexLock lock(&mu_);
+  const v1::ParameterSet current = applier_->ReadCurrent(nullptr);
+  if (!Compare(record.parameters(), current).empty()) {
+    // The NIC no longer holds it (restored, or changed by hand): not ours to revert.
+    (void)journal_->ClearProvisional();
+    return false;
+  }
+  version_ = record.version();
+  expected_ = current;
+  lease_ = absl::Seconds(record.provisional_lease_seconds());
+  return true;
+}
+
+absl::Duration NicOwner::lease() const {
+  absl::MutexLock lock(&mu_);
+  return lease_;
+}
+
+std::optional<v1::GuardEvent> NicOwner::ExpireLease(absl::Duration without_controller) {
+  absl::MutexLock lock(&mu_);
+  if (lease_ <= absl::ZeroDuration() || without_controller < lease_) return std::nullopt;
+  v1::GuardEvent event;
+  event.set_kind("lease_expired");
+  event.set_judged_version(version_);
+  std::string detail = absl::StrCat("no stream to the controller for ",
+                                    absl::FormatDuration(absl::Trunc(without_controller,
+                                                                     absl::Seconds(1))),
+                                    " (the set's lease is ", absl::FormatDuration(lease_),
+                                    ") while holding provisional version ", version_);
+  const std::string judged = version_;
+  std::optional<LkgEntry> lkg = journal_->Get();
+  if (!lkg.has_value()) {
+    absl::StrAppend(&detail, "; no last-known-good set, nothing restored");
+    SetLeaseLocked(0);
+  } else {
+    absl::StatusOr<ApplyResult> r = applier_->Apply(lkg->parameters);
+    if (!r.ok()) {
+      // Tried again at the next round: the lease stays expired.
+      LogError("lease expired: restoring last-known-good failed; trying again next round",
+               {{"version", judged}, {"error", std::string(r.status().message())}});
+      return std::nullopt;
+    }
+    guard_->Abandon();
+    version_ = lkg->version;
+    expected_ = applier_->ReadCurrent(nullptr);
+    if (expected_.devices_size() == 0) expected_ = lkg->parameters;
+    *event.mutable_restored_parameters() = expected_;
+    event.set_restored_version(lkg->version);
+    absl::StrAppend(&detail, "; restored last-known-good version ", lkg->version);
+    SetLeaseLocked(0);
+  }
+  event.set_detail(detail);
+  LogWarning("provisional lease expired without the controller", {{"detail", detail}});
+  return event;
 }
 
 v1::ParameterSet NicOwner::MergeExpected(const v1::ParameterSet& expected,
@@ -144,6 +217,7 @@ std::optional<v1::GuardEvent> NicOwner::Observe(
   std::optional<v1::GuardEvent> ev = guard_->Observe(samples, round_start, round_end);
   if (ev.has_value() && !ev->restored_version().empty()) {
     version_ = ev->restored_version();
+    SetLeaseLocked(0);
     std::optional<LkgEntry> lkg = journal_->Get();
     v1::ParameterSet current = applier_->ReadCurrent(nullptr);
     // What the restore wrote is what is expected from now on, as read back.

@@ -9,6 +9,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "agent/apply/applier.h"
 #include "agent/apply/apply_intent.h"
 #include "agent/apply/lkg_journal.h"
@@ -62,8 +63,31 @@ class NicOwner {
   // Applies `set` as `version` (Applier::Apply); on success arms the guard with
   // the read-back values, which become the expected state. With an intent
   // record, the apply is recorded first (kUnavailable, nothing written, when
-  // it cannot be) and the record removed when the apply ends.
-  absl::StatusOr<ApplyResult> Apply(const std::string& version, const v1::ParameterSet& set);
+  // it cannot be) and the record removed when the apply ends. `lease_seconds`
+  // > 0: the set is provisional (DesiredState.provisional_lease_seconds): the
+  // guard does not make it last-known-good, the journal's provisional record
+  // keeps it across a restart, and ExpireLease restores last-known-good once
+  // the agent has been without its controller for that long. The same version
+  // applied again with 0 confirms it.
+  absl::StatusOr<ApplyResult> Apply(const std::string& version, const v1::ParameterSet& set,
+                                    uint32_t lease_seconds = 0);
+
+  // When the set applied is provisional and the agent has had no stream to
+  // the controller for at least its lease: restores the journal's
+  // last-known-good set (it becomes the expected state; the guard forgets the
+  // provisional set) and returns a GuardEvent of kind "lease_expired" that
+  // names the version it gave up (judged_version) and the one restored. A
+  // restore that fails is logged and tried again at the next call.
+  std::optional<v1::GuardEvent> ExpireLease(absl::Duration without_controller);
+
+  // At start, after SetExpected and ResolveInterruptedApply: the journal's
+  // provisional record. When the NIC still holds its values, they are the
+  // expected state as its version and its lease runs again (true); otherwise
+  // the record is removed (false).
+  bool ResumeProvisional(const v1::DesiredState& record);
+
+  // The lease of the applied set (zero: a final set).
+  absl::Duration lease() const;
 
   // At start, after SetExpected: when the previous process died inside an
   // apply (an intent record exists), finds which set the host holds. The whole
@@ -111,8 +135,13 @@ class NicOwner {
   LocalGuard* guard_;
   ApplyIntent* intent_;
   mutable absl::Mutex mu_;
+  // Records the applied set as provisional (> 0) or final, in memory and in
+  // the journal's provisional record.
+  void SetLeaseLocked(uint32_t lease_seconds) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   std::string version_ ABSL_GUARDED_BY(mu_);
   v1::ParameterSet expected_ ABSL_GUARDED_BY(mu_);
+  absl::Duration lease_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
 };
 
 }  // namespace rocetune

@@ -21,8 +21,10 @@ class AgentConnection {
   virtual uint64_t stream_id() const = 0;
   // Queues a DesiredState push; the connection stamps a fresh per-stream
   // nonce. A queued, not yet written DesiredState is replaced (only the latest
-  // matters); a full queue drops the message and counts it.
-  virtual void PushDesiredState(const std::string& version, const v1::ParameterSet& params) = 0;
+  // matters); a full queue drops the message and counts it. `lease_seconds`
+  // > 0 marks the set provisional (DesiredState.provisional_lease_seconds).
+  virtual void PushDesiredState(const std::string& version, const v1::ParameterSet& params,
+                                uint32_t lease_seconds) = 0;
   // Queues a ProbePlan push (the connection stamps the nonce); like
   // PushDesiredState only the newest queued plan is kept. Default: ignored.
   virtual void PushProbePlan(const v1::ProbePlan& plan) { (void)plan; }

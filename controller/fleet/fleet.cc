@@ -145,6 +145,7 @@ absl::StatusOr<Registration> Fleet::Register(const v1::Hello& hello,
   std::shared_ptr<AgentConnection> superseded;
   bool push = false;
   std::string desired_version;
+  uint32_t lease = 0;
   v1::ParameterSet desired;
   Registration reg;
   reg.host_id = hello.host_id();
@@ -179,7 +180,10 @@ absl::StatusOr<Registration> Fleet::Register(const v1::Hello& hello,
       const auto& rejected = info.rejected_versions();
       // A set that a NACK or the agent's guard rejected is never re-pushed.
       push = std::find(rejected.begin(), rejected.end(), desired_version) == rejected.end();
-      if (push) desired = h.stored.desired;
+      if (push) {
+        desired = h.stored.desired;
+        lease = info.desired_lease_seconds();
+      }
     }
     events.push_back(MakeEvent(
         is_new ? "host_registered" : "host_reconnected", hello.host_id(),
@@ -191,7 +195,7 @@ absl::StatusOr<Registration> Fleet::Register(const v1::Hello& hello,
     events.push_back(MakeEvent("stream_superseded", hello.host_id(), ""));
   }
   PersistHost(hello.host_id(), nullptr);
-  if (push) conn->PushDesiredState(desired_version, desired);
+  if (push) conn->PushDesiredState(desired_version, desired, lease);
   ProbePlanDirty();
   Publish(events);
   LogInfo("host registered",

@@ -77,6 +77,10 @@ struct DesiredStateActor {
 struct DesiredUpdate {
   std::string host_id;
   v1::ParameterSet params;
+  // > 0: provisional (DesiredState.provisional_lease_seconds). The same
+  // parameters with another lease keep their version and are pushed again
+  // (0 after a provisional push confirms the set).
+  uint32_t lease_seconds = 0;
 };
 
 // One desired-state decision as Fleet::UpdateDesiredStates hands it to the

@@ -120,16 +120,22 @@ absl::StatusOr<std::map<std::string, std::string>> Fleet::UpdateDesiredStates(
         return absl::NotFoundError(absl::StrCat("unknown host \"", u.host_id, "\""));
       }
       const Host& h = *it->second;
-      if (h.stored.desired_seq != 0 &&
-          google::protobuf::util::MessageDifferencer::Equals(h.stored.desired, u.params)) {
+      const bool same = h.stored.desired_seq != 0 &&
+                        google::protobuf::util::MessageDifferencer::Equals(h.stored.desired, u.params);
+      if (same && h.stored.info.desired_lease_seconds() == u.lease_seconds) {
         versions[u.host_id] = h.stored.info.desired_version();
         continue;
       }
       decision.before[u.host_id] = h.stored;
       StoredHost n = h.stored;
-      n.desired_seq = h.stored.desired_seq + 1;
-      n.desired = u.params;
-      n.info.set_desired_version(absl::StrCat(n.desired_seq));
+      if (!same) {
+        n.desired_seq = h.stored.desired_seq + 1;
+        n.desired = u.params;
+        n.info.set_desired_version(absl::StrCat(n.desired_seq));
+      }
+      // The same set with another lease keeps its version: confirming a
+      // provisional set (lease 0) is pushed again, not applied anew.
+      n.info.set_desired_lease_seconds(u.lease_seconds);
       versions[u.host_id] = n.info.desired_version();
       next.push_back(std::move(n));
     }
@@ -149,12 +155,15 @@ absl::StatusOr<std::map<std::string, std::string>> Fleet::UpdateDesiredStates(
       h.stored.desired_seq = n.desired_seq;
       h.stored.desired = n.desired;
       h.stored.info.set_desired_version(n.info.desired_version());
+      h.stored.info.set_desired_lease_seconds(n.info.desired_lease_seconds());
       if (h.conn != nullptr) pushes.emplace_back(h.conn, &n);
       events.push_back(MakeEvent("desired_state", n.info.host_id(),
                                  absl::StrCat("version=", n.info.desired_version())));
     }
   }
-  for (auto& [conn, n] : pushes) conn->PushDesiredState(n->info.desired_version(), n->desired);
+  for (auto& [conn, n] : pushes) {
+    conn->PushDesiredState(n->info.desired_version(), n->desired, n->info.desired_lease_seconds());
+  }
   Publish(events);
   return versions;
 }
@@ -312,6 +321,7 @@ void Fleet::HandleDrift(const std::string& host_id, const v1::GuardEvent& event)
   std::shared_ptr<AgentConnection> conn;
   std::string version;
   v1::ParameterSet desired;
+  uint32_t lease = 0;
   bool repeated = false;
   bool waiting = false;  // a correction of this finding is backing off
   int attempt = 0;
@@ -357,6 +367,7 @@ void Fleet::HandleDrift(const std::string& host_id, const v1::GuardEvent& event)
         conn = h.conn;
         version = info.desired_version();
         desired = h.stored.desired;
+        lease = info.desired_lease_seconds();
       }
     }
   }
@@ -399,7 +410,7 @@ void Fleet::HandleDrift(const std::string& host_id, const v1::GuardEvent& event)
   PersistHost(host_id, &audit);
   LogWarning("agent reported parameter drift",
              {{"host", host_id}, {"action", action}, {"detail", event.detail()}});
-  if (conn != nullptr) conn->PushDesiredState(version, desired);
+  if (conn != nullptr) conn->PushDesiredState(version, desired, lease);
   if (FleetListener* l = listener_.load()) l->OnGuardEvent(host_id, event);
   Publish({MakeEvent(action, host_id, detail)});
 }

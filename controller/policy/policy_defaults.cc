@@ -23,6 +23,9 @@ v1::Policy WithDefaults(const v1::Policy& policy) {
         static_cast<uint32_t>(std::min<uint64_t>(hold, std::numeric_limits<uint32_t>::max())));
   }
   if (g.pass_max_ucb_regression() == 0) g.set_pass_max_ucb_regression(0.2);
+  if (g.provisional_lease_seconds() == 0) {
+    g.set_provisional_lease_seconds(kDefaultProvisionalLeaseSeconds);
+  }
 
   v1::Tuner& t = *p.mutable_tuner();
   if (t.trial_budget() == 0) t.set_trial_budget(20);

@@ -84,11 +84,18 @@ std::string PolicyHash(const v1::Policy& policy);
 // "knobs[rpg_ai_rate].max: 100 -> 200", "rollout.stages: [0.5, 1] -> [0.25, 0.5, 1]".
 std::vector<std::string> DiffPolicies(const v1::Policy& a, const v1::Policy& b);
 
+// guard.provisional_lease_seconds: 0 means the default; otherwise within the
+// bounds (a shorter lease would roll changes back at every controller restart).
+inline constexpr uint32_t kDefaultProvisionalLeaseSeconds = 300;
+inline constexpr uint32_t kMinProvisionalLeaseSeconds = 10;
+inline constexpr uint32_t kMaxProvisionalLeaseSeconds = 86400;
+
 // The policy with every default filled in (what the controller acts on):
 // rollout.rack_label "rack", looks 3, baseline = bake, min_canary_hosts 1,
 // guard.min_rack_pairs 6,
 // guard.confidence 0.995, guard.max_hold_seconds 3 * bake,
-// guard.pass_max_ucb_regression 0.2, tuner.trial_budget 20,
+// guard.pass_max_ucb_regression 0.2, guard.provisional_lease_seconds 300,
+// tuner.trial_budget 20,
 // tuner.min_improvement 0.02, approval.approvers 1 (unset means 1).
 v1::Policy WithDefaults(const v1::Policy& policy);
 

@@ -337,6 +337,14 @@ void CheckGuard(const v1::Policy& policy, const Report& report) {
            absl::StrCat("guard.local_guard_rounds ", g.local_guard_rounds(),
                         " must be at most 60 (0 = each agent's --guard_rounds)"));
   }
+  const uint32_t lease = g.provisional_lease_seconds();
+  if (lease != 0 && (lease < kMinProvisionalLeaseSeconds || lease > kMaxProvisionalLeaseSeconds)) {
+    report("guard.provisional_lease_seconds", "guard_lease_out_of_range",
+           absl::StrCat("guard.provisional_lease_seconds ", lease, " must be ",
+                        kMinProvisionalLeaseSeconds, " to ", kMaxProvisionalLeaseSeconds,
+                        " (0 = ", kDefaultProvisionalLeaseSeconds,
+                        "): shorter, a controller restart would roll changes back"));
+  }
 }
 
 void CheckApproval(const v1::Policy& policy, const Report& report) {

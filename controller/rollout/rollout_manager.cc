@@ -1037,12 +1037,17 @@ void RolloutManager::TakeBaseline(const v1::Change& c, uint32_t stage, absl::Tim
 }
 
 absl::Status RolloutManager::StartStep(v1::Change* c, uint32_t stage) {
+  // Every step's set is provisional until the change is DONE: a host that
+  // loses the controller for the policy's lease restores its last-known-good.
+  absl::StatusOr<v1::PolicyVersion> pv = policies_.Get(c->policy_name(), c->policy_version());
+  const uint32_t lease =
+      WithDefaults(pv.ok() ? pv->policy() : v1::Policy()).guard().provisional_lease_seconds();
   std::vector<DesiredUpdate> updates;
   for (const v1::HostTarget& h : c->hosts()) {
     const bool now_changed = stage == 0 ? h.role() == v1::HostTarget::CANARY : h.stage() == stage;
     // A host a switch change only measures has no target to push.
     if (now_changed && !IsMeasuredOnly(h))
-      updates.push_back(DesiredUpdate{h.host_id(), h.target()});
+      updates.push_back(DesiredUpdate{h.host_id(), h.target(), lease});
   }
   const absl::Time now = clock_->Now();
   TakeBaseline(*c, stage, now);
@@ -1097,6 +1102,19 @@ absl::Status RolloutManager::Restore(v1::Change* c, v1::ChangeState end, const s
   LogInfo("change ended", {{"change", c->id()}, {"state", StateName(end)}, {"reason", reason}});
   Publish(*c, reason, 1);
   return absl::OkStatus();
+}
+
+std::vector<DesiredUpdate> RolloutManager::ConfirmUpdates(const v1::Change& c) const {
+  // The set each host was given, now final (lease 0): the same version pushed
+  // again, which the agent may make its last-known-good. A host whose desired
+  // state moved on since (another push) is left alone.
+  std::vector<DesiredUpdate> updates;
+  for (const v1::HostTarget& h : c.hosts()) {
+    if (h.pushed_version().empty() || IsMeasuredOnly(h)) continue;
+    if (fleet_->DesiredVersion(h.host_id()) != h.pushed_version()) continue;
+    updates.push_back(DesiredUpdate{h.host_id(), h.target(), 0});
+  }
+  return updates;
 }
 
 void RolloutManager::AddVerdict(v1::Change* c, v1::Verdict v) {
@@ -1206,7 +1224,7 @@ void RolloutManager::Drive(v1::Change* c) {
           if (absl::Status s = Commit(&next, Transition(next, v1::DONE, "controller", v.summary()),
                                       {MakeAudit("change_done", next, Identity{"controller", false},
                                                  v.summary(), v.rule())},
-                                      {});
+                                      ConfirmUpdates(*c));
               s.ok()) {
             *c = next;
             steps_.erase(c->id());
@@ -1468,14 +1486,17 @@ void RolloutManager::OnGuardEvent(const std::string& host_id, const v1::GuardEve
     if (!InFlight(c.state())) return;
     std::optional<v1::Verdict> v = StepEvaluator::GuardEvent(c, host_id, event, clock_->Now());
     if (!v.has_value()) return;
+    const std::string rule = v->rule();
     for (v1::HostTarget& h : *c.mutable_hosts()) {
       if (h.host_id() == host_id) {
-        h.set_rejected(absl::StrCat("local guard: ", event.kind(), ": ", event.detail()));
+        h.set_rejected(rule == "lease_expired"
+                           ? absl::StrCat("lease expired: ", event.detail())
+                           : absl::StrCat("local guard: ", event.kind(), ": ", event.detail()));
       }
     }
     const std::string summary = v->summary();
     AddVerdict(&c, *std::move(v));
-    Fail(&c, "local_guard", summary);
+    Fail(&c, rule, summary);
   });
 }
 

@@ -232,6 +232,8 @@ class RolloutManager : public FleetListener, private TrialChanges {
   void Drive(v1::Change* c);
   void TakeBaseline(const v1::Change& c, uint32_t stage, absl::Time step_start);
   void Fail(v1::Change* c, const std::string& rule, const std::string& why);
+  // At DONE: each host's pushed set again, final (lease 0).
+  std::vector<DesiredUpdate> ConfirmUpdates(const v1::Change& c) const;
   void AddVerdict(v1::Change* c, v1::Verdict v);
   void Publish(const v1::Change& c, const std::string& detail, double progress = 0);
 

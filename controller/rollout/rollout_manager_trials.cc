@@ -138,7 +138,11 @@ std::string RolloutManager::RejectedBy(const std::string& policy_name,
       continue;
     }
     const v1::Verdict& v = c.verdicts(c.verdicts_size() - 1);
-    if (v.outcome() != v1::Verdict::FAIL || v.rule() == "nack") continue;
+    // Nor does a lease that expired: the host lost the controller, which
+    // says nothing about the values.
+    if (v.outcome() != v1::Verdict::FAIL || v.rule() == "nack" || v.rule() == "lease_expired") {
+      continue;
+    }
     if (KnobValues(c.knobs().begin(), c.knobs().end()) != knobs) continue;
     if (found.empty() || rollout_util::IdNumber(id) > rollout_util::IdNumber(found)) found = id;
   }

@@ -55,6 +55,8 @@ const char* RollbackReasonName(RollbackReason reason) {
       return "fabric_regression";
     case RollbackReason::kFleetGuard:
       return "fleet_guard";
+    case RollbackReason::kLeaseExpired:
+      return "lease_expired";
   }
   return "judge_fail";
 }
@@ -62,6 +64,7 @@ const char* RollbackReasonName(RollbackReason reason) {
 RollbackReason RollbackReasonForRule(const std::string& rule) {
   if (rule == "nack") return RollbackReason::kNack;
   if (rule == "local_guard") return RollbackReason::kGuard;
+  if (rule == "lease_expired") return RollbackReason::kLeaseExpired;
   if (rule == "fabric_regression") return RollbackReason::kFabricRegression;
   if (rule == "fleet_constraint" || rule == "fleet_p99" || rule == "fleet_constraint_bound")
     return RollbackReason::kFleetGuard;
@@ -131,7 +134,10 @@ void RolloutMetrics::RecordRollback(RollbackReason reason) {
 }
 
 void RolloutMetrics::RecordVerdict(const v1::Verdict& verdict) {
-  if (verdict.rule() == "nack" || verdict.rule() == "local_guard") return;
+  if (verdict.rule() == "nack" || verdict.rule() == "local_guard" ||
+      verdict.rule() == "lease_expired") {
+    return;
+  }
   const char* name = nullptr;
   switch (verdict.outcome()) {
     case v1::Verdict::PASS:

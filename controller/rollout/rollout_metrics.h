@@ -26,12 +26,13 @@ enum class RollbackReason {
   kRestart,           // the controller restarted during the bake
   kFabricRegression,  // the canary's own p99 rose with control's (shared fabric)
   kFleetGuard,        // the fleet guard: a constraint or the p99 lost fleet-wide
+  kLeaseExpired,      // a host restored last-known-good: its provisional lease expired
 };
 
 // "judge_fail", "nack", "guard", "manual", "hold_timeout", "restart", "fabric_regression",
-// "fleet_guard".
+// "fleet_guard", "lease_expired".
 const char* RollbackReasonName(RollbackReason reason);
-// The reason for a FAIL verdict's rule: "nack", "local_guard",
+// The reason for a FAIL verdict's rule: "nack", "local_guard", "lease_expired",
 // "fabric_regression", "fleet_constraint", "fleet_constraint_bound" and "fleet_p99" (all
 // "fleet_guard"); any
 // other rule is a judge FAIL.

@@ -256,11 +256,19 @@ std::optional<v1::Verdict> StepEvaluator::GuardEvent(const v1::Change& c,
     v.set_outcome(v1::Verdict::FAIL);
     v.set_unix_nanos(absl::ToUnixNanos(now));
     v.set_stage(c.stage());
+    const std::string restored =
+        event.restored_version().empty() ? "(baseline)" : event.restored_version();
+    if (event.kind() == kLeaseExpiredKind) {
+      // Not a finding about the set: the host lost the controller and went
+      // back to its last-known-good, so this step's data is no longer one set's.
+      v.set_rule("lease_expired");
+      v.set_summary(absl::StrCat(host_id, " restored version ", restored,
+                                 " when the change's provisional lease expired: ", event.detail()));
+      return v;
+    }
     v.set_rule("local_guard");
-    v.set_summary(
-        absl::StrCat("the local guard on ", host_id, " restored version ",
-                     event.restored_version().empty() ? "(baseline)" : event.restored_version(),
-                     ": ", event.kind(), ": ", event.detail()));
+    v.set_summary(absl::StrCat("the local guard on ", host_id, " restored version ", restored, ": ",
+                               event.kind(), ": ", event.detail()));
     return v;
   }
   return std::nullopt;

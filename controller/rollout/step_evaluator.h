@@ -55,9 +55,14 @@ struct StepLook {
 //     judge admits). A silent canary host is dropped by the judge, and the
 //     rest could otherwise PASS without it.
 // Between looks, as they arrive: a NACK of the version the change pushed to a
-// host ("nack") and a local guard restore that judged that version
-// ("local_guard") fail the change (Nack, GuardEvent). The HOLD limit is the
-// rollout manager's, over the verdicts returned here.
+// host ("nack"), a local guard restore that judged that version
+// ("local_guard") and a host that restored it when its provisional lease
+// expired ("lease_expired") fail the change (Nack, GuardEvent). The HOLD
+// limit is the rollout manager's, over the verdicts returned here.
+// The GuardEvent kind of an agent that restored its last-known-good set when
+// a provisional set's lease ran out without the controller.
+inline constexpr char kLeaseExpiredKind[] = "lease_expired";
+
 class StepEvaluator {
  public:
   // `report_grace`: how long after a window ends its reports are taken to

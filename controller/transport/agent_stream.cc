@@ -126,7 +126,8 @@ bool AgentStream::TakeDoneLocked() {
   return true;
 }
 
-void AgentStream::PushDesiredState(const std::string& version, const v1::ParameterSet& params) {
+void AgentStream::PushDesiredState(const std::string& version, const v1::ParameterSet& params,
+                                   uint32_t lease_seconds) {
   v1::ControllerMessage msg;
   {
     absl::MutexLock lock(&mu_);
@@ -138,6 +139,7 @@ void AgentStream::PushDesiredState(const std::string& version, const v1::Paramet
     ds->set_version(version);
     ds->set_nonce(absl::StrCat(nonce));
     *ds->mutable_parameters() = params;
+    ds->set_provisional_lease_seconds(lease_seconds);
   }
   Enqueue(std::move(msg));
 }

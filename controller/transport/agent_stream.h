@@ -83,7 +83,8 @@ class AgentStream final : public AgentConnection, public std::enable_shared_from
   void OnEvent(StreamOp::Kind kind, bool ok);
 
   uint64_t stream_id() const override { return stream_id_; }
-  void PushDesiredState(const std::string& version, const v1::ParameterSet& params) override;
+  void PushDesiredState(const std::string& version, const v1::ParameterSet& params,
+                        uint32_t lease_seconds) override;
   void PushProbePlan(const v1::ProbePlan& plan) override;
   void Close(const absl::Status& status) override;
 

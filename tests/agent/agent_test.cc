@@ -327,6 +327,97 @@ TEST_F(AgentTest, HoldsRoundsWhileTheControllerIsDownAndSendsThemOldestFirstWith
   back.Stop();
 }
 
+// Issue 25 item 2: a provisional set (a change's canary) is kept only while
+// the agent can reach its controller. Without a stream for longer than the
+// lease, the agent restores its last-known-good set by itself, tells the
+// controller when it is back (a "lease_expired" guard event), and refuses
+// the given-up version if it is pushed again.
+TEST_F(AgentTest, AProvisionalSetIsGivenUpWhenItsLeaseRunsOutWithoutTheController) {
+  StartAgent();
+  ASSERT_TRUE(Connected());
+  const std::string before = ReadFixture(kRpgTimeReset);
+  v1::ControllerMessage m;
+  v1::DesiredState* ds = m.mutable_desired_state();
+  ds->set_version("7");
+  ds->set_nonce("n1");
+  ds->set_provisional_lease_seconds(3);
+  v1::DeviceParameters* d = ds->mutable_parameters()->add_devices();
+  d->set_device("mlx5_0");
+  (*d->mutable_dcqcn())["rpg_time_reset"] = 310;
+  ASSERT_TRUE(controller_.service.Send(m));
+  ASSERT_TRUE(Eventually([&]() { return controller_.service.acks().size() == 1; }));
+  ASSERT_EQ(ReadFixture(kRpgTimeReset), "310");
+  // Connected, the lease does not run, however long.
+  for (int i = 0; i < 5; ++i) NextRound();
+  EXPECT_EQ(ReadFixture(kRpgTimeReset), "310");
+  const int port = controller_.port;
+  controller_.Stop();
+  ASSERT_TRUE(Eventually([&]() { return !agent_->stats().connected; }));
+  NextRound();
+  NextRound();
+  EXPECT_EQ(ReadFixture(kRpgTimeReset), "310") << "two seconds of a three-second lease";
+  NextRound();
+  NextRound();
+  EXPECT_EQ(ReadFixture(kRpgTimeReset), before) << "the lease ran out: last-known-good restored";
+  EXPECT_EQ(agent_->AppliedVersion(), "");
+  // Back: the controller hears why, with the version given up and the one restored.
+  Server back;
+  ASSERT_TRUE(back.Start(port));
+  v1::GuardEvent event;
+  ASSERT_TRUE(StepUntil([&]() {
+    for (const v1::Report& r : back.service.reports()) {
+      for (const v1::GuardEvent& e : r.guard_events()) {
+        if (e.kind() == "lease_expired") {
+          event = e;
+          return true;
+        }
+      }
+    }
+    return false;
+  }));
+  EXPECT_EQ(event.judged_version(), "7");
+  EXPECT_EQ(event.restored_version(), "baseline");
+  EXPECT_NE(event.detail().find("no stream to the controller"), std::string::npos)
+      << event.detail();
+  EXPECT_EQ(back.service.hello(0).current_version(), "");
+  // The given-up version pushed again (before the event reached the
+  // controller) is refused and nothing is written.
+  ds->set_nonce("n2");
+  ASSERT_TRUE(back.service.Send(m));
+  ASSERT_TRUE(Eventually([&]() { return back.service.nacks().size() == 1; }));
+  EXPECT_NE(back.service.nacks()[0].error().find("provisional lease expired"), std::string::npos)
+      << back.service.nacks()[0].error();
+  EXPECT_EQ(ReadFixture(kRpgTimeReset), before);
+  back.Stop();
+}
+
+// The controller confirms a provisional set (the change is DONE) by pushing
+// the same version again without a lease: from then on it is kept without
+// the controller, as any final set.
+TEST_F(AgentTest, AConfirmedSetIsKeptWithoutTheController) {
+  StartAgent();
+  ASSERT_TRUE(Connected());
+  v1::ControllerMessage m;
+  v1::DesiredState* ds = m.mutable_desired_state();
+  ds->set_version("7");
+  ds->set_nonce("n1");
+  ds->set_provisional_lease_seconds(3);
+  v1::DeviceParameters* d = ds->mutable_parameters()->add_devices();
+  d->set_device("mlx5_0");
+  (*d->mutable_dcqcn())["rpg_time_reset"] = 310;
+  ASSERT_TRUE(controller_.service.Send(m));
+  ASSERT_TRUE(Eventually([&]() { return controller_.service.acks().size() == 1; }));
+  ds->set_nonce("n2");
+  ds->set_provisional_lease_seconds(0);
+  ASSERT_TRUE(controller_.service.Send(m));
+  ASSERT_TRUE(Eventually([&]() { return controller_.service.acks().size() == 2; }));
+  controller_.Stop();
+  ASSERT_TRUE(Eventually([&]() { return !agent_->stats().connected; }));
+  for (int i = 0; i < 6; ++i) NextRound();
+  EXPECT_EQ(ReadFixture(kRpgTimeReset), "310");
+  EXPECT_EQ(agent_->AppliedVersion(), "7");
+}
+
 TEST_F(AgentTest, ABoundedRingKeepsTheNewestRounds) {
   StartAgent(/*report_buffer_max=*/2);
   ASSERT_TRUE(Eventually([&]() { return agent_->stats().connects == 1; }));

@@ -28,12 +28,14 @@ class FakeAgent : public AgentConnection {
 
   uint64_t stream_id() const override { return stream_; }
 
-  void PushDesiredState(const std::string& version, const v1::ParameterSet& params) override {
+  void PushDesiredState(const std::string& version, const v1::ParameterSet& params,
+                        uint32_t lease_seconds) override {
     bool nack = false;
     std::string kept;
     {
       absl::MutexLock lock(&mu_);
       pushed_.push_back(version);
+      leases_.push_back(lease_seconds);
       nack = nack_next_;
       nack_next_ = false;
       kept = applied_version_;
@@ -87,6 +89,12 @@ class FakeAgent : public AgentConnection {
   void ClearPushed() {
     absl::MutexLock lock(&mu_);
     pushed_.clear();
+    leases_.clear();
+  }
+  // The provisional lease of each push, in push order (0: a final set).
+  std::vector<uint32_t> leases() const {
+    absl::MutexLock lock(&mu_);
+    return leases_;
   }
   std::optional<absl::Status> closed() const {
     absl::MutexLock lock(&mu_);
@@ -118,6 +126,7 @@ class FakeAgent : public AgentConnection {
   mutable absl::Mutex mu_;
   v1::ParameterSet applied_ ABSL_GUARDED_BY(mu_);
   std::string applied_version_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint32_t> leases_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> pushed_ ABSL_GUARDED_BY(mu_);
   bool nack_next_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<absl::Status> closed_ ABSL_GUARDED_BY(mu_);

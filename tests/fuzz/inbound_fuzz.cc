@@ -21,7 +21,7 @@ using rocetune::controller::AgentConnection;
 class NullConnection final : public AgentConnection {
  public:
   uint64_t stream_id() const override { return 1; }
-  void PushDesiredState(const std::string&, const rocetune::v1::ParameterSet&) override {}
+  void PushDesiredState(const std::string&, const rocetune::v1::ParameterSet&, uint32_t) override {}
   void Close(const absl::Status&) override {}
 };
 

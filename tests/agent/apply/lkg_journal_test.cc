@@ -105,6 +105,41 @@ TEST_F(LkgJournalTest, CorruptFileIsDataLossAndKeepsMemory) {
   EXPECT_EQ(j.Load().code(), absl::StatusCode::kDataLoss);
 }
 
+TEST_F(LkgJournalTest, TheProvisionalRecordIsKeptApartFromLastKnownGood) {
+  LkgJournal j(dir_);
+  auto none = j.LoadProvisional();
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->has_value());
+  EXPECT_TRUE(j.ClearProvisional().ok()) << "nothing to clear is not an error";
+  ASSERT_TRUE(j.Save("4", Set(10)).ok());
+  ASSERT_TRUE(j.SaveProvisional("5", 120, Set(20)).ok());
+  LkgJournal reloaded(dir_);
+  ASSERT_TRUE(reloaded.Load().ok());
+  EXPECT_EQ(reloaded.Get()->version, "4") << "a provisional set is never last-known-good";
+  auto rec = reloaded.LoadProvisional();
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  ASSERT_TRUE(rec->has_value());
+  EXPECT_EQ((*rec)->version(), "5");
+  EXPECT_EQ((*rec)->provisional_lease_seconds(), 120u);
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals((*rec)->parameters(), Set(20)));
+  ASSERT_TRUE(reloaded.ClearProvisional().ok());
+  rec = reloaded.LoadProvisional();
+  ASSERT_TRUE(rec.ok());
+  EXPECT_FALSE(rec->has_value());
+}
+
+TEST_F(LkgJournalTest, ACorruptProvisionalRecordIsDataLossNamingItsPath) {
+  LkgJournal j(dir_);
+  ASSERT_TRUE(j.SaveProvisional("5", 120, Set(20)).ok());
+  FixtureTree::WriteFile(dir_ + "/provisional.txtpb", "version: \"5\" garbage {");
+  auto rec = j.LoadProvisional();
+  EXPECT_EQ(rec.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(rec.status().message()), HasSubstr(dir_ + "/provisional.txtpb"));
+  FixtureTree::WriteFile(dir_ + "/provisional.txtpb", "version: \"5\"");
+  rec = j.LoadProvisional();
+  EXPECT_EQ(rec.status().code(), absl::StatusCode::kDataLoss) << "a record without a lease";
+}
+
 TEST_F(LkgJournalTest, DriftListsEveryDifference) {
   LkgJournal j(dir_);
   ASSERT_TRUE(j.Save("v3", Set(5)).ok());

@@ -125,6 +125,53 @@ TEST_F(LocalGuardTest, CleanWindowPromotesTheSet) {
   EXPECT_TRUE(reloaded.Drift(applier_.ReadCurrent()).empty());
 }
 
+// Issue 25 item 2: a change's set is provisional until the change is DONE.
+// Its window passing clean does not make it last-known-good; the controller's
+// confirmation (the same version armed again as final) does, at once.
+TEST_F(LocalGuardTest, AProvisionalSetBecomesLastKnownGoodOnlyWhenConfirmed) {
+  LocalGuard guard(options_, &clock_, &applier_, &journal_);
+  guard.Arm("v2", applied_, 0, /*provisional=*/true);
+  clock_.Advance(absl::Minutes(6));
+  EXPECT_FALSE(Feed(guard, Round({Sample("cnp_sent", -1, 50000)})).has_value());
+  EXPECT_FALSE(guard.armed());
+  EXPECT_TRUE(guard.awaiting_confirm());
+  EXPECT_EQ(journal_.Get()->version, "baseline");
+  clock_.Advance(absl::Minutes(30));
+  EXPECT_FALSE(Feed(guard, Round({Sample("cnp_sent", -1, 50000)})).has_value());
+  EXPECT_EQ(journal_.Get()->version, "baseline") << "no window promotes a provisional set";
+  // A re-push of the same provisional version (a reconnect) confirms nothing.
+  guard.Arm("v2", applied_, 0, /*provisional=*/true);
+  EXPECT_EQ(journal_.Get()->version, "baseline");
+  guard.Arm("v2", applied_, 0, /*provisional=*/false);
+  EXPECT_FALSE(guard.awaiting_confirm());
+  EXPECT_EQ(journal_.Get()->version, "v2");
+}
+
+TEST_F(LocalGuardTest, AProvisionalSetConfirmedInsideItsWindowIsSavedWhenTheWindowPasses) {
+  LocalGuard guard(options_, &clock_, &applier_, &journal_);
+  guard.Arm("v2", applied_, 0, /*provisional=*/true);
+  clock_.Advance(absl::Minutes(1));
+  guard.Arm("v2", applied_, 0, /*provisional=*/false);  // confirmed, window not over
+  EXPECT_TRUE(guard.armed());
+  EXPECT_EQ(journal_.Get()->version, "baseline");
+  clock_.Advance(absl::Minutes(5));
+  EXPECT_FALSE(Feed(guard, Round({Sample("cnp_sent", -1, 50000)})).has_value());
+  EXPECT_EQ(journal_.Get()->version, "v2");
+}
+
+TEST_F(LocalGuardTest, AnotherVersionOrAbandonDropsAProvisionalSetAwaitingConfirmation) {
+  LocalGuard guard(options_, &clock_, &applier_, &journal_);
+  guard.Arm("v2", applied_, 0, /*provisional=*/true);
+  clock_.Advance(absl::Minutes(6));
+  EXPECT_FALSE(Feed(guard, Round({Sample("cnp_sent", -1, 50000)})).has_value());
+  ASSERT_TRUE(guard.awaiting_confirm());
+  guard.Abandon();
+  EXPECT_FALSE(guard.awaiting_confirm());
+  guard.Arm("v2", applied_, 0, /*provisional=*/false);  // a fresh window, not a confirmation
+  EXPECT_TRUE(guard.armed());
+  EXPECT_EQ(journal_.Get()->version, "baseline");
+}
+
 TEST_F(LocalGuardTest, NoLastKnownGoodStillReports) {
   LkgJournal empty(tree_.root() + "/empty_state");
   LocalGuard guard(options_, &clock_, &applier_, &empty);

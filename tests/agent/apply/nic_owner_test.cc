@@ -204,6 +204,73 @@ TEST_F(NicOwnerTest, TheSetNamesHowManyRoundsTheGuardWaits) {
   EXPECT_EQ(owner_->expected_version(), "baseline");
 }
 
+// Issue 25 item 2: an agent that loses its controller for longer than the
+// lease of a provisional set restores last-known-good by itself.
+TEST_F(NicOwnerTest, AProvisionalSetIsRestoredOnlyOnceItsLeaseRunsOutWithoutTheController) {
+  ASSERT_TRUE(owner_->Apply("9", AiRate(40), /*lease_seconds=*/30).ok());
+  EXPECT_EQ(owner_->lease(), absl::Seconds(30));
+  EXPECT_FALSE(owner_->ExpireLease(absl::ZeroDuration()).has_value());
+  EXPECT_FALSE(owner_->ExpireLease(absl::Seconds(29)).has_value());
+  EXPECT_EQ(store_.Get("rpg_ai_rate"), 40);
+  std::optional<v1::GuardEvent> ev = owner_->ExpireLease(absl::Seconds(31));
+  ASSERT_TRUE(ev.has_value());
+  EXPECT_EQ(ev->kind(), "lease_expired");
+  EXPECT_EQ(ev->judged_version(), "9");
+  EXPECT_EQ(ev->restored_version(), "baseline");
+  EXPECT_EQ(ev->restored_parameters().devices(0).dcqcn().at("rpg_ai_rate"), 5);
+  EXPECT_THAT(ev->detail(), HasSubstr("no stream to the controller for 31s"));
+  EXPECT_EQ(store_.Get("rpg_ai_rate"), 5);
+  EXPECT_EQ(owner_->expected_version(), "baseline");
+  EXPECT_EQ(owner_->lease(), absl::ZeroDuration());
+  EXPECT_THAT(owner_->CheckDrift(), IsEmpty());
+  EXPECT_FALSE(guard_->armed());
+  // Once: the set restored is final.
+  EXPECT_FALSE(owner_->ExpireLease(absl::Hours(1)).has_value());
+}
+
+TEST_F(NicOwnerTest, AFinalOrConfirmedSetHasNoLease) {
+  ASSERT_TRUE(owner_->Apply("9", AiRate(40)).ok());
+  EXPECT_FALSE(owner_->ExpireLease(absl::Hours(1)).has_value());
+  ASSERT_TRUE(owner_->Apply("10", AiRate(41), 30).ok());
+  ASSERT_TRUE(owner_->Apply("10", AiRate(41), 0).ok());  // the controller's confirmation
+  EXPECT_FALSE(owner_->ExpireLease(absl::Hours(1)).has_value());
+  EXPECT_EQ(store_.Get("rpg_ai_rate"), 41);
+  auto record = journal_->LoadProvisional();
+  ASSERT_TRUE(record.ok());
+  EXPECT_FALSE(record->has_value()) << "a confirmed set leaves no provisional record";
+}
+
+TEST_F(NicOwnerTest, ARestartedAgentResumesTheLeaseOfTheProvisionalSetTheNicStillHolds) {
+  ASSERT_TRUE(owner_->Apply("9", AiRate(40), 30).ok());
+  auto record = journal_->LoadProvisional();
+  ASSERT_TRUE(record.ok()) << record.status();
+  ASSERT_TRUE(record->has_value());
+  EXPECT_EQ((*record)->version(), "9");
+  EXPECT_EQ((*record)->provisional_lease_seconds(), 30u);
+  // A new process: the expected state starts from the journal, then the record.
+  LocalGuard guard({}, &clock_, &applier_, journal_.get());
+  NicOwner restarted(&applier_, journal_.get(), &guard);
+  restarted.SetExpected("baseline", AiRate(5));
+  ASSERT_TRUE(restarted.ResumeProvisional(**record));
+  EXPECT_EQ(restarted.expected_version(), "9");
+  std::optional<v1::GuardEvent> ev = restarted.ExpireLease(absl::Seconds(30));
+  ASSERT_TRUE(ev.has_value());
+  EXPECT_EQ(ev->judged_version(), "9");
+  EXPECT_EQ(store_.Get("rpg_ai_rate"), 5);
+  // A record whose values the NIC no longer holds is dropped.
+  ASSERT_TRUE(owner_->Apply("11", AiRate(42), 30).ok());
+  record = journal_->LoadProvisional();
+  ASSERT_TRUE(record.ok() && record->has_value());
+  store_.Poke("rpg_ai_rate", 7);
+  NicOwner again(&applier_, journal_.get(), &guard);
+  again.SetExpected("baseline", AiRate(5));
+  EXPECT_FALSE(again.ResumeProvisional(**record));
+  EXPECT_EQ(again.lease(), absl::ZeroDuration());
+  record = journal_->LoadProvisional();
+  ASSERT_TRUE(record.ok());
+  EXPECT_FALSE(record->has_value());
+}
+
 TEST(NicOwnerCompareTest, NamesMissingDevicesAndPfc) {
   v1::ParameterSet want = AiRate(10);
   v1::PfcSettings* pfc = want.mutable_devices(0)->mutable_pfc();

@@ -171,6 +171,46 @@ TEST_F(FleetTest, DesiredStateVersionsPushesAndDrift) {
   EXPECT_EQ(d->pushed(), (std::vector<std::string>{*v2}));
 }
 
+// Issue 25 item 2: the same parameters with another lease keep their
+// version and are pushed again (the controller's confirmation of a
+// provisional set); a reconnect gets the lease the host's set has now.
+TEST_F(FleetTest, ALeaseOnlyUpdateKeepsTheVersionAndPushesItAgain) {
+  auto c = std::make_shared<FakeAgent>(1);
+  ASSERT_TRUE(fleet_.Register(MakeHello("h1"), c).ok());
+  auto noop = [](const DesiredDecision&) { return absl::OkStatus(); };
+  auto first = fleet_.UpdateDesiredStates({DesiredUpdate{"h1", Params(3), 120}}, noop);
+  ASSERT_TRUE(first.ok()) << first.status();
+  const std::string v = first->at("h1");
+  auto same = fleet_.UpdateDesiredStates({DesiredUpdate{"h1", Params(3), 120}}, noop);
+  ASSERT_TRUE(same.ok());
+  EXPECT_EQ(c->pushes(), 1) << "nothing changed: nothing pushed";
+  DesiredDecision seen;
+  auto confirm = fleet_.UpdateDesiredStates({DesiredUpdate{"h1", Params(3), 0}},
+                                            [&](const DesiredDecision& d) {
+                                              seen = d;
+                                              return absl::OkStatus();
+                                            });
+  ASSERT_TRUE(confirm.ok());
+  EXPECT_EQ(confirm->at("h1"), v);
+  ASSERT_EQ(seen.next.size(), 1u) << "the lease is stored with the host";
+  EXPECT_EQ(seen.next[0].info.desired_lease_seconds(), 0u);
+  EXPECT_EQ(seen.before.at("h1").info.desired_lease_seconds(), 120u);
+  EXPECT_EQ(c->pushed(), (std::vector<std::string>{v, v}));
+  EXPECT_EQ(c->leases(), (std::vector<uint32_t>{120, 0}));
+  auto info = fleet_.GetHost("h1");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->desired_version(), v);
+  EXPECT_EQ(info->desired_lease_seconds(), 0u);
+  // New parameters, provisional again: a new version; a reconnect repushes its lease.
+  auto next = fleet_.UpdateDesiredStates({DesiredUpdate{"h1", Params(4), 60}}, noop);
+  ASSERT_TRUE(next.ok());
+  EXPECT_NE(next->at("h1"), v);
+  auto d = std::make_shared<FakeAgent>(2);
+  ASSERT_TRUE(fleet_.Register(MakeHello("h1"), d).ok());
+  EXPECT_EQ(d->pushed(), (std::vector<std::string>{next->at("h1")}));
+  EXPECT_EQ(d->leases(), (std::vector<uint32_t>{60}));
+}
+
 v1::GuardEvent Drift(const std::string& detail) {
   v1::GuardEvent e;
   e.set_kind("drift");

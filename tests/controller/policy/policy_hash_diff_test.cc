@@ -180,6 +180,7 @@ TEST(WithDefaultsTest, FillsEveryDefault) {
   EXPECT_EQ(d.guard().confidence(), 0.995);
   EXPECT_EQ(d.guard().max_hold_seconds(), 3 * p.rollout().bake_seconds());
   EXPECT_EQ(d.guard().pass_max_ucb_regression(), 0.2);
+  EXPECT_EQ(d.guard().provisional_lease_seconds(), 300u);
   EXPECT_EQ(d.tuner().trial_budget(), 20u);
   EXPECT_EQ(d.tuner().min_improvement(), 0.02);
   EXPECT_EQ(d.approval().approvers(), 1u);
@@ -194,7 +195,7 @@ TEST(WithDefaultsTest, FillsEveryDefault) {
                   "rollout.baseline_seconds: 0 -> 300", "rollout.looks: 0 -> 3",
                   "guard.confidence: 0 -> 0.995", "guard.min_rack_pairs: 0 -> 6",
                   "guard.max_hold_seconds: 0 -> 900", "guard.pass_max_ucb_regression: 0 -> 0.2",
-                  "approval.approvers: 0 -> 1"));
+                  "guard.provisional_lease_seconds: 0 -> 300", "approval.approvers: 0 -> 1"));
   // Idempotent.
   EXPECT_THAT(DiffPolicies(d, WithDefaults(d)), IsEmpty());
 }
@@ -207,7 +208,8 @@ TEST(WithDefaultsTest, KeepsValuesThatAreSet) {
                             "min_canary_hosts: 8"},
                            {"max_p99_regression: 0.05",
                             "max_p99_regression: 0.05 min_rack_pairs: 2 confidence: 0.9 "
-                            "max_hold_seconds: 60 pass_max_ucb_regression: 0.1"},
+                            "max_hold_seconds: 60 pass_max_ucb_regression: 0.1 "
+                            "provisional_lease_seconds: 45"},
                            {"kind: COORDINATE_DESCENT",
                             "kind: COORDINATE_DESCENT trial_budget: 7 "
                             "min_improvement: 0.05"}}),

@@ -217,6 +217,11 @@ const Case kCases[] = {
      "guard_value_negative", "pass_max_ucb_regression"},
     {"LocalGuardRoundsAboveSixty", "guard {", "guard { local_guard_rounds: 61", "",
      "guard_rounds_out_of_range", "local_guard_rounds: 61"},
+    {"LeaseBelowTenSeconds", "guard {", "guard { provisional_lease_seconds: 9", "",
+     "guard_lease_out_of_range", "provisional_lease_seconds: 9", 1, std::nullopt,
+     "a controller restart would roll changes back"},
+    {"LeaseAboveADay", "guard {", "guard { provisional_lease_seconds: 86401", "",
+     "guard_lease_out_of_range", "provisional_lease_seconds: 86401"},
     // --- approval
     {"ElevenApprovers", "", "", "approval {\n  approvers: 11\n}\n", "approvers_too_many",
      "approvers: 11"},
@@ -238,7 +243,8 @@ TEST(PolicyValidateTest, BoundaryValuesAreValid) {
                          {"canary_fraction: 0.25", "canary_fraction: 0.01 min_canary_hosts: 0"},
                          {"stages: [0.5, 1.0]", "stages: [1.0]"},
                          {"max_p99_regression: 0.05",
-                          "max_p99_regression: 0 confidence: 0 max_pfc_pause_ratio: 1"},
+                          "max_p99_regression: 0 confidence: 0 max_pfc_pause_ratio: 1 "
+                          "provisional_lease_seconds: 10"},
                          {"tuner { kind: COORDINATE_DESCENT }",
                           "tuner { kind: COORDINATE_DESCENT trial_budget: 200 }"}}),
       "approval { approvers: 10 }\n",

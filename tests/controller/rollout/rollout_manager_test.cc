@@ -633,6 +633,98 @@ TEST_F(RolloutTest, ApprovedChangeCanariesThenStagesToDone) {
   EXPECT_TRUE(chain->ok()) << chain->problem();
 }
 
+// Issue 25 item 2: every step's set goes out provisional, with the policy's
+// lease (default 300 s); at DONE each host gets the same version again,
+// final (lease 0), which is what lets its agent make it last-known-good.
+TEST_F(RolloutTest, StepsPushProvisionalSetsAndDoneConfirmsThemUnderTheSameVersion) {
+  ApplyPolicy(absl::StrReplaceAll(
+      PolicyText(), {{"min_rack_pairs: 6", "min_rack_pairs: 6 provisional_lease_seconds: 45"}}));
+  Run(6);
+  auto c = Propose(100);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(Act("approve", c->id(), {"bob", false}).ok());
+  Tick();
+  const auto [canary, canary_version] = FirstCanary(c->id());
+  ASSERT_FALSE(canary.empty());
+  ASSERT_FALSE(agents_[canary]->leases().empty());
+  EXPECT_EQ(agents_[canary]->leases().back(), 45u);
+  auto info = fleet_->GetHost(canary);
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->desired_lease_seconds(), 45u);
+  Run(30);
+  v1::Change now = Get(c->id());
+  ASSERT_EQ(now.state(), v1::DONE) << now.DebugString().substr(0, 3000);
+  for (const v1::HostTarget& h : now.hosts()) {
+    const std::vector<std::string> pushed = agents_[h.host_id()]->pushed();
+    const std::vector<uint32_t> leases = agents_[h.host_id()]->leases();
+    ASSERT_GE(pushed.size(), 2u) << h.host_id();
+    // The step's push, then the confirmation: one version, leases 45 then 0.
+    EXPECT_EQ(pushed.back(), h.pushed_version()) << h.host_id();
+    EXPECT_EQ(pushed[pushed.size() - 2], h.pushed_version()) << h.host_id();
+    EXPECT_EQ(leases[leases.size() - 2], 45u) << h.host_id();
+    EXPECT_EQ(leases.back(), 0u) << h.host_id();
+    auto hi = fleet_->GetHost(h.host_id());
+    ASSERT_TRUE(hi.ok());
+    EXPECT_EQ(hi->desired_lease_seconds(), 0u);
+    EXPECT_EQ(hi->desired_version(), h.pushed_version());
+  }
+}
+
+TEST_F(RolloutTest, TheDefaultLeaseIsThreeHundredSecondsAndAHandPushIsFinal) {
+  ApplyPolicy(PolicyText());
+  Run(6);
+  auto c = Propose(100);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(Act("approve", c->id(), {"bob", false}).ok());
+  Tick();
+  const auto [canary, canary_version] = FirstCanary(c->id());
+  ASSERT_FALSE(canary.empty());
+  EXPECT_EQ(agents_[canary]->leases().back(), 300u);
+  // A restore is final: rolled back by hand, every touched host's last push has no lease.
+  ASSERT_TRUE(Act("rollback", c->id(), {"bob", false}).ok());
+  Tick();
+  const v1::Change back = Get(c->id());
+  for (const v1::HostTarget& h : back.hosts()) {
+    if (h.pushed_version().empty()) continue;
+    EXPECT_EQ(agents_[h.host_id()]->leases().back(), 0u) << h.host_id();
+  }
+}
+
+// A host that gave up the canary's set when its lease expired (it lost the
+// controller) rolls the change back, rule "lease_expired": not a verdict on
+// the values, which may be proposed again at once.
+TEST_F(RolloutTest, ALeaseThatExpiredOnACanaryHostRollsBackWithoutRejectingTheValues) {
+  ApplyPolicy(PolicyText());
+  Run(6);
+  auto c = Propose(50);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(Act("approve", c->id(), {"bob", false}).ok());
+  Tick();
+  const auto [canary, canary_version] = FirstCanary(c->id());
+  ASSERT_FALSE(canary.empty());
+  google::protobuf::RepeatedPtrField<v1::GuardEvent> events;
+  v1::GuardEvent* e = events.Add();
+  e->set_kind("lease_expired");
+  e->set_detail("no stream to the controller for 5m1s (the set's lease is 5m)");
+  e->set_restored_version("baseline");
+  e->set_judged_version(canary_version);
+  fleet_->HandleGuardEvents(canary, events);
+  manager_->loop().RunSync([] {});
+  v1::Change now = Get(c->id());
+  EXPECT_EQ(now.state(), v1::ROLLED_BACK);
+  EXPECT_EQ(now.verdicts(now.verdicts_size() - 1).rule(), "lease_expired");
+  EXPECT_THAT(now.verdicts(now.verdicts_size() - 1).summary(), HasSubstr(canary));
+  EXPECT_EQ(Metric("rocetune_controller_changes_rolled_back_total{reason=lease_expired,}"), 1);
+  EXPECT_EQ(Metric("rocetune_controller_judge_verdicts_total{verdict=FAIL,}"), 0);
+  for (const v1::HostTarget& h : now.hosts()) {
+    if (h.host_id() == canary) {
+      EXPECT_THAT(h.rejected(), HasSubstr("lease expired"));
+    }
+  }
+  auto again = Propose(50, {"carol", false});
+  EXPECT_TRUE(again.ok()) << again.status();
+}
+
 // Issue 28 item 9: min_canary_hosts puts 8 of 32 hosts in a 10% canary, so
 // a 0.2 stage (7 hosts) adds nobody. Such a stage is skipped (no bake, no transition):
 // after the canary the change goes straight to the stage that adds hosts.
