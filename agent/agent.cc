@@ -289,6 +289,13 @@ v1::AgentMessage Agent::ApplyDesiredState(const v1::DesiredState& ds,
   v1::AgentMessage reply;
   const std::string kept = AppliedVersion();
   if (options_.metrics != nullptr) options_.metrics->SetDesiredVersion(ds.version());
+  if (ds.provisional_lease_seconds() == 0 && loop_->GivenUpForLease(ds.version())) {
+    // Given up only because the controller was away; pushed again as final
+    // (its change reached DONE meanwhile): the controller's word wins.
+    LogInfo("a version given up when its lease expired is pushed again as final; applying it",
+            {{"version", ds.version()}});
+    loop_->ForgetGivenUp(ds.version());
+  }
   if (std::optional<std::string> why = loop_->GivenUp(ds.version()); why.has_value()) {
     // The controller may push it again before the guard event (held while
     // disconnected) reaches it: refuse, so the host does not go back into

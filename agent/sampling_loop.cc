@@ -56,7 +56,8 @@ void SamplingLoop::Round(v1::Report* report, bool* lent) {
       if (!ev->restored_version().empty()) {
         RememberGivenUp(ev->judged_version(),
                         absl::StrCat("version ", ev->judged_version(),
-                                     " was rolled back by this host's local guard"));
+                                     " was rolled back by this host's local guard"),
+                        /*lease=*/false);
         *ev->mutable_restored_parameters() = owner_->expected();
       }
       LogWarning(
@@ -83,10 +84,12 @@ void SamplingLoop::Round(v1::Report* report, bool* lent) {
     // Sampling or not, a provisional set is not kept past its lease.
     if (std::optional<v1::GuardEvent> ev = owner_->ExpireLease(options_.without_controller());
         ev.has_value()) {
+      ev->set_unix_nanos(absl::ToUnixNanos(clock_->Now()));
       RememberGivenUp(ev->judged_version(),
                       absl::StrCat("version ", ev->judged_version(),
                                    " was given up on this host when its provisional lease "
-                                   "expired without the controller"));
+                                   "expired without the controller"),
+                      /*lease=*/true);
       if (options_.metrics != nullptr) options_.metrics->RecordLeaseExpiry();
       *report->add_guard_events() = *std::move(ev);
     }
@@ -123,21 +126,36 @@ absl::Duration SamplingLoop::sample_interval() const {
   return sample_interval_;
 }
 
-void SamplingLoop::RememberGivenUp(const std::string& version, std::string why) {
+void SamplingLoop::RememberGivenUp(const std::string& version, std::string why, bool lease) {
   // The newest versions are kept; desired versions only grow, so an old one
   // does not come back.
   constexpr size_t kMaxGivenUp = 16;
   absl::MutexLock lock(&mu_);
-  given_up_.emplace_back(version, std::move(why));
+  given_up_.push_back(GivenUpVersion{version, std::move(why), lease});
   if (given_up_.size() > kMaxGivenUp) given_up_.erase(given_up_.begin());
 }
 
 std::optional<std::string> SamplingLoop::GivenUp(const std::string& version) const {
   absl::MutexLock lock(&mu_);
-  for (const auto& [v, why] : given_up_) {
-    if (v == version) return why;
+  for (const GivenUpVersion& g : given_up_) {
+    if (g.version == version) return g.why;
   }
   return std::nullopt;
+}
+
+bool SamplingLoop::GivenUpForLease(const std::string& version) const {
+  absl::MutexLock lock(&mu_);
+  for (const GivenUpVersion& g : given_up_) {
+    if (g.version == version) return g.lease;
+  }
+  return false;
+}
+
+void SamplingLoop::ForgetGivenUp(const std::string& version) {
+  absl::MutexLock lock(&mu_);
+  given_up_.erase(std::remove_if(given_up_.begin(), given_up_.end(),
+                                 [&](const GivenUpVersion& g) { return g.version == version; }),
+                  given_up_.end());
 }
 
 std::vector<std::string> SamplingLoop::drift() const {

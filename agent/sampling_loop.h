@@ -79,6 +79,10 @@ class SamplingLoop {
   // again; nullopt for any other version.
   std::optional<std::string> GivenUp(const std::string& version) const;
   bool IsGuardRejected(const std::string& version) const { return GivenUp(version).has_value(); }
+  // Whether `version` was given up only because its lease expired (the
+  // controller may still confirm it: a change that reached DONE meanwhile).
+  bool GivenUpForLease(const std::string& version) const;
+  void ForgetGivenUp(const std::string& version);
   // The drift found by the last check (or set at start), for Hello.
   std::vector<std::string> drift() const;
   void SetDrift(std::vector<std::string> drift);
@@ -87,7 +91,7 @@ class SamplingLoop {
 
  private:
   void MaybeCheckDrift(v1::Report* report, bool force);
-  void RememberGivenUp(const std::string& version, std::string why);
+  void RememberGivenUp(const std::string& version, std::string why, bool lease);
 
   SamplingLoopOptions options_;
   Sampler* sampler_;
@@ -103,7 +107,12 @@ class SamplingLoop {
   absl::Duration sample_interval_ ABSL_GUARDED_BY(mu_);
   absl::Duration drift_interval_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> drift_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::pair<std::string, std::string>> given_up_ ABSL_GUARDED_BY(mu_);
+  struct GivenUpVersion {
+    std::string version;
+    std::string why;
+    bool lease = false;  // its lease expired (else the local guard rolled it back)
+  };
+  std::vector<GivenUpVersion> given_up_ ABSL_GUARDED_BY(mu_);
   // The loop's thread only: the sample messages lent to each round's report,
   // the rounds' numbers and when the next drift check is due.
   SampleBatch batch_;

@@ -46,8 +46,15 @@ StreamClient::StreamClient(StreamClientOptions options, Clock* clock, Handlers h
 
 absl::Duration StreamClient::DisconnectedFor() const {
   absl::MutexLock lock(&mu_);
-  if (connected_) return absl::ZeroDuration();
-  return std::max(absl::ZeroDuration(), clock_->Monotonic() - disconnected_since_);
+  const absl::Duration now = clock_->Monotonic();
+  if (connected_ && InContactLocked(now)) return absl::ZeroDuration();
+  return std::max(absl::ZeroDuration(), now - disconnected_since_);
+}
+
+bool StreamClient::InContactLocked(absl::Duration now) const {
+  // A stream the controller refuses (a twin identity) or a proxy drops ends
+  // at once and sends nothing: it is not the controller being there.
+  return heard_ || now - connected_at_ >= options_.stall_timeout;
 }
 
 StreamClient::~StreamClient() { Stop(); }
@@ -319,6 +326,8 @@ absl::Status StreamClient::RunStream() {
   {
     absl::MutexLock lock(&mu_);
     connected_ = true;
+    heard_ = false;
+    connected_at_ = clock_->Monotonic();
     ++stats_.connects;
   }
   if (options_.metrics != nullptr) options_.metrics->SetConnected(true);
@@ -340,6 +349,10 @@ absl::Status StreamClient::RunStream() {
                 "ignoring a controller message that does not parse");
         continue;
       }
+      {
+        absl::MutexLock lock(&mu_);
+        heard_ = true;
+      }
       std::optional<v1::AgentMessage> reply = handlers_.message(msg, wire);
       std::string bytes;
       if (reply.has_value() && reply->SerializeToString(&bytes)) {
@@ -357,8 +370,10 @@ absl::Status StreamClient::RunStream() {
   bool stopping = false;
   {
     absl::MutexLock lock(&mu_);
+    const absl::Duration now = clock_->Monotonic();
+    // Without the controller since now, if this stream was contact with it.
+    if (InContactLocked(now)) disconnected_since_ = now;
     connected_ = false;
-    disconnected_since_ = clock_->Monotonic();
     stopping = stopping_;
     // What was not written waits in the ring; replies were for this stream.
     replies_.clear();

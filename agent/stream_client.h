@@ -92,8 +92,11 @@ class StreamClient {
   void Offer(v1::Report* report);
 
   StreamStats stats() const;
-  // How long there has been no stream up (zero while one is; since the
-  // client was made, before the first). Clock::Monotonic time.
+  // How long the agent has been without contact with its controller
+  // (Clock::Monotonic time; since the client was made, before the first):
+  // zero while a stream is up that the controller has sent a message on or
+  // that has lasted a stall timeout. A stream refused or dropped at once
+  // does not reset it.
   absl::Duration DisconnectedFor() const;
 
   using Stream = grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>;
@@ -111,6 +114,7 @@ class StreamClient {
   void HoldLocked(v1::Report* report) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void KeepGuardEventsLocked(v1::Report* report) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void TrimHeldLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool InContactLocked(absl::Duration now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // A report waiting to be written: the encoded AgentMessage, when its round
   // was taken (Clock::Monotonic), and copies of the guard events the encoding
@@ -138,6 +142,10 @@ class StreamClient {
   // Hello written and the stream not yet over.
   bool connected_ ABSL_GUARDED_BY(mu_) = false;
   absl::Duration disconnected_since_ ABSL_GUARDED_BY(mu_);
+  // The current stream: when its Hello was written, and whether a message
+  // from the controller came on it.
+  absl::Duration connected_at_ ABSL_GUARDED_BY(mu_);
+  bool heard_ ABSL_GUARDED_BY(mu_) = false;
   bool stream_over_ ABSL_GUARDED_BY(mu_) = false;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<std::string> replies_ ABSL_GUARDED_BY(mu_);

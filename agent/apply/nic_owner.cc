@@ -47,10 +47,23 @@ absl::StatusOr<ApplyResult> NicOwner::Apply(const std::string& version,
           "cannot record the apply in progress, so nothing was written: ", s.message()));
     }
   }
+  // A provisional set is recorded as such before it is written: a process
+  // killed inside the apply leaves a record that the next start resumes
+  // (ResumeProvisional) if the NIC ended on the new set.
+  if (lease_seconds > 0) {
+    if (absl::Status s = journal_->SaveProvisional(version, lease_seconds, set); !s.ok()) {
+      LogWarning("cannot record the set as provisional before the apply",
+                 {{"version", version}, {"error", std::string(s.message())}});
+    }
+  }
   absl::StatusOr<ApplyResult> result = applier_->Apply(set);
   // The apply ended (applied, refused or restored): nothing is in progress.
   if (intent_ != nullptr) (void)intent_->End();
-  if (!result.ok()) return result;
+  if (!result.ok()) {
+    // Nothing changed: the record goes back to what the host holds.
+    if (lease_seconds > 0) SetLeaseLocked(static_cast<uint32_t>(absl::ToInt64Seconds(lease_)));
+    return result;
+  }
   guard_->Arm(version, result->applied, static_cast<int>(set.local_guard().rounds_over()),
               lease_seconds > 0);
   version_ = version;
@@ -74,14 +87,21 @@ void NicOwner::SetLeaseLocked(uint32_t lease_seconds) {
 bool NicOwner::ResumeProvisional(const v1::DesiredState& record) {
   absl::MutexLock lock(&mu_);
   const v1::ParameterSet current = applier_->ReadCurrent(nullptr);
-  if (!Compare(record.parameters(), current).empty()) {
-    // The NIC no longer holds it (restored, or changed by hand): not ours to revert.
+  std::optional<LkgEntry> lkg = journal_->Get();
+  if (!Compare(record.parameters(), current).empty() ||
+      (lkg.has_value() && lkg->version == record.version())) {
+    // The NIC no longer holds it (restored, or changed by hand): not ours to
+    // revert. Or it was confirmed and saved, and the process ended before
+    // the record was removed.
     (void)journal_->ClearProvisional();
     return false;
   }
   version_ = record.version();
   expected_ = current;
   lease_ = absl::Seconds(record.provisional_lease_seconds());
+  // Judged again from now, as provisional (an interrupted apply resolved to
+  // this set armed the guard for it already: that window goes on).
+  guard_->Arm(version_, current, 0, /*provisional=*/true);
   return true;
 }
 
@@ -103,8 +123,15 @@ std::optional<v1::GuardEvent> NicOwner::ExpireLease(absl::Duration without_contr
                                     ") while holding provisional version ", version_);
   const std::string judged = version_;
   std::optional<LkgEntry> lkg = journal_->Get();
+  if (lkg.has_value() && lkg->version == version_) {
+    // A step that pushed the host the set it already had as last-known-good:
+    // nothing to give up, the set is simply no longer on trial here.
+    SetLeaseLocked(0);
+    return std::nullopt;
+  }
   if (!lkg.has_value()) {
     absl::StrAppend(&detail, "; no last-known-good set, nothing restored");
+    guard_->Abandon();
     SetLeaseLocked(0);
   } else {
     absl::StatusOr<ApplyResult> r = applier_->Apply(lkg->parameters);

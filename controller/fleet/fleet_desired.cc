@@ -249,17 +249,23 @@ void Fleet::HandleGuardEvents(const std::string& host_id,
       if (it == hosts_.end()) return;
       v1::HostInfo& info = it->second->stored.info;
       info.set_last_guard_event(text);
+      // A lease that expired judged nothing: the values are not rejected (the
+      // agent refuses the version while its change is in flight, and takes it
+      // again when pushed as final). It ran out with no stream, so the Hello
+      // that followed already told what the host holds, and an ACK after
+      // that may have put it back: the host's versions are left as they are.
+      const bool lease = e.kind() == "lease_expired";
       // The guard restored last-known-good: the set it judged (named by the
       // event; agents before judged_version: the version it last acked) is
       // rejected and never re-pushed.
       const std::string judged =
           e.judged_version().empty() ? info.current_version() : e.judged_version();
       const std::string restored = e.restored_version() == "baseline" ? "" : e.restored_version();
-      if (judged != restored) AddRejected(&info, judged);
+      if (!lease && judged != restored) AddRejected(&info, judged);
       // The host holds the restored set only if the guard restored one (an
       // agent with no last-known-good restores nothing and keeps the judged
       // set) and nothing newer was acked since the set it judged.
-      if (!e.restored_version().empty() && judged == info.current_version()) {
+      if (!lease && !e.restored_version().empty() && judged == info.current_version()) {
         info.set_current_version(restored);
         ApplyRestoredParameters(e, &info);
       }

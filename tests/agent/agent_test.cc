@@ -45,11 +45,22 @@ class FakeController final : public v1::AgentService::Service {
   grpc::Status Connect(
       grpc::ServerContext* /*ctx*/,
       grpc::ServerReaderWriter<v1::ControllerMessage, v1::AgentMessage>* stream) override {
+    v1::AgentMessage msg;
+    bool refuse = false;
     {
       absl::MutexLock lock(&mu_);
-      stream_ = stream;
+      refuse = refuse_;
+      if (!refuse) stream_ = stream;
     }
-    v1::AgentMessage msg;
+    if (refuse) {
+      // Reads the Hello and ends the stream, sending nothing (a proxy that
+      // drops it).
+      if (stream->Read(&msg) && msg.has_hello()) {
+        absl::MutexLock lock(&mu_);
+        hellos_.push_back(msg.hello());
+      }
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "dropped (test)");
+    }
     while (stream->Read(&msg)) {
       absl::MutexLock lock(&mu_);
       if (msg.has_hello()) hellos_.push_back(msg.hello());
@@ -60,6 +71,12 @@ class FakeController final : public v1::AgentService::Service {
     absl::MutexLock lock(&mu_);
     stream_ = nullptr;
     return grpc::Status::OK;
+  }
+
+  // Every later stream is refused after its Hello.
+  void RefuseStreams() {
+    absl::MutexLock lock(&mu_);
+    refuse_ = true;
   }
 
   bool Send(const v1::ControllerMessage& msg) {
@@ -95,6 +112,7 @@ class FakeController final : public v1::AgentService::Service {
   std::vector<v1::Report> reports_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::Ack> acks_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::Nack> nacks_ ABSL_GUARDED_BY(mu_);
+  bool refuse_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // A FakeController served on 127.0.0.1 (a port it picks, or `port`).
@@ -388,7 +406,49 @@ TEST_F(AgentTest, AProvisionalSetIsGivenUpWhenItsLeaseRunsOutWithoutTheControlle
   EXPECT_NE(back.service.nacks()[0].error().find("provisional lease expired"), std::string::npos)
       << back.service.nacks()[0].error();
   EXPECT_EQ(ReadFixture(kRpgTimeReset), before);
+  // The same version pushed as final (its change reached DONE meanwhile) is
+  // the controller's word: applied.
+  ds->set_nonce("n3");
+  ds->set_provisional_lease_seconds(0);
+  ASSERT_TRUE(back.service.Send(m));
+  ASSERT_TRUE(Eventually([&]() { return back.service.acks().size() == 1; }));
+  EXPECT_EQ(ReadFixture(kRpgTimeReset), "310");
+  EXPECT_EQ(agent_->AppliedVersion(), "7");
   back.Stop();
+}
+
+// A controller that takes the stream and ends it at once (it refuses the
+// agent, or a proxy drops it) is not contact: the lease runs on through such
+// streams.
+TEST_F(AgentTest, StreamsEndedAtOnceDoNotKeepAProvisionalSetAlive) {
+  StartAgent();
+  ASSERT_TRUE(Connected());
+  const std::string before = ReadFixture(kRpgTimeReset);
+  v1::ControllerMessage m;
+  v1::DesiredState* ds = m.mutable_desired_state();
+  ds->set_version("7");
+  ds->set_nonce("n1");
+  ds->set_provisional_lease_seconds(3);
+  v1::DeviceParameters* d = ds->mutable_parameters()->add_devices();
+  d->set_device("mlx5_0");
+  (*d->mutable_dcqcn())["rpg_time_reset"] = 310;
+  ASSERT_TRUE(controller_.service.Send(m));
+  ASSERT_TRUE(Eventually([&]() { return controller_.service.acks().size() == 1; }));
+  const int port = controller_.port;
+  controller_.Stop();
+  ASSERT_TRUE(Eventually([&]() { return !agent_->stats().connected; }));
+  Server refusing;
+  refusing.service.RefuseStreams();
+  ASSERT_TRUE(refusing.Start(port));
+  const uint64_t connects = agent_->stats().connects;
+  // Step the clock in small steps (the reconnect backoff waits on it) until
+  // the agent has been refused a few times, then take rounds.
+  ASSERT_TRUE(StepUntil([&]() { return agent_->stats().connects >= connects + 3; }));
+  for (int i = 0; i < 4 && ReadFixture(kRpgTimeReset) != before; ++i) NextRound();
+  EXPECT_EQ(ReadFixture(kRpgTimeReset), before)
+      << "refused streams kept the provisional set past its lease";
+  EXPECT_GE(refusing.service.hellos(), 3u);
+  refusing.Stop();
 }
 
 // The controller confirms a provisional set (the change is DONE) by pushing

@@ -170,6 +170,20 @@ TEST_F(LocalGuardTest, AnotherVersionOrAbandonDropsAProvisionalSetAwaitingConfir
   guard.Arm("v2", applied_, 0, /*provisional=*/false);  // a fresh window, not a confirmation
   EXPECT_TRUE(guard.armed());
   EXPECT_EQ(journal_.Get()->version, "baseline");
+  // Another version while one awaits its confirmation: the waiting set is
+  // dropped, the new one judged on its own window.
+  guard.Arm("v3", applied_, 0, /*provisional=*/true);
+  clock_.Advance(absl::Minutes(6));
+  EXPECT_FALSE(Feed(guard, Round({Sample("cnp_sent", -1, 50000)})).has_value());
+  ASSERT_TRUE(guard.awaiting_confirm());
+  guard.Arm("v4", applied_, 0, /*provisional=*/false);
+  EXPECT_FALSE(guard.awaiting_confirm());
+  EXPECT_TRUE(guard.armed());
+  guard.Arm("v3", applied_, 0, /*provisional=*/false);  // a late confirmation of v3: a new window
+  EXPECT_EQ(journal_.Get()->version, "baseline");
+  clock_.Advance(absl::Minutes(6));
+  EXPECT_FALSE(Feed(guard, Round({Sample("cnp_sent", -1, 50000)})).has_value());
+  EXPECT_EQ(journal_.Get()->version, "v3");
 }
 
 TEST_F(LocalGuardTest, NoLastKnownGoodStillReports) {

@@ -228,6 +228,33 @@ TEST_F(NicOwnerTest, AProvisionalSetIsRestoredOnlyOnceItsLeaseRunsOutWithoutTheC
   EXPECT_FALSE(owner_->ExpireLease(absl::Hours(1)).has_value());
 }
 
+TEST_F(NicOwnerTest, ALeaseOnTheLastKnownGoodSetItselfGivesNothingUp) {
+  ASSERT_TRUE(owner_->Apply("9", AiRate(40)).ok());
+  ASSERT_TRUE(journal_->Save("9", owner_->expected()).ok());
+  // A later step pushes the host the set it holds, provisional.
+  ASSERT_TRUE(owner_->Apply("9", AiRate(40), 30).ok());
+  EXPECT_FALSE(owner_->ExpireLease(absl::Minutes(5)).has_value());
+  EXPECT_EQ(owner_->expected_version(), "9");
+  EXPECT_EQ(owner_->lease(), absl::ZeroDuration());
+  EXPECT_EQ(store_.Get("rpg_ai_rate"), 40);
+}
+
+TEST_F(NicOwnerTest, AProvisionalApplyThatFailsLeavesTheRecordAsTheHostIs) {
+  ASSERT_TRUE(owner_->Apply("9", AiRate(40), 30).ok());
+  v1::ParameterSet bad = AiRate(41);
+  bad.mutable_devices(0)->set_device("mlx5_9");  // no such device: refused, nothing written
+  EXPECT_FALSE(owner_->Apply("10", bad, 60).ok());
+  auto record = journal_->LoadProvisional();
+  ASSERT_TRUE(record.ok() && record->has_value());
+  EXPECT_EQ((*record)->version(), "9");
+  EXPECT_EQ((*record)->provisional_lease_seconds(), 30u);
+  ASSERT_TRUE(owner_->Apply("11", AiRate(42)).ok());
+  EXPECT_FALSE(owner_->Apply("12", bad, 60).ok());
+  record = journal_->LoadProvisional();
+  ASSERT_TRUE(record.ok());
+  EXPECT_FALSE(record->has_value()) << "the host holds a final set";
+}
+
 TEST_F(NicOwnerTest, AFinalOrConfirmedSetHasNoLease) {
   ASSERT_TRUE(owner_->Apply("9", AiRate(40)).ok());
   EXPECT_FALSE(owner_->ExpireLease(absl::Hours(1)).has_value());
@@ -253,6 +280,7 @@ TEST_F(NicOwnerTest, ARestartedAgentResumesTheLeaseOfTheProvisionalSetTheNicStil
   restarted.SetExpected("baseline", AiRate(5));
   ASSERT_TRUE(restarted.ResumeProvisional(**record));
   EXPECT_EQ(restarted.expected_version(), "9");
+  EXPECT_TRUE(guard.armed()) << "judged again, as provisional";
   std::optional<v1::GuardEvent> ev = restarted.ExpireLease(absl::Seconds(30));
   ASSERT_TRUE(ev.has_value());
   EXPECT_EQ(ev->judged_version(), "9");
@@ -269,6 +297,13 @@ TEST_F(NicOwnerTest, ARestartedAgentResumesTheLeaseOfTheProvisionalSetTheNicStil
   record = journal_->LoadProvisional();
   ASSERT_TRUE(record.ok());
   EXPECT_FALSE(record->has_value());
+  // A record of the set that is last-known-good (confirmed, then the process
+  // ended before the record went) is dropped too.
+  ASSERT_TRUE(journal_->SaveProvisional("13", 30, AiRate(7)).ok());
+  ASSERT_TRUE(journal_->Save("13", AiRate(7)).ok());
+  record = journal_->LoadProvisional();
+  ASSERT_TRUE(record.ok() && record->has_value());
+  EXPECT_FALSE(again.ResumeProvisional(**record));
 }
 
 TEST(NicOwnerCompareTest, NamesMissingDevicesAndPfc) {

@@ -160,6 +160,7 @@ TEST_F(FleetTest, DesiredStateVersionsPushesAndDrift) {
   ASSERT_TRUE(v2.ok());
   EXPECT_NE(*v2, *v1);
   EXPECT_EQ(c->pushed(), (std::vector<std::string>{*v1, *v2}));
+  EXPECT_EQ(c->leases(), (std::vector<uint32_t>{0, 0})) << "a hand push is final";
   EXPECT_EQ(fleet_.Counts().drifted, 1u);
   v1::Ack ack;
   ack.set_version(*v2);
@@ -209,6 +210,34 @@ TEST_F(FleetTest, ALeaseOnlyUpdateKeepsTheVersionAndPushesItAgain) {
   ASSERT_TRUE(fleet_.Register(MakeHello("h1"), d).ok());
   EXPECT_EQ(d->pushed(), (std::vector<std::string>{next->at("h1")}));
   EXPECT_EQ(d->leases(), (std::vector<uint32_t>{60}));
+}
+
+// A lease that expired is not a finding about the values: the version is not
+// rejected, and the host's versions stay as its Hello and ACKs told them.
+TEST_F(FleetTest, ALeaseExpiryRejectsNothingAndLeavesTheHostsVersions) {
+  auto c = std::make_shared<FakeAgent>(1, &fleet_, "h1");
+  ASSERT_TRUE(fleet_.Register(MakeHello("h1"), c).ok());
+  auto noop = [](const DesiredDecision&) { return absl::OkStatus(); };
+  auto v = fleet_.UpdateDesiredStates({DesiredUpdate{"h1", Params(3), 60}}, noop);
+  ASSERT_TRUE(v.ok());
+  const std::string version = v->at("h1");
+  ASSERT_EQ(fleet_.GetHost("h1")->current_version(), version);  // the fake acked it
+  google::protobuf::RepeatedPtrField<v1::GuardEvent> events;
+  v1::GuardEvent* e = events.Add();
+  e->set_kind("lease_expired");
+  e->set_detail("no stream to the controller for 1m0s (the set's lease is 1m)");
+  e->set_judged_version(version);
+  e->set_restored_version("baseline");
+  fleet_.HandleGuardEvents("h1", events);
+  auto info = fleet_.GetHost("h1");
+  ASSERT_TRUE(info.ok());
+  EXPECT_THAT(info->rejected_versions(), ::testing::IsEmpty());
+  EXPECT_EQ(info->current_version(), version);
+  EXPECT_THAT(info->last_guard_event(), ::testing::HasSubstr("lease_expired"));
+  // A guard restore, by contrast, rejects the version it judged.
+  e->set_kind("pfc_pause_guard");
+  fleet_.HandleGuardEvents("h1", events);
+  EXPECT_THAT(fleet_.GetHost("h1")->rejected_versions(), ::testing::Contains(version));
 }
 
 v1::GuardEvent Drift(const std::string& detail) {

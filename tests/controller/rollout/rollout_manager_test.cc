@@ -670,7 +670,7 @@ TEST_F(RolloutTest, StepsPushProvisionalSetsAndDoneConfirmsThemUnderTheSameVersi
   }
 }
 
-TEST_F(RolloutTest, TheDefaultLeaseIsThreeHundredSecondsAndAHandPushIsFinal) {
+TEST_F(RolloutTest, TheDefaultLeaseIsThreeHundredSecondsAndARestoreIsFinal) {
   ApplyPolicy(PolicyText());
   Run(6);
   auto c = Propose(100);
