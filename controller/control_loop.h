@@ -3,6 +3,9 @@
 
 #include <functional>
 #include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
 
 #include "controller/rollout/executor.h"
 #include "controller/store/store.h"
@@ -37,11 +40,15 @@ class ControlLoop {
   // Runs what was posted, then ends the thread; later posts are refused.
   void Stop() { executor_.Stop(); }
 
-  // A store write: posted, or run here when the loop is stopping (so that
-  // nothing is lost at shutdown).
-  void Write(std::function<void()> write) {
-    if (!executor_.Post(write)) write();
-  }
+  // A store write: queued and run on the loop, or run here when the loop is
+  // stopping (so that nothing is lost at shutdown). Writes queued while the
+  // loop is busy run together, in the order they were queued, in one store
+  // transaction (Store::RunWriteBatch; at most kMaxWriteBatch at a time), so
+  // a burst of ACKs after a stage push costs one commit, not one each. A
+  // write queued after a task may run before it (never before an earlier
+  // write). When the batch cannot commit, its writes run again one by one.
+  void Write(std::function<void()> write);
+  static constexpr size_t kMaxWriteBatch = 512;
   // Appends `entry` to the audit log (as Write); a failure is logged with
   // `what` ("a refused agent", "an admin call").
   void Audit(v1::AuditEntry entry, std::string what);
@@ -49,7 +56,17 @@ class ControlLoop {
   Store* store() const { return store_; }
 
  private:
+  // Runs the queued writes (batches of at most kMaxWriteBatch), on the loop
+  // or at shutdown.
+  void FlushWrites();
+  void RunBatch(const std::vector<std::function<void()>>& batch);
+
   Store* const store_;
+  absl::Mutex writes_mu_;
+  std::vector<std::function<void()>> writes_ ABSL_GUARDED_BY(writes_mu_);
+  bool flush_posted_ ABSL_GUARDED_BY(writes_mu_) = false;
+  // One flush at a time (the loop's, and a caller's while the loop stops).
+  absl::Mutex flush_mu_;
   Executor executor_;
 };
 

@@ -365,8 +365,85 @@ absl::Status Store::ExecForTest(const std::string& sql) {
   return Exec(sql);
 }
 
+absl::Status Store::RunWriteBatch(const std::function<void()>& writes) {
+  {
+    absl::MutexLock lock(&mu_);
+    const std::thread::id self = std::this_thread::get_id();
+    if (batch_open_ && batch_thread_ == self) {
+      return absl::FailedPreconditionError("RunWriteBatch: a batch is already open on this thread");
+    }
+    mu_.Await(absl::Condition(
+        +[](bool* open) { return !*open; }, &batch_open_));
+    if (absl::Status s = Exec("BEGIN IMMEDIATE"); !s.ok()) {
+      s = absl::Status(s.code(),
+                       absl::StrCat(path_, ": cannot start a write transaction: ", s.message()));
+      if (error_observer_) error_observer_(s);
+      return s;
+    }
+    batch_open_ = true;
+    batch_thread_ = self;
+  }
+  writes();
+  absl::MutexLock lock(&mu_);
+  batch_open_ = false;
+  if (batch_broken_ || sqlite3_get_autocommit(db_) != 0) {
+    batch_broken_ = false;
+    absl::Status s = absl::UnavailableError(
+        absl::StrCat(path_, ": a write batch's transaction was rolled back; nothing of it is stored"));
+    if (error_observer_) error_observer_(s);
+    return s;
+  }
+  absl::Status s = Exec("COMMIT");
+  if (s.ok()) {
+    ++commits_;
+    return s;
+  }
+  Exec("ROLLBACK").IgnoreError();
+  s = absl::Status(s.code(), absl::StrCat(path_, ": commit of a write batch: ", s.message()));
+  if (error_observer_) error_observer_(s);
+  return s;
+}
+
+uint64_t Store::commits() {
+  absl::MutexLock lock(&mu_);
+  return commits_;
+}
+
 absl::Status Store::InTransaction(const std::function<absl::Status()>& body) {
   Timer timer(latency_observer_);
+  if (batch_open_ && batch_thread_ != std::this_thread::get_id()) {
+    // Another thread's batch: its transaction is this connection's; wait.
+    mu_.Await(absl::Condition(
+        +[](bool* open) { return !*open; }, &batch_open_));
+  }
+  if (batch_open_) {
+    // Inside this thread's batch: a savepoint, so this write fails alone.
+    if (batch_broken_) {
+      // The batch's transaction was rolled back under it (SQLite does so on
+      // some errors, e.g. a full disk): writing now would commit this write
+      // on its own while the batch's earlier ones are gone. Nothing is
+      // written; the batch reports the failure and its writes run again.
+      return absl::UnavailableError(
+          absl::StrCat(path_, ": the write batch's transaction was rolled back"));
+    }
+    if (absl::Status s = Exec("SAVEPOINT w"); !s.ok()) {
+      if (error_observer_) error_observer_(s);
+      return s;
+    }
+    absl::Status s = body();
+    if (s.ok()) {
+      s = Exec("RELEASE w");
+    } else {
+      Exec("ROLLBACK TO w").IgnoreError();
+      Exec("RELEASE w").IgnoreError();
+    }
+    if (sqlite3_get_autocommit(db_) != 0) batch_broken_ = true;
+    if (!s.ok() && error_observer_ && s.code() != absl::StatusCode::kInvalidArgument &&
+        s.code() != absl::StatusCode::kNotFound) {
+      error_observer_(s);
+    }
+    return s;
+  }
   if (absl::Status s = Exec("BEGIN IMMEDIATE"); !s.ok()) {
     s = absl::Status(s.code(),
                      absl::StrCat(path_, ": cannot start a write transaction: ", s.message()));
@@ -377,6 +454,7 @@ absl::Status Store::InTransaction(const std::function<absl::Status()>& body) {
   if (s.ok()) {
     s = Exec("COMMIT");
     if (!s.ok()) s = absl::Status(s.code(), absl::StrCat(path_, ": commit: ", s.message()));
+    if (s.ok()) ++commits_;
   }
   // SQLite may already have rolled back (e.g. on SQLITE_FULL); then this is a no-op error.
   if (!s.ok()) Exec("ROLLBACK").IgnoreError();

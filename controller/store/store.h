@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <thread>
 #include <memory>
 #include <string>
 #include <utility>
@@ -124,6 +125,18 @@ class Store {
   // The step baselines of the changes in CANARY or STAGE (see Batch).
   absl::StatusOr<std::vector<v1::StepBaseline>> LoadStepBaselines();
 
+  // Runs `writes` (calls of this store's write methods, on this thread) in
+  // one SQLite transaction: each write method's transaction becomes a
+  // savepoint inside it, so a write that fails is rolled back alone and
+  // reports its error as it would by itself, and the rest commit together
+  // at the end (one WAL commit instead of one per write). Writes from other
+  // threads wait until the batch ends. The status of BEGIN or COMMIT: when
+  // the COMMIT fails nothing of the batch is stored (the caller may run the
+  // writes again one by one). Not reentrant.
+  absl::Status RunWriteBatch(const std::function<void()>& writes);
+  // Write transactions committed (a batch counts once), for tests and benchmarks.
+  uint64_t commits();
+
   // Called with the duration of every write transaction (for /metrics).
   void set_latency_observer(std::function<void(double seconds)> observer);
   // Called with every write transaction that failed (disk full, read-only,
@@ -165,6 +178,11 @@ class Store {
 
   absl::Mutex mu_;
   sqlite3* db_ ABSL_GUARDED_BY(mu_);
+  // A RunWriteBatch transaction is open, on `batch_thread_`.
+  bool batch_open_ ABSL_GUARDED_BY(mu_) = false;
+  bool batch_broken_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread::id batch_thread_ ABSL_GUARDED_BY(mu_);
+  uint64_t commits_ ABSL_GUARDED_BY(mu_) = 0;
   const std::string path_;
   std::function<void(double)> latency_observer_;
   std::function<void(const absl::Status&)> error_observer_;

@@ -15,6 +15,8 @@
 #include "controller/rollout/rollout_manager.h"
 #include "controller/telemetry/telemetry_store.h"
 #include "daemon/clock.h"
+#include "tests/testing/test_support.h"
+#include "absl/strings/str_cat.h"
 
 namespace rocetune::controller {
 namespace {
@@ -70,6 +72,52 @@ TEST(ControlLoopTest, UrgentTasksRunAheadOfTheQueueInTheirOwnOrder) {
   EXPECT_EQ(r.order().back(), "late");
   loop.Stop();
   EXPECT_FALSE(loop.PostUrgent(r.Task("after stop")));
+}
+
+// Issue 25 item 6: writes queued while the loop is busy (a burst of ACKs)
+// commit together, in their order; more than a batch goes in several.
+TEST(ControlLoopTest, WritesQueuedWhileTheLoopIsBusyCommitAsOneBatchInOrder) {
+  ::rocetune::testing::TempDir dir{"control-loop"};
+  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(dir.path());
+  ASSERT_TRUE(store.ok()) << store.status();
+  ControlLoop loop(store->get());
+  const uint64_t before = (*store)->commits();
+  absl::Notification release;
+  ASSERT_TRUE(Block(loop, &release));
+  constexpr int kWrites = ControlLoop::kMaxWriteBatch + 88;
+  for (int i = 0; i < kWrites; ++i) {
+    v1::AuditEntry e;
+    e.set_actor("h1");
+    e.set_action("ack");
+    e.set_subject(absl::StrCat("w", i));
+    loop.Audit(e, "a test write");
+  }
+  // One write that fails (an empty host id) fails alone.
+  loop.Write([s = store->get()] { EXPECT_FALSE(s->SaveHost(StoredHost()).ok()); });
+  release.Notify();
+  // The first batch runs before this task, the rest (queued behind it) after.
+  loop.RunSync([] {});
+  loop.RunSync([] {});
+  auto rows = (*store)->ListAudit(0, 10000);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_EQ(rows->size(), static_cast<size_t>(kWrites));
+  for (int i = 0; i < kWrites; ++i) EXPECT_EQ((*rows)[i].subject(), absl::StrCat("w", i));
+  EXPECT_EQ((*store)->commits() - before, 2u) << "one commit per batch of at most "
+                                               << ControlLoop::kMaxWriteBatch;
+  auto chain = (*store)->VerifyAudit();
+  ASSERT_TRUE(chain.ok());
+  EXPECT_TRUE(chain->ok()) << chain->problem();
+  // Alone, a write is its own transaction; after Stop, writes run at once.
+  loop.Audit(v1::AuditEntry(), "one");
+  loop.RunSync([] {});
+  EXPECT_EQ((*store)->commits() - before, 3u);
+  loop.Stop();
+  v1::AuditEntry late;
+  late.set_action("late");
+  loop.Audit(late, "after stop");
+  rows = (*store)->ListAudit(0, 10000);
+  ASSERT_TRUE(rows.ok());
+  EXPECT_EQ(rows->back().action(), "late");
 }
 
 TEST(ControlLoopTest, TicksCoalesceWhileOneIsQueued) {

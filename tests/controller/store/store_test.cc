@@ -2,12 +2,16 @@
 
 #include <sqlite3.h>
 
+#include <atomic>
 #include <filesystem>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "controller/audit/audit_chain.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -132,6 +136,51 @@ v1::PolicyVersion Policy(const std::string& name, const std::string& hash) {
   v.set_created_by("alice");
   v.set_source_text("name: \"" + name + "\"");
   return v;
+}
+
+// Issue 25 item 6: a batch is one transaction whose writes each fail alone;
+// another thread's write waits for the batch to end.
+TEST_F(StoreTest, AWriteBatchCommitsOnceEachWriteFailsAloneAndOthersWait) {
+  auto store = OpenStore("batch.db");
+  ASSERT_NE(store, nullptr);
+  const uint64_t before = store->commits();
+  absl::Notification inside, go_on;
+  std::atomic<bool> other_done{false};
+  std::thread other;
+  absl::Status batch = store->RunWriteBatch([&] {
+    EXPECT_TRUE(store->SaveHost(Host("h1", 1)).ok());
+    EXPECT_EQ(store->SaveHost(Host("", 1)).code(), absl::StatusCode::kInvalidArgument);
+    v1::AuditEntry e;
+    e.set_action("ack");
+    EXPECT_TRUE(store->AppendAudit(e).ok());
+    // A write from another thread meanwhile waits for the batch.
+    other = std::thread([&] {
+      inside.Notify();
+      EXPECT_TRUE(store->SaveHost(Host("h2", 1)).ok());
+      other_done = true;
+    });
+    inside.WaitForNotification();
+    absl::SleepFor(absl::Milliseconds(50));  // room for the other write to (wrongly) finish
+    EXPECT_FALSE(other_done.load()) << "another thread wrote inside the batch";
+    EXPECT_TRUE(store->SaveHost(Host("h3", 1)).ok());
+  });
+  other.join();
+  ASSERT_TRUE(batch.ok()) << batch;
+  EXPECT_TRUE(other_done.load());
+  EXPECT_EQ(store->commits() - before, 2u) << "the batch once, the other thread's write once";
+  auto hosts = store->LoadHosts();
+  ASSERT_TRUE(hosts.ok());
+  std::set<std::string> ids;
+  for (const StoredHost& h : *hosts) ids.insert(h.info.host_id());
+  EXPECT_EQ(ids, (std::set<std::string>{"h1", "h2", "h3"}));
+  auto rows = store->ListAudit(0, 10);
+  ASSERT_TRUE(rows.ok());
+  EXPECT_EQ(rows->size(), 1u);
+  // Not reentrant.
+  absl::Status nested = store->RunWriteBatch([&] {
+    EXPECT_EQ(store->RunWriteBatch([] {}).code(), absl::StatusCode::kFailedPrecondition);
+  });
+  EXPECT_TRUE(nested.ok()) << nested;
 }
 
 TEST_F(StoreTest, FreshDatabaseGetsLatestSchemaInWalMode) {
