@@ -42,7 +42,9 @@ void ControlLoop::FlushWrites() {
 }
 
 void ControlLoop::RunBatch(const std::vector<std::function<void()>>& batch) {
-  if (store_ == nullptr || batch.size() <= 1) {
+  // Off the loop (a write at shutdown) the writes run one by one: a batch
+  // there would make a task the loop is still draining wait for it.
+  if (store_ == nullptr || batch.size() <= 1 || !executor_.OnExecutorThread()) {
     for (const auto& w : batch) w();
     return;
   }

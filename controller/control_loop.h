@@ -45,8 +45,9 @@ class ControlLoop {
   // loop is busy run together, in the order they were queued, in one store
   // transaction (Store::RunWriteBatch; at most kMaxWriteBatch at a time), so
   // a burst of ACKs after a stage push costs one commit, not one each. A
-  // write queued after a task may run before it (never before an earlier
-  // write). When the batch cannot commit, its writes run again one by one.
+  // write queued after a task may run before it, and beyond kMaxWriteBatch
+  // one queued before a task may run after it; writes keep their own order.
+  // When the batch cannot commit, its writes run again one by one.
   void Write(std::function<void()> write);
   static constexpr size_t kMaxWriteBatch = 512;
   // Appends `entry` to the audit log (as Write); a failure is logged with
@@ -58,8 +59,8 @@ class ControlLoop {
  private:
   // Runs the queued writes (batches of at most kMaxWriteBatch), on the loop
   // or at shutdown.
-  void FlushWrites();
-  void RunBatch(const std::vector<std::function<void()>>& batch);
+  void FlushWrites() ABSL_LOCKS_EXCLUDED(writes_mu_);
+  void RunBatch(const std::vector<std::function<void()>>& batch) ABSL_LOCKS_EXCLUDED(writes_mu_);
 
   Store* const store_;
   absl::Mutex writes_mu_;

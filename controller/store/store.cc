@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <set>
 #include <utility>
 #include <variant>
@@ -309,6 +310,7 @@ absl::StatusOr<std::unique_ptr<Store>> Store::OpenFile(const std::string& path) 
 
 Store::~Store() {
   absl::MutexLock lock(&mu_);
+  WaitForOtherBatchLocked();
   sqlite3_close(db_);
 }
 
@@ -362,18 +364,28 @@ absl::Status Store::Exec(const std::string& sql) {
 
 absl::Status Store::ExecForTest(const std::string& sql) {
   absl::MutexLock lock(&mu_);
+  WaitForOtherBatchLocked();
   return Exec(sql);
 }
 
+void Store::WaitForOtherBatchLocked() {
+  // A batch holds the connection's one transaction: another thread neither
+  // writes into it nor reads what it has not committed.
+  if (batch_open_ && batch_thread_ != std::this_thread::get_id()) {
+    mu_.Await(absl::Condition(+[](bool* open) { return !*open; }, &batch_open_));
+  }
+}
+
 absl::Status Store::RunWriteBatch(const std::function<void()>& writes) {
+  std::optional<Timer> timer;
   {
     absl::MutexLock lock(&mu_);
     const std::thread::id self = std::this_thread::get_id();
     if (batch_open_ && batch_thread_ == self) {
       return absl::FailedPreconditionError("RunWriteBatch: a batch is already open on this thread");
     }
-    mu_.Await(absl::Condition(
-        +[](bool* open) { return !*open; }, &batch_open_));
+    WaitForOtherBatchLocked();
+    timer.emplace(latency_observer_);
     if (absl::Status s = Exec("BEGIN IMMEDIATE"); !s.ok()) {
       s = absl::Status(s.code(),
                        absl::StrCat(path_, ": cannot start a write transaction: ", s.message()));
@@ -387,11 +399,10 @@ absl::Status Store::RunWriteBatch(const std::function<void()>& writes) {
   absl::MutexLock lock(&mu_);
   batch_open_ = false;
   if (batch_broken_ || sqlite3_get_autocommit(db_) != 0) {
+    // The failing write reported itself; the caller runs the batch again.
     batch_broken_ = false;
-    absl::Status s = absl::UnavailableError(
+    return absl::UnavailableError(
         absl::StrCat(path_, ": a write batch's transaction was rolled back; nothing of it is stored"));
-    if (error_observer_) error_observer_(s);
-    return s;
   }
   absl::Status s = Exec("COMMIT");
   if (s.ok()) {
@@ -399,9 +410,9 @@ absl::Status Store::RunWriteBatch(const std::function<void()>& writes) {
     return s;
   }
   Exec("ROLLBACK").IgnoreError();
-  s = absl::Status(s.code(), absl::StrCat(path_, ": commit of a write batch: ", s.message()));
-  if (error_observer_) error_observer_(s);
-  return s;
+  // Not reported to the error observer: the caller runs the writes again,
+  // one by one, and those report what still fails.
+  return absl::Status(s.code(), absl::StrCat(path_, ": commit of a write batch: ", s.message()));
 }
 
 uint64_t Store::commits() {
@@ -410,12 +421,7 @@ uint64_t Store::commits() {
 }
 
 absl::Status Store::InTransaction(const std::function<absl::Status()>& body) {
-  Timer timer(latency_observer_);
-  if (batch_open_ && batch_thread_ != std::this_thread::get_id()) {
-    // Another thread's batch: its transaction is this connection's; wait.
-    mu_.Await(absl::Condition(
-        +[](bool* open) { return !*open; }, &batch_open_));
-  }
+  WaitForOtherBatchLocked();
   if (batch_open_) {
     // Inside this thread's batch: a savepoint, so this write fails alone.
     if (batch_broken_) {
@@ -431,9 +437,8 @@ absl::Status Store::InTransaction(const std::function<absl::Status()>& body) {
       return s;
     }
     absl::Status s = body();
-    if (s.ok()) {
-      s = Exec("RELEASE w");
-    } else {
+    if (s.ok()) s = Exec("RELEASE w");
+    if (!s.ok()) {
       Exec("ROLLBACK TO w").IgnoreError();
       Exec("RELEASE w").IgnoreError();
     }
@@ -444,6 +449,7 @@ absl::Status Store::InTransaction(const std::function<absl::Status()>& body) {
     }
     return s;
   }
+  Timer timer(latency_observer_);
   if (absl::Status s = Exec("BEGIN IMMEDIATE"); !s.ok()) {
     s = absl::Status(s.code(),
                      absl::StrCat(path_, ": cannot start a write transaction: ", s.message()));
@@ -474,6 +480,7 @@ absl::Status Store::InTransaction(const std::function<absl::Status()>& body) {
 
 int Store::schema_version() {
   absl::MutexLock lock(&mu_);
+  WaitForOtherBatchLocked();
   Stmt st(db_, "PRAGMA user_version");
   return st.ok() && st.Step() == SQLITE_ROW ? static_cast<int>(st.ColInt(0)) : -1;
 }
@@ -487,6 +494,7 @@ absl::Status Store::Migrate() {
                                                       "); refusing to touch it"));
   }
   absl::MutexLock lock(&mu_);
+  WaitForOtherBatchLocked();
   for (int v = current; v < kLatest; ++v) {
     absl::Status s = InTransaction([&]() -> absl::Status {
       if (absl::Status e = Exec(kMigrations[v]); !e.ok()) return e;
@@ -643,11 +651,13 @@ absl::Status Store::FoldOldChangeRows() {
 
 void Store::set_latency_observer(std::function<void(double)> observer) {
   absl::MutexLock lock(&mu_);
+  WaitForOtherBatchLocked();
   latency_observer_ = std::move(observer);
 }
 
 void Store::set_error_observer(std::function<void(const absl::Status&)> observer) {
   absl::MutexLock lock(&mu_);
+  WaitForOtherBatchLocked();
   error_observer_ = std::move(observer);
 }
 
@@ -685,6 +695,7 @@ absl::Status Store::ForgetHostLocked(const std::string& host_id) {
 absl::Status Store::SaveHost(const StoredHost& host) {
   if (absl::Status s = ValidateHost(host); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
+  WaitForOtherBatchLocked();
   return InTransaction([&] { return SaveHostLocked(host); });
 }
 
@@ -695,6 +706,7 @@ absl::Status Store::SaveHostWithAudit(const StoredHost& host, const v1::AuditEnt
   for (const std::string& h : entry.host_ids()) listed = listed || h == host.info.host_id();
   if (!listed) entry.add_host_ids(host.info.host_id());
   absl::MutexLock lock(&mu_);
+  WaitForOtherBatchLocked();
   return InTransaction([&]() -> absl::Status {
     if (absl::Status s = SaveHostLocked(host); !s.ok()) return s;
     return AppendAuditLocked(entry).status();
@@ -703,6 +715,7 @@ absl::Status Store::SaveHostWithAudit(const StoredHost& host, const v1::AuditEnt
 
 absl::StatusOr<std::vector<StoredHost>> Store::LoadHosts() {
   absl::MutexLock lock(&mu_);
+  WaitForOtherBatchLocked();
   Stmt st(db_, "SELECT host_id, desired_seq, info, desired FROM hosts ORDER BY host_id");
   if (!st.ok()) return Error("prepare hosts select");
   std::vector<StoredHost> out;
@@ -773,6 +786,7 @@ absl::StatusOr<int64_t> Store::AppendAuditLocked(const v1::AuditEntry& entry) {
 
 absl::StatusOr<int64_t> Store::AppendAudit(const v1::AuditEntry& entry) {
   absl::MutexLock lock(&mu_);
+  WaitForOtherBatchLocked();
   int64_t id = 0;
   absl::Status s = InTransaction([&]() -> absl::Status {
     absl::StatusOr<int64_t> r = AppendAuditLocked(entry);
@@ -825,6 +839,7 @@ absl::StatusOr<v1::ListAuditResponse> Store::QueryAudit(const v1::ListAuditReque
                   limit + 1);
 
   absl::MutexLock lock(&mu_);
+  WaitForOtherBatchLocked();
   Stmt st(db_, sql.c_str());
   if (!st.ok()) return Error("prepare audit query");
   for (size_t i = 0; i < args.size(); ++i) {
@@ -856,6 +871,7 @@ absl::StatusOr<v1::ListAuditResponse> Store::QueryAudit(const v1::ListAuditReque
 
 absl::StatusOr<v1::VerifyAuditResponse> Store::VerifyAudit() {
   absl::MutexLock lock(&mu_);
+  WaitForOtherBatchLocked();
   Stmt find(db_, "SELECT id FROM audit WHERE hash = ?1 ORDER BY id LIMIT 1");
   if (!find.ok()) return Error("prepare audit hash lookup");
   AuditChainVerifier verifier([&](const std::string& hash) -> int64_t {
@@ -940,6 +956,7 @@ absl::StatusOr<bool> Store::SavePolicyVersion(const v1::PolicyVersion& version,
                                               v1::PolicyVersion* stored) {
   if (absl::Status s = ValidatePolicyVersion(version); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
+  WaitForOtherBatchLocked();
   bool created = false;
   v1::PolicyVersion out;
   absl::Status s = InTransaction([&]() -> absl::Status {
@@ -955,6 +972,7 @@ absl::StatusOr<bool> Store::SavePolicyVersion(const v1::PolicyVersion& version,
 
 absl::StatusOr<std::vector<v1::PolicyVersion>> Store::ListPolicyVersions() {
   absl::MutexLock lock(&mu_);
+  WaitForOtherBatchLocked();
   Stmt st(db_,
           "SELECT name, version_hash, sequence, body FROM policy_versions "
           "ORDER BY name, sequence");
@@ -1014,6 +1032,7 @@ absl::Status Store::SaveStepBaselineLocked(const v1::StepBaseline& baseline) {
 
 absl::StatusOr<std::vector<v1::StepBaseline>> Store::LoadStepBaselines() {
   absl::MutexLock lock(&mu_);
+  WaitForOtherBatchLocked();
   Stmt st(db_, "SELECT change_id, body FROM step_baselines ORDER BY change_id");
   if (!st.ok()) return Error("prepare step_baselines select");
   std::vector<v1::StepBaseline> out;
@@ -1033,6 +1052,7 @@ absl::StatusOr<std::vector<v1::StepBaseline>> Store::LoadStepBaselines() {
 absl::Status Store::SaveChange(const v1::Change& change, const v1::AuditEntry* audit) {
   if (absl::Status s = ValidateChange(change); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
+  WaitForOtherBatchLocked();
   return InTransaction([&]() -> absl::Status {
     if (absl::Status s = SaveChangeLocked(change); !s.ok()) return s;
     if (absl::Status s = DropEndedStepBaselineLocked(change); !s.ok()) return s;
@@ -1043,6 +1063,7 @@ absl::Status Store::SaveChange(const v1::Change& change, const v1::AuditEntry* a
 
 absl::StatusOr<std::vector<v1::Change>> Store::LoadChanges() {
   absl::MutexLock lock(&mu_);
+  WaitForOtherBatchLocked();
   Stmt st(db_, "SELECT id, body FROM changes ORDER BY created_unix_nanos, id");
   if (!st.ok()) return Error("prepare changes select");
   std::vector<v1::Change> out;
@@ -1075,6 +1096,7 @@ absl::Status Store::SaveCampaignLocked(const v1::Campaign& campaign) {
 absl::Status Store::SaveCampaign(const v1::Campaign& campaign, const v1::AuditEntry* audit) {
   if (absl::Status s = ValidateCampaign(campaign); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
+  WaitForOtherBatchLocked();
   return InTransaction([&]() -> absl::Status {
     if (absl::Status s = SaveCampaignLocked(campaign); !s.ok()) return s;
     if (audit != nullptr) return AppendAuditLocked(*audit).status();
@@ -1084,6 +1106,7 @@ absl::Status Store::SaveCampaign(const v1::Campaign& campaign, const v1::AuditEn
 
 absl::StatusOr<std::vector<v1::Campaign>> Store::LoadCampaigns() {
   absl::MutexLock lock(&mu_);
+  WaitForOtherBatchLocked();
   Stmt st(db_, "SELECT id, body FROM campaigns ORDER BY created_unix_nanos, id");
   if (!st.ok()) return Error("prepare campaigns select");
   std::vector<v1::Campaign> out;
@@ -1122,6 +1145,7 @@ absl::Status Store::Commit(const Batch& batch, CommitResult* result) {
   }
   CommitResult out;
   absl::MutexLock lock(&mu_);
+  WaitForOtherBatchLocked();
   absl::Status s = InTransaction([&]() -> absl::Status {
     for (const v1::PolicyVersion& v : batch.policy_versions) {
       v1::PolicyVersion stored;

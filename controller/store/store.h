@@ -130,10 +130,11 @@ class Store {
   // savepoint inside it, so a write that fails is rolled back alone and
   // reports its error as it would by itself, and the rest commit together
   // at the end (one WAL commit instead of one per write). Writes from other
-  // threads wait until the batch ends. The status of BEGIN or COMMIT: when
+  // threads, and their reads (which would see what is not committed yet),
+  // wait until the batch ends. The status of BEGIN or COMMIT: when
   // the COMMIT fails nothing of the batch is stored (the caller may run the
   // writes again one by one). Not reentrant.
-  absl::Status RunWriteBatch(const std::function<void()>& writes);
+  absl::Status RunWriteBatch(const std::function<void()>& writes) ABSL_LOCKS_EXCLUDED(mu_);
   // Write transactions committed (a batch counts once), for tests and benchmarks.
   uint64_t commits();
 
@@ -172,6 +173,8 @@ class Store {
   // Runs `body` inside BEGIN IMMEDIATE / COMMIT (ROLLBACK on error).
   absl::Status InTransaction(const std::function<absl::Status()>& body)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits while another thread's RunWriteBatch holds the transaction.
+  void WaitForOtherBatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The connection's last error as a status (see the class comment), naming
   // the database file and `what`.
   absl::Status Error(const std::string& what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -13,6 +13,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "controller/audit/audit_chain.h"
+#include "controller/control_loop.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/controller/controller_test_util.h"
@@ -160,7 +161,9 @@ TEST_F(StoreTest, AWriteBatchCommitsOnceEachWriteFailsAloneAndOthersWait) {
       other_done = true;
     });
     inside.WaitForNotification();
-    absl::SleepFor(absl::Milliseconds(50));  // room for the other write to (wrongly) finish
+    // Room for the other write to (wrongly) finish: it is at most a few
+    // instructions from the store's lock, and a write takes well under this.
+    absl::SleepFor(absl::Milliseconds(200));
     EXPECT_FALSE(other_done.load()) << "another thread wrote inside the batch";
     EXPECT_TRUE(store->SaveHost(Host("h3", 1)).ok());
   });
@@ -181,6 +184,58 @@ TEST_F(StoreTest, AWriteBatchCommitsOnceEachWriteFailsAloneAndOthersWait) {
     EXPECT_EQ(store->RunWriteBatch([] {}).code(), absl::StatusCode::kFailedPrecondition);
   });
   EXPECT_TRUE(nested.ok()) << nested;
+}
+
+// When SQLite rolls the batch's transaction back under it (here a trigger's
+// RAISE(ROLLBACK); a full disk does the same), nothing of the batch is
+// stored, later writes in it write nothing, and the batch says so; the
+// control loop then runs its writes one by one, and each lands once.
+TEST_F(StoreTest, ABatchRolledBackUnderItStoresNothingAndItsWritesRunAgainOnce) {
+  auto store = OpenStore("broken.db");
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store
+                  ->ExecForTest("CREATE TRIGGER refuse_h9 BEFORE INSERT ON hosts "
+                                "WHEN NEW.host_id = 'h9' BEGIN SELECT RAISE(ROLLBACK, 'h9 refused'); END")
+                  .ok());
+  absl::Status batch = store->RunWriteBatch([&] {
+    EXPECT_TRUE(store->SaveHost(Host("h1", 1)).ok());
+    EXPECT_FALSE(store->SaveHost(Host("h9", 1)).ok());
+    EXPECT_EQ(store->SaveHost(Host("h3", 1)).code(), absl::StatusCode::kUnavailable);
+  });
+  EXPECT_EQ(batch.code(), absl::StatusCode::kUnavailable) << batch;
+  auto hosts = store->LoadHosts();
+  ASSERT_TRUE(hosts.ok());
+  EXPECT_TRUE(hosts->empty()) << "h1 was rolled back with the batch";
+  // The store is usable after it.
+  ControlLoop loop(store.get());
+  absl::Notification release, running;
+  ASSERT_TRUE(loop.Post([&] {
+    running.Notify();
+    release.WaitForNotification();
+  }));
+  running.WaitForNotification();
+  for (const char* id : {"h1", "h9", "h3"}) {
+    loop.Write([s = store.get(), id] { (void)s->SaveHost(Host(id, 1)); });
+    v1::AuditEntry e;
+    e.set_action(absl::StrCat("saved ", id));
+    loop.Audit(e, "test");
+  }
+  release.Notify();
+  loop.RunSync([] {});
+  hosts = store->LoadHosts();
+  ASSERT_TRUE(hosts.ok());
+  std::set<std::string> ids;
+  for (const StoredHost& h : *hosts) ids.insert(h.info.host_id());
+  EXPECT_EQ(ids, (std::set<std::string>{"h1", "h3"}));
+  auto rows = store->ListAudit(0, 100);
+  ASSERT_TRUE(rows.ok());
+  ASSERT_EQ(rows->size(), 3u) << "each audit row once";
+  EXPECT_EQ((*rows)[0].action(), "saved h1");
+  EXPECT_EQ((*rows)[2].action(), "saved h3");
+  auto chain = store->VerifyAudit();
+  ASSERT_TRUE(chain.ok());
+  EXPECT_TRUE(chain->ok()) << chain->problem();
+  loop.Stop();
 }
 
 TEST_F(StoreTest, FreshDatabaseGetsLatestSchemaInWalMode) {
