@@ -83,19 +83,34 @@ LkgJournal::LkgJournal(std::string state_dir)
       path_(absl::StrCat(state_dir_, "/", kFileName)),
       provisional_path_(absl::StrCat(state_dir_, "/", kProvisionalFileName)) {}
 
-absl::Status LkgJournal::Load() {
+namespace {
+
+// The text-format DesiredState in `path`: nullopt when there is no such file;
+// kDataLoss naming `what` and the path when it cannot be parsed.
+absl::StatusOr<std::optional<v1::DesiredState>> ReadStateFile(const std::string& path,
+                                                              const std::string& what) {
   std::error_code ec;
-  if (!std::filesystem::exists(path_, ec)) return absl::OkStatus();
-  absl::StatusOr<std::string> text = ParamFileIo::Real()->Read(path_);
+  if (!std::filesystem::exists(path, ec)) return std::optional<v1::DesiredState>();
+  absl::StatusOr<std::string> text = ParamFileIo::Real()->Read(path);
   if (!text.ok()) return text.status();
   v1::DesiredState state;
   google::protobuf::TextFormat::Parser parser;
   CollectErrors errors;
   parser.RecordErrorsTo(&errors);
   if (!parser.ParseFromString(*text, &state)) {
-    return absl::DataLossError(
-        absl::StrCat("last-known-good journal ", path_, " is corrupt: ", errors.first));
+    return absl::DataLossError(absl::StrCat(what, " ", path, " is corrupt: ", errors.first));
   }
+  return std::optional<v1::DesiredState>(std::move(state));
+}
+
+}  // namespace
+
+absl::Status LkgJournal::Load() {
+  absl::StatusOr<std::optional<v1::DesiredState>> read =
+      ReadStateFile(path_, "last-known-good journal");
+  if (!read.ok()) return read.status();
+  if (!read->has_value()) return absl::OkStatus();
+  const v1::DesiredState& state = **read;
   if (state.version().empty()) {
     return absl::DataLossError(absl::StrCat("last-known-good journal ", path_, " has no version"));
   }
@@ -148,23 +163,14 @@ absl::Status LkgJournal::ClearProvisional() {
 }
 
 absl::StatusOr<std::optional<v1::DesiredState>> LkgJournal::LoadProvisional() const {
-  std::error_code ec;
-  if (!std::filesystem::exists(provisional_path_, ec)) return std::optional<v1::DesiredState>();
-  absl::StatusOr<std::string> text = ParamFileIo::Real()->Read(provisional_path_);
-  if (!text.ok()) return text.status();
-  v1::DesiredState state;
-  google::protobuf::TextFormat::Parser parser;
-  CollectErrors errors;
-  parser.RecordErrorsTo(&errors);
-  if (!parser.ParseFromString(*text, &state)) {
-    return absl::DataLossError(
-        absl::StrCat("provisional record ", provisional_path_, " is corrupt: ", errors.first));
-  }
-  if (state.version().empty() || state.provisional_lease_seconds() == 0) {
+  absl::StatusOr<std::optional<v1::DesiredState>> read =
+      ReadStateFile(provisional_path_, "provisional record");
+  if (!read.ok() || !read->has_value()) return read;
+  if ((*read)->version().empty() || (*read)->provisional_lease_seconds() == 0) {
     return absl::DataLossError(absl::StrCat("provisional record ", provisional_path_,
                                             " has no version or no lease"));
   }
-  return std::optional<v1::DesiredState>(std::move(state));
+  return read;
 }
 
 std::optional<LkgEntry> LkgJournal::Get() const {

@@ -345,6 +345,19 @@ TEST_F(AgentTest, HoldsRoundsWhileTheControllerIsDownAndSendsThemOldestFirstWith
   back.Stop();
 }
 
+// Version 7 (nonce n1), rpg_time_reset=310 on mlx5_0, provisional with a 3 s lease.
+v1::ControllerMessage ProvisionalPush() {
+  v1::ControllerMessage m;
+  v1::DesiredState* ds = m.mutable_desired_state();
+  ds->set_version("7");
+  ds->set_nonce("n1");
+  ds->set_provisional_lease_seconds(3);
+  v1::DeviceParameters* d = ds->mutable_parameters()->add_devices();
+  d->set_device("mlx5_0");
+  (*d->mutable_dcqcn())["rpg_time_reset"] = 310;
+  return m;
+}
+
 // Issue 25 item 2: a provisional set (a change's canary) is kept only while
 // the agent can reach its controller. Without a stream for longer than the
 // lease, the agent restores its last-known-good set by itself, tells the
@@ -354,14 +367,8 @@ TEST_F(AgentTest, AProvisionalSetIsGivenUpWhenItsLeaseRunsOutWithoutTheControlle
   StartAgent();
   ASSERT_TRUE(Connected());
   const std::string before = ReadFixture(kRpgTimeReset);
-  v1::ControllerMessage m;
+  v1::ControllerMessage m = ProvisionalPush();
   v1::DesiredState* ds = m.mutable_desired_state();
-  ds->set_version("7");
-  ds->set_nonce("n1");
-  ds->set_provisional_lease_seconds(3);
-  v1::DeviceParameters* d = ds->mutable_parameters()->add_devices();
-  d->set_device("mlx5_0");
-  (*d->mutable_dcqcn())["rpg_time_reset"] = 310;
   ASSERT_TRUE(controller_.service.Send(m));
   ASSERT_TRUE(Eventually([&]() { return controller_.service.acks().size() == 1; }));
   ASSERT_EQ(ReadFixture(kRpgTimeReset), "310");
@@ -424,15 +431,7 @@ TEST_F(AgentTest, StreamsEndedAtOnceDoNotKeepAProvisionalSetAlive) {
   StartAgent();
   ASSERT_TRUE(Connected());
   const std::string before = ReadFixture(kRpgTimeReset);
-  v1::ControllerMessage m;
-  v1::DesiredState* ds = m.mutable_desired_state();
-  ds->set_version("7");
-  ds->set_nonce("n1");
-  ds->set_provisional_lease_seconds(3);
-  v1::DeviceParameters* d = ds->mutable_parameters()->add_devices();
-  d->set_device("mlx5_0");
-  (*d->mutable_dcqcn())["rpg_time_reset"] = 310;
-  ASSERT_TRUE(controller_.service.Send(m));
+  ASSERT_TRUE(controller_.service.Send(ProvisionalPush()));
   ASSERT_TRUE(Eventually([&]() { return controller_.service.acks().size() == 1; }));
   const int port = controller_.port;
   controller_.Stop();
@@ -457,14 +456,8 @@ TEST_F(AgentTest, StreamsEndedAtOnceDoNotKeepAProvisionalSetAlive) {
 TEST_F(AgentTest, AConfirmedSetIsKeptWithoutTheController) {
   StartAgent();
   ASSERT_TRUE(Connected());
-  v1::ControllerMessage m;
+  v1::ControllerMessage m = ProvisionalPush();
   v1::DesiredState* ds = m.mutable_desired_state();
-  ds->set_version("7");
-  ds->set_nonce("n1");
-  ds->set_provisional_lease_seconds(3);
-  v1::DeviceParameters* d = ds->mutable_parameters()->add_devices();
-  d->set_device("mlx5_0");
-  (*d->mutable_dcqcn())["rpg_time_reset"] = 310;
   ASSERT_TRUE(controller_.service.Send(m));
   ASSERT_TRUE(Eventually([&]() { return controller_.service.acks().size() == 1; }));
   ds->set_nonce("n2");

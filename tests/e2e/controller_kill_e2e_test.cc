@@ -41,32 +41,7 @@ std::string ChangeIdIn(const std::string& out) {
 
 // Short looks on a small fleet: 4 canary and 4 control hosts in 4 ToRs,
 // a 1 s baseline, one 2 s look per step, one stage.
-std::string KillPolicy() {
-  return R"(name: "kill"
-description: "controller kill -9 loop"
-selector { match_labels { key: "role" value: "trainer" } }
-objective { metric: PROBE_RTT_P99 }
-knobs { parameter: "rpg_time_reset" min: 100 max: 3000 step: 10 }
-tuner { kind: FIXED fixed { key: "rpg_time_reset" value: 300 } }
-rollout {
-  canary_fraction: 0.5
-  min_canary_hosts: 2
-  bake_seconds: 2
-  baseline_seconds: 1
-  looks: 1
-  stages: [1.0]
-  rack_label: "tor"
-}
-guard {
-  max_p99_regression: 0.5
-  confidence: 0.995
-  min_samples: 50
-  min_rack_pairs: 2
-  max_hold_seconds: 4
-}
-approval { approvers: 1 }
-)";
-}
+std::string KillPolicy() { return SmallFleetPolicy("kill", 2, "max_hold_seconds: 4"); }
 
 int AuditRows(Env& env) {
   grpc::ClientContext ctx;
@@ -85,14 +60,7 @@ struct Confirmed {
 };
 
 TEST(ControllerKillE2E, HundredKillsAcrossChangeStatesLoseNothing) {
-  EnvOptions opt;
-  opt.scenario = "sim/scenarios/allreduce_8_hosts_large_messages.textproto";
-  opt.sets = {"topology.hosts_per_tor=2"};  // 4 ToRs of 2
-  opt.expect_hosts = 8;
-  opt.probe_peers = 4;
-  // The judge decides; the agents' guard stays out of the way.
-  opt.fabricsim_flags = {"--guard_max_pfc_pause_ratio=0", "--guard_max_cnp_rate=0"};
-  Env env(opt);
+  Env env(SmallFleetOptions());
   ASSERT_TRUE(env.Start()) << env.ControllerLog() << env.FabricLog();
   std::string out;
   ASSERT_EQ(

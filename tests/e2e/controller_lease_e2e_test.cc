@@ -18,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/e2e/campaign_flow.h"
 #include "tests/e2e/e2e_env.h"
 #include "tests/e2e/fault_checks.h"
 
@@ -30,38 +31,7 @@ constexpr char kExpired[] = "provisional lease expired without the controller";
 // 4 canary and 4 control hosts in 4 ToRs; a bake far longer than the test,
 // so the change is still in its canary when the controller goes away.
 std::string LeasePolicy() {
-  return absl::StrCat(R"(name: "lease"
-description: "a canary outlives its controller"
-selector { match_labels { key: "role" value: "trainer" } }
-objective { metric: PROBE_RTT_P99 }
-knobs { parameter: "rpg_time_reset" min: 100 max: 3000 step: 10 }
-tuner { kind: FIXED fixed { key: "rpg_time_reset" value: 300 } }
-rollout {
-  canary_fraction: 0.5
-  min_canary_hosts: 2
-  bake_seconds: 150
-  baseline_seconds: 1
-  looks: 1
-  stages: [1.0]
-  rack_label: "tor"
-}
-guard {
-  max_p99_regression: 0.5
-  min_samples: 50
-  min_rack_pairs: 2
-  provisional_lease_seconds: )",
-                      kLeaseSeconds, R"(
-}
-approval { approvers: 1 }
-)");
-}
-
-std::string ChangeIdIn(const std::string& out) {
-  size_t at = out.find("c-");
-  if (at == std::string::npos) return "";
-  size_t end = at + 2;
-  while (end < out.size() && isdigit(static_cast<unsigned char>(out[end]))) ++end;
-  return out.substr(at, end - at);
+  return SmallFleetPolicy("lease", 150, absl::StrCat("provisional_lease_seconds: ", kLeaseSeconds));
 }
 
 int Count(const std::string& text, const std::string& what) {
@@ -80,7 +50,7 @@ std::string CanaryRunning(Env& env, int value, std::set<std::string>* canary) {
     ADD_FAILURE() << out;
     return "";
   }
-  const std::string id = ChangeIdIn(out);
+  const std::string id = IdIn(out, "c-");
   if (env.Ctl({"change", "approve", id, "--reason=lease e2e"}, "bob", &out) != 0) {
     ADD_FAILURE() << out;
     return "";
@@ -107,13 +77,7 @@ std::string CanaryRunning(Env& env, int value, std::set<std::string>* canary) {
 }
 
 TEST(ControllerLeaseE2E, CanaryHostsGiveUpTheSetWhenTheControllerStaysAwayPastTheLease) {
-  EnvOptions opt;
-  opt.scenario = "sim/scenarios/allreduce_8_hosts_large_messages.textproto";
-  opt.sets = {"topology.hosts_per_tor=2"};  // 4 ToRs of 2
-  opt.expect_hosts = 8;
-  opt.probe_peers = 4;
-  opt.fabricsim_flags = {"--guard_max_pfc_pause_ratio=0", "--guard_max_cnp_rate=0"};
-  Env env(opt);
+  Env env(SmallFleetOptions());
   ASSERT_TRUE(env.Start()) << env.ControllerLog() << env.FabricLog();
   std::string out;
   ASSERT_EQ(

@@ -99,6 +99,46 @@ std::vector<std::string> InconsistentChanges(const std::vector<v1::Change>& chan
   return out;
 }
 
+EnvOptions SmallFleetOptions() {
+  EnvOptions opt;
+  opt.scenario = "sim/scenarios/allreduce_8_hosts_large_messages.textproto";
+  opt.sets = {"topology.hosts_per_tor=2"};  // 4 ToRs of 2
+  opt.expect_hosts = 8;
+  opt.probe_peers = 4;
+  opt.fabricsim_flags = {"--guard_max_pfc_pause_ratio=0", "--guard_max_cnp_rate=0"};
+  return opt;
+}
+
+std::string SmallFleetPolicy(const std::string& name, int bake_seconds,
+                             const std::string& guard_extra) {
+  return absl::StrCat("name: \"", name, R"("
+description: "a fault test on the small fleet"
+selector { match_labels { key: "role" value: "trainer" } }
+objective { metric: PROBE_RTT_P99 }
+knobs { parameter: "rpg_time_reset" min: 100 max: 3000 step: 10 }
+tuner { kind: FIXED fixed { key: "rpg_time_reset" value: 300 } }
+rollout {
+  canary_fraction: 0.5
+  min_canary_hosts: 2
+  bake_seconds: )",
+                      bake_seconds, R"(
+  baseline_seconds: 1
+  looks: 1
+  stages: [1.0]
+  rack_label: "tor"
+}
+guard {
+  max_p99_regression: 0.5
+  confidence: 0.995
+  min_samples: 50
+  min_rack_pairs: 2
+  )",
+                      guard_extra, R"(
+}
+approval { approvers: 1 }
+)");
+}
+
 v1::ChangeState StateAt(const v1::Change& c, absl::Time t) {
   v1::ChangeState s = v1::PROPOSED;
   for (const v1::ChangeTransition& tr : c.transitions()) {

@@ -42,6 +42,17 @@ std::vector<std::string> HostsOffRecord(
 std::vector<std::string> InconsistentChanges(const std::vector<v1::Change>& changes,
                                              absl::Time restarted);
 
+// The fault tests' small fleet: the 8-host all-reduce scenario in 4 ToRs of
+// 2, 4 probe peers, the agents' local guard off (the judge decides).
+EnvOptions SmallFleetOptions();
+
+// A policy for the fault tests' small fleet (8 hosts in 4 ToRs, label "tor"):
+// rpg_time_reset, half the hosts (at least 2) as canary, a 1 s baseline, one
+// look per `bake_seconds` bake, one stage, a lenient p99 guard; `guard_extra`
+// is added inside guard { } (e.g. "max_hold_seconds: 4").
+std::string SmallFleetPolicy(const std::string& name, int bake_seconds,
+                             const std::string& guard_extra = "");
+
 // The change's state at `t`, from its transitions (PROPOSED before the first).
 v1::ChangeState StateAt(const v1::Change& c, absl::Time t);
 

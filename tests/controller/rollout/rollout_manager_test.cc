@@ -202,10 +202,15 @@ class RolloutTest : public ::testing::Test {
   // A change to rpg_time_reset=2, which raises the canary's p99 tail by 60%,
   // proposed by alice after a 6 s baseline, approved by bob, its canary pushed.
   absl::StatusOr<v1::Change> ApprovedRegression() {
-    ApplyPolicy(PolicyText());
     factor_ = [](int64_t v) { return v == 2 ? 1.6 : 1.0; };
+    return ApprovedChange(2);
+  }
+  // rpg_time_reset=`value` under `policy`, proposed by alice after a 6 s
+  // baseline, approved by bob, its canary pushed.
+  absl::StatusOr<v1::Change> ApprovedChange(int64_t value, const std::string& policy = "") {
+    ApplyPolicy(policy.empty() ? PolicyText() : policy);
     Run(6);
-    auto c = Propose(2);
+    auto c = Propose(value);
     if (!c.ok()) return c.status();
     if (auto a = Act("approve", c->id(), {"bob", false}); !a.ok()) return a.status();
     Tick();
@@ -637,13 +642,10 @@ TEST_F(RolloutTest, ApprovedChangeCanariesThenStagesToDone) {
 // lease (default 300 s); at DONE each host gets the same version again,
 // final (lease 0), which is what lets its agent make it last-known-good.
 TEST_F(RolloutTest, StepsPushProvisionalSetsAndDoneConfirmsThemUnderTheSameVersion) {
-  ApplyPolicy(absl::StrReplaceAll(
-      PolicyText(), {{"min_rack_pairs: 6", "min_rack_pairs: 6 provisional_lease_seconds: 45"}}));
-  Run(6);
-  auto c = Propose(100);
+  auto c = ApprovedChange(100, absl::StrReplaceAll(PolicyText(), {{"min_rack_pairs: 6",
+                                                                   "min_rack_pairs: 6 "
+                                                                   "provisional_lease_seconds: 45"}}));
   ASSERT_TRUE(c.ok()) << c.status();
-  ASSERT_TRUE(Act("approve", c->id(), {"bob", false}).ok());
-  Tick();
   const auto [canary, canary_version] = FirstCanary(c->id());
   ASSERT_FALSE(canary.empty());
   ASSERT_FALSE(agents_[canary]->leases().empty());
@@ -671,12 +673,8 @@ TEST_F(RolloutTest, StepsPushProvisionalSetsAndDoneConfirmsThemUnderTheSameVersi
 }
 
 TEST_F(RolloutTest, TheDefaultLeaseIsThreeHundredSecondsAndARestoreIsFinal) {
-  ApplyPolicy(PolicyText());
-  Run(6);
-  auto c = Propose(100);
+  auto c = ApprovedChange(100);
   ASSERT_TRUE(c.ok()) << c.status();
-  ASSERT_TRUE(Act("approve", c->id(), {"bob", false}).ok());
-  Tick();
   const auto [canary, canary_version] = FirstCanary(c->id());
   ASSERT_FALSE(canary.empty());
   EXPECT_EQ(agents_[canary]->leases().back(), 300u);
@@ -694,12 +692,8 @@ TEST_F(RolloutTest, TheDefaultLeaseIsThreeHundredSecondsAndARestoreIsFinal) {
 // controller) rolls the change back, rule "lease_expired": not a verdict on
 // the values, which may be proposed again at once.
 TEST_F(RolloutTest, ALeaseThatExpiredOnACanaryHostRollsBackWithoutRejectingTheValues) {
-  ApplyPolicy(PolicyText());
-  Run(6);
-  auto c = Propose(50);
+  auto c = ApprovedChange(50);
   ASSERT_TRUE(c.ok()) << c.status();
-  ASSERT_TRUE(Act("approve", c->id(), {"bob", false}).ok());
-  Tick();
   const auto [canary, canary_version] = FirstCanary(c->id());
   ASSERT_FALSE(canary.empty());
   google::protobuf::RepeatedPtrField<v1::GuardEvent> events;
