@@ -227,10 +227,11 @@ absl::StatusOr<std::vector<std::string>> Agent::InitParameters() {
     LogError("provisional record unreadable; the set on the NIC is treated as final",
              {{"error", std::string(provisional.status().message())}});
   } else if (provisional->has_value() && owner_->ResumeProvisional(**provisional)) {
-    LogWarning("the NIC holds a provisional set from before the restart; it is restored to "
-               "last-known-good unless the controller is reached within its lease",
-               {{"version", (*provisional)->version()},
-                {"lease_seconds", absl::StrCat((*provisional)->provisional_lease_seconds())}});
+    LogWarning(
+        "the NIC holds a provisional set from before the restart; it is restored to "
+        "last-known-good unless the controller is reached within its lease",
+        {{"version", (*provisional)->version()},
+         {"lease_seconds", absl::StrCat((*provisional)->provisional_lease_seconds())}});
     drift.clear();
     current = owner_->ReadCurrent();
   }

@@ -55,9 +55,10 @@ int Main(int runs) {
     return 1;
   }
   std::string out;
-  if (env.Ctl({"policy", "apply", env.WriteFile("bad.textproto", TestPolicy("bench-bad", kBakeSeconds)),
-               "--reason=bench"},
-              "alice", &out) != 0) {
+  if (env.Ctl(
+          {"policy", "apply", env.WriteFile("bad.textproto", TestPolicy("bench-bad", kBakeSeconds)),
+           "--reason=bench"},
+          "alice", &out) != 0) {
     std::fprintf(stderr, "rollback_bench: policy apply: %s\n", out.c_str());
     return 1;
   }
@@ -127,7 +128,8 @@ int main(int argc, char** argv) {
   int runs = 20;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (absl::StartsWith(a, "--runs=") && absl::SimpleAtoi(a.substr(7), &runs) && runs > 0) continue;
+    if (absl::StartsWith(a, "--runs=") && absl::SimpleAtoi(a.substr(7), &runs) && runs > 0)
+      continue;
     std::fprintf(stderr, "rollback_bench: unknown argument %s (--runs=N)\n", a.c_str());
     return 2;
   }

@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
-
 #include "controller/rollout/executor.h"
 #include "controller/store/store.h"
 #include "rocetune/v1/admin.pb.h"

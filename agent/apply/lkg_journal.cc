@@ -167,8 +167,8 @@ absl::StatusOr<std::optional<v1::DesiredState>> LkgJournal::LoadProvisional() co
       ReadStateFile(provisional_path_, "provisional record");
   if (!read.ok() || !read->has_value()) return read;
   if ((*read)->version().empty() || (*read)->provisional_lease_seconds() == 0) {
-    return absl::DataLossError(absl::StrCat("provisional record ", provisional_path_,
-                                            " has no version or no lease"));
+    return absl::DataLossError(
+        absl::StrCat("provisional record ", provisional_path_, " has no version or no lease"));
   }
   return read;
 }

@@ -63,9 +63,9 @@ LocalGuardOptions LocalGuardOptionsFromFlags();
 //
 // The guard owns promotion to last-known-good: Arm() holds the new set as a
 // candidate and the first Observe() after the window has passed clean saves it
-// to the journal (a provisional set: once it is also confirmed). Callers therefore do not Save() a freshly applied set
-// themselves (they do save the baseline read at start when the journal is empty).
-// Thread-safe. `clock`, `applier` and `journal` must outlive the guard.
+// to the journal (a provisional set: once it is also confirmed). Callers therefore do not Save() a
+// freshly applied set themselves (they do save the baseline read at start when the journal is
+// empty). Thread-safe. `clock`, `applier` and `journal` must outlive the guard.
 class LocalGuard {
  public:
   LocalGuard(LocalGuardOptions options, Clock* clock, ParameterApplier* applier,

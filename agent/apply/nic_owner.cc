@@ -37,8 +37,8 @@ void NicOwner::SetExpected(const std::string& version, const v1::ParameterSet& p
   expected_ = parameters;
 }
 
-absl::StatusOr<ApplyResult> NicOwner::Apply(const std::string& version,
-                                            const v1::ParameterSet& set, uint32_t lease_seconds) {
+absl::StatusOr<ApplyResult> NicOwner::Apply(const std::string& version, const v1::ParameterSet& set,
+                                            uint32_t lease_seconds) {
   absl::MutexLock lock(&mu_);
   if (intent_ != nullptr) {
     if (absl::Status s = intent_->Begin(version_, applier_->ReadCurrent(nullptr), version, set);
@@ -116,11 +116,11 @@ std::optional<v1::GuardEvent> NicOwner::ExpireLease(absl::Duration without_contr
   v1::GuardEvent event;
   event.set_kind("lease_expired");
   event.set_judged_version(version_);
-  std::string detail = absl::StrCat("no stream to the controller for ",
-                                    absl::FormatDuration(absl::Trunc(without_controller,
-                                                                     absl::Seconds(1))),
-                                    " (the set's lease is ", absl::FormatDuration(lease_),
-                                    ") while holding provisional version ", version_);
+  std::string detail =
+      absl::StrCat("no stream to the controller for ",
+                   absl::FormatDuration(absl::Trunc(without_controller, absl::Seconds(1))),
+                   " (the set's lease is ", absl::FormatDuration(lease_),
+                   ") while holding provisional version ", version_);
   const std::string judged = version_;
   std::optional<LkgEntry> lkg = journal_->Get();
   if (lkg.has_value() && lkg->version == version_) {

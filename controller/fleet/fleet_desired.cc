@@ -120,8 +120,9 @@ absl::StatusOr<std::map<std::string, std::string>> Fleet::UpdateDesiredStates(
         return absl::NotFoundError(absl::StrCat("unknown host \"", u.host_id, "\""));
       }
       const Host& h = *it->second;
-      const bool same = h.stored.desired_seq != 0 &&
-                        google::protobuf::util::MessageDifferencer::Equals(h.stored.desired, u.params);
+      const bool same =
+          h.stored.desired_seq != 0 &&
+          google::protobuf::util::MessageDifferencer::Equals(h.stored.desired, u.params);
       if (same && h.stored.info.desired_lease_seconds() == u.lease_seconds) {
         versions[u.host_id] = h.stored.info.desired_version();
         continue;

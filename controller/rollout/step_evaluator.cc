@@ -262,12 +262,11 @@ std::optional<v1::Verdict> StepEvaluator::GuardEvent(const v1::Change& c,
       // Not a finding about the set: the host lost the controller and went
       // back to its last-known-good, so this step's data is no longer one set's.
       v.set_rule("lease_expired");
-      v.set_summary(absl::StrCat(
-          host_id,
-          event.restored_version().empty()
-              ? std::string(" had no last-known-good set to restore")
-              : absl::StrCat(" restored version ", event.restored_version()),
-          " when the change's provisional lease expired: ", event.detail()));
+      v.set_summary(absl::StrCat(host_id,
+                                 event.restored_version().empty()
+                                     ? std::string(" had no last-known-good set to restore")
+                                     : absl::StrCat(" restored version ", event.restored_version()),
+                                 " when the change's provisional lease expired: ", event.detail()));
       return v;
     }
     v.set_rule("local_guard");

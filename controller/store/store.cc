@@ -372,7 +372,8 @@ void Store::WaitForOtherBatchLocked() {
   // A batch holds the connection's one transaction: another thread neither
   // writes into it nor reads what it has not committed.
   if (batch_open_ && batch_thread_ != std::this_thread::get_id()) {
-    mu_.Await(absl::Condition(+[](bool* open) { return !*open; }, &batch_open_));
+    mu_.Await(absl::Condition(
+        +[](bool* open) { return !*open; }, &batch_open_));
   }
 }
 
@@ -401,8 +402,8 @@ absl::Status Store::RunWriteBatch(const std::function<void()>& writes) {
   if (batch_broken_ || sqlite3_get_autocommit(db_) != 0) {
     // The failing write reported itself; the caller runs the batch again.
     batch_broken_ = false;
-    return absl::UnavailableError(
-        absl::StrCat(path_, ": a write batch's transaction was rolled back; nothing of it is stored"));
+    return absl::UnavailableError(absl::StrCat(
+        path_, ": a write batch's transaction was rolled back; nothing of it is stored"));
   }
   absl::Status s = Exec("COMMIT");
   if (s.ok()) {

@@ -3,9 +3,9 @@
 
 #include <cstdint>
 #include <functional>
-#include <thread>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 

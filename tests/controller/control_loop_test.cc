@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "controller/fleet/fleet.h"
@@ -16,7 +17,6 @@
 #include "controller/telemetry/telemetry_store.h"
 #include "daemon/clock.h"
 #include "tests/testing/test_support.h"
-#include "absl/strings/str_cat.h"
 
 namespace rocetune::controller {
 namespace {
@@ -102,8 +102,8 @@ TEST(ControlLoopTest, WritesQueuedWhileTheLoopIsBusyCommitAsOneBatchInOrder) {
   ASSERT_TRUE(rows.ok()) << rows.status();
   ASSERT_EQ(rows->size(), static_cast<size_t>(kWrites));
   for (int i = 0; i < kWrites; ++i) EXPECT_EQ((*rows)[i].subject(), absl::StrCat("w", i));
-  EXPECT_EQ((*store)->commits() - before, 2u) << "one commit per batch of at most "
-                                               << ControlLoop::kMaxWriteBatch;
+  EXPECT_EQ((*store)->commits() - before, 2u)
+      << "one commit per batch of at most " << ControlLoop::kMaxWriteBatch;
   auto chain = (*store)->VerifyAudit();
   ASSERT_TRUE(chain.ok());
   EXPECT_TRUE(chain->ok()) << chain->problem();

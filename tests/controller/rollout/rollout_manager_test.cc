@@ -642,9 +642,10 @@ TEST_F(RolloutTest, ApprovedChangeCanariesThenStagesToDone) {
 // lease (default 300 s); at DONE each host gets the same version again,
 // final (lease 0), which is what lets its agent make it last-known-good.
 TEST_F(RolloutTest, StepsPushProvisionalSetsAndDoneConfirmsThemUnderTheSameVersion) {
-  auto c = ApprovedChange(100, absl::StrReplaceAll(PolicyText(), {{"min_rack_pairs: 6",
-                                                                   "min_rack_pairs: 6 "
-                                                                   "provisional_lease_seconds: 45"}}));
+  auto c =
+      ApprovedChange(100, absl::StrReplaceAll(PolicyText(), {{"min_rack_pairs: 6",
+                                                              "min_rack_pairs: 6 "
+                                                              "provisional_lease_seconds: 45"}}));
   ASSERT_TRUE(c.ok()) << c.status();
   const auto [canary, canary_version] = FirstCanary(c->id());
   ASSERT_FALSE(canary.empty());

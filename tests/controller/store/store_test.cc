@@ -193,10 +193,11 @@ TEST_F(StoreTest, AWriteBatchCommitsOnceEachWriteFailsAloneAndOthersWait) {
 TEST_F(StoreTest, ABatchRolledBackUnderItStoresNothingAndItsWritesRunAgainOnce) {
   auto store = OpenStore("broken.db");
   ASSERT_NE(store, nullptr);
-  ASSERT_TRUE(store
-                  ->ExecForTest("CREATE TRIGGER refuse_h9 BEFORE INSERT ON hosts "
-                                "WHEN NEW.host_id = 'h9' BEGIN SELECT RAISE(ROLLBACK, 'h9 refused'); END")
-                  .ok());
+  ASSERT_TRUE(
+      store
+          ->ExecForTest("CREATE TRIGGER refuse_h9 BEFORE INSERT ON hosts "
+                        "WHEN NEW.host_id = 'h9' BEGIN SELECT RAISE(ROLLBACK, 'h9 refused'); END")
+          .ok());
   absl::Status batch = store->RunWriteBatch([&] {
     EXPECT_TRUE(store->SaveHost(Host("h1", 1)).ok());
     EXPECT_FALSE(store->SaveHost(Host("h9", 1)).ok());
