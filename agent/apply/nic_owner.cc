@@ -68,7 +68,11 @@ absl::StatusOr<ApplyResult> NicOwner::Apply(const std::string& version, const v1
               lease_seconds > 0);
   version_ = version;
   expected_ = MergeExpected(expected_, set, result->applied);
-  SetLeaseLocked(lease_seconds);
+  if (lease_seconds > 0) {
+    lease_ = absl::Seconds(lease_seconds);  // its record was written before the apply
+  } else {
+    SetLeaseLocked(0);
+  }
   return result;
 }
 

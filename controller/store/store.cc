@@ -372,9 +372,16 @@ void Store::WaitForOtherBatchLocked() {
   // A batch holds the connection's one transaction: another thread neither
   // writes into it nor reads what it has not committed.
   if (batch_open_ && batch_thread_ != std::this_thread::get_id()) {
+    ++batch_waiters_;
     mu_.Await(absl::Condition(
         +[](bool* open) { return !*open; }, &batch_open_));
+    --batch_waiters_;
   }
+}
+
+int Store::batch_waiters() {
+  absl::MutexLock lock(&mu_);
+  return batch_waiters_;
 }
 
 absl::Status Store::RunWriteBatch(const std::function<void()>& writes) {

@@ -137,6 +137,8 @@ class Store {
   absl::Status RunWriteBatch(const std::function<void()>& writes) ABSL_LOCKS_EXCLUDED(mu_);
   // Write transactions committed (a batch counts once), for tests and benchmarks.
   uint64_t commits();
+  // Calls on other threads waiting for the open batch to end (tests).
+  int batch_waiters();
 
   // Called with the duration of every write transaction (for /metrics).
   void set_latency_observer(std::function<void(double seconds)> observer);
@@ -186,6 +188,7 @@ class Store {
   bool batch_broken_ ABSL_GUARDED_BY(mu_) = false;
   std::thread::id batch_thread_ ABSL_GUARDED_BY(mu_);
   uint64_t commits_ ABSL_GUARDED_BY(mu_) = 0;
+  int batch_waiters_ ABSL_GUARDED_BY(mu_) = 0;
   const std::string path_;
   std::function<void(double)> latency_observer_;
   std::function<void(const absl::Status&)> error_observer_;

@@ -12,6 +12,7 @@
 #include "agent/sampler.h"
 #include "daemon/clock.h"
 #include "prometheus/text_serializer.h"
+#include "tests/testing/report_builders.h"
 
 namespace rocetune {
 namespace {
@@ -24,12 +25,7 @@ std::string Serialize(prometheus::Registry& registry) {
 v1::Report MakeReport() {
   v1::Report r;
   auto add = [&](const char* name, int prio, uint64_t delta) {
-    v1::CounterSample* c = r.add_counters();
-    c->set_device("mlx5_0");
-    c->set_port(1);
-    c->set_priority(prio);
-    c->set_name(name);
-    c->set_delta(delta);
+    ::rocetune::testing::AddCounter(&r, name, prio, delta);
   };
   add("cnp_sent", -1, 10);
   add("rx_pfc_pause_duration_us", 3, 2'500'000);  // 2.5 s of pause

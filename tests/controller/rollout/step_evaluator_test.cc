@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "tests/testing/report_builders.h"
 
 namespace rocetune::controller {
 namespace {
@@ -48,13 +49,8 @@ absl::Status AddSecondReport(TelemetryStore& telemetry, const std::string& host,
   r.set_start_unix_nanos(absl::ToUnixNanos(start));
   r.set_end_unix_nanos(absl::ToUnixNanos(start + absl::Seconds(1)));
   for (const auto& [name, prio, delta] : counters) {
-    v1::CounterSample* c = r.add_counters();
-    c->set_device("mlx5_0");
-    c->set_port(1);
-    c->set_priority(prio);
-    c->set_name(name);
-    c->set_delta(delta);
-    c->set_rate_per_second(static_cast<double>(delta));
+    ::rocetune::testing::AddCounter(&r, name, prio, delta)
+        ->set_rate_per_second(static_cast<double>(delta));
   }
   return telemetry.ForHost(host)->AddReport(r, start + absl::Milliseconds(500));
 }
