@@ -48,8 +48,13 @@ constexpr double kConstraintShare = 0.2;
 constexpr double kInterimShare = 1.0 / 3;
 // Looks after the final one (a HOLD at the final look goes on until the HOLD
 // limit): they spend kExtensionShare of every metric's alpha and of the PASS
-// error, half of what is left at each (1/2, 1/4, ... of it), so no number of
-// hold looks spends more than the budget.
+// error, in equal parts over the hold looks the HOLD limit allows
+// (JudgeConfig::hold_looks; Bonferroni over a known number of tries). A hold
+// look past that number spends nothing and only HOLDs, so no number of hold
+// looks spends more than the budget. (An earlier rule halved the share at
+// each hold look: by the sixth the PASS bound was one-sided 0.9999, which a
+// rack-level design with a handful of racks cannot meet, so a change that
+// HOLDs at the final look on width could only ABORT.)
 constexpr double kExtensionShare = 1.0 / 6;
 
 // The PASS width rule's error over all looks that may PASS (the final look and
@@ -100,6 +105,8 @@ struct Settings {
   uint32_t looks = 0;
   bool planned = false;     // 1 <= look <= looks
   bool extended = false;    // look > looks: a HOLD at the final look goes on
+  uint32_t hold_looks = 0;  // hold looks that may spend (JudgeConfig::hold_looks)
+  bool spent = false;       // extended past hold_looks: no test may decide
   bool final_look = false;  // look >= looks: PASS may be decided
   // The one-sided error of the PASS width bound at this look (kPassAlpha
   // spent over the final look and the hold looks after it; 0 before).
@@ -114,10 +121,11 @@ uint32_t MinRackPairs(const v1::Guard& g) {
 
 namespace {
 
-// The share of a budget hold look `look - looks` spends: kExtensionShare x
-// 2^-(look - looks).
+// The share of a budget hold look `look - looks` spends: kExtensionShare /
+// hold_looks for the first hold_looks of them, nothing after.
 double HoldLookShare(const Settings& s) {
-  return kExtensionShare * std::ldexp(1.0, -static_cast<int>(std::min(s.look - s.looks, 60u)));
+  if (s.hold_looks == 0 || s.look - s.looks > s.hold_looks) return 0;
+  return kExtensionShare / s.hold_looks;
 }
 
 Settings Resolve(const JudgeConfig& config) {
@@ -136,6 +144,8 @@ Settings Resolve(const JudgeConfig& config) {
   s.planned = s.look >= 1 && s.look <= s.looks;
   s.extended = s.look > s.looks;
   s.final_look = s.look >= s.looks;
+  s.hold_looks = config.hold_looks;
+  s.spent = s.extended && s.look - s.looks > s.hold_looks;
   s.pass_alpha = !s.final_look ? 0
                  : s.extended  ? kPassAlpha * HoldLookShare(s)
                                : kPassAlpha * (1 - kExtensionShare);
@@ -144,7 +154,8 @@ Settings Resolve(const JudgeConfig& config) {
 
 // The alpha a metric with total alpha `metric_alpha` spends at this look:
 // kInterimShare over the interim looks (evenly), kExtensionShare over the hold
-// looks after the final one (halving), the rest at the final look. Look 0
+// looks after the final one (evenly, over hold_looks of them), the rest at the
+// final look. Look 0
 // spends nothing. Summed over any number of looks: at most metric_alpha.
 double AlphaAtLook(double metric_alpha, const Settings& s) {
   if (s.look < 1) return 0;
@@ -984,7 +995,7 @@ void LookJudge::LatencyP99() {
                          Percent(std::exp(r99_.mean)), UnitsText(c99_),
                          Percent(std::exp(r99_.fail_bound)), Percent(1 + s_.tolerance), r99_.p,
                          r99_.alpha)});
-  } else if (s_.final_look && p99_width_ok_) {
+  } else if (s_.final_look && !s_.spent && p99_width_ok_) {
     ev99->set_outcome("pass");
   } else {
     ev99->set_outcome("hold");
@@ -1148,6 +1159,11 @@ void LookJudge::Decide() {
     d = {v1::Verdict::HOLD, "unplanned_look",
          absl::StrFormat("HOLD: look %d is outside the %d planned looks, so no test may decide.",
                          s_.look, s_.looks)};
+  } else if (s_.spent) {
+    d = {v1::Verdict::HOLD, "hold_looks_spent",
+         absl::StrFormat("HOLD: hold look %d after the final look is past the %d the HOLD limit "
+                         "allows; their error budget is spent, so no test may decide.",
+                         s_.look - s_.looks, s_.hold_looks)};
   } else if (!holds_.empty()) {
     d = holds_.front();
   } else if (!s_.final_look) {
@@ -1175,6 +1191,15 @@ void LookJudge::Decide() {
 }
 
 }  // namespace
+
+uint32_t HoldLooksAllowed(uint32_t max_hold_seconds, uint32_t bake_seconds, uint32_t looks) {
+  if (max_hold_seconds == 0 || bake_seconds == 0 || looks == 0) return 0;
+  // Looks fall every bake / looks: k whole intervals fit in the limit, the
+  // look after them is the one that finds the limit passed (and may still
+  // decide), and one more covers a missed final look.
+  const uint64_t k = static_cast<uint64_t>(max_hold_seconds) * looks / bake_seconds;
+  return static_cast<uint32_t>(std::min<uint64_t>(k + 2, 1000));
+}
 
 std::vector<HardLimitBreach> HardLimitBreaches(const std::vector<HostInput>& hosts,
                                                const v1::Guard& guard) {

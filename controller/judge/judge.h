@@ -68,6 +68,11 @@ struct JudgeConfig {
   std::vector<v1::Constraint> constraints;
   uint32_t look = 1;         // 1-based look within the bake
   uint32_t looks = 3;        // planned looks; interim looks spend little alpha
+  // Looks after the final one (a HOLD there goes on until the HOLD limit)
+  // that may still decide: each spends an equal part of the hold share of
+  // every alpha and of the PASS error (HoldLooksAllowed); later ones, and all
+  // of them when 0, only HOLD ("hold_looks_spent").
+  uint32_t hold_looks = 0;
   uint32_t stage = 0;        // copied into the verdict
   bool guard_event = false;  // an agent's local guard fired on a canary host: FAIL
   std::string guard_event_detail;
@@ -100,6 +105,14 @@ struct JudgeConfig {
 // design, the alpha split, the rule names and the evidence fields are
 // described in README.md next to this header.
 v1::Verdict Judge(const std::vector<HostInput>& hosts, const JudgeConfig& config);
+
+// The hold looks a HOLD limit of `max_hold_seconds` allows after the final of
+// `looks` looks over `bake_seconds`: one every bake / looks, counted from the
+// first HOLD at or after the final look, up to the look that passes the limit,
+// plus one for a final look that was missed (a late tick), so a step never
+// judges a hold look without budget before its limit aborts it. 0 when any of
+// the three is 0.
+uint32_t HoldLooksAllowed(uint32_t max_hold_seconds, uint32_t bake_seconds, uint32_t looks);
 
 // The policy's hard limits (guard.max_pfc_pause_ratio,
 // guard.max_retransmits_per_second; 0 = none) over the `after` periods of

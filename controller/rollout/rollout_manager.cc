@@ -1175,7 +1175,8 @@ void RolloutManager::Drive(v1::Change* c) {
   }
   step.last_look = due;
   // Looks past the plan (a HOLD at the final look) spend the judge's hold-look
-  // share of alpha (a halving tail); the HOLD limit aborts.
+  // share of alpha (evenly over the hold looks the HOLD limit allows); the
+  // HOLD limit aborts.
   StepLook look;
   look.change = c;
   look.policy = policy;

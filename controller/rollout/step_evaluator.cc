@@ -141,6 +141,8 @@ v1::Verdict StepEvaluator::Experiment(const StepLook& in) const {
   cfg.constraints.assign(in.policy.constraints().begin(), in.policy.constraints().end());
   cfg.look = in.look;
   cfg.looks = in.looks;
+  cfg.hold_looks = HoldLooksAllowed(in.policy.guard().max_hold_seconds(),
+                                    in.policy.rollout().bake_seconds(), in.looks);
   cfg.stage = StageOf(c);
   cfg.now_unix_nanos = absl::ToUnixNanos(in.now);
   v1::Verdict v = Judge(inputs, cfg);

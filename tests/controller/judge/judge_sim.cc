@@ -115,7 +115,9 @@ std::vector<std::vector<HostInput>> SimulateLooks(const SimConfig& c, uint64_t s
                        k_lo, size, log_gamma),
       c.canary_tail_weight_scale};
 
-  const int windows = c.windows_before + c.windows_after;
+  const int windows =
+      c.windows_before +
+      std::max(c.windows_after, c.look_windows.empty() ? 0 : c.look_windows.back());
   std::vector<double> fleet(windows);
   for (double& f : fleet) f = c.fleet_window_sd * normal(rng);
   auto present = [&c](int w_in_period) {
@@ -254,23 +256,42 @@ Tally RunSchedule(const SimConfig& sim_config, JudgeConfig config, int seeds, ui
   auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < seeds; ++i) {
     auto looks = SimulateLooks(sim_config, first_seed + static_cast<uint64_t>(i));
-    config.looks = static_cast<uint32_t>(looks.size());
+    const size_t planned = sim_config.planned_looks > 0
+                               ? std::min(looks.size(), static_cast<size_t>(sim_config.planned_looks))
+                               : looks.size();
+    config.looks = static_cast<uint32_t>(planned);
+    config.hold_looks = static_cast<uint32_t>(looks.size() - planned);
     v1::Verdict::Outcome last = v1::Verdict::HOLD;
+    std::string last_rule;
     for (size_t l = 0; l < looks.size(); ++l) {
       config.look = static_cast<uint32_t>(l + 1);
       v1::Verdict v = Judge(looks[l], config);
       last = v.outcome();
+      last_rule = v.rule();
+      const bool hold_look = l + 1 > planned;
       if (last == v1::Verdict::FAIL) {
         t.fail_rules[v.rule()]++;
-        if (l + 1 < looks.size()) t.fail_at_interim++;
+        if (l + 1 < planned) t.fail_at_interim++;
+        if (hold_look) t.fail_at_hold++;
         break;
       }
-      if (last == v1::Verdict::PASS && l + 1 < looks.size()) t.pass_before_final++;
+      if (last == v1::Verdict::PASS) {
+        if (l + 1 < planned) {
+          t.pass_before_final++;
+          continue;
+        }
+        if (hold_look) t.pass_at_hold++;
+        break;
+      }
+      if (l + 1 == planned) t.hold_at_final++;
     }
     t.runs++;
     if (last == v1::Verdict::FAIL) t.fail++;
     if (last == v1::Verdict::PASS) t.pass++;
-    if (last == v1::Verdict::HOLD) t.hold++;
+    if (last == v1::Verdict::HOLD) {
+      t.hold++;
+      t.hold_rules[last_rule]++;
+    }
   }
   t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return t;
@@ -281,7 +302,15 @@ std::string Describe(const char* name, const Tally& t) {
                     std::to_string(t.fail) + " (" + std::to_string(t.fail_at_interim) +
                     " at an interim look), PASS " + std::to_string(t.pass) + ", HOLD " +
                     std::to_string(t.hold) + ", " + std::to_string(t.seconds) + " s";
+  if (t.hold_at_final > 0 || t.pass_at_hold > 0 || t.fail_at_hold > 0) {
+    out += "; HOLD at the final look " + std::to_string(t.hold_at_final) + ", then PASS " +
+           std::to_string(t.pass_at_hold) + ", FAIL " + std::to_string(t.fail_at_hold) +
+           " at hold looks";
+  }
   for (const auto& [rule, n] : t.fail_rules) out += " [" + rule + ": " + std::to_string(n) + "]";
+  for (const auto& [rule, n] : t.hold_rules) {
+    out += " [HOLD " + rule + ": " + std::to_string(n) + "]";
+  }
   return out;
 }
 

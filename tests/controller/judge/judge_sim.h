@@ -27,6 +27,11 @@ struct SimConfig {
   int windows_before = 30;                       // baseline; 0 = none
   int windows_after = 30;                        // the whole bake
   std::vector<int> look_windows = {12, 24, 30};  // bake windows seen at each look
+  // Of look_windows, how many are planned looks (0: all); the rest are hold
+  // looks after the final one (a HOLD at the final look goes on, each seeing
+  // more windows), as many as the HOLD limit allows. Windows past
+  // windows_after are drawn as more of the bake.
+  int planned_looks = 0;
   double window_seconds = 10;
   double present_share = 1;  // share of windows with a report (both periods)
 
@@ -96,15 +101,21 @@ SimConfig RackLevelConfig(int canary_racks, int control_racks);
 std::vector<std::vector<HostInput>> SimulateLooks(const SimConfig& config, uint64_t seed);
 
 // Outcomes of running the full look schedule over a list of seeds: a FAIL at
-// any look ends that seed's run; otherwise the final look decides.
+// any look ends that seed's run; otherwise the final look decides, or, after a
+// HOLD there, the first hold look that does not HOLD. `hold`: still HOLD after
+// the last look (the HOLD limit would abort the change).
 struct Tally {
   int runs = 0;
   int fail = 0;
   int pass = 0;
   int hold = 0;
   int fail_at_interim = 0;
+  int hold_at_final = 0;  // the final look HOLDs (and hold looks follow, if any)
+  int pass_at_hold = 0;   // PASS at a hold look (counted in `pass`)
+  int fail_at_hold = 0;   // FAIL at a hold look (counted in `fail`)
   int pass_before_final = 0;  // must stay 0
   std::map<std::string, int> fail_rules;
+  std::map<std::string, int> hold_rules;  // the last look's rule of the runs that end HOLD
   double seconds = 0;
 };
 Tally RunSchedule(const SimConfig& sim_config, JudgeConfig config, int seeds, uint64_t first_seed);

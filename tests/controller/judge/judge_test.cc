@@ -282,46 +282,69 @@ TEST(JudgeTest, LookZeroSpendsNoAlphaButHardGuardsStillFail) {
   EXPECT_EQ(Judge(hosts, config).rule(), "local_guard");
 }
 
-// Issue 25: the hold looks after the final one spend alpha too, half of what
-// is left of a sixth of the budget at each, so any number of them stays within
-// the budget, and a regression that shows only then still FAILs. The PASS
-// width bound's error is spent the same way: each hold look asks for a tighter
-// bound than the final look did.
-TEST(JudgeTest, HoldLooksAfterTheFinalOneSpendAHalvingShare) {
+// Issue 25: the hold looks after the final one spend alpha too: a sixth of
+// the budget in equal parts over the hold looks the HOLD limit allows
+// (JudgeConfig::hold_looks), nothing after them, so any number of looks stays
+// within the budget, and a regression that shows only then still FAILs. The
+// PASS width bound's error is spent the same way: each hold look asks for a
+// tighter bound than the final look did, the same one at every hold look.
+TEST(JudgeTest, HoldLooksAfterTheFinalOneSpendAnEqualShare) {
   sim::SimConfig c;
   c.canary_tail_scale = 2;
   auto hosts = FinalLook(c, 17);
   double p99_alpha = 0;
   for (uint32_t look = 1; look <= 40; ++look) {
     JudgeConfig config = FinalConfig();
+    config.hold_looks = 8;
     config.look = look;
     p99_alpha += FindEvidence(Judge(hosts, config), "ln_p99_did")->alpha();
   }
-  EXPECT_LE(p99_alpha, 0.6 * 0.005 + 1e-15);
-  EXPECT_GT(p99_alpha, 0.6 * 0.005 * 0.999);
-  for (uint32_t extra : {1u, 2u, 5u}) {
+  EXPECT_NEAR(p99_alpha, 0.6 * 0.005, 1e-15);
+  for (uint32_t extra : {1u, 2u, 8u}) {
     JudgeConfig config = FinalConfig();
+    config.hold_looks = 8;
     config.look = config.looks + extra;
     v1::Verdict v = Judge(hosts, config);
     EXPECT_EQ(v.outcome(), v1::Verdict::FAIL) << extra << " " << v.summary();
-    EXPECT_NEAR(FindEvidence(v, "ln_p99_did")->alpha(),
-                0.6 * 0.005 / 6 * std::ldexp(1.0, -static_cast<int>(extra)), 1e-15);
+    EXPECT_NEAR(FindEvidence(v, "ln_p99_did")->alpha(), 0.6 * 0.005 / 6 / 8, 1e-15);
   }
-  // The PASS bound: 1 - 0.05 * 5/6 at the final look, 1 - 0.05/6/2^k at hold look k.
+  // Past the hold looks allowed (and with none allowed) no test decides: even
+  // a doubled tail only HOLDs, and the HOLD limit aborts the change.
+  for (uint32_t hold_looks : {0u, 8u}) {
+    JudgeConfig config = FinalConfig();
+    config.hold_looks = hold_looks;
+    config.look = config.looks + hold_looks + 1;
+    v1::Verdict v = Judge(hosts, config);
+    EXPECT_EQ(v.outcome(), v1::Verdict::HOLD) << v.summary();
+    EXPECT_EQ(v.rule(), "hold_looks_spent");
+    EXPECT_EQ(FindEvidence(v, "ln_p99_did")->alpha(), 0);
+  }
+  // The PASS bound: 1 - 0.05 * 5/6 at the final look, 1 - 0.05/6/8 at every
+  // one of 8 hold looks.
   auto aa = FinalLook(sim::SimConfig{}, 3);
   double upper[3];
-  for (uint32_t extra : {0u, 1u, 2u}) {
+  for (uint32_t extra : {0u, 1u, 8u}) {
     JudgeConfig config = FinalConfig();
+    config.hold_looks = 8;
     config.look = config.looks + extra;
     v1::Verdict v = Judge(aa, config);
-    upper[extra] = FindEvidence(v, "ln_p99_did")->ratio_upper();
+    upper[extra == 8 ? 2 : extra] = FindEvidence(v, "ln_p99_did")->ratio_upper();
     EXPECT_THAT(FindEvidence(v, "ln_p99_did")->note(),
-                HasSubstr(extra == 0 ? "one-sided 0.9583 bound (PASS"
-                                     : (extra == 1 ? "one-sided 0.9958 bound (PASS"
-                                                   : "one-sided 0.9979 bound (PASS")));
+                HasSubstr(extra == 0 ? "one-sided 0.9583 bound (PASS" : "one-sided 0.999 bound (PASS"));
   }
   EXPECT_LT(upper[0], upper[1]);
-  EXPECT_LT(upper[1], upper[2]);
+  EXPECT_EQ(upper[1], upper[2]);
+}
+
+// The hold looks a policy's HOLD limit allows: one per look interval that fits
+// in the limit, plus the look that finds it passed, plus one for a missed
+// final look.
+TEST(JudgeTest, HoldLooksAllowedFollowTheHoldLimit) {
+  EXPECT_EQ(HoldLooksAllowed(900, 300, 3), 11u);  // the default limit, 3 x bake
+  EXPECT_EQ(HoldLooksAllowed(30, 10, 2), 8u);     // docs/quickstart.md's policy
+  EXPECT_EQ(HoldLooksAllowed(5, 10, 1), 2u);      // a limit shorter than a look interval
+  EXPECT_EQ(HoldLooksAllowed(0, 10, 2), 0u);
+  EXPECT_EQ(HoldLooksAllowed(30, 0, 2), 0u);
 }
 
 // A hold look may still PASS, with its tighter bound: of the A/A seeds that
@@ -333,6 +356,7 @@ TEST(JudgeTest, AnExtendedLookMayStillPass) {
   for (uint64_t seed = 20; seed < 60; ++seed) {
     auto hosts = FinalLook(c, seed);
     JudgeConfig config = FinalConfig();
+    config.hold_looks = 8;
     const bool at_final = Judge(hosts, config).outcome() == v1::Verdict::PASS;
     config.look = config.looks + 2;
     const v1::Verdict v = Judge(hosts, config);

@@ -107,6 +107,25 @@ TEST_F(StepEvaluatorTest, AtTheFinalLookNoControlLeftPassesAndTheFleetGuardFollo
   EXPECT_EQ(v[1].looks(), 3u);
 }
 
+// Issue 25: the judge spends its hold-look budget over the hold looks the
+// policy's HOLD limit allows (30 s at a look every 5 s: 8), so a look past
+// them decides nothing, whatever its data.
+TEST_F(StepEvaluatorTest, HoldLooksPastThePolicysHoldLimitDecideNothing) {
+  const v1::Change c =
+      ChangeAt(v1::CANARY, 0, false, {{v1::HostTarget::CANARY, 0}, {v1::HostTarget::CONTROL, 1}});
+  StepLook in = LookAt(c, 2 + 8, 2);
+  in.policy.mutable_rollout()->set_bake_seconds(10);
+  in.policy.mutable_guard()->set_max_hold_seconds(30);
+  std::vector<v1::Verdict> v = evaluator_.Look(in);
+  ASSERT_FALSE(v.empty());
+  EXPECT_EQ(v[0].rule(), "min_rack_pairs");  // no data: HOLD, as at the final look
+  in.look = 2 + 9;
+  v = evaluator_.Look(in);
+  ASSERT_FALSE(v.empty());
+  EXPECT_EQ(v[0].outcome(), v1::Verdict::HOLD);
+  EXPECT_EQ(v[0].rule(), "hold_looks_spent") << v[0].summary();
+}
+
 TEST_F(StepEvaluatorTest, ATrialIsNotFleetGuarded) {
   const v1::Change c = ChangeAt(v1::CANARY, 0, true, {{v1::HostTarget::CANARY, 0}});
   const std::vector<v1::Verdict> v = evaluator_.Look(LookAt(c, 2, 2));
