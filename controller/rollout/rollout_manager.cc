@@ -322,6 +322,22 @@ absl::StatusOr<v1::ApplyPolicyResponse> RolloutManager::ApplyPolicy(
                      ") must each fit in the controller's --retention (",
                      absl::FormatDuration(options_.retention), ") less one --window"));
   }
+  // A look while a HOLD lasts reads the step's whole bake so far: the bake and
+  // the HOLD limit together must still be in telemetry, or every host would
+  // drop out of the hold looks for missing windows.
+  const absl::Duration bake_and_holds =
+      Secs(full.rollout().bake_seconds()) + Secs(full.guard().max_hold_seconds());
+  if (bake_and_holds + window > options_.retention) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        file, ": rollout.bake_seconds (", full.rollout().bake_seconds(),
+        ") plus guard.max_hold_seconds (", full.guard().max_hold_seconds(),
+        ", default 3 x bake) must fit in the controller's --retention (",
+        absl::FormatDuration(options_.retention),
+        ") less one --window: a look while a HOLD lasts reads the whole bake so far. Start the "
+        "controller with --retention=",
+        absl::FormatDuration(absl::Ceil(bake_and_holds + window, absl::Minutes(1))),
+        " or more, or lower guard.max_hold_seconds"));
+  }
   v1::ApplyPolicyResponse resp;
   const std::string hash = PolicyHash(parsed->policy());
   if (const v1::PolicyVersion* existing = policies_.FindHash(parsed->policy().name(), hash)) {

@@ -511,6 +511,29 @@ TEST_F(RolloutTest, AProposalTheProbeRateCannotFillIsRefusedWithTheFigures) {
   EXPECT_TRUE(Propose(100).ok());
 }
 
+// Issue 25 item 5: a look while a HOLD lasts reads the step's whole bake so
+// far, so a HOLD limit the telemetry retention cannot cover would drop every
+// host from the hold looks. Applying such a policy is refused, naming the
+// fields and the --retention that would do.
+TEST_F(RolloutTest, APolicyWhoseBakeAndHoldLimitOutlastRetentionIsRefused) {
+  // Retention 2 min here: 6 s of bake plus 120 s of HOLD does not fit.
+  auto r = OnExec<absl::StatusOr<v1::ApplyPolicyResponse>>([&] {
+    v1::ApplyPolicyRequest req;
+    req.set_text(PolicyText(1, 120));
+    req.set_file_name("long_hold.textproto");
+    return manager_->ApplyPolicy(req, Identity{"alice", false});
+  });
+  ASSERT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  EXPECT_THAT(r.status().message(), HasSubstr("long_hold.textproto: rollout.bake_seconds (6) plus "
+                                              "guard.max_hold_seconds (120"));
+  EXPECT_THAT(r.status().message(), HasSubstr("--retention=3m"));
+  EXPECT_EQ(OnExec<v1::ListPoliciesResponse>([&] {
+              return manager_->ListPolicies(v1::ListPoliciesRequest());
+            }).policies_size(),
+            0);
+  ApplyPolicy(PolicyText(1, 100));  // 6 + 100 s and a window fit in 2 min
+}
+
 // Issue 25 item 5: a change no judge verdict could ever decide (too few
 // labelled racks for the policy's minimum, or hosts without the rack label)
 // is refused when proposed, with the figures and what to change; nothing is
