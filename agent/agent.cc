@@ -14,6 +14,7 @@
 #include "daemon/address.h"
 #include "daemon/logging.h"
 #include "model/cc_params.h"
+#include "model/in_effect.h"
 
 ABSL_FLAG(int64_t, report_buffer_max, 300,
           "Reports of rounds taken while the controller is unreachable held for the reconnect "
@@ -344,6 +345,26 @@ v1::AgentMessage Agent::ApplyDesiredState(const v1::DesiredState& ds,
   ack->set_version(ds.version());
   ack->set_nonce(ds.nonce());
   *ack->mutable_applied() = std::move(result->applied);
+  // The lossless (PFC) priorities decide whether an enable mask leaves the
+  // traffic without DCQCN; a set without PFC settings read none back.
+  v1::ParameterSet held = ack->applied();
+  if (std::any_of(held.devices().begin(), held.devices().end(),
+                  [](const v1::DeviceParameters& d) { return !d.has_pfc(); })) {
+    const v1::ParameterSet now = owner_->ReadCurrent();
+    for (v1::DeviceParameters& d : *held.mutable_devices()) {
+      for (const v1::DeviceParameters& n : now.devices()) {
+        if (n.device() == d.device() && n.has_pfc() && !d.has_pfc()) *d.mutable_pfc() = n.pfc();
+      }
+    }
+  }
+  for (v1::ParameterNote& n : NotInEffect(ds.parameters(), held)) {
+    LogWarning("applied, not in effect",
+               {{"version", ds.version()},
+                {"device", n.device()},
+                {"parameter", n.parameter()},
+                {"reason", n.reason()}});
+    *ack->add_not_in_effect() = std::move(n);
+  }
   absl::MutexLock lock(&mu_);
   ++acks_;
   return reply;

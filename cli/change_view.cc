@@ -291,6 +291,10 @@ std::string RenderChange(const v1::Change& c, absl::Time now) {
   for (const v1::HostTarget& h : c.hosts()) {
     if (!h.rejected().empty())
       absl::StrAppend(&out, "  rejected on ", h.host_id(), ": ", h.rejected(), "\n");
+    for (const v1::ParameterNote& n : h.not_in_effect()) {
+      absl::StrAppend(&out, "  not changed on ", h.host_id(), ": ", n.parameter(), " on ",
+                      n.device(), " is not in effect (", n.reason(), ")\n");
+    }
   }
   if (c.has_rehearsal()) absl::StrAppend(&out, "rehearsal   ", RenderRehearsal(c.rehearsal()));
   if (c.verdicts_size() > 0) {

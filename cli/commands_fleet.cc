@@ -1,5 +1,8 @@
 // status, hosts, host, push.
+#include <algorithm>
 #include <map>
+#include <utility>
+#include <vector>
 
 #include "absl/algorithm/container.h"
 #include "absl/strings/ascii.h"
@@ -110,7 +113,10 @@ int Hosts(Context& ctx, const std::vector<std::string>&) {
                                     role == h.labels().end() ? "-" : role->second,
                                     HostStateName(h.state()),
                                     absl::StrCat(nics, is_switch ? " ports" : ""),
-                                    OrDash(h.current_version()),
+                                    h.not_in_effect().empty()
+                                        ? OrDash(h.current_version())
+                                        : absl::StrCat(OrDash(h.current_version()), " (",
+                                                       h.not_in_effect_size(), " not in effect)"),
                                     OrDash(h.desired_version()),
                                     h.drift().empty() ? "-" : "drift",
                                     OrDash(h.active_change()),
@@ -254,6 +260,20 @@ int Host(Context& ctx, const std::vector<std::string>& args) {
     PrintParameters(out, h.current_parameters());
   }
   for (const auto& d : h.drift()) out << "drift:         " << d << "\n";
+  // One line per device and reason: a disabled reaction point leaves every
+  // reaction-point value of the set without effect.
+  std::vector<std::pair<std::string, std::vector<std::string>>> lines;
+  for (const v1::ParameterNote& n : h.not_in_effect()) {
+    const std::string key = absl::StrCat(n.device(), "\t", n.reason());
+    auto it = std::find_if(lines.begin(), lines.end(), [&](const auto& l) { return l.first == key; });
+    if (it == lines.end()) it = lines.insert(lines.end(), {key, {}});
+    it->second.push_back(n.parameter());
+  }
+  for (const auto& [key, params] : lines) {
+    const std::vector<std::string> dev_reason = absl::StrSplit(key, absl::MaxSplits('\t', 1));
+    out << "not in effect: " << dev_reason[0] << " " << absl::StrJoin(params, ", ") << ": "
+        << dev_reason[1] << "\n";
+  }
   return kExitOk;
 }
 

@@ -99,6 +99,8 @@ void Fabric::Sync() {
       }
     }
     hs.pfc_mask = sh.pfc_mask;
+    hs.rp_mask = sh.rp_mask;
+    hs.np_mask = sh.np_mask;
     if (sh.plan_dirty) {
       sh.plan_dirty = false;
       hs.probe_peers.clear();
@@ -156,6 +158,22 @@ absl::Status Fabric::SetHostPfcMask(int host, uint8_t mask) {
   absl::MutexLock lock(&mu_);
   shared_[host].pfc_mask = mask;
   return absl::OkStatus();
+}
+
+uint8_t Fabric::HostRpEnableMask(int host) const {
+  absl::MutexLock lock(&mu_);
+  return shared_[host].rp_mask;
+}
+
+uint8_t Fabric::HostNpEnableMask(int host) const {
+  absl::MutexLock lock(&mu_);
+  return shared_[host].np_mask;
+}
+
+void Fabric::SetHostEnableMasks(int host, uint8_t rp, uint8_t np) {
+  absl::MutexLock lock(&mu_);
+  shared_[host].rp_mask = rp;
+  shared_[host].np_mask = np;
 }
 
 absl::Status Fabric::SetProbePlan(int host, const v1::ProbePlan& plan) {

@@ -115,6 +115,14 @@ class Fabric {
   absl::Status SetHostDcqcn(int host, const std::string& name, int64_t value);
   uint8_t HostPfcMask(int host) const;
   absl::Status SetHostPfcMask(int host, uint8_t mask);
+  // The host NIC's per-priority DCQCN enables (bit p = priority p, 0xff at
+  // start). A flow whose priority the sender's reaction point is off on
+  // ignores CNPs (it runs at line rate, PFC aside); a receiver whose
+  // notification point is off on a flow's priority sends it no CNP. Taken by
+  // flows that start after the write.
+  uint8_t HostRpEnableMask(int host) const;
+  uint8_t HostNpEnableMask(int host) const;
+  void SetHostEnableMasks(int host, uint8_t rp, uint8_t np);
   // Peers are host names. kInvalidArgument for an unknown peer, a peer equal to
   // `host`, or a non-positive rate; nothing changes then.
   absl::Status SetProbePlan(int host, const v1::ProbePlan& plan);
@@ -257,6 +265,7 @@ class Fabric {
     int64_t min_cnp_gap_ns = 0;
     bool dcqcn = true;
     uint8_t pfc_mask = 0xff;
+    uint8_t rp_mask = 0xff, np_mask = 0xff;  // per-priority DCQCN enables
   };
   struct WindowAcc {
     QuantileSketch rtt;
@@ -267,6 +276,7 @@ class Fabric {
     v1::DcqcnSettings dcqcn;
     bool dcqcn_dirty = false;
     uint8_t pfc_mask = 0xff;
+    uint8_t rp_mask = 0xff, np_mask = 0xff;
     bool plan_dirty = false;
     v1::ProbePlan plan;
     std::map<std::string, WindowAcc> windows;

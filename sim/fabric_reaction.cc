@@ -33,6 +33,8 @@ void Fabric::Notify(Flow& f, bool measure) {
       HostState& rcv = hosts_[f.dst];
       rcv.marked += static_cast<double>(k);
       if (measure) marked_ += static_cast<double>(k);
+      // A notification point off on this priority turns no mark into a CNP.
+      if (!(rcv.np_mask >> f.prio & 1)) return;
       const int64_t np_ns = now_ns_ + f.one_way_ns;
       const int64_t gap = rcv.min_cnp_gap_ns;
       if (!f.sent_cnp || np_ns - f.last_cnp_ns >= gap) {

@@ -159,7 +159,7 @@ int Fabric::StartFlow(FlowKind kind, int group, int src, int dst, double bytes, 
   f.sent_cnp = false;
   f.cnp_head = f.cnp_count = 0;
   const HostState& hs = hosts_[src];
-  f.dcqcn = hs.dcqcn;
+  f.dcqcn = hs.dcqcn && (hs.rp_mask >> prio & 1);  // the reaction point on this priority
   if (f.rp == nullptr) {
     f.rp = std::make_unique<ReactionPoint>(hs.rp, host_gbps_ * 1000);
   } else {

@@ -11,11 +11,13 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -74,6 +76,10 @@ ABSL_FLAG(std::string, tls_ca, "", "With --tls_dir: the CA bundle (PEM) of the c
 ABSL_FLAG(std::string, tls_server_name, "",
           "With --tls_dir: the name the controller's certificate must carry (default: the host "
           "of --controller).");
+ABSL_FLAG(std::vector<std::string>, rp_disabled_tors, {},
+          "ToR indexes (comma-separated) whose hosts start with the DCQCN reaction point "
+          "off on every priority (rp_enable_mask 0), as a NIC left misconfigured would: "
+          "their DCQCN values are applied but not in effect (--agents).");
 ABSL_FLAG(std::string, labels, "",
           "Extra labels k=v,... for every agent (--agents); each agent "
           "also gets tor=<index>.");
@@ -85,6 +91,7 @@ constexpr char kUsage[] =
     "rocetune-fabricsim --scenario=FILE [--set=path=value ...] [--output=json]\n"
     "                   [--agents --controller=host:port --pace=1.0 --duration=60s]\n"
     "                   [--switch_agents=false] [--tls_dir=DIR --tls_ca=FILE]\n"
+    "                   [--rp_disabled_tors=0,1]\n"
     "                   [--metrics_address=127.0.0.1:PORT --ready_file=FILE]\n"
     "Simulates a RoCE fabric (DCQCN, ECN, PFC) as a fluid model and prints a JSON summary.";
 
@@ -128,6 +135,19 @@ int RunAgents(Fabric* fabric) {
   if (absl::Status s = ParseLabels(absl::GetFlag(FLAGS_labels), &extra); !s.ok()) {
     std::fprintf(stderr, "--labels: %s\n", std::string(s.message()).c_str());
     return 1;
+  }
+  std::set<int> rp_disabled;
+  for (const std::string& t : absl::GetFlag(FLAGS_rp_disabled_tors)) {
+    int tor = -1;
+    if (!absl::SimpleAtoi(t, &tor) || tor < 0 || tor >= fabric->tor_count()) {
+      std::fprintf(stderr, "--rp_disabled_tors: \"%s\" is not a ToR index in [0, %d)\n",
+                   t.c_str(), fabric->tor_count());
+      return 1;
+    }
+    rp_disabled.insert(tor);
+  }
+  for (int h = 0; h < fabric->host_count(); ++h) {
+    if (rp_disabled.contains(fabric->HostTor(h))) fabric->SetHostEnableMasks(h, 0, 0xff);
   }
   std::string state_base = absl::GetFlag(FLAGS_state_dir);
   std::string temp_dir;  // removed on return when this run created it

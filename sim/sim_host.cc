@@ -93,9 +93,8 @@ class SimHost::Cc : public CcParamStore {
     out.set_device(device);
     for (const auto& [name, value] : fabric_->HostDcqcn(host_))
       (*out.mutable_dcqcn())[name] = value;
-    absl::MutexLock lock(&mu_);
-    out.set_rp_enable_mask(rp_mask_);
-    out.set_np_enable_mask(np_mask_);
+    out.set_rp_enable_mask(fabric_->HostRpEnableMask(host_));
+    out.set_np_enable_mask(fabric_->HostNpEnableMask(host_));
     return out;
   }
   absl::Status Write(const std::string& device, const std::string& name, int64_t value) override {
@@ -104,8 +103,11 @@ class SimHost::Cc : public CcParamStore {
       if (value < 0 || value > 255) {
         return absl::InvalidArgumentError(absl::StrCat(name, "=", value, " outside [0, 255]"));
       }
-      absl::MutexLock lock(&mu_);
-      (name == "rp_enable_mask" ? rp_mask_ : np_mask_) = static_cast<uint32_t>(value);
+      absl::MutexLock lock(&mu_);  // one read-modify-write of the pair at a time
+      uint8_t rp = fabric_->HostRpEnableMask(host_);
+      uint8_t np = fabric_->HostNpEnableMask(host_);
+      (name == "rp_enable_mask" ? rp : np) = static_cast<uint8_t>(value);
+      fabric_->SetHostEnableMasks(host_, rp, np);
       return absl::OkStatus();
     }
     return fabric_->SetHostDcqcn(host_, name, value);
@@ -115,8 +117,6 @@ class SimHost::Cc : public CcParamStore {
   Fabric* fabric_;
   int host_;
   absl::Mutex mu_;
-  uint32_t rp_mask_ ABSL_GUARDED_BY(mu_) = 0xff;
-  uint32_t np_mask_ ABSL_GUARDED_BY(mu_) = 0xff;
 };
 
 class SimHost::Pfc : public PfcConfig {

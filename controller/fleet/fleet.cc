@@ -164,6 +164,8 @@ absl::StatusOr<Registration> Fleet::Register(const v1::Hello& hello,
     info.set_hostname(hello.hostname());
     *info.mutable_labels() = MemberLabels(hello);  // role=switch for switches
     *info.mutable_devices() = hello.devices();
+    // The notes of the last ack describe its version only.
+    if (hello.current_version() != info.current_version()) info.clear_not_in_effect();
     info.set_current_version(hello.current_version());
     *info.mutable_current_parameters() = hello.current_parameters();
     *info.mutable_drift() = hello.drift();

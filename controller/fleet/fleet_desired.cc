@@ -188,6 +188,7 @@ void Fleet::HandleAck(const std::string& host_id, const v1::Ack& ack) {
     info.set_last_ack_version(ack.version());
     info.set_current_version(ack.version());
     *info.mutable_current_parameters() = ack.applied();
+    *info.mutable_not_in_effect() = ack.not_in_effect();
     info.clear_drift();
   }
   PersistHost(host_id, nullptr);
@@ -214,6 +215,7 @@ void Fleet::HandleNack(const std::string& host_id, const v1::Nack& nack) {
     info.set_last_nack_version(nack.version());
     info.set_last_nack_error(nack.error());
     info.set_current_version(nack.kept_version());
+    if (info.current_version() != info.last_ack_version()) info.clear_not_in_effect();
     AddRejected(&info, nack.version());
   }
   PersistHost(host_id, &audit);
@@ -268,6 +270,7 @@ void Fleet::HandleGuardEvents(const std::string& host_id,
       // set) and nothing newer was acked since the set it judged.
       if (!lease && !e.restored_version().empty() && judged == info.current_version()) {
         info.set_current_version(restored);
+        info.clear_not_in_effect();  // they described the set given up
         ApplyRestoredParameters(e, &info);
       }
     }

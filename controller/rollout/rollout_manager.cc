@@ -1430,6 +1430,7 @@ void RolloutManager::OnAck(const std::string& host_id, const std::string& versio
       if (h.host_id() == host_id && h.pushed_version() == version && h.acked_version() != version) {
         h.set_acked_version(version);
         acked = true;
+        if (!ended) RecordNotInEffect(c->second, &h);
       }
     }
     if (!ended || !acked) return;
@@ -1440,6 +1441,23 @@ void RolloutManager::OnAck(const std::string& host_id, const std::string& versio
     }
     PersistChange(id);
   });
+}
+
+void RolloutManager::RecordNotInEffect(const v1::Change& c, v1::HostTarget* h) const {
+  h->clear_not_in_effect();
+  absl::StatusOr<StoredHost> stored = fleet_->GetStored(h->host_id());
+  if (!stored.ok() || stored->info.current_version() != h->pushed_version()) return;
+  for (const v1::ParameterNote& n : stored->info.not_in_effect()) {
+    if (c.knobs().contains(n.parameter())) *h->add_not_in_effect() = n;
+  }
+  if (h->not_in_effect_size() > 0) {
+    LogWarning("a host applied the change, but not all of it is in effect: it is not counted as "
+               "changed",
+               {{"change", c.id()},
+                {"host", h->host_id()},
+                {"parameter", h->not_in_effect(0).parameter()},
+                {"reason", h->not_in_effect(0).reason()}});
+  }
 }
 
 void RolloutManager::OnNack(const std::string& host_id, const std::string& version,

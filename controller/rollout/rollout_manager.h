@@ -177,6 +177,11 @@ class RolloutManager : public FleetListener, private TrialChanges {
     absl::Time resumed_at = absl::InfinitePast();
   };
 
+  // Copies into `h` (the host of change `c` that just acked its pushed
+  // version) the fleet's notes of that ack on the change's knobs: applied,
+  // not in effect (issue 25 item 8).
+  void RecordNotInEffect(const v1::Change& c, v1::HostTarget* h) const;
+
   // How long after a window ends its reports are taken to have arrived.
   absl::Duration ReportGrace() const;
   // kFailedPrecondition, with the figures and what to change, when the

@@ -120,9 +120,18 @@ v1::Verdict StepEvaluator::Experiment(const StepLook& in) const {
   const int expected =
       static_cast<int>(telemetry_->WindowIndex(to) - telemetry_->WindowIndex(in.after_start));
   std::vector<HostInput> inputs;
+  std::vector<std::string> not_changed;
   for (const v1::HostTarget& h : c.hosts()) {
     auto b = in.baseline->find(h.host_id());
     if (b == in.baseline->end()) continue;
+    // Applied but not in effect: the host is not changed, so it is neither
+    // canary nor control (issue 25 item 8).
+    if (RunsChangeAt(h, StageOf(c)) && h.not_in_effect_size() > 0) {
+      const v1::ParameterNote& n = h.not_in_effect(0);
+      not_changed.push_back(absl::StrCat(h.host_id(), ": not changed: ", n.parameter(), " on ",
+                                         n.device(), " is not in effect (", n.reason(), ")"));
+      continue;
+    }
     HostInput host;
     host.host_id = h.host_id();
     host.rack = h.rack();
@@ -146,6 +155,7 @@ v1::Verdict StepEvaluator::Experiment(const StepLook& in) const {
   cfg.stage = StageOf(c);
   cfg.now_unix_nanos = absl::ToUnixNanos(in.now);
   v1::Verdict v = Judge(inputs, cfg);
+  for (std::string& d : not_changed) v.add_dropped_hosts(std::move(d));
   AddCanaryOwnShift(inputs, &v);
   return v;
 }

@@ -305,6 +305,45 @@ TEST_F(AgentTest, AppliesADesiredStateAcksItsReadBackAndNacksAnOutOfRangeOne) {
   EXPECT_EQ(controller_.service.reports()[0].guard_events_size(), 0);
 }
 
+// Issue 25 item 8: the reaction point of ens1f0np0 (mlx5_0) is off on every
+// priority (the OFED enable files all 0). A set with a reaction-point value is
+// applied, read back, and acked with a note that the value is not in effect;
+// with the reaction point on again, the same value is acked without one.
+TEST_F(AgentTest, AnAckSaysWhichAppliedValuesAreNotInEffect) {
+  const std::string enable = host_tree_.sys() + "/class/net/ens1f0np0/ecn/roce_rp/enable/";
+  for (int p = 0; p < 8; ++p) {
+    ::rocetune::testing::FixtureTree::WriteFile(absl::StrCat(enable, p), "0\n");
+  }
+  StartAgent();
+  ASSERT_TRUE(Connected());
+  v1::ControllerMessage m;
+  v1::DesiredState* ds = m.mutable_desired_state();
+  ds->set_version("v1");
+  ds->set_nonce("n1");
+  v1::DeviceParameters* d = ds->mutable_parameters()->add_devices();
+  d->set_device("mlx5_0");
+  (*d->mutable_dcqcn())["rpg_time_reset"] = 310;
+  (*d->mutable_dcqcn())["min_time_between_cnps"] = 4;  // the notification point: on
+  ASSERT_TRUE(controller_.service.Send(m));
+  ASSERT_TRUE(Eventually([&]() { return controller_.service.acks().size() == 1; }));
+  v1::Ack ack = controller_.service.acks()[0];
+  EXPECT_EQ(ReadFixture(kRpgTimeReset), "310") << "applied all the same";
+  ASSERT_EQ(ack.not_in_effect_size(), 1) << ack.DebugString();
+  EXPECT_EQ(ack.not_in_effect(0).device(), "mlx5_0");
+  EXPECT_EQ(ack.not_in_effect(0).parameter(), "rpg_time_reset");
+  EXPECT_EQ(ack.not_in_effect(0).reason(),
+            "the DCQCN reaction point is off on every priority (rp_enable_mask 0x00)");
+
+  ::rocetune::testing::FixtureTree::WriteFile(absl::StrCat(enable, 3), "1\n");
+  ds->set_version("v2");
+  ds->set_nonce("n2");
+  ASSERT_TRUE(controller_.service.Send(m));
+  ASSERT_TRUE(Eventually([&]() { return controller_.service.acks().size() == 2; }));
+  ack = controller_.service.acks()[1];
+  EXPECT_EQ(ack.version(), "v2");
+  EXPECT_EQ(ack.not_in_effect_size(), 0) << ack.DebugString();
+}
+
 TEST_F(AgentTest, HoldsRoundsWhileTheControllerIsDownAndSendsThemOldestFirstWithTheirAge) {
   StartAgent();
   ASSERT_TRUE(Eventually([&]() { return agent_->stats().connects == 1; }));

@@ -74,6 +74,12 @@ grpc::Status FakeAdmin::GetHost(grpc::ServerContext* ctx, const v1::GetHostReque
     resp->set_last_nack_version(version);
     resp->set_last_nack_error("dce_tcp_g=2000 outside 0..1023");
     resp->add_rejected_versions(version);
+  } else if (req->host_id() == "rp-off") {
+    resp->set_current_version(version);
+    v1::ParameterNote* n = resp->add_not_in_effect();
+    n->set_device("mlx5_0");
+    n->set_parameter("rpg_time_reset");
+    n->set_reason("the DCQCN reaction point is off on every priority (rp_enable_mask 0x00)");
   } else if (req->host_id() == "slow") {
     resp->set_current_version("v-old");
   } else if (++get_host_calls_ > acks_after_polls) {

@@ -331,6 +331,8 @@ TEST_F(RocetunectlServerTest, KubectlVerbsRunTheResourceCommands) {
            {{"get", "change"}, "ListChanges"},
            {{"get", "campaigns"}, "ListCampaigns"},
            {{"get", "campaign"}, "ListCampaigns"},
+           {{"host", "rp-off"},
+            "not in effect: mlx5_0 rpg_time_reset: the DCQCN reaction point is off"},
            {{"describe", "host", "host-10000"}, "host-10000"},
            {{"describe", "hosts", "host-10000"}, "host-10000"},
            {{"describe", "policy", "base"}, "GetPolicy"},

@@ -92,6 +92,20 @@ TEST(ChangeViewTest, ShowsStateTransitionsApprovalsAndHosts) {
   EXPECT_THAT(out, HasSubstr("rejected on h3: nack: bad value"));
 }
 
+// Issue 25 item 8: a host that applied the change but where it cannot act.
+TEST(ChangeViewTest, NamesTheHostsTheChangeIsNotInEffectOn) {
+  v1::Change c = SampleChange();
+  v1::ParameterNote* n = c.mutable_hosts(0)->add_not_in_effect();
+  n->set_device("mlx5_0");
+  n->set_parameter("rpg_ai_rate");
+  n->set_reason("the DCQCN reaction point is off on every priority (rp_enable_mask 0x00)");
+  EXPECT_THAT(RenderChange(c, absl::Now()),
+              HasSubstr(absl::StrCat("not changed on ", c.hosts(0).host_id(),
+                                     ": rpg_ai_rate on mlx5_0 is not in effect (the DCQCN "
+                                     "reaction point is off on every priority (rp_enable_mask "
+                                     "0x00))")));
+}
+
 TEST(ChangeViewTest, VerdictEvidenceNamesRuleGroupsAndMetrics) {
   std::string out = RenderVerdict(SampleChange().verdicts(0));
   EXPECT_THAT(out, HasSubstr("FAIL"));

@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "controller/fleet/agent_connection.h"
 #include "controller/fleet/fleet.h"
+#include "model/in_effect.h"
 #include "rocetune/v1/agent.pb.h"
 
 namespace rocetune::controller::testing {
@@ -19,6 +20,8 @@ namespace rocetune::controller::testing {
 // the controller's tests. It records every desired-state push, probe plan and
 // Close. Given a fleet, it answers each push as an agent would: an ACK with
 // the set as applied, or, once after NackNext(), a NACK that keeps its set.
+// After SetReactionPointMask, its ACKs carry that mask read back and the
+// values it leaves without effect (model/in_effect.h), as the agent sends.
 // Thread-safe (the fleet's planner thread pushes plans).
 class FakeAgent : public AgentConnection {
  public:
@@ -59,7 +62,29 @@ class FakeAgent : public AgentConnection {
     a.set_kind(v1::DESIRED_STATE);
     a.set_version(version);
     *a.mutable_applied() = params;
+    std::optional<uint32_t> rp_mask;
+    {
+      absl::MutexLock lock(&mu_);
+      rp_mask = rp_enable_mask_;
+    }
+    if (rp_mask.has_value()) {
+      // The device keeps its mask (the set does not carry one): the agent
+      // reads it back and says which values it leaves without effect.
+      for (v1::DeviceParameters& d : *a.mutable_applied()->mutable_devices()) {
+        if (!d.has_rp_enable_mask()) d.set_rp_enable_mask(*rp_mask);
+      }
+      for (v1::ParameterNote& n : NotInEffect(params, a.applied())) {
+        *a.add_not_in_effect() = std::move(n);
+      }
+    }
     fleet_->HandleAck(host_, a);
+  }
+
+  // The host's devices hold this DCQCN reaction-point enable mask (0: off on
+  // every priority), which sets that leave it alone keep.
+  void SetReactionPointMask(uint32_t mask) {
+    absl::MutexLock lock(&mu_);
+    rp_enable_mask_ = mask;
   }
 
   void PushProbePlan(const v1::ProbePlan& plan) override {
@@ -129,6 +154,7 @@ class FakeAgent : public AgentConnection {
   std::vector<uint32_t> leases_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> pushed_ ABSL_GUARDED_BY(mu_);
   bool nack_next_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<uint32_t> rp_enable_mask_ ABSL_GUARDED_BY(mu_);
   std::optional<absl::Status> closed_ ABSL_GUARDED_BY(mu_);
   int plans_ ABSL_GUARDED_BY(mu_) = 0;
   std::string last_plan_version_ ABSL_GUARDED_BY(mu_);

@@ -511,6 +511,69 @@ TEST_F(RolloutTest, AProposalTheProbeRateCannotFillIsRefusedWithTheFigures) {
   EXPECT_TRUE(Propose(100).ok());
 }
 
+// Issue 25 item 8: a host whose NICs keep the DCQCN reaction point off
+// applies the change's reaction-point value, but it cannot act there. Its ack
+// says so; the fleet and the change record it; the judge leaves the host out
+// of the canary (it is not changed), and a change whose canary is left without
+// enough changed hosts never PASSes.
+TEST_F(RolloutTest, AHostWhereTheChangeIsNotInEffectIsNotCountedAsChanged) {
+  for (const std::string& id : hosts_) {
+    if (rack_of_[id] < 2) agents_[id]->SetReactionPointMask(0);
+  }
+  auto c = ApprovedChange(100);
+  ASSERT_TRUE(c.ok()) << c.status();
+  Run(8);  // the canary's bake (6 s) and its final look
+  const v1::Change now = Get(c->id());
+  int noted = 0;
+  for (const v1::HostTarget& h : now.hosts()) {
+    if (h.role() != v1::HostTarget::CANARY) continue;
+    if (rack_of_[h.host_id()] < 2) {
+      ASSERT_EQ(h.not_in_effect_size(), 1) << h.DebugString();
+      EXPECT_EQ(h.not_in_effect(0).parameter(), "rpg_time_reset");
+      EXPECT_EQ(h.not_in_effect(0).reason(),
+                "the DCQCN reaction point is off on every priority (rp_enable_mask 0x00)");
+      absl::StatusOr<StoredHost> stored = fleet_->GetStored(h.host_id());
+      ASSERT_TRUE(stored.ok());
+      // The fleet keeps every note of the set (rpg_ai_rate too); the change
+      // keeps those on its own knob.
+      EXPECT_EQ(stored->info.not_in_effect_size(), 2);
+      ++noted;
+    } else {
+      EXPECT_EQ(h.not_in_effect_size(), 0) << h.DebugString();
+    }
+  }
+  EXPECT_EQ(noted, 2);
+  // The canary verdict judged 6 changed racks, not 8, and says why.
+  ASSERT_GT(now.verdicts_size(), 0);
+  const v1::Verdict& first = now.verdicts(0);
+  uint32_t canary_hosts = 0;
+  for (const auto& g : first.groups()) {
+    if (g.group() == "canary") canary_hosts = g.hosts();
+  }
+  EXPECT_EQ(canary_hosts, 6u) << first.DebugString();
+  int dropped = 0;
+  for (const std::string& d : first.dropped_hosts()) {
+    if (d.find("not changed: rpg_time_reset on mlx5_0 is not in effect") != std::string::npos) {
+      ++dropped;
+    }
+  }
+  EXPECT_EQ(dropped, 2) << first.DebugString();
+}
+
+TEST_F(RolloutTest, ACanaryWhereNothingIsInEffectNeverPasses) {
+  for (const std::string& id : hosts_) agents_[id]->SetReactionPointMask(0);
+  auto c = ApprovedChange(100);
+  ASSERT_TRUE(c.ok()) << c.status();
+  for (int i = 0; i < 40 && Get(c->id()).state() == v1::CANARY; ++i) Run(1);
+  const v1::Change now = Get(c->id());
+  EXPECT_EQ(now.state(), v1::ABORTED) << now.DebugString().substr(0, 3000);
+  for (const auto& v : now.verdicts()) {
+    EXPECT_NE(v.outcome(), v1::Verdict::PASS) << v.summary();
+  }
+  ASSERT_GT(now.verdicts_size(), 0);
+  EXPECT_EQ(now.verdicts(now.verdicts_size() - 1).rule(), "min_rack_pairs");
+}
+
 // Issue 25 item 5: a look while a HOLD lasts reads the step's whole bake so
 // far, so a HOLD limit the telemetry retention cannot cover would drop every
 // host from the hold looks. Applying such a policy is refused, naming the
