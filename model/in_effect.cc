@@ -78,6 +78,22 @@ std::vector<v1::ParameterNote> NotInEffect(const v1::DeviceParameters& wanted,
   return out;
 }
 
+const char* DecidingKnob(absl::string_view parameter) {
+  if (parameter == "pfc.delay" || parameter == "pfc.prevention_timeout_ms") {
+    return "pfc.enable_mask";
+  }
+  const CcParamSpec* spec = FindCcParam(parameter);
+  if (spec == nullptr) return "";
+  switch (spec->side) {
+    case CcSide::kRp:
+      return kRpEnableMask;
+    case CcSide::kNp:
+      return kNpEnableMask;
+    default:
+      return "";
+  }
+}
+
 std::vector<v1::ParameterNote> NotInEffect(const v1::ParameterSet& wanted,
                                            const v1::ParameterSet& held) {
   std::vector<v1::ParameterNote> out;

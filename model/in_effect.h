@@ -3,6 +3,7 @@
 
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "rocetune/v1/params.pb.h"
 
 namespace rocetune {
@@ -25,6 +26,12 @@ namespace rocetune {
 // the lossless priorities 3 (rp_enable_mask 0x00, pfc enable_mask 0x08)".
 std::vector<v1::ParameterNote> NotInEffect(const v1::DeviceParameters& wanted,
                                            const v1::DeviceParameters& held);
+
+// The knob whose value decides whether `parameter` can be in effect:
+// "rp_enable_mask" for a reaction-point value, "np_enable_mask" for a
+// notification-point value, "pfc.enable_mask" for the other PFC settings; ""
+// for anything else.
+const char* DecidingKnob(absl::string_view parameter);
 
 // NotInEffect over every device of `wanted` found in `held` (by name).
 std::vector<v1::ParameterNote> NotInEffect(const v1::ParameterSet& wanted,

@@ -117,9 +117,9 @@ class Fabric {
   absl::Status SetHostPfcMask(int host, uint8_t mask);
   // The host NIC's per-priority DCQCN enables (bit p = priority p, 0xff at
   // start). A flow whose priority the sender's reaction point is off on
-  // ignores CNPs (it runs at line rate, PFC aside); a receiver whose
-  // notification point is off on a flow's priority sends it no CNP. Taken by
-  // flows that start after the write.
+  // ignores CNPs (it runs at line rate, PFC aside): taken by flows that start
+  // after the write; a receiver whose notification point is off on a flow's
+  // priority sends it no CNP: from the next synchronisation point.
   uint8_t HostRpEnableMask(int host) const;
   uint8_t HostNpEnableMask(int host) const;
   void SetHostEnableMasks(int host, uint8_t rp, uint8_t np);

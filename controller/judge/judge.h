@@ -109,9 +109,10 @@ v1::Verdict Judge(const std::vector<HostInput>& hosts, const JudgeConfig& config
 // The hold looks a HOLD limit of `max_hold_seconds` allows after the final of
 // `looks` looks over `bake_seconds`: one every bake / looks, counted from the
 // first HOLD at or after the final look, up to the look that passes the limit,
-// plus one for a final look that was missed (a late tick), so a step never
-// judges a hold look without budget before its limit aborts it. 0 when any of
-// the three is 0.
+// plus one for a final look that was missed (a late tick). A step whose looks
+// fall later still (a stalled loop skipping intervals) may reach a hold look
+// without budget before its limit: that look only HOLDs, and the limit
+// aborts. 0 when any of the three is 0.
 uint32_t HoldLooksAllowed(uint32_t max_hold_seconds, uint32_t bake_seconds, uint32_t looks);
 
 // The policy's hard limits (guard.max_pfc_pause_ratio,

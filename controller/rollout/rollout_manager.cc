@@ -20,6 +20,7 @@
 #include "controller/tuner/tuner.h"
 #include "daemon/logging.h"
 #include "google/protobuf/util/message_differencer.h"
+#include "model/in_effect.h"
 
 namespace rocetune::controller {
 using rollout_util::IdNumber;
@@ -246,7 +247,10 @@ absl::Status RolloutManager::Commit(v1::Change* change,
     }
     for (v1::HostTarget& t : *next.mutable_hosts()) {
       auto it = d.versions.find(t.host_id());
-      if (it != d.versions.end()) t.set_pushed_version(it->second);
+      if (it != d.versions.end() && t.pushed_version() != it->second) {
+        t.set_pushed_version(it->second);
+        t.clear_not_in_effect();  // they described the version pushed before
+      }
     }
     if (!audit.empty()) {
       for (const DesiredUpdate& u : updates) audit.front().add_host_ids(u.host_id);
@@ -325,13 +329,15 @@ absl::StatusOr<v1::ApplyPolicyResponse> RolloutManager::ApplyPolicy(
   // A look while a HOLD lasts reads the step's whole bake so far: the bake and
   // the HOLD limit together must still be in telemetry, or every host would
   // drop out of the hold looks for missing windows.
+  // The last hold look judged comes up to one look interval after the limit.
   const absl::Duration bake_and_holds =
-      Secs(full.rollout().bake_seconds()) + Secs(full.guard().max_hold_seconds());
+      Secs(full.rollout().bake_seconds()) + Secs(full.guard().max_hold_seconds()) +
+      Secs(full.rollout().bake_seconds()) / std::max<uint32_t>(1, LooksOf(full));
   if (bake_and_holds + window > options_.retention) {
     return absl::FailedPreconditionError(absl::StrCat(
         file, ": rollout.bake_seconds (", full.rollout().bake_seconds(),
         ") plus guard.max_hold_seconds (", full.guard().max_hold_seconds(),
-        ", default 3 x bake) must fit in the controller's --retention (",
+        ", default 3 x bake) and one look interval must fit in the controller's --retention (",
         absl::FormatDuration(options_.retention),
         ") less one --window: a look while a HOLD lasts reads the whole bake so far. Start the "
         "controller with --retention=",
@@ -1427,10 +1433,13 @@ void RolloutManager::OnAck(const std::string& host_id, const std::string& versio
     if (c == changes_.end()) return;
     bool acked = false;
     for (v1::HostTarget& h : *c->second.mutable_hosts()) {
-      if (h.host_id() == host_id && h.pushed_version() == version && h.acked_version() != version) {
+      if (h.host_id() != host_id || h.pushed_version() != version) continue;
+      // Every ack of the pushed version (a reconnect re-pushes it) says again
+      // what is in effect: a block switched off since, or back on.
+      if (!ended) RecordNotInEffect(c->second, &h);
+      if (h.acked_version() != version) {
         h.set_acked_version(version);
         acked = true;
-        if (!ended) RecordNotInEffect(c->second, &h);
       }
     }
     if (!ended || !acked) return;
@@ -1448,7 +1457,11 @@ void RolloutManager::RecordNotInEffect(const v1::Change& c, v1::HostTarget* h) c
   absl::StatusOr<StoredHost> stored = fleet_->GetStored(h->host_id());
   if (!stored.ok() || stored->info.current_version() != h->pushed_version()) return;
   for (const v1::ParameterNote& n : stored->info.not_in_effect()) {
-    if (c.knobs().contains(n.parameter())) *h->add_not_in_effect() = n;
+    // A change that sets the enable deciding it (rp_enable_mask, say) has
+    // switched the block off itself: that is its effect, judged as such.
+    if (c.knobs().contains(n.parameter()) && !c.knobs().contains(DecidingKnob(n.parameter()))) {
+      *h->add_not_in_effect() = n;
+    }
   }
   if (h->not_in_effect_size() > 0) {
     LogWarning("a host applied the change, but not all of it is in effect: it is not counted as "

@@ -24,6 +24,14 @@ uint32_t StageOf(const v1::Change& c) { return c.state() == v1::STAGE ? c.stage(
 // judge admits a host from the same share).
 constexpr double kUnconfirmedWindowShare = 0.8;
 
+// "HOST: not changed: KNOB on DEVICE is not in effect (why)": a changed host
+// one of the change's knobs cannot act on (HostTarget.not_in_effect).
+std::string NotChanged(const v1::HostTarget& h) {
+  const v1::ParameterNote& n = h.not_in_effect(0);
+  return absl::StrCat(h.host_id(), ": not changed: ", n.parameter(), " on ", n.device(),
+                      " is not in effect (", n.reason(), ")");
+}
+
 }  // namespace
 
 bool StepEvaluator::HasControl(const v1::Change& c) {
@@ -127,9 +135,7 @@ v1::Verdict StepEvaluator::Experiment(const StepLook& in) const {
     // Applied but not in effect: the host is not changed, so it is neither
     // canary nor control (issue 25 item 8).
     if (RunsChangeAt(h, StageOf(c)) && h.not_in_effect_size() > 0) {
-      const v1::ParameterNote& n = h.not_in_effect(0);
-      not_changed.push_back(absl::StrCat(h.host_id(), ": not changed: ", n.parameter(), " on ",
-                                         n.device(), " is not in effect (", n.reason(), ")"));
+      not_changed.push_back(NotChanged(h));
       continue;
     }
     HostInput host;
@@ -169,7 +175,8 @@ std::optional<v1::Verdict> StepEvaluator::HardLimits(const StepLook& in) const {
       static_cast<int>(telemetry_->WindowIndex(to) - telemetry_->WindowIndex(in.after_start));
   std::vector<HostInput> changed;
   for (const v1::HostTarget& h : c.hosts()) {
-    if (!RunsChangeAt(h, stage) || IsSwitchTarget(h)) continue;
+    // A host the change's knobs are not in effect on is not changed.
+    if (!RunsChangeAt(h, stage) || IsSwitchTarget(h) || h.not_in_effect_size() > 0) continue;
     std::shared_ptr<HostTelemetry> t = telemetry_->Find(h.host_id());
     if (t == nullptr) continue;
     HostInput host;
@@ -207,6 +214,15 @@ v1::Verdict StepEvaluator::NoControlLeft(const StepLook& in) const {
   v.set_looks(in.looks);
   v.set_rule("no_control_left");
   v.set_summary("every selected host runs the change; no guard fired during the bake");
+  const uint32_t stage = StageOf(*in.change);
+  for (const v1::HostTarget& h : in.change->hosts()) {
+    if (!RunsChangeAt(h, stage) || h.not_in_effect_size() == 0) continue;
+    v.add_dropped_hosts(NotChanged(h));
+  }
+  if (v.dropped_hosts_size() > 0) {
+    absl::StrAppend(v.mutable_summary(), "; ", v.dropped_hosts_size(),
+                    " of them not changed (a knob not in effect there, see dropped_hosts)");
+  }
   return v;
 }
 

@@ -67,15 +67,15 @@ class FakeAgent : public AgentConnection {
       absl::MutexLock lock(&mu_);
       rp_mask = rp_enable_mask_;
     }
+    // The device keeps its mask where the set does not carry one; the agent
+    // reads it back and says which values it leaves without effect.
     if (rp_mask.has_value()) {
-      // The device keeps its mask (the set does not carry one): the agent
-      // reads it back and says which values it leaves without effect.
       for (v1::DeviceParameters& d : *a.mutable_applied()->mutable_devices()) {
         if (!d.has_rp_enable_mask()) d.set_rp_enable_mask(*rp_mask);
       }
-      for (v1::ParameterNote& n : NotInEffect(params, a.applied())) {
-        *a.add_not_in_effect() = std::move(n);
-      }
+    }
+    for (v1::ParameterNote& n : NotInEffect(params, a.applied())) {
+      *a.add_not_in_effect() = std::move(n);
     }
     fleet_->HandleAck(host_, a);
   }

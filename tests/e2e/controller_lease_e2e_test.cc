@@ -32,7 +32,9 @@ constexpr char kUnreachable[] = "controller unreachable; retrying with backoff";
 // 4 canary and 4 control hosts in 4 ToRs; a bake far longer than the test,
 // so the change is still in its canary when the controller goes away.
 std::string LeasePolicy() {
-  return SmallFleetPolicy("lease", 150, absl::StrCat("provisional_lease_seconds: ", kLeaseSeconds));
+  return SmallFleetPolicy(
+      "lease", 150,
+      absl::StrCat("provisional_lease_seconds: ", kLeaseSeconds, " max_hold_seconds: 20"));
 }
 
 int Count(const std::string& text, const std::string& what) {
@@ -78,7 +80,10 @@ std::string CanaryRunning(Env& env, int value, std::set<std::string>* canary) {
 }
 
 TEST(ControllerLeaseE2E, CanaryHostsGiveUpTheSetWhenTheControllerStaysAwayPastTheLease) {
-  Env env(SmallFleetOptions());
+  EnvOptions opt = SmallFleetOptions();
+  // The bake, the HOLD limit and a look interval must fit in the retention.
+  opt.controller_flags = {"--retention=6m"};
+  Env env(opt);
   ASSERT_TRUE(env.Start()) << env.ControllerLog() << env.FabricLog();
   std::string out;
   ASSERT_EQ(

@@ -100,5 +100,15 @@ TEST(InEffectTest, ASetIsCheckedDeviceByDevice) {
   EXPECT_THAT(Names(NotInEffect(wanted, held)), IsEmpty());
 }
 
+// The enable that decides each kind of value: a change that sets it is
+// judged by what it switches, not left out as "not in effect".
+TEST(InEffectTest, EachValueHasTheEnableThatDecidesIt) {
+  EXPECT_STREQ(DecidingKnob("rpg_time_reset"), "rp_enable_mask");
+  EXPECT_STREQ(DecidingKnob("min_time_between_cnps"), "np_enable_mask");
+  EXPECT_STREQ(DecidingKnob("pfc.delay"), "pfc.enable_mask");
+  EXPECT_STREQ(DecidingKnob("rp_enable_mask"), "");
+  EXPECT_STREQ(DecidingKnob("no_such_knob"), "");
+}
+
 }  // namespace
 }  // namespace rocetune

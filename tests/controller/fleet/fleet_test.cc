@@ -172,6 +172,48 @@ TEST_F(FleetTest, DesiredStateVersionsPushesAndDrift) {
   EXPECT_EQ(d->pushed(), (std::vector<std::string>{*v2}));
 }
 
+// Issue 25 item 8: the notes of an ACK (applied, not in effect) are the
+// host's until it runs another version: a NACK that keeps an older one, or a
+// Hello with another, clears them; a Hello with the same keeps them.
+TEST_F(FleetTest, NotInEffectNotesDescribeTheAckedVersionOnly) {
+  auto c = std::make_shared<FakeAgent>(1);
+  ASSERT_TRUE(fleet_.Register(MakeHello("h1"), c).ok());
+  auto v1 = fleet_.SetDesiredState("h1", Params(1));
+  ASSERT_TRUE(v1.ok());
+  v1::Ack ack;
+  ack.set_kind(v1::DESIRED_STATE);
+  ack.set_version(*v1);
+  v1::ParameterNote* n = ack.add_not_in_effect();
+  n->set_device("mlx5_0");
+  n->set_parameter("rpg_time_reset");
+  n->set_reason("the DCQCN reaction point is off on every priority (rp_enable_mask 0x00)");
+  fleet_.HandleAck("h1", ack);
+  auto notes = [&] {
+    absl::StatusOr<StoredHost> h = fleet_.GetStored("h1");
+    return h.ok() ? h->info.not_in_effect_size() : -1;
+  };
+  EXPECT_EQ(notes(), 1);
+  v1::Hello same = MakeHello("h1");
+  same.set_current_version(*v1);
+  ASSERT_TRUE(fleet_.Register(same, std::make_shared<FakeAgent>(2)).ok());
+  EXPECT_EQ(notes(), 1);
+  auto v2 = fleet_.SetDesiredState("h1", Params(2));
+  ASSERT_TRUE(v2.ok());
+  v1::Nack nack;
+  nack.set_kind(v1::DESIRED_STATE);
+  nack.set_version(*v2);
+  nack.set_kept_version(*v1);
+  fleet_.HandleNack("h1", nack);
+  EXPECT_EQ(notes(), 1) << "the host still runs the version the notes describe";
+  fleet_.HandleAck("h1", ack);
+  fleet_.Unregister("h1", 2);  // that agent's stream ends; the host comes back with no version
+  v1::Hello other = MakeHello("h1");
+  other.set_current_version("");
+  auto reg = fleet_.Register(other, std::make_shared<FakeAgent>(3));
+  ASSERT_TRUE(reg.ok()) << reg.status();
+  EXPECT_EQ(notes(), 0);
+}
+
 // Issue 25 item 2: the same parameters with another lease keep their
 // version and are pushed again (the controller's confirmation of a
 // provisional set); a reconnect gets the lease the host's set has now.

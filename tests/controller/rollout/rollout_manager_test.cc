@@ -560,6 +560,42 @@ TEST_F(RolloutTest, AHostWhereTheChangeIsNotInEffectIsNotCountedAsChanged) {
   EXPECT_EQ(dropped, 2) << first.DebugString();
 }
 
+// A change that switches the reaction point off itself (rp_enable_mask=0
+// with a reaction-point value) is judged by what it switches: its canary
+// hosts are changed hosts, whatever their acks say of rpg_time_reset.
+TEST_F(RolloutTest, AChangeThatSwitchesTheBlockOffItselfIsJudgedAsAChange) {
+  ApplyPolicy(absl::StrReplaceAll(
+      PolicyText(), {{R"(knobs { parameter: "rpg_time_reset" min: 2 max: 600 step: 2 log_scale: true })",
+                      R"(knobs { parameter: "rpg_time_reset" min: 2 max: 600 step: 2 log_scale: true }
+                         knobs { parameter: "rp_enable_mask" min: 0 max: 255 step: 1 })"}}));
+  Run(6);
+  auto c = OnExec<absl::StatusOr<v1::Change>>([&] {
+    v1::ProposeChangeRequest req;
+    req.set_policy_name("test-policy");
+    (*req.mutable_knobs())["rpg_time_reset"] = 100;
+    (*req.mutable_knobs())["rp_enable_mask"] = 0;
+    req.set_reason("test");
+    return manager_->Propose(req, {"alice", false});
+  });
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(Act("approve", c->id(), {"bob", false}).ok());
+  Tick();
+  Run(1);
+  int canary = 0;
+  const v1::Change now = Get(c->id());
+  for (const v1::HostTarget& h : now.hosts()) {
+    if (h.role() != v1::HostTarget::CANARY) continue;
+    ++canary;
+    EXPECT_FALSE(h.acked_version().empty()) << h.DebugString();
+    EXPECT_EQ(h.not_in_effect_size(), 0) << h.DebugString();
+    // The fleet still knows the value cannot act there.
+    absl::StatusOr<StoredHost> stored = fleet_->GetStored(h.host_id());
+    ASSERT_TRUE(stored.ok());
+    EXPECT_GT(stored->info.not_in_effect_size(), 0) << stored->info.DebugString();
+  }
+  EXPECT_EQ(canary, 8);
+}
+
 TEST_F(RolloutTest, ACanaryWhereNothingIsInEffectNeverPasses) {
   for (const std::string& id : hosts_) agents_[id]->SetReactionPointMask(0);
   auto c = ApprovedChange(100);
