@@ -358,11 +358,10 @@ v1::AgentMessage Agent::ApplyDesiredState(const v1::DesiredState& ds,
     }
   }
   for (v1::ParameterNote& n : NotInEffect(ds.parameters(), held)) {
-    LogWarning("applied, not in effect",
-               {{"version", ds.version()},
-                {"device", n.device()},
-                {"parameter", n.parameter()},
-                {"reason", n.reason()}});
+    LogWarning("applied, not in effect", {{"version", ds.version()},
+                                          {"device", n.device()},
+                                          {"parameter", n.parameter()},
+                                          {"reason", n.reason()}});
     *ack->add_not_in_effect() = std::move(n);
   }
   absl::MutexLock lock(&mu_);

@@ -265,7 +265,8 @@ int Host(Context& ctx, const std::vector<std::string>& args) {
   std::vector<std::pair<std::string, std::vector<std::string>>> lines;
   for (const v1::ParameterNote& n : h.not_in_effect()) {
     const std::string key = absl::StrCat(n.device(), "\t", n.reason());
-    auto it = std::find_if(lines.begin(), lines.end(), [&](const auto& l) { return l.first == key; });
+    auto it =
+        std::find_if(lines.begin(), lines.end(), [&](const auto& l) { return l.first == key; });
     if (it == lines.end()) it = lines.insert(lines.end(), {key, {}});
     it->second.push_back(n.parameter());
   }

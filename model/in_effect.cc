@@ -28,16 +28,17 @@ std::string OffReason(const char* block, const char* mask_name, bool has_enable,
                       const v1::DeviceParameters& held) {
   if (!has_enable) return "";
   const bool lossless_known = held.has_pfc() && (held.pfc().enable_mask() & kAllPriorities) != 0;
-  const uint32_t traffic = lossless_known ? held.pfc().enable_mask() & kAllPriorities
-                                          : kAllPriorities;
+  const uint32_t traffic =
+      lossless_known ? held.pfc().enable_mask() & kAllPriorities : kAllPriorities;
   if ((enable & traffic) != 0) return "";
   if (!lossless_known) {
     return absl::StrFormat("the DCQCN %s is off on every priority (%s 0x%02x)", block, mask_name,
                            enable);
   }
-  return absl::StrFormat("the DCQCN %s is off on the lossless priorities %s (%s 0x%02x, pfc "
-                         "enable_mask 0x%02x)",
-                         block, Priorities(traffic), mask_name, enable, traffic);
+  return absl::StrFormat(
+      "the DCQCN %s is off on the lossless priorities %s (%s 0x%02x, pfc "
+      "enable_mask 0x%02x)",
+      block, Priorities(traffic), mask_name, enable, traffic);
 }
 
 v1::ParameterNote Note(const std::string& device, const std::string& parameter,

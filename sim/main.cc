@@ -140,8 +140,8 @@ int RunAgents(Fabric* fabric) {
   for (const std::string& t : absl::GetFlag(FLAGS_rp_disabled_tors)) {
     int tor = -1;
     if (!absl::SimpleAtoi(t, &tor) || tor < 0 || tor >= fabric->tor_count()) {
-      std::fprintf(stderr, "--rp_disabled_tors: \"%s\" is not a ToR index in [0, %d)\n",
-                   t.c_str(), fabric->tor_count());
+      std::fprintf(stderr, "--rp_disabled_tors: \"%s\" is not a ToR index in [0, %d)\n", t.c_str(),
+                   fabric->tor_count());
       return 1;
     }
     rp_disabled.insert(tor);

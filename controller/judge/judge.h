@@ -66,8 +66,8 @@ struct JudgeConfig {
   // period, minimum rack pairs, PASS width rule, hard guards.
   v1::Guard guard;
   std::vector<v1::Constraint> constraints;
-  uint32_t look = 1;         // 1-based look within the bake
-  uint32_t looks = 3;        // planned looks; interim looks spend little alpha
+  uint32_t look = 1;   // 1-based look within the bake
+  uint32_t looks = 3;  // planned looks; interim looks spend little alpha
   // Looks after the final one (a HOLD there goes on until the HOLD limit)
   // that may still decide: each spends an equal part of the hold share of
   // every alpha and of the PASS error (HoldLooksAllowed); later ones, and all

@@ -1464,12 +1464,13 @@ void RolloutManager::RecordNotInEffect(const v1::Change& c, v1::HostTarget* h) c
     }
   }
   if (h->not_in_effect_size() > 0) {
-    LogWarning("a host applied the change, but not all of it is in effect: it is not counted as "
-               "changed",
-               {{"change", c.id()},
-                {"host", h->host_id()},
-                {"parameter", h->not_in_effect(0).parameter()},
-                {"reason", h->not_in_effect(0).reason()}});
+    LogWarning(
+        "a host applied the change, but not all of it is in effect: it is not counted as "
+        "changed",
+        {{"change", c.id()},
+         {"host", h->host_id()},
+         {"parameter", h->not_in_effect(0).parameter()},
+         {"reason", h->not_in_effect(0).reason()}});
   }
 }
 

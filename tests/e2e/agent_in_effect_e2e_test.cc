@@ -39,10 +39,10 @@ TEST(AgentInEffectE2E, AHostWhoseReactionPointIsOffIsNotCountedAsChanged) {
     if (tor != h.labels().end() && tor->second == "0") tor0.insert(h.host_id());
   }
   ASSERT_EQ(tor0.size(), 2u);
-  ASSERT_EQ(env.Ctl({"change", "propose", "ineffect", "rpg_time_reset=700",
-                     "--reason=in-effect e2e"},
-                    "alice", &out),
-            0)
+  ASSERT_EQ(
+      env.Ctl({"change", "propose", "ineffect", "rpg_time_reset=700", "--reason=in-effect e2e"},
+              "alice", &out),
+      0)
       << out;
   const std::string id = IdIn(out, "c-");
   ASSERT_EQ(env.Ctl({"change", "approve", id, "--reason=in-effect e2e"}, "bob", &out), 0) << out;

@@ -35,7 +35,8 @@ v1::DeviceParameters Held(uint32_t rp, uint32_t np, int pfc = -1) {
 
 std::vector<std::string> Names(const std::vector<v1::ParameterNote>& notes) {
   std::vector<std::string> out;
-  for (const v1::ParameterNote& n : notes) out.push_back(absl::StrCat(n.device(), "/", n.parameter()));
+  for (const v1::ParameterNote& n : notes)
+    out.push_back(absl::StrCat(n.device(), "/", n.parameter()));
   return out;
 }
 
@@ -56,7 +57,8 @@ TEST(InEffectTest, AReactionPointOffOnTheLosslessPriorityLeavesItsValuesWithoutE
 
 TEST(InEffectTest, WithoutAKnownLosslessPriorityOnlyAnAllOffMaskCounts) {
   EXPECT_THAT(Names(NotInEffect(Wanted(), Held(0x08, 0xff))), IsEmpty());
-  EXPECT_THAT(Names(NotInEffect(Wanted(), Held(0x08, 0xff, 0))), IsEmpty());  // PFC off: any priority
+  EXPECT_THAT(Names(NotInEffect(Wanted(), Held(0x08, 0xff, 0))),
+              IsEmpty());  // PFC off: any priority
   const auto notes = NotInEffect(Wanted(), Held(0xff, 0x00));
   EXPECT_THAT(Names(notes), ElementsAre("mlx5_0/min_time_between_cnps"));
   EXPECT_EQ(notes[0].reason(),

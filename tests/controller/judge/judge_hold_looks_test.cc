@@ -89,14 +89,14 @@ TEST(JudgeHoldLooksTest, DISABLED_Figures) {
   tail.canary_tail_scale = 1.2;
   SimConfig tail5;
   tail5.canary_tail_scale = 1.05;
-  for (const Case& k : {Case{"A/A 8 racks within-rack", SimConfig{}},
-                        Case{"tail x1.2 8 racks within-rack", tail},
-                        Case{"tail x1.05 8 racks within-rack", tail5},
-                        Case{"A/A 8 racks within-rack, thin", Thin()},
-                        Case{"tail x1.2 8 racks within-rack, thin", thin_tail},
-                        Case{"tail x1.05 8 racks within-rack, thin", thin_tail5},
-                        Case{"A/A rack-level 3 vs 5", RackLevelConfig(3, 5)},
-                        Case{"tail x1.2 rack-level 3 vs 5", rack_tail}}) {
+  for (const Case& k :
+       {Case{"A/A 8 racks within-rack", SimConfig{}}, Case{"tail x1.2 8 racks within-rack", tail},
+        Case{"tail x1.05 8 racks within-rack", tail5},
+        Case{"A/A 8 racks within-rack, thin", Thin()},
+        Case{"tail x1.2 8 racks within-rack, thin", thin_tail},
+        Case{"tail x1.05 8 racks within-rack, thin", thin_tail5},
+        Case{"A/A rack-level 3 vs 5", RackLevelConfig(3, 5)},
+        Case{"tail x1.2 rack-level 3 vs 5", rack_tail}}) {
     int seeds = Seeds(300);
     Tally t = RunSchedule(WithHoldLooks(k.c), AllMetricsConfig(), seeds, 2400001);
     std::cout << Describe(k.name, t) << "\n";

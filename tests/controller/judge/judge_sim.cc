@@ -115,9 +115,8 @@ std::vector<std::vector<HostInput>> SimulateLooks(const SimConfig& c, uint64_t s
                        k_lo, size, log_gamma),
       c.canary_tail_weight_scale};
 
-  const int windows =
-      c.windows_before +
-      std::max(c.windows_after, c.look_windows.empty() ? 0 : c.look_windows.back());
+  const int windows = c.windows_before +
+                      std::max(c.windows_after, c.look_windows.empty() ? 0 : c.look_windows.back());
   std::vector<double> fleet(windows);
   for (double& f : fleet) f = c.fleet_window_sd * normal(rng);
   auto present = [&c](int w_in_period) {
@@ -256,9 +255,10 @@ Tally RunSchedule(const SimConfig& sim_config, JudgeConfig config, int seeds, ui
   auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < seeds; ++i) {
     auto looks = SimulateLooks(sim_config, first_seed + static_cast<uint64_t>(i));
-    const size_t planned = sim_config.planned_looks > 0
-                               ? std::min(looks.size(), static_cast<size_t>(sim_config.planned_looks))
-                               : looks.size();
+    const size_t planned =
+        sim_config.planned_looks > 0
+            ? std::min(looks.size(), static_cast<size_t>(sim_config.planned_looks))
+            : looks.size();
     config.looks = static_cast<uint32_t>(planned);
     config.hold_looks = static_cast<uint32_t>(looks.size() - planned);
     v1::Verdict::Outcome last = v1::Verdict::HOLD;

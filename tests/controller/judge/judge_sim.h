@@ -110,9 +110,9 @@ struct Tally {
   int pass = 0;
   int hold = 0;
   int fail_at_interim = 0;
-  int hold_at_final = 0;  // the final look HOLDs (and hold looks follow, if any)
-  int pass_at_hold = 0;   // PASS at a hold look (counted in `pass`)
-  int fail_at_hold = 0;   // FAIL at a hold look (counted in `fail`)
+  int hold_at_final = 0;      // the final look HOLDs (and hold looks follow, if any)
+  int pass_at_hold = 0;       // PASS at a hold look (counted in `pass`)
+  int fail_at_hold = 0;       // FAIL at a hold look (counted in `fail`)
   int pass_before_final = 0;  // must stay 0
   std::map<std::string, int> fail_rules;
   std::map<std::string, int> hold_rules;  // the last look's rule of the runs that end HOLD

@@ -329,8 +329,9 @@ TEST(JudgeTest, HoldLooksAfterTheFinalOneSpendAnEqualShare) {
     config.look = config.looks + extra;
     v1::Verdict v = Judge(aa, config);
     upper[extra == 8 ? 2 : extra] = FindEvidence(v, "ln_p99_did")->ratio_upper();
-    EXPECT_THAT(FindEvidence(v, "ln_p99_did")->note(),
-                HasSubstr(extra == 0 ? "one-sided 0.9583 bound (PASS" : "one-sided 0.999 bound (PASS"));
+    EXPECT_THAT(
+        FindEvidence(v, "ln_p99_did")->note(),
+        HasSubstr(extra == 0 ? "one-sided 0.9583 bound (PASS" : "one-sided 0.999 bound (PASS"));
   }
   EXPECT_LT(upper[0], upper[1]);
   EXPECT_EQ(upper[1], upper[2]);

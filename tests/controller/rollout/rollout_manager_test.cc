@@ -565,8 +565,9 @@ TEST_F(RolloutTest, AHostWhereTheChangeIsNotInEffectIsNotCountedAsChanged) {
 // hosts are changed hosts, whatever their acks say of rpg_time_reset.
 TEST_F(RolloutTest, AChangeThatSwitchesTheBlockOffItselfIsJudgedAsAChange) {
   ApplyPolicy(absl::StrReplaceAll(
-      PolicyText(), {{R"(knobs { parameter: "rpg_time_reset" min: 2 max: 600 step: 2 log_scale: true })",
-                      R"(knobs { parameter: "rpg_time_reset" min: 2 max: 600 step: 2 log_scale: true }
+      PolicyText(),
+      {{R"(knobs { parameter: "rpg_time_reset" min: 2 max: 600 step: 2 log_scale: true })",
+        R"(knobs { parameter: "rpg_time_reset" min: 2 max: 600 step: 2 log_scale: true }
                          knobs { parameter: "rp_enable_mask" min: 0 max: 255 step: 1 })"}}));
   Run(6);
   auto c = OnExec<absl::StatusOr<v1::Change>>([&] {
