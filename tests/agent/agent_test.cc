@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -226,6 +227,26 @@ class AgentTest : public ::testing::Test {
 
 constexpr char kRpgTimeReset[] = "class/net/ens1f0np0/ecn/roce_rp/rpg_time_reset";
 
+// A desired state for mlx5_0: version, nonce, rpg_time_reset=310 and
+// `extra` DCQCN values; provisional when `lease_seconds` > 0.
+v1::ControllerMessage DesiredPush(const std::string& version, const std::string& nonce,
+                                  uint32_t lease_seconds = 0,
+                                  const std::map<std::string, int64_t>& extra = {}) {
+  v1::ControllerMessage m;
+  v1::DesiredState* ds = m.mutable_desired_state();
+  ds->set_version(version);
+  ds->set_nonce(nonce);
+  ds->set_provisional_lease_seconds(lease_seconds);
+  v1::DeviceParameters* d = ds->mutable_parameters()->add_devices();
+  d->set_device("mlx5_0");
+  (*d->mutable_dcqcn())["rpg_time_reset"] = 310;
+  for (const auto& [name, value] : extra) (*d->mutable_dcqcn())[name] = value;
+  return m;
+}
+
+// The provisional push of the lease tests: version 7, a 3 s lease.
+v1::ControllerMessage ProvisionalPush() { return DesiredPush("7", "n1", 3); }
+
 TEST_F(AgentTest, ReportsOncePerIntervalOfItsClockNumberedInOrder) {
   StartAgent();
   ASSERT_TRUE(Connected());
@@ -271,13 +292,9 @@ TEST_F(AgentTest, ReportsOncePerIntervalOfItsClockNumberedInOrder) {
 TEST_F(AgentTest, AppliesADesiredStateAcksItsReadBackAndNacksAnOutOfRangeOne) {
   StartAgent();
   ASSERT_TRUE(Connected());
-  v1::ControllerMessage m;
+  v1::ControllerMessage m = DesiredPush("v1", "n1");
   v1::DesiredState* ds = m.mutable_desired_state();
-  ds->set_version("v1");
-  ds->set_nonce("n1");
-  v1::DeviceParameters* d = ds->mutable_parameters()->add_devices();
-  d->set_device("mlx5_0");
-  (*d->mutable_dcqcn())["rpg_time_reset"] = 310;
+  v1::DeviceParameters* d = ds->mutable_parameters()->mutable_devices(0);
   ASSERT_TRUE(controller_.service.Send(m));
   ASSERT_TRUE(Eventually([&]() { return controller_.service.acks().size() == 1; }));
   const v1::Ack ack = controller_.service.acks()[0];
@@ -316,14 +333,9 @@ TEST_F(AgentTest, AnAckSaysWhichAppliedValuesAreNotInEffect) {
   }
   StartAgent();
   ASSERT_TRUE(Connected());
-  v1::ControllerMessage m;
+  // min_time_between_cnps: the notification point, on.
+  v1::ControllerMessage m = DesiredPush("v1", "n1", 0, {{"min_time_between_cnps", 4}});
   v1::DesiredState* ds = m.mutable_desired_state();
-  ds->set_version("v1");
-  ds->set_nonce("n1");
-  v1::DeviceParameters* d = ds->mutable_parameters()->add_devices();
-  d->set_device("mlx5_0");
-  (*d->mutable_dcqcn())["rpg_time_reset"] = 310;
-  (*d->mutable_dcqcn())["min_time_between_cnps"] = 4;  // the notification point: on
   ASSERT_TRUE(controller_.service.Send(m));
   ASSERT_TRUE(Eventually([&]() { return controller_.service.acks().size() == 1; }));
   v1::Ack ack = controller_.service.acks()[0];
@@ -385,18 +397,6 @@ TEST_F(AgentTest, HoldsRoundsWhileTheControllerIsDownAndSendsThemOldestFirstWith
 }
 
 // Version 7 (nonce n1), rpg_time_reset=310 on mlx5_0, provisional with a 3 s lease.
-v1::ControllerMessage ProvisionalPush() {
-  v1::ControllerMessage m;
-  v1::DesiredState* ds = m.mutable_desired_state();
-  ds->set_version("7");
-  ds->set_nonce("n1");
-  ds->set_provisional_lease_seconds(3);
-  v1::DeviceParameters* d = ds->mutable_parameters()->add_devices();
-  d->set_device("mlx5_0");
-  (*d->mutable_dcqcn())["rpg_time_reset"] = 310;
-  return m;
-}
-
 // Issue 25 item 2: a provisional set (a change's canary) is kept only while
 // the agent can reach its controller. Without a stream for longer than the
 // lease, the agent restores its last-known-good set by itself, tells the

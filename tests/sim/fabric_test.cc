@@ -2,6 +2,7 @@
 #include "sim/fabric.h"
 
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -16,13 +17,16 @@ std::string ScenarioPath(const std::string& name) {
   return std::string(ROCETUNE_SOURCE_DIR) + "/sim/scenarios/" + name + ".textproto";
 }
 
-SimSummary RunScenario(const std::string& name, const std::vector<std::string>& overrides = {}) {
+// `prepare`, when given, runs on the fabric before the run (host settings).
+SimSummary RunScenario(const std::string& name, const std::vector<std::string>& overrides = {},
+                       const std::function<void(Fabric&)>& prepare = nullptr) {
   absl::StatusOr<v1::Scenario> scenario = LoadScenario(ScenarioPath(name), overrides);
   EXPECT_TRUE(scenario.ok()) << scenario.status();
   if (!scenario.ok()) return {};
   absl::StatusOr<std::unique_ptr<Fabric>> fabric = Fabric::Create(*scenario);
   EXPECT_TRUE(fabric.ok()) << fabric.status();
   if (!fabric.ok()) return {};
+  if (prepare) prepare(**fabric);
   (*fabric)->RunToEnd();
   return (*fabric)->Summary(0);
 }
@@ -171,17 +175,10 @@ TEST(FabricTest, EveryCnpSentIsHandledWhenNoneIsLost) {
 // value applied while its block is off is really without effect. Every host's
 // reaction point off on the data priority (3) runs exactly as DCQCN disabled;
 // every notification point off sends no CNP however many packets are marked.
-SimSummary RunWithMasks(const std::string& name, uint8_t rp, uint8_t np,
-                        const std::vector<std::string>& overrides = {}) {
-  absl::StatusOr<v1::Scenario> scenario = LoadScenario(ScenarioPath(name), overrides);
-  EXPECT_TRUE(scenario.ok()) << scenario.status();
-  if (!scenario.ok()) return {};
-  absl::StatusOr<std::unique_ptr<Fabric>> fabric = Fabric::Create(*scenario);
-  EXPECT_TRUE(fabric.ok()) << fabric.status();
-  if (!fabric.ok()) return {};
-  for (int h = 0; h < (*fabric)->host_count(); ++h) (*fabric)->SetHostEnableMasks(h, rp, np);
-  (*fabric)->RunToEnd();
-  return (*fabric)->Summary(0);
+SimSummary RunWithMasks(const std::string& name, uint8_t rp, uint8_t np) {
+  return RunScenario(name, {}, [&](Fabric& f) {
+    for (int h = 0; h < f.host_count(); ++h) f.SetHostEnableMasks(h, rp, np);
+  });
 }
 
 TEST(FabricTest, AReactionPointOffOnThePriorityRunsAsNoDcqcn) {
