@@ -5,6 +5,7 @@
 // detection rate is at least 95% (>= 962 of 1000).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <iostream>
 #include <map>
 
@@ -80,7 +81,9 @@ TEST(JudgePowerTest, MoreControlHostsPerRackPassAndCatchMore) {
     std::cout << "controls per rack " << controls << ": " << Describe("A/A", aa[controls]) << "; "
               << Describe("tail x1.1", weak[controls]) << "\n";
   }
-  EXPECT_LE(aa[3].fail, 2) << "false FAILs with 3 controls per rack";
+  // At most the 0.5% budget (2 of the default 400 seeds; it scales with
+  // ROCETUNE_JUDGE_SEEDS).
+  EXPECT_LE(aa[3].fail, std::max(2, seeds / 200)) << "false FAILs with 3 controls per rack";
   EXPECT_GE(aa[3].pass, aa[1].pass);
   EXPECT_GT(weak[3].fail, weak[1].fail);
 }
