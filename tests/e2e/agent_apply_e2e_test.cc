@@ -104,7 +104,10 @@ TEST(AgentApplyE2E, PushAckNackAndGuardRestore) {
   EXPECT_FALSE(v1.empty());
   EXPECT_EQ(host().desired_version(), v1);
   // v1 becomes last-known-good once its guard window (2s) has passed clean.
-  absl::SleepFor(absl::Milliseconds(2500));
+  ASSERT_TRUE(env.WaitFor(
+      [&] { return absl::StrContains(agent.Log(), "guard window passed, set is last-known-good"); },
+      absl::Seconds(30), absl::Milliseconds(100)))
+      << agent.Log();
   // 2. An out-of-range value: the controller refuses the whole set against
   // the host's inventory before queueing it; nothing reaches the agent and
   // the host keeps v1.
@@ -144,7 +147,16 @@ TEST(AgentApplyE2E, PushAckNackAndGuardRestore) {
       AgentArgs(env, tree, {"--probe_udp_listen=127.0.0.1:0", "--labels=rack=r1,role=trainer"}),
       absl::StrCat(env.dir(), "/agent2.log"));
   ASSERT_TRUE(again.Start());
-  absl::SleepFor(absl::Seconds(3));
+  // Connected again, and the controller has had a report from it: the time to
+  // push anything it would push on a reconnect.
+  const uint64_t reports = host().reports();
+  ASSERT_TRUE(env.WaitFor(
+      [&] {
+        const v1::HostInfo h = host();
+        return h.state() == v1::HOST_CONNECTED && h.reports() >= reports + 3;
+      },
+      absl::Seconds(30), absl::Milliseconds(100)))
+      << again.Log();
   EXPECT_EQ(ReadFile(rp + "rpg_ai_rate"), "20") << again.Log();
   EXPECT_THAT(again.Log(), ::testing::Not(HasSubstr(absl::StrCat("\"version\":\"", v3))));
   again.Signal(SIGTERM);

@@ -275,6 +275,20 @@ bool Env::WaitFor(const std::function<bool()>& cond, absl::Duration timeout, abs
   return cond();
 }
 
+bool Env::WaitForTelemetry(absl::Duration span, absl::Duration timeout) {
+  const int64_t after = absl::ToUnixNanos(absl::Now() + span);
+  return WaitFor(
+      [&] {
+        const std::vector<v1::HostInfo> hosts = Hosts();
+        if (hosts.empty()) return false;
+        for (const v1::HostInfo& h : hosts) {
+          if (h.state() == v1::HOST_CONNECTED && h.last_report_unix_nanos() < after) return false;
+        }
+        return true;
+      },
+      span + timeout, absl::Milliseconds(100));
+}
+
 int Env::controller_metrics_port() const {
   return controller_ != nullptr ? controller_->metrics_port() : -1;
 }

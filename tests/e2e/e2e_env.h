@@ -79,6 +79,11 @@ class Env {
                                                  int seed, absl::Duration sim_time) const;
   bool WaitFor(const std::function<bool()>& cond, absl::Duration timeout,
                absl::Duration poll = absl::Milliseconds(200));
+  // Waits until every connected host (switches included) has a report the
+  // controller received at least `span` after this call: `span` more of
+  // telemetry for a baseline or a measurement, however fast the simulation
+  // runs. False after `timeout`.
+  bool WaitForTelemetry(absl::Duration span, absl::Duration timeout = absl::Seconds(60));
 
   const std::string& dir() const { return dir_; }
   // The running controller's PID (-1 when none) and /metrics port (-1 unknown).

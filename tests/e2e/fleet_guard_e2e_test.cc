@@ -137,7 +137,7 @@ TEST_F(FleetGuardE2E, NeutralChangeIsDoneAndAFleetWideLossIsRolledBack) {
       ASSERT_NE(rule.substr(0, 5), "fleet") << c.DebugString().substr(0, 6000);
       std::printf("FLEET a/a change=%s aborted by the judge (%s), proposed again\n", c.id().c_str(),
                   rule.c_str());
-      absl::SleepFor(absl::Seconds(5));
+      ASSERT_TRUE(env_->WaitForTelemetry(absl::Seconds(5)));  // a fresh baseline
       c = Run(absl::StrCat("rpg_time_reset=", value));
     }
     ASSERT_EQ(c.state(), v1::DONE) << c.DebugString().substr(0, 6000);

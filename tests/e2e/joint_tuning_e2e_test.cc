@@ -90,7 +90,7 @@ TEST(JointTuningE2E, SwitchAndHostCampaignFromDefaultsMeetsTheP99Goal) {
   const std::string policy = env.WriteFile("joint.textproto", JointPolicy(12));
   std::string out;
   ASSERT_EQ(env.Ctl({"policy", "apply", policy, "--reason=e2e"}, "alice", &out), 0) << out;
-  absl::SleepFor(absl::Seconds(3));
+  ASSERT_TRUE(env.WaitForTelemetry(absl::Seconds(3)));
   const FleetFigures before = MeasureFleet(env, 7, "intra_tor");
   ASSERT_GT(before.class_p99_us, 0);
 
@@ -151,7 +151,7 @@ TEST(JointTuningE2E, SwitchAndHostCampaignFromDefaultsMeetsTheP99Goal) {
   }
   EXPECT_EQ(tors, 8);
   EXPECT_GE(hosts, 32);
-  absl::SleepFor(absl::Seconds(2));
+  ASSERT_TRUE(env.WaitForTelemetry(absl::Seconds(2)));  // the winner's own windows
   const FleetFigures after = MeasureFleet(env, 7, "intra_tor");
   const double improvement = 1 - after.class_p99_us / before.class_p99_us;
   const double tput = after.gbps / before.gbps - 1;

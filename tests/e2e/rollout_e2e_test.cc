@@ -139,7 +139,7 @@ TEST(RolloutE2E, LocalGuardOnACanaryHostRollsBackEverywhereAndIsNotRepushed) {
                           {{"min_rack_pairs: 6", "min_rack_pairs: 6\n  local_guard_rounds: 1"}}));
   std::string out;
   ASSERT_EQ(env.Ctl({"policy", "apply", policy}, "alice", &out), 0) << out;
-  absl::SleepFor(absl::Seconds(5));
+  ASSERT_TRUE(env.WaitForTelemetry(absl::Seconds(5)));  // the canary's baseline
   const std::string id = Propose(env, "e2e-guard", "rpg_min_dec_fac=100");
   ASSERT_EQ(env.Ctl({"change", "approve", id, "--reason=e2e"}, "bob", &out), 0) << out;
   ASSERT_TRUE(env.WaitFor(
@@ -241,7 +241,7 @@ TEST(RolloutE2E, ControllerKilledDuringCanaryAndStageResumesTheBake) {
     ASSERT_EQ(env.Ctl({"audit", absl::StrCat("--change=", id)}, "carol", &out), 0) << out;
     EXPECT_THAT(out, HasSubstr("change_resumed"));
     ASSERT_EQ(env.Ctl({"audit", "verify"}, "carol", &out), 0) << out;
-    absl::SleepFor(absl::Seconds(5));
+    ASSERT_TRUE(env.WaitForTelemetry(absl::Seconds(5)));  // the next change's baseline
   }
 }
 
