@@ -187,13 +187,21 @@ TEST(RolloutE2E, ControllerKilledDuringCanaryAndStageResumesTheBake) {
   // change's canary, one changed host per rack, draws 0.2-0.3 on every run;
   // the seed is the change id). With 6 s bakes and 4 s baselines, 1 run in 8
   // here, and one CI run, held a step past its 18 s limit; 10 s on both sides
-  // of the change passed 17 of 17 runs.
+  // of the change passed 17 of 17 runs, then held stage 1 once (sd 0.24 over
+  // 8 pairs: mean +9%, upper bound +30% at the final look, and the hold looks
+  // cannot narrow a per-rack spread). This test is about the resume, not the
+  // judge's reach (judge_*_test): its PASS margin is +50%, so a neutral
+  // change's noise cannot end it at the HOLD limit; a real regression of the
+  // same size would still FAIL on the 5% tolerance.
   const std::string policy = env.WriteFile(
-      "kill.textproto", absl::StrReplaceAll(TestPolicy("e2e-kill", 10),
-                                            {{"baseline_seconds: 4", "baseline_seconds: 10"}}));
+      "kill.textproto",
+      absl::StrReplaceAll(
+          TestPolicy("e2e-kill", 10),
+          {{"baseline_seconds: 4", "baseline_seconds: 10"},
+           {"min_rack_pairs: 6", "min_rack_pairs: 6\n  pass_max_ucb_regression: 0.5"}}));
   std::string out;
   ASSERT_EQ(env.Ctl({"policy", "apply", policy}, "alice", &out), 0) << out;
-  absl::SleepFor(absl::Seconds(12));  // the first baseline: 10 s of reports
+  ASSERT_TRUE(env.WaitForTelemetry(absl::Seconds(12)));  // the first baseline: 10 s of reports
   // A neutral change: the canary passes, so it reaches a stage.
   for (const v1::ChangeState kill_in : {v1::CANARY, v1::STAGE}) {
     const std::string id = Propose(
