@@ -1,5 +1,4 @@
 // status, hosts, host, push.
-#include <algorithm>
 #include <map>
 #include <utility>
 #include <vector>
@@ -260,20 +259,18 @@ int Host(Context& ctx, const std::vector<std::string>& args) {
     PrintParameters(out, h.current_parameters());
   }
   for (const auto& d : h.drift()) out << "drift:         " << d << "\n";
-  // One line per device and reason: a disabled reaction point leaves every
-  // reaction-point value of the set without effect.
-  std::vector<std::pair<std::string, std::vector<std::string>>> lines;
+  // One line per device and reason, in the order first seen: a disabled
+  // reaction point leaves every reaction-point value of the set without effect.
+  std::vector<std::pair<std::pair<std::string, std::string>, std::vector<std::string>>> lines;
   for (const v1::ParameterNote& n : h.not_in_effect()) {
-    const std::string key = absl::StrCat(n.device(), "\t", n.reason());
-    auto it =
-        std::find_if(lines.begin(), lines.end(), [&](const auto& l) { return l.first == key; });
+    const std::pair<std::string, std::string> key(n.device(), n.reason());
+    auto it = absl::c_find_if(lines, [&](const auto& l) { return l.first == key; });
     if (it == lines.end()) it = lines.insert(lines.end(), {key, {}});
     it->second.push_back(n.parameter());
   }
   for (const auto& [key, params] : lines) {
-    const std::vector<std::string> dev_reason = absl::StrSplit(key, absl::MaxSplits('\t', 1));
-    out << "not in effect: " << dev_reason[0] << " " << absl::StrJoin(params, ", ") << ": "
-        << dev_reason[1] << "\n";
+    out << "not in effect: " << key.first << " " << absl::StrJoin(params, ", ") << ": "
+        << key.second << "\n";
   }
   return kExitOk;
 }
