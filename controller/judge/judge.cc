@@ -124,8 +124,7 @@ namespace {
 // The share of a budget hold look `look - looks` spends: kExtensionShare /
 // hold_looks for the first hold_looks of them, nothing after.
 double HoldLookShare(const Settings& s) {
-  if (s.hold_looks == 0 || s.look - s.looks > s.hold_looks) return 0;
-  return kExtensionShare / s.hold_looks;
+  return s.spent ? 0 : kExtensionShare / s.hold_looks;  // spent whenever hold_looks is 0
 }
 
 Settings Resolve(const JudgeConfig& config) {
@@ -155,8 +154,8 @@ Settings Resolve(const JudgeConfig& config) {
 // The alpha a metric with total alpha `metric_alpha` spends at this look:
 // kInterimShare over the interim looks (evenly), kExtensionShare over the hold
 // looks after the final one (evenly, over hold_looks of them), the rest at the
-// final look. Look 0
-// spends nothing. Summed over any number of looks: at most metric_alpha.
+// final look. Look 0 spends nothing. Summed over any number of looks: at most
+// metric_alpha.
 double AlphaAtLook(double metric_alpha, const Settings& s) {
   if (s.look < 1) return 0;
   if (s.extended) return metric_alpha * HoldLookShare(s);
