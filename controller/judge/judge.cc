@@ -1283,6 +1283,24 @@ std::optional<std::pair<double, int>> OwnShift(const std::vector<HostInput>& hos
   return std::make_pair(sum / n, n);
 }
 
+// The canary's p99 over the onset against its baseline, each pooled over the
+// canary hosts that reported in the onset: ln ratio and probes in the onset,
+// or none below kCanaryOwnShiftMinProbes. Pooled, not per host: the onset is
+// short, and a host's share of it holds too few probes for its own p99.
+std::optional<std::pair<double, uint64_t>> CanaryOnsetShift(const std::vector<HostInput>& hosts) {
+  QuantileSketch before;
+  QuantileSketch onset;
+  for (const HostInput& in : hosts) {
+    if (!in.canary || in.onset.rtt.empty() || in.before.rtt.empty()) continue;
+    if (!before.Merge(in.before.rtt).ok() || !onset.Merge(in.onset.rtt).ok()) return std::nullopt;
+  }
+  if (onset.count() < kCanaryOwnShiftMinProbes || before.count() < kCanaryOwnShiftMinProbes) {
+    return std::nullopt;
+  }
+  return std::make_pair(std::log(onset.Quantile(0.99)) - std::log(before.Quantile(0.99)),
+                        onset.count());
+}
+
 v1::MetricEvidence* AddOwnShiftEvidence(absl::string_view metric, const char* group,
                                         std::pair<double, int> shift, v1::Verdict* v) {
   v1::MetricEvidence* m = v->add_metrics();
@@ -1312,25 +1330,46 @@ void AddCanaryOwnShift(const std::vector<HostInput>& hosts, v1::Verdict* v) {
               : kNaN;
   // In a shared fabric a bad change on canary senders fills the queues control
   // hosts cross too, so the judge sees control move with the canary and holds
-  // ("control_shift"). When the canary's own p99 rose by kControlShiftRatio,
-  // the change is the likely cause: fail it rather than wait out the HOLD
-  // limit. A fleet incident that starts during the bake and moves both groups
-  // alike fails a neutral change here too: the simulator's shared-fabric
-  // regressions move control almost as much as the canary (+235% vs +253%), so
-  // the two shifts alone cannot tell them apart (docs/judge.md).
+  // ("control_shift"). So does a fleet incident (the simulator's shared-fabric
+  // regressions move control almost as much as the canary, +235% vs +253%:
+  // the two shifts cannot tell them apart). The onset can: a change acts once
+  // applied, so its rise is there in the step's first interval; an incident
+  // that began later is not.
   if (v->outcome() != v1::Verdict::HOLD || v->rule() != "control_shift" ||
       canary_ratio < kControlShiftRatio) {
     return;
   }
+  const std::string control_text = std::isnan(control_ratio)
+                                       ? std::string("not measured")
+                                       : absl::StrFormat("%+.0f%%", 100 * (control_ratio - 1));
+  const std::optional<std::pair<double, uint64_t>> onset = CanaryOnsetShift(hosts);
+  std::string onset_text = "not measured (too few probes in the change's first interval)";
+  if (onset) {
+    v1::MetricEvidence* m = v->add_metrics();
+    m->set_metric(std::string(kCanaryOnsetShiftEvidence));
+    m->set_outcome("info");
+    m->set_mean(onset->first);
+    m->set_ratio(std::exp(onset->first));
+    m->set_ratio_upper(kControlShiftRatio);
+    m->set_note(absl::StrCat("p99 of the canary hosts' ", onset->second,
+                             " probes in the step's first interval over their pooled baseline"));
+    onset_text = absl::StrFormat("%+.0f%%", 100 * (m->ratio() - 1));
+    if (m->ratio() < kControlShiftRatio) {
+      v->set_rule("fleet_shift");
+      v->set_summary(absl::StrFormat(
+          "HOLD: canary p99 rose %+.0f%% over its own baseline and control %s, but the canary's "
+          "rose %s in the change's first interval: the rise began after the change took effect, "
+          "as a fleet incident does, so the change is neither failed nor passed (%s)",
+          100 * (canary_ratio - 1), control_text, onset_text, v->summary()));
+      return;
+    }
+  }
   v->set_outcome(v1::Verdict::FAIL);
   v->set_rule("fabric_regression");
   v->set_summary(absl::StrFormat(
-      "FAIL: canary p99 rose %+.0f%% over its own baseline right after the change, control %s "
-      "(%s): in a shared fabric the change is the likely cause",
-      100 * (canary_ratio - 1),
-      std::isnan(control_ratio) ? std::string("not measured")
-                                : absl::StrFormat("%+.0f%%", 100 * (control_ratio - 1)),
-      v->summary()));
+      "FAIL: canary p99 rose %+.0f%% over its own baseline right after the change (first "
+      "interval %s), control %s (%s): in a shared fabric the change is the likely cause",
+      100 * (canary_ratio - 1), onset_text, control_text, v->summary()));
 }
 
 }  // namespace rocetune::controller

@@ -37,6 +37,9 @@ inline constexpr absl::string_view kP99Evidence = "ln_p99_did";
 inline constexpr absl::string_view kP999Evidence = "ln_p999_did";
 inline constexpr absl::string_view kCanaryOwnShiftEvidence = "ln_p99_canary_before_after";
 inline constexpr absl::string_view kControlOwnShiftEvidence = "ln_p99_control_before_after";
+// The canary's p99 over the change's first interval (the onset) against its
+// baseline, pooled over canary hosts (AddCanaryOwnShift).
+inline constexpr absl::string_view kCanaryOnsetShiftEvidence = "ln_p99_canary_onset";
 // The canary's excess probe loss over control (share, difference in differences).
 inline constexpr absl::string_view kProbeLossEvidence = "probe_loss_did";
 // "ln_<metric>_did" for a policy constraint on `metric`.
@@ -58,6 +61,10 @@ struct HostInput {
   bool canary = false;  // false: control
   HostPeriod before;
   HostPeriod after;
+  // The first part of `after`, right after the change took effect (the
+  // onset; the step evaluator takes the first quarter of the bake, at least
+  // two windows). Read only by AddCanaryOwnShift; empty when not measured.
+  HostPeriod onset;
 };
 
 struct JudgeConfig {
@@ -177,12 +184,21 @@ std::string ConstraintPointExceeded(const v1::Verdict& v,
 // The step evaluator's last stage after Judge(): adds the canary's own
 // before/after p99 shift (evidence kCanaryOwnShiftEvidence, mean over canary
 // hosts with kCanaryOwnShiftMinProbes in both periods; none when no host has)
-// and control's (kControlOwnShiftEvidence, the same over control hosts), and,
-// when the verdict is the control_shift HOLD and the canary's shift is
-// kControlShiftRatio or more, turns it into FAIL "fabric_regression": in a
-// shared fabric a bad change on canary senders moves control's queues too.
-// (A fleet incident during the bake that moves both alike is failed too: the
-// two shifts cannot tell it from a shared-fabric regression.)
+// and control's (kControlOwnShiftEvidence, the same over control hosts). When
+// the verdict is the control_shift HOLD (control itself moved) and the
+// canary's shift is kControlShiftRatio or more, canary and control moved
+// together: a bad change on canary senders fills the queues control crosses
+// too, and a fleet incident moves both alike. The onset tells them apart: a
+// change acts as soon as it is applied, an incident starts when it starts.
+//  - the canary's p99 over the onset (pooled over canary hosts, at least
+//    kCanaryOwnShiftMinProbes probes; evidence kCanaryOnsetShiftEvidence) was
+//    already kControlShiftRatio times its baseline, or the onset was not
+//    measured: FAIL "fabric_regression" (the change is the likely cause;
+//    safety first when the onset is unknown);
+//  - it was not: HOLD "fleet_shift" (the rise began after the change took
+//    effect, as an incident does): the change is neither failed nor passed,
+//    and the HOLD limit aborts it if the fleet does not settle.
+// An incident that starts within the onset is still taken for the change.
 void AddCanaryOwnShift(const std::vector<HostInput>& hosts, v1::Verdict* v);
 
 }  // namespace rocetune::controller

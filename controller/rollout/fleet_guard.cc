@@ -113,9 +113,13 @@ v1::GroupEvidence Group(const std::string& name, const std::vector<const HostPer
 }
 
 // The fleet's p99 before and since the change (see kFleetP99RegressionRatio).
-// Returns the FAIL summary, or "" when it passes or cannot be judged.
-std::string CheckP99(const QuantileSketch& before, const QuantileSketch& after,
-                     const FleetGuardConfig& config, v1::Verdict* v) {
+enum class P99Check { kPass, kFail, kIncident };
+
+// Sets `figures` to the FAIL or HOLD summary; kPass also when the p99 cannot
+// be judged.
+P99Check CheckP99(const QuantileSketch& before, const FleetPeriod& now,
+                  const FleetGuardConfig& config, v1::Verdict* v, std::string* figures) {
+  const QuantileSketch& after = now.rtt;
   v1::MetricEvidence* m = v->add_metrics();
   m->set_metric("fleet_p99");
   const uint64_t need = std::max<uint64_t>(config.min_rtt_samples, 1);
@@ -123,23 +127,34 @@ std::string CheckP99(const QuantileSketch& before, const QuantileSketch& after,
     m->set_outcome("not_evaluated");
     m->set_note(absl::StrFormat("probes before %d, since %d: the fleet p99 needs %d in each",
                                 before.count(), after.count(), need));
-    return "";
+    return P99Check::kPass;
   }
   const double p_before = before.Quantile(0.99);
   const double p_after = after.Quantile(0.99);
   const double ratio = p_before > 0 ? p_after / p_before : 1.0;
-  const bool fail = ratio >= kFleetP99RegressionRatio;
-  m->set_outcome(fail ? "fail" : "pass");
+  bool fail = ratio >= kFleetP99RegressionRatio;
   m->set_mean(std::log(ratio));
   m->set_ratio(ratio);
   m->set_ratio_upper(kFleetP99RegressionRatio);
-  const std::string figures = absl::StrFormat(
+  *figures = absl::StrFormat(
       "fleet probe p99: baseline %.1f us (%d probes), now %.1f us (%d probes), ratio %.3f; FAIL "
       "at %.2f",
       p_before * 1e6, before.count(), p_after * 1e6, after.count(), ratio,
       kFleetP99RegressionRatio);
-  m->set_note(figures);
-  return fail ? figures : "";
+  // A rise that was not there in the step's first part began after the
+  // change took effect, as a fleet incident's does (a change acts once
+  // applied): HOLD, not FAIL. Unmeasured onset: FAIL, safety first.
+  bool incident = false;
+  if (fail && now.onset_rtt.count() >= need && p_before > 0) {
+    const double onset = now.onset_rtt.Quantile(0.99) / p_before;
+    absl::StrAppendFormat(figures, "; in the step's first part %.1f us (%d probes), ratio %.3f",
+                          now.onset_rtt.Quantile(0.99) * 1e6, now.onset_rtt.count(), onset);
+    incident = onset < kFleetP99RegressionRatio;
+    fail = !incident;
+  }
+  m->set_outcome(fail ? "fail" : incident ? "hold" : "pass");
+  m->set_note(*figures);
+  return fail ? P99Check::kFail : incident ? P99Check::kIncident : P99Check::kPass;
 }
 
 void SetP99(const QuantileSketch& rtt, v1::GroupEvidence* g) {
@@ -259,9 +274,21 @@ v1::Verdict FleetGuard(const FleetPeriod& baseline_period, const FleetPeriod& no
     return v;
   }
   // A lost constraint is named first; the p99 is checked when none is.
-  const std::string p99 =
-      failed.empty() ? CheckP99(baseline_period.rtt, now_period.rtt, config, &v) : "";
-  if (!failed.empty() || !p99.empty()) {
+  std::string p99;
+  const P99Check p99_check = failed.empty()
+                                 ? CheckP99(baseline_period.rtt, now_period, config, &v, &p99)
+                                 : P99Check::kPass;
+  if (p99_check == P99Check::kIncident) {
+    v.set_outcome(v1::Verdict::HOLD);
+    v.set_rule("fleet_shift");
+    v.set_summary(absl::StrCat(
+        "HOLD: the fleet's probe p99 rose since the change started, but not in the step's first "
+        "part: the rise began after the change took effect, as a fleet incident does, so the "
+        "change is neither failed nor passed: ",
+        p99));
+    return v;
+  }
+  if (!failed.empty() || p99_check == P99Check::kFail) {
     const bool constraint = !failed.empty();
     v.set_outcome(v1::Verdict::FAIL);
     v.set_rule(constraint ? "fleet_constraint" : "fleet_p99");

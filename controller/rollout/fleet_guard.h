@@ -40,6 +40,9 @@ inline constexpr double kFleetP99RegressionRatio = 1.5;
 struct FleetPeriod {
   std::map<std::string, HostPeriod> hosts;
   QuantileSketch rtt;
+  // The same merge over the period's first part (the step's onset: the first
+  // quarter of the bake, at least two windows); empty when not measured.
+  QuantileSketch onset_rtt;
 };
 
 struct FleetGuardConfig {
@@ -68,7 +71,10 @@ struct FleetGuardConfig {
 // the first metric beyond it (baseline, now, ratio, tolerance in the summary
 // and evidence), FAIL with rule "fleet_p99" when the constraints hold but the
 // fleet's probe p99 (merged sketches, at least min_rtt_samples in each period)
-// rose by kFleetP99RegressionRatio or more, or HOLD with rule "fleet_data"
+// rose by kFleetP99RegressionRatio or more (HOLD "fleet_shift" instead when
+// `now.onset_rtt` holds min_rtt_samples probes and their p99 had not risen
+// that much: the rise began after the change took effect, as a fleet
+// incident's does), or HOLD with rule "fleet_data"
 // when fewer than kFleetGuardMinCoverage of `hosts` have data in both periods.
 // Evidence: groups "fleet_baseline" and "fleet" (hosts, per-host rates, p99
 // and samples) and one metric "fleet_<metric>" per guarded metric (ratio =

@@ -122,11 +122,20 @@ std::string StepEvaluator::Unconfirmed(const StepLook& in) const {
   return absl::StrJoin(problems, "; ");
 }
 
+absl::Time StepEvaluator::OnsetEnd(const StepLook& in, absl::Time to) const {
+  return std::min(to,
+                  in.after_start + std::max(2 * telemetry_->options().window,
+                                            absl::Seconds(in.policy.rollout().bake_seconds()) / 4));
+}
+
 v1::Verdict StepEvaluator::Experiment(const StepLook& in) const {
   const v1::Change& c = *in.change;
   const absl::Time to = CompleteUntil(in.now);
   const int expected =
       static_cast<int>(telemetry_->WindowIndex(to) - telemetry_->WindowIndex(in.after_start));
+  const absl::Time onset_to = OnsetEnd(in, to);
+  const int onset_windows =
+      static_cast<int>(telemetry_->WindowIndex(onset_to) - telemetry_->WindowIndex(in.after_start));
   std::vector<HostInput> inputs;
   std::vector<std::string> not_changed;
   for (const v1::HostTarget& h : c.hosts()) {
@@ -149,6 +158,11 @@ v1::Verdict StepEvaluator::Experiment(const StepLook& in) const {
       agg = t->Aggregate(in.after_start, to, in.policy.objective().peer_class());
     }
     host.after = ToHostPeriod(agg, std::max(1, expected));
+    if (t != nullptr && onset_to > in.after_start) {
+      host.onset =
+          ToHostPeriod(t->Aggregate(in.after_start, onset_to, in.policy.objective().peer_class()),
+                       std::max(1, onset_windows));
+    }
     inputs.push_back(std::move(host));
   }
   JudgeConfig cfg;
@@ -244,8 +258,16 @@ v1::Verdict StepEvaluator::Fleet(const StepLook& in) const {
   const absl::Time to = CompleteUntil(in.now);
   const int expected =
       static_cast<int>(telemetry_->WindowIndex(to) - telemetry_->WindowIndex(in.after_start));
-  const FleetPeriod since = FleetPeriods(*in.change, in.after_start, to, std::max(1, expected),
-                                         in.policy.objective().peer_class());
+  FleetPeriod since = FleetPeriods(*in.change, in.after_start, to, std::max(1, expected),
+                                   in.policy.objective().peer_class());
+  const absl::Time onset_to = OnsetEnd(in, to);
+  if (onset_to > in.after_start) {
+    const int onset_windows = static_cast<int>(telemetry_->WindowIndex(onset_to) -
+                                               telemetry_->WindowIndex(in.after_start));
+    since.onset_rtt = FleetPeriods(*in.change, in.after_start, onset_to, std::max(1, onset_windows),
+                                   in.policy.objective().peer_class())
+                          .rtt;
+  }
   // FleetPeriods lists every host the change measures (switches excepted),
   // with or without data: the coverage rule's denominator.
   return FleetGuard(*in.fleet_baseline, since, static_cast<int>(since.hosts.size()), cfg);

@@ -40,7 +40,9 @@ struct StepLook {
 //  1. the experiment: the judge over canary and control (controller/judge:
 //     admit, design, contrasts, hard guards, latency tests, constraints,
 //     decide), then the canary's own shift ("fabric_regression" turns a
-//     control_shift HOLD into FAIL when the canary's own p99 rose x1.5); or,
+//     control_shift HOLD into FAIL when the canary's own p99 rose x1.5,
+//     already in the step's first quarter; "fleet_shift" HOLDs when that
+//     rise began later, as a fleet incident's does); or,
 //     when the step leaves no
 //     host unchanged, the policy's hard limits over every changed host at
 //     every look (FAIL "guard:<metric>", HardLimitBreaches), else
@@ -102,6 +104,11 @@ class StepEvaluator {
   // the step started.
   std::optional<v1::Verdict> HardLimits(const StepLook& in) const;
   v1::Verdict Fleet(const StepLook& in) const;
+  // The end of the step's onset, its first quarter of the bake (at least two
+  // windows), not past `to`: a change acts once applied, so a rise it causes
+  // is there already; a rise that is not began later, as a fleet incident's
+  // does (AddCanaryOwnShift, FleetGuard's "fleet_shift").
+  absl::Time OnsetEnd(const StepLook& in, absl::Time to) const;
   // Rule 3: "" when every changed host confirms, else why not, host by host.
   std::string Unconfirmed(const StepLook& in) const;
 

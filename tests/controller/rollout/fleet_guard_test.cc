@@ -175,6 +175,34 @@ TEST(FleetGuardTest, TheFleetP99FailsOnlyWhenItRoseByHalfWithEnoughProbes) {
   EXPECT_EQ(FleetGuard(before, after, 32, cfg).rule(), "fleet_constraint");
 }
 
+// Issue 25 item 4: a fleet incident during the bake moves the fleet's p99
+// as a change would. A change acts once applied, so its rise is there in the
+// step's first part; a rise that is not began later: HOLD "fleet_shift", not
+// FAIL. An onset with too few probes cannot clear the change (FAIL).
+TEST(FleetGuardTest, AP99RiseThatBeganAfterTheOnsetHoldsAsAFleetIncident) {
+  FleetGuardConfig cfg;
+  cfg.min_rtt_samples = 2000;
+  FleetPeriod before = Fleet(32, 10);
+  before.rtt = Probes(5000, 40);
+  FleetPeriod after = Fleet(32, 10);
+  after.rtt = Probes(5000, 64);        // +60% over the step
+  after.onset_rtt = Probes(2500, 42);  // +5% in its first part
+  v1::Verdict incident = FleetGuard(before, after, 32, cfg);
+  EXPECT_EQ(incident.outcome(), v1::Verdict::HOLD) << incident.summary();
+  EXPECT_EQ(incident.rule(), "fleet_shift");
+  EXPECT_THAT(incident.summary(), HasSubstr("first part 42.0 us (2500 probes), ratio 1.05"));
+  EXPECT_EQ(Find(incident, "fleet_p99")->outcome(), "hold");
+
+  after.onset_rtt = Probes(2500, 70);  // there from the start: the change
+  v1::Verdict change = FleetGuard(before, after, 32, cfg);
+  EXPECT_EQ(change.outcome(), v1::Verdict::FAIL);
+  EXPECT_EQ(change.rule(), "fleet_p99");
+  EXPECT_THAT(change.summary(), HasSubstr("ratio 1.75"));
+
+  after.onset_rtt = Probes(1000, 42);  // too few probes to clear it
+  EXPECT_EQ(FleetGuard(before, after, 32, cfg).rule(), "fleet_p99");
+}
+
 TEST(BaselineRecordTest, RoundTripKeepsWhatTheJudgeReads) {
   StepBaselines b;
   b.stage = 2;

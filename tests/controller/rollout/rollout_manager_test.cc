@@ -1693,6 +1693,88 @@ TEST_F(RolloutTest, FleetP99RiseAtTheLastStageRollsBackEveryHost) {
   EXPECT_EQ(Metric("rocetune_controller_changes_rolled_back_total{reason=fleet_guard,}"), 1);
 }
 
+// Issue 25 item 4: a fleet incident that moves control as much as the canary
+// HOLDs instead of FAILing. Every host's p99 tail triples from the canary's
+// third second on, a neutral change in flight. The judge holds (control
+// moved) and the canary's own p99 rose x3, as in a shared-fabric regression;
+// but the step's onset (its first 2 s) shows no rise: HOLD "fleet_shift", the
+// change is never failed, the HOLD limit aborts it and its values may be
+// proposed again without an override.
+TEST_F(RolloutTest, AFleetIncidentAfterTheOnsetHoldsANeutralChangeInsteadOfFailingIt) {
+  bool incident = false;
+  factor_ = [&incident](int64_t) { return incident ? 3.0 : 1.0; };
+  auto c = ApprovedChange(310);
+  ASSERT_TRUE(c.ok()) << c.status();
+  Run(3);
+  ASSERT_EQ(Get(c->id()).state(), v1::CANARY);
+  incident = true;
+  for (int i = 0; i < 40 && InFlightForTest(Get(c->id()).state()); ++i) Run(1);
+  const v1::Change now = Get(c->id());
+  EXPECT_EQ(now.state(), v1::ABORTED) << now.DebugString().substr(0, 3000);
+  int fleet_shift = 0;
+  for (const v1::Verdict& v : now.verdicts()) {
+    EXPECT_NE(v.outcome(), v1::Verdict::FAIL) << v.rule() << ": " << v.summary();
+    if (v.rule() != "fleet_shift") continue;
+    ++fleet_shift;
+    const v1::MetricEvidence* onset = nullptr;
+    const v1::MetricEvidence* own = nullptr;
+    for (const v1::MetricEvidence& m : v.metrics()) {
+      if (m.metric() == kCanaryOnsetShiftEvidence) onset = &m;
+      if (m.metric() == kCanaryOwnShiftEvidence) own = &m;
+    }
+    ASSERT_NE(onset, nullptr) << v.summary();
+    ASSERT_NE(own, nullptr) << v.summary();
+    EXPECT_LT(onset->ratio(), 1.2) << v.summary();
+    EXPECT_GE(own->ratio(), 1.5) << v.summary();
+  }
+  EXPECT_GE(fleet_shift, 2) << now.DebugString().substr(0, 3000);
+  // The canary hosts were restored; the others were never pushed to.
+  for (const std::string& h : hosts_) EXPECT_EQ(agents_[h]->Param("rpg_time_reset", 300), 300) << h;
+  EXPECT_EQ(Metric("rocetune_controller_changes_rolled_back_total{reason=fabric_regression,}"), 0);
+  // Aborted, not failed: the same values are not marked rejected.
+  incident = false;
+  Run(6);
+  auto again = Propose(310);
+  EXPECT_TRUE(again.ok()) << again.status();
+}
+
+// The same incident at the last stage, where no control is left and the
+// fleet guard's p99 (the fleet since the stage began against before the
+// canary) is the only p99 evidence: it HOLDs "fleet_shift" rather than
+// FAILing "fleet_p99", because the stage's onset had not risen.
+// (FleetP99RiseAtTheLastStageRollsBackEveryHost: a rise there from the onset
+// still FAILs.)
+TEST_F(RolloutTest, AFleetIncidentAtTheLastStageHoldsTheFleetGuardInsteadOfFailingIt) {
+  bool incident = false;
+  factor_ = [&incident](int64_t) { return incident ? 3.0 : 1.0; };
+  auto c = ApprovedChange(310);
+  ASSERT_TRUE(c.ok()) << c.status();
+  for (int i = 0; i < 40; ++i) {
+    const v1::Change now = Get(c->id());
+    if (!InFlightForTest(now.state()) || (now.state() == v1::STAGE && now.stage() == 2)) break;
+    Run(1);
+  }
+  ASSERT_EQ(Get(c->id()).state(), v1::STAGE);
+  ASSERT_EQ(Get(c->id()).stage(), 2u);
+  Run(3);
+  incident = true;
+  for (int i = 0; i < 40 && InFlightForTest(Get(c->id()).state()); ++i) Run(1);
+  const v1::Change now = Get(c->id());
+  EXPECT_EQ(now.state(), v1::ABORTED) << now.DebugString().substr(0, 3000);
+  bool held = false;
+  for (const v1::Verdict& v : now.verdicts()) {
+    EXPECT_NE(v.outcome(), v1::Verdict::FAIL) << v.rule() << ": " << v.summary();
+    if (v.stage() != 2 || v.rule() != "fleet_shift") continue;
+    held = true;
+    const v1::MetricEvidence* m = FleetMetric(v, "fleet_p99");
+    ASSERT_NE(m, nullptr);
+    EXPECT_GE(m->ratio(), 1.5);
+    EXPECT_EQ(m->outcome(), "hold");
+    EXPECT_THAT(m->note(), HasSubstr("in the step's first part"));
+  }
+  EXPECT_TRUE(held) << now.DebugString().substr(0, 3000);
+}
+
 TEST_F(RolloutTest, FleetLossAtAStageRollsBackBeforeTheLastStage) {
   ApplyPolicy(PolicyText());
   // Every host loses throughput in proportion to the share of hosts running
