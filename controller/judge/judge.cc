@@ -27,7 +27,7 @@ constexpr size_t kMinRacksPerGroup = 2;
 // Racks up to which the exact sign-flip / permutation check is reported.
 constexpr size_t kMaxExactRacks = 16;
 constexpr uint32_t kDefaultMinRackPairs = 6;
-constexpr double kDefaultPassMaxUcbRegression = 0.2;
+constexpr double kDefaultPassMaxUcbRegression = 0.05;
 
 // Host admission.
 constexpr double kMinWindowShare = 0.8;  // windows present / expected, both periods

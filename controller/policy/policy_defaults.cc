@@ -22,7 +22,7 @@ v1::Policy WithDefaults(const v1::Policy& policy) {
     g.set_max_hold_seconds(
         static_cast<uint32_t>(std::min<uint64_t>(hold, std::numeric_limits<uint32_t>::max())));
   }
-  if (g.pass_max_ucb_regression() == 0) g.set_pass_max_ucb_regression(0.2);
+  if (g.pass_max_ucb_regression() == 0) g.set_pass_max_ucb_regression(0.05);
   if (g.provisional_lease_seconds() == 0) {
     g.set_provisional_lease_seconds(kDefaultProvisionalLeaseSeconds);
   }

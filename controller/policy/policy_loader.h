@@ -94,7 +94,7 @@ inline constexpr uint32_t kMaxProvisionalLeaseSeconds = 86400;
 // rollout.rack_label "rack", looks 3, baseline = bake, min_canary_hosts 1,
 // guard.min_rack_pairs 6,
 // guard.confidence 0.995, guard.max_hold_seconds 3 * bake,
-// guard.pass_max_ucb_regression 0.2, guard.provisional_lease_seconds 300,
+// guard.pass_max_ucb_regression 0.05, guard.provisional_lease_seconds 300,
 // tuner.trial_budget 20,
 // tuner.min_improvement 0.02, approval.approvers 1 (unset means 1).
 v1::Policy WithDefaults(const v1::Policy& policy);

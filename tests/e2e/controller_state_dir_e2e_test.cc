@@ -93,7 +93,7 @@ tuner { kind: FIXED fixed { key: "rpg_time_reset" value: 300 } }
 rollout { canary_fraction: 0.25 min_canary_hosts: 2 bake_seconds: 30 baseline_seconds: 1
           looks: 1 stages: [1.0] rack_label: "tor" }
 guard { max_p99_regression: 0.5 confidence: 0.995 min_samples: 50 min_rack_pairs: 2
-        max_hold_seconds: 60 }
+        pass_max_ucb_regression: 0.5 max_hold_seconds: 60 }
 approval { approvers: 1 }
 )");
 }

@@ -129,6 +129,7 @@ rollout {
 }
 guard {
   max_p99_regression: 0.5
+  pass_max_ucb_regression: 0.2
   confidence: 0.995
   min_samples: 50
   min_rack_pairs: 2

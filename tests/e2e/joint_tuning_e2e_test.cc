@@ -67,6 +67,7 @@ rollout {
 }
 guard {
   max_p99_regression: 0.05
+  pass_max_ucb_regression: 0.2
   confidence: 0.995
   min_samples: 300
   min_rack_pairs: 4

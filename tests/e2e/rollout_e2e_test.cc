@@ -198,7 +198,7 @@ TEST(RolloutE2E, ControllerKilledDuringCanaryAndStageResumesTheBake) {
       absl::StrReplaceAll(
           TestPolicy("e2e-kill", 10),
           {{"baseline_seconds: 4", "baseline_seconds: 10"},
-           {"min_rack_pairs: 6", "min_rack_pairs: 6\n  pass_max_ucb_regression: 0.5"}}));
+           {"pass_max_ucb_regression: 0.2", "pass_max_ucb_regression: 0.5"}}));
   std::string out;
   ASSERT_EQ(env.Ctl({"policy", "apply", policy}, "alice", &out), 0) << out;
   ASSERT_TRUE(env.WaitForTelemetry(absl::Seconds(12)));  // the first baseline: 10 s of reports

@@ -332,6 +332,7 @@ bool LowerBoundAtLeast(int k, int n, double rate) {
 JudgeConfig AllMetricsConfig() {
   JudgeConfig config;
   config.looks = 3;
+  config.guard.set_pass_max_ucb_regression(kSimPassMargin);
   for (const char* m :
        {"throughput_gbps", "pfc_pause_ratio", "cnp_per_second", "retransmits_per_second"}) {
     v1::Constraint c;

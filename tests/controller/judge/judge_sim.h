@@ -130,8 +130,14 @@ int Seeds(int default_seeds);
 bool UpperBoundBelow(int k, int n, double rate);
 bool LowerBoundAtLeast(int k, int n, double rate);
 
-// A judge config with policy defaults, three looks and one constraint per guard
-// metric at its default ratio.
+// The PASS margin (guard.pass_max_ucb_regression) of AllMetricsConfig: +20%,
+// as the simulated fleets' policies set it. The default, +5%, is measured
+// apart (judge_power_test's TheDefaultMargin... case): eight racks cannot
+// bound a neutral change that tightly half of the time.
+inline constexpr double kSimPassMargin = 0.2;
+
+// A judge config with policy defaults but the PASS margin kSimPassMargin,
+// three looks and one constraint per guard metric at its default ratio.
 JudgeConfig AllMetricsConfig();
 
 }  // namespace rocetune::controller::sim

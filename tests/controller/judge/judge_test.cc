@@ -740,11 +740,18 @@ TEST(DesignPowerTest, TheDetectableEffectComesFromTheFleetsOwnSpread) {
   EXPECT_LT(quiet.mde_ratio, 1.2);
   EXPECT_GT(quiet.pass_bound_ratio, 1.0);
   EXPECT_LT(quiet.pass_bound_ratio, quiet.mde_ratio);
-  EXPECT_NEAR(quiet.pass_margin_ratio, 1.2, 1e-12);  // the default margin
+  EXPECT_NEAR(quiet.pass_margin_ratio, 1 + sim::kSimPassMargin, 1e-12);
   EXPECT_THAT(quiet.note, HasSubstr("8 rack pairs"));
   EXPECT_THAT(quiet.note, HasSubstr("80% of the time"));
   EXPECT_THAT(quiet.note, Not(HasSubstr("never PASS")));
   std::cout << "simulated fleet: " << quiet.note << "\n";
+  // The policy default, +5%: the note compares the same bound with it.
+  JudgeConfig by_default = config;
+  by_default.guard.clear_pass_max_ucb_regression();
+  const DesignPower tight = EstimateDesignPower(FinalLook(sim::SimConfig{}, 5), by_default);
+  EXPECT_NEAR(tight.pass_margin_ratio, 1.05, 1e-12);
+  EXPECT_NEAR(tight.pass_bound_ratio, quiet.pass_bound_ratio, 1e-9);
+  std::cout << "at the default margin: " << tight.note << "\n";
 
   sim::SimConfig noisy;
   noisy.ar_sd = 0.2;  // each host's own window-to-window wander

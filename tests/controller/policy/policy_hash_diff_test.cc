@@ -179,7 +179,7 @@ TEST(WithDefaultsTest, FillsEveryDefault) {
   EXPECT_EQ(d.guard().min_rack_pairs(), 6u);
   EXPECT_EQ(d.guard().confidence(), 0.995);
   EXPECT_EQ(d.guard().max_hold_seconds(), 3 * p.rollout().bake_seconds());
-  EXPECT_EQ(d.guard().pass_max_ucb_regression(), 0.2);
+  EXPECT_EQ(d.guard().pass_max_ucb_regression(), 0.05);
   EXPECT_EQ(d.guard().provisional_lease_seconds(), 300u);
   EXPECT_EQ(d.tuner().trial_budget(), 20u);
   EXPECT_EQ(d.tuner().min_improvement(), 0.02);
@@ -194,7 +194,7 @@ TEST(WithDefaultsTest, FillsEveryDefault) {
                   "rollout.min_canary_hosts: 0 -> 1", "rollout.rack_label: \"\" -> \"rack\"",
                   "rollout.baseline_seconds: 0 -> 300", "rollout.looks: 0 -> 3",
                   "guard.confidence: 0 -> 0.995", "guard.min_rack_pairs: 0 -> 6",
-                  "guard.max_hold_seconds: 0 -> 900", "guard.pass_max_ucb_regression: 0 -> 0.2",
+                  "guard.max_hold_seconds: 0 -> 900", "guard.pass_max_ucb_regression: 0 -> 0.05",
                   "guard.provisional_lease_seconds: 0 -> 300", "approval.approvers: 0 -> 1"));
   // Idempotent.
   EXPECT_THAT(DiffPolicies(d, WithDefaults(d)), IsEmpty());
