@@ -674,7 +674,6 @@ TEST_F(ControllerServiceTest, AnOversizedPolicyIsRefusedWholeAndNothingIsStored)
     }
     guard {
       max_p99_regression: 0.05
-      pass_max_ucb_regression: 0.2
       confidence: 0.995
       min_samples: 1500
       min_rack_pairs: 6
