@@ -139,16 +139,21 @@ TEST(FleetGuardTest, HoldsWhenTooFewHostsHaveDataInBothPeriods) {
   EXPECT_EQ(FleetGuard(FleetPeriod(), FleetPeriod(), 0, cfg).outcome(), v1::Verdict::HOLD);
 }
 
+// 32 hosts at 10 Gb/s with 5000 probes at `p99_us` merged over them.
+FleetPeriod P99Period(double p99_us) {
+  FleetPeriod p = Fleet(32, 10);
+  p.rtt = Probes(5000, p99_us);
+  return p;
+}
+
 // At the last stage no control is left: the fleet's own p99, before and
 // since, is the only p99 evidence; a rise by half fails, a smaller one or a
 // thin period does not.
 TEST(FleetGuardTest, TheFleetP99FailsOnlyWhenItRoseByHalfWithEnoughProbes) {
   FleetGuardConfig cfg;
   cfg.min_rtt_samples = 2000;
-  FleetPeriod before = Fleet(32, 10);
-  before.rtt = Probes(5000, 40);
-  FleetPeriod after = Fleet(32, 10);
-  after.rtt = Probes(5000, 56);  // +40%
+  FleetPeriod before = P99Period(40);
+  FleetPeriod after = P99Period(56);  // +40%
   v1::Verdict ok = FleetGuard(before, after, 32, cfg);
   EXPECT_EQ(ok.outcome(), v1::Verdict::PASS) << ok.summary();
   ASSERT_NE(Find(ok, "fleet_p99"), nullptr);
@@ -182,10 +187,8 @@ TEST(FleetGuardTest, TheFleetP99FailsOnlyWhenItRoseByHalfWithEnoughProbes) {
 TEST(FleetGuardTest, AP99RiseThatBeganAfterTheOnsetHoldsAsAFleetIncident) {
   FleetGuardConfig cfg;
   cfg.min_rtt_samples = 2000;
-  FleetPeriod before = Fleet(32, 10);
-  before.rtt = Probes(5000, 40);
-  FleetPeriod after = Fleet(32, 10);
-  after.rtt = Probes(5000, 64);        // +60% over the step
+  const FleetPeriod before = P99Period(40);
+  FleetPeriod after = P99Period(64);   // +60% over the step
   after.onset_rtt = Probes(2500, 42);  // +5% in its first part
   v1::Verdict incident = FleetGuard(before, after, 32, cfg);
   EXPECT_EQ(incident.outcome(), v1::Verdict::HOLD) << incident.summary();
