@@ -296,7 +296,7 @@ void Campaigns::TrialFinished(v1::Change* c, bool restarted) {
     if (v != nullptr) {
       for (const v1::MetricEvidence& m : v->metrics()) {
         if (m.metric() != kP99Evidence && m.metric() != kCanaryOwnShiftEvidence &&
-            std::isfinite(m.ratio())) {
+            m.metric() != kCanaryOnsetShiftEvidence && std::isfinite(m.ratio())) {
           (*tr.mutable_constraints())[m.metric()] = m.ratio();
         }
       }

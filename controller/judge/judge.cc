@@ -1283,22 +1283,49 @@ std::optional<std::pair<double, int>> OwnShift(const std::vector<HostInput>& hos
   return std::make_pair(sum / n, n);
 }
 
-// The canary's p99 over the onset against its baseline, each pooled over the
-// canary hosts that reported in the onset: ln ratio and probes in the onset,
-// or none below kCanaryOwnShiftMinProbes. Pooled, not per host: the onset is
-// short, and a host's share of it holds too few probes for its own p99.
-std::optional<std::pair<double, uint64_t>> CanaryOnsetShift(const std::vector<HostInput>& hosts) {
+// The canary's p99 over the onset and over the whole period, each against
+// its baseline, all three pooled over the canary hosts that reported in the
+// onset (pooled, not per host: the onset is short, and a host's share of it
+// holds too few probes for its own p99). `hosts` = 0 when no canary host has
+// onset probes (the look's period is the onset itself).
+struct OnsetShift {
+  int hosts = 0;
+  uint64_t probes = 0;    // in the onset
+  bool measured = false;  // kCanaryOwnShiftMinProbes in the onset and baseline
+  double onset_ln = kNaN;
+  double whole_ln = kNaN;
+};
+
+OnsetShift CanaryOnsetShift(const std::vector<HostInput>& hosts) {
+  OnsetShift out;
   QuantileSketch before;
   QuantileSketch onset;
+  QuantileSketch whole;
   for (const HostInput& in : hosts) {
-    if (!in.canary || in.onset.rtt.empty() || in.before.rtt.empty()) continue;
-    if (!before.Merge(in.before.rtt).ok() || !onset.Merge(in.onset.rtt).ok()) return std::nullopt;
+    if (!in.canary || in.onset.rtt.empty() || in.before.rtt.empty() || in.after.rtt.empty()) {
+      continue;
+    }
+    // Sketches of one store share its accuracy; a host that cannot merge is
+    // left out of all three alike.
+    QuantileSketch b = before, o = onset, w = whole;
+    if (!b.Merge(in.before.rtt).ok() || !o.Merge(in.onset.rtt).ok() ||
+        !w.Merge(in.after.rtt).ok()) {
+      continue;
+    }
+    before = std::move(b);
+    onset = std::move(o);
+    whole = std::move(w);
+    ++out.hosts;
   }
-  if (onset.count() < kCanaryOwnShiftMinProbes || before.count() < kCanaryOwnShiftMinProbes) {
-    return std::nullopt;
+  out.probes = onset.count();
+  out.measured =
+      onset.count() >= kCanaryOwnShiftMinProbes && before.count() >= kCanaryOwnShiftMinProbes;
+  if (out.measured) {
+    const double base = std::log(before.Quantile(0.99));
+    out.onset_ln = std::log(onset.Quantile(0.99)) - base;
+    out.whole_ln = std::log(whole.Quantile(0.99)) - base;
   }
-  return std::make_pair(std::log(onset.Quantile(0.99)) - std::log(before.Quantile(0.99)),
-                        onset.count());
+  return out;
 }
 
 v1::MetricEvidence* AddOwnShiftEvidence(absl::string_view metric, const char* group,
@@ -1342,24 +1369,31 @@ void AddCanaryOwnShift(const std::vector<HostInput>& hosts, v1::Verdict* v) {
   const std::string control_text = std::isnan(control_ratio)
                                        ? std::string("not measured")
                                        : absl::StrFormat("%+.0f%%", 100 * (control_ratio - 1));
-  const std::optional<std::pair<double, uint64_t>> onset = CanaryOnsetShift(hosts);
-  std::string onset_text = "not measured (too few probes in the change's first interval)";
-  if (onset) {
+  const OnsetShift onset = CanaryOnsetShift(hosts);
+  std::string onset_text =
+      onset.hosts == 0
+          ? std::string("not told apart: this look's period is the onset itself")
+          : absl::StrCat("not measured: ", onset.probes, " probes in the step's first interval");
+  if (onset.measured) {
     v1::MetricEvidence* m = v->add_metrics();
     m->set_metric(std::string(kCanaryOnsetShiftEvidence));
     m->set_outcome("info");
-    m->set_mean(onset->first);
-    m->set_ratio(std::exp(onset->first));
-    m->set_ratio_upper(kControlShiftRatio);
-    m->set_note(absl::StrCat("p99 of the canary hosts' ", onset->second,
-                             " probes in the step's first interval over their pooled baseline"));
-    onset_text = absl::StrFormat("%+.0f%%", 100 * (m->ratio() - 1));
-    if (m->ratio() < kControlShiftRatio) {
+    m->set_mean(onset.onset_ln);
+    m->set_ratio(std::exp(onset.onset_ln));
+    m->set_note(absl::StrFormat(
+        "p99 of the %d canary hosts' %d probes in the step's first interval over their pooled "
+        "baseline; over the whole period, pooled the same way: %+.0f%%",
+        onset.hosts, onset.probes, 100 * (std::exp(onset.whole_ln) - 1)));
+    onset_text = absl::StrFormat("%+.0f%% in the first interval, %+.0f%% over the period, pooled",
+                                 100 * (m->ratio() - 1), 100 * (std::exp(onset.whole_ln) - 1));
+    // An incident: the onset had not risen x1.5, nor by half of the period's
+    // rise (on the same pooled estimator), so most of the rise came later.
+    if (m->ratio() < kControlShiftRatio && onset.onset_ln < kOnsetShareOfRise * onset.whole_ln) {
       v->set_rule("fleet_shift");
       v->set_summary(absl::StrFormat(
           "HOLD: canary p99 rose %+.0f%% over its own baseline and control %s, but the canary's "
-          "rose %s in the change's first interval: the rise began after the change took effect, "
-          "as a fleet incident does, so the change is neither failed nor passed (%s)",
+          "rise was not there when the change took effect (%s): it began later, as a fleet "
+          "incident's does, so the change is neither failed nor passed (%s)",
           100 * (canary_ratio - 1), control_text, onset_text, v->summary()));
       return;
     }
@@ -1367,8 +1401,8 @@ void AddCanaryOwnShift(const std::vector<HostInput>& hosts, v1::Verdict* v) {
   v->set_outcome(v1::Verdict::FAIL);
   v->set_rule("fabric_regression");
   v->set_summary(absl::StrFormat(
-      "FAIL: canary p99 rose %+.0f%% over its own baseline right after the change (first "
-      "interval %s), control %s (%s): in a shared fabric the change is the likely cause",
+      "FAIL: canary p99 rose %+.0f%% over its own baseline after the change (onset %s), control "
+      "%s (%s): in a shared fabric the change is the likely cause",
       100 * (canary_ratio - 1), onset_text, control_text, v->summary()));
 }
 

@@ -40,6 +40,10 @@ inline constexpr absl::string_view kControlOwnShiftEvidence = "ln_p99_control_be
 // The canary's p99 over the change's first interval (the onset) against its
 // baseline, pooled over canary hosts (AddCanaryOwnShift).
 inline constexpr absl::string_view kCanaryOnsetShiftEvidence = "ln_p99_canary_onset";
+// A rise is taken for an incident's only when the onset shows less than this
+// share of it (in ln terms, pooled on both sides) and less than
+// kControlShiftRatio: a change's rise is there from its first windows.
+inline constexpr double kOnsetShareOfRise = 0.5;
 // The canary's excess probe loss over control (share, difference in differences).
 inline constexpr absl::string_view kProbeLossEvidence = "probe_loss_did";
 // "ln_<metric>_did" for a policy constraint on `metric`.
@@ -50,7 +54,8 @@ const v1::MetricEvidence* FindEvidence(const v1::Verdict& v, absl::string_view m
 // A p99 ratio between the periods before and after a change that means the
 // fabric moved: the control group's own shift beyond it makes the judge HOLD
 // ("control_shift"), and a canary whose own p99 rose by it as well turns that
-// HOLD into FAIL ("fabric_regression", AddCanaryOwnShift).
+// HOLD into FAIL ("fabric_regression") unless the rise began after the
+// change took effect ("fleet_shift", AddCanaryOwnShift).
 inline constexpr double kControlShiftRatio = 1.5;
 // Probe RTTs a canary host needs in each period to count in its own shift.
 inline constexpr uint64_t kCanaryOwnShiftMinProbes = 100;
@@ -62,8 +67,10 @@ struct HostInput {
   HostPeriod before;
   HostPeriod after;
   // The first part of `after`, right after the change took effect (the
-  // onset; the step evaluator takes the first quarter of the bake, at least
-  // two windows). Read only by AddCanaryOwnShift; empty when not measured.
+  // onset; the step evaluator takes the first quarter of the bake in whole
+  // windows, at least two, for canary hosts). Read only by
+  // AddCanaryOwnShift; empty when not measured, and at a look whose period
+  // is the onset itself.
   HostPeriod onset;
 };
 
@@ -190,14 +197,16 @@ std::string ConstraintPointExceeded(const v1::Verdict& v,
 // together: a bad change on canary senders fills the queues control crosses
 // too, and a fleet incident moves both alike. The onset tells them apart: a
 // change acts as soon as it is applied, an incident starts when it starts.
-//  - the canary's p99 over the onset (pooled over canary hosts, at least
-//    kCanaryOwnShiftMinProbes probes; evidence kCanaryOnsetShiftEvidence) was
-//    already kControlShiftRatio times its baseline, or the onset was not
-//    measured: FAIL "fabric_regression" (the change is the likely cause;
-//    safety first when the onset is unknown);
-//  - it was not: HOLD "fleet_shift" (the rise began after the change took
-//    effect, as an incident does): the change is neither failed nor passed,
-//    and the HOLD limit aborts it if the fleet does not settle.
+//  - the canary's p99 over the onset, pooled over canary hosts against their
+//    pooled baseline (at least kCanaryOwnShiftMinProbes probes; evidence
+//    kCanaryOnsetShiftEvidence), rose less than kControlShiftRatio and less
+//    than kOnsetShareOfRise of the whole period's rise pooled the same way:
+//    HOLD "fleet_shift" (the rise began after the change took effect, as an
+//    incident's does). The change is neither failed nor passed; since the
+//    period is cumulative, it usually holds until the HOLD limit aborts it;
+//  - otherwise, also when the onset was not measured (too few probes, a look
+//    whose period is the onset itself, a bake resumed after a restart):
+//    FAIL "fabric_regression", the change is the likely cause.
 // An incident that starts within the onset is still taken for the change.
 void AddCanaryOwnShift(const std::vector<HostInput>& hosts, v1::Verdict* v);
 

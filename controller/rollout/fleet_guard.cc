@@ -141,15 +141,17 @@ P99Check CheckP99(const QuantileSketch& before, const FleetPeriod& now,
       "at %.2f",
       p_before * 1e6, before.count(), p_after * 1e6, after.count(), ratio,
       kFleetP99RegressionRatio);
-  // A rise that was not there in the step's first part began after the
-  // change took effect, as a fleet incident's does (a change acts once
-  // applied): HOLD, not FAIL. Unmeasured onset: FAIL, safety first.
+  // A rise that was not there in the step's first part (less than the FAIL
+  // ratio and less than kOnsetShareOfRise of the whole rise, in ln terms)
+  // began after the change took effect, as a fleet incident's does (a change
+  // acts once applied): HOLD, not FAIL. Unmeasured onset: FAIL, safety first.
   bool incident = false;
   if (fail && now.onset_rtt.count() >= need && p_before > 0) {
     const double onset = now.onset_rtt.Quantile(0.99) / p_before;
     absl::StrAppendFormat(figures, "; in the step's first part %.1f us (%d probes), ratio %.3f",
                           now.onset_rtt.Quantile(0.99) * 1e6, now.onset_rtt.count(), onset);
-    incident = onset < kFleetP99RegressionRatio;
+    incident =
+        onset < kFleetP99RegressionRatio && std::log(onset) < kOnsetShareOfRise * std::log(ratio);
     fail = !incident;
   }
   m->set_outcome(fail ? "fail" : incident ? "hold" : "pass");

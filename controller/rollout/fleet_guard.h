@@ -71,10 +71,11 @@ struct FleetGuardConfig {
 // the first metric beyond it (baseline, now, ratio, tolerance in the summary
 // and evidence), FAIL with rule "fleet_p99" when the constraints hold but the
 // fleet's probe p99 (merged sketches, at least min_rtt_samples in each period)
-// rose by kFleetP99RegressionRatio or more (HOLD "fleet_shift" instead when
-// `now.onset_rtt` holds min_rtt_samples probes and their p99 had not risen
-// that much: the rise began after the change took effect, as a fleet
-// incident's does), or HOLD with rule "fleet_data"
+// rose by kFleetP99RegressionRatio or more (HOLD "fleet_shift" instead, the
+// metric's outcome "hold", when `now.onset_rtt` holds min_rtt_samples probes
+// whose p99 had risen less than that and less than kOnsetShareOfRise of the
+// whole rise in ln terms: the rise began after the change took effect, as a
+// fleet incident's does), or HOLD with rule "fleet_data"
 // when fewer than kFleetGuardMinCoverage of `hosts` have data in both periods.
 // Evidence: groups "fleet_baseline" and "fleet" (hosts, per-host rates, p99
 // and samples) and one metric "fleet_<metric>" per guarded metric (ratio =

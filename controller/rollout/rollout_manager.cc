@@ -1203,6 +1203,7 @@ void RolloutManager::Drive(v1::Change* c) {
   look.change = c;
   look.policy = policy;
   look.after_start = step.after_start;
+  look.resumed = step.resumed;
   look.baseline = &step.baseline;
   auto fleet_base = fleet_baselines_.find(c->id());
   look.fleet_baseline = fleet_base != fleet_baselines_.end() ? &fleet_base->second : nullptr;

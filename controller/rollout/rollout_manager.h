@@ -175,6 +175,9 @@ class RolloutManager : public FleetListener, private TrialChanges {
     // Set for a step resumed after a restart until its hosts report again
     // (InfinitePast otherwise); see AwaitResumedHosts.
     absl::Time resumed_at = absl::InfinitePast();
+    // The bake restarted after a controller restart: its first windows are
+    // not the change's onset (StepLook::resumed).
+    bool resumed = false;
   };
 
   // Copies into `h` (the host of change `c` that just acked its pushed

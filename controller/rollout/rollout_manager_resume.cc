@@ -61,6 +61,7 @@ bool RolloutManager::ResumeStep(v1::Change* c,
   step.baseline = std::move(b->hosts);
   step.after_start = telemetry_->WindowStart(telemetry_->WindowIndex(now) + 1);
   step.resumed_at = now;
+  step.resumed = true;
   steps_[c->id()] = std::move(step);
   if (!b->fleet.hosts.empty()) fleet_baselines_[c->id()] = std::move(b->fleet);
   v1::Change next = *c;

@@ -123,9 +123,14 @@ std::string StepEvaluator::Unconfirmed(const StepLook& in) const {
 }
 
 absl::Time StepEvaluator::OnsetEnd(const StepLook& in, absl::Time to) const {
-  return std::min(to,
-                  in.after_start + std::max(2 * telemetry_->options().window,
-                                            absl::Seconds(in.policy.rollout().bake_seconds()) / 4));
+  if (in.resumed) return in.after_start;
+  const int64_t window = absl::ToInt64Nanoseconds(telemetry_->options().window);
+  const int64_t quarter =
+      absl::ToInt64Nanoseconds(absl::Seconds(in.policy.rollout().bake_seconds()) / 4);
+  const int64_t windows = std::max<int64_t>(2, window > 0 ? (quarter + window - 1) / window : 2);
+  // after_start is a window boundary, so the onset is `windows` whole windows.
+  const absl::Time end = in.after_start + telemetry_->options().window * windows;
+  return end < to ? end : in.after_start;
 }
 
 v1::Verdict StepEvaluator::Experiment(const StepLook& in) const {
@@ -158,7 +163,7 @@ v1::Verdict StepEvaluator::Experiment(const StepLook& in) const {
       agg = t->Aggregate(in.after_start, to, in.policy.objective().peer_class());
     }
     host.after = ToHostPeriod(agg, std::max(1, expected));
-    if (t != nullptr && onset_to > in.after_start) {
+    if (host.canary && t != nullptr && onset_to > in.after_start) {
       host.onset =
           ToHostPeriod(t->Aggregate(in.after_start, onset_to, in.policy.objective().peer_class()),
                        std::max(1, onset_windows));

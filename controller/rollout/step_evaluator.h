@@ -24,6 +24,10 @@ struct StepLook {
   // The step's first window boundary after the push, and the baseline each
   // measured host had when the step started.
   absl::Time after_start;
+  // The step's bake restarted after a controller restart (after_start moved
+  // past it): its first windows are not the change's onset, so no rise is
+  // told from an incident by it (OnsetEnd).
+  bool resumed = false;
   const std::map<std::string, HostPeriod>* baseline = nullptr;
   // Every host's counters over the canary's baseline period; null when none
   // was recorded.
@@ -104,10 +108,13 @@ class StepEvaluator {
   // the step started.
   std::optional<v1::Verdict> HardLimits(const StepLook& in) const;
   v1::Verdict Fleet(const StepLook& in) const;
-  // The end of the step's onset, its first quarter of the bake (at least two
-  // windows), not past `to`: a change acts once applied, so a rise it causes
-  // is there already; a rise that is not began later, as a fleet incident's
-  // does (AddCanaryOwnShift, FleetGuard's "fleet_shift").
+  // The end of the step's onset: its first quarter of the bake rounded up to
+  // whole windows, at least two. A change acts once applied, so a rise it
+  // causes is there already; a rise that is not began later, as a fleet
+  // incident's does (AddCanaryOwnShift, FleetGuard's "fleet_shift").
+  // Returns after_start (no onset) when the onset does not end before `to`
+  // (at such a look it is the whole period judged and tells nothing apart)
+  // and for a resumed bake.
   absl::Time OnsetEnd(const StepLook& in, absl::Time to) const;
   // Rule 3: "" when every changed host confirms, else why not, host by host.
   std::string Unconfirmed(const StepLook& in) const;

@@ -134,7 +134,10 @@ TEST_F(FleetGuardE2E, NeutralChangeIsDoneAndAFleetWideLossIsRolledBack) {
     for (int retry = 0; retry < 1 && c.state() == v1::ABORTED; ++retry) {
       const std::string rule =
           c.verdicts_size() == 0 ? "" : c.verdicts(c.verdicts_size() - 1).rule();
-      ASSERT_NE(rule.substr(0, 5), "fleet") << c.DebugString().substr(0, 6000);
+      // The fleet guard's own rules fail the test; "fleet_shift" (a fleet-wide
+      // rise that began after the change, such as simulator lag) is retried.
+      ASSERT_TRUE(rule.substr(0, 5) != "fleet" || rule == "fleet_shift")
+          << c.DebugString().substr(0, 6000);
       std::printf("FLEET a/a change=%s aborted by the judge (%s), proposed again\n", c.id().c_str(),
                   rule.c_str());
       ASSERT_TRUE(env_->WaitForTelemetry(absl::Seconds(5)));  // a fresh baseline

@@ -703,13 +703,13 @@ TEST(CanaryOwnShiftTest, ARiseThatBeganAfterTheOnsetHoldsAsAFleetIncident) {
   AddCanaryOwnShift(hosts(10.5, 60), &v);  // +5% in the onset, 120 probes pooled
   EXPECT_EQ(v.outcome(), v1::Verdict::HOLD) << v.summary();
   EXPECT_EQ(v.rule(), "fleet_shift");
-  EXPECT_THAT(v.summary(), HasSubstr("the rise began after the change took effect"));
+  EXPECT_THAT(v.summary(), HasSubstr("it began later, as a fleet incident's does"));
   EXPECT_NEAR(FindEvidence(v, kCanaryOwnShiftEvidence)->ratio(), 1.6, 0.05);
   EXPECT_NEAR(FindEvidence(v, kControlOwnShiftEvidence)->ratio(), 1.7, 0.05);
   const v1::MetricEvidence* onset = FindEvidence(v, kCanaryOnsetShiftEvidence);
   ASSERT_NE(onset, nullptr);
   EXPECT_NEAR(onset->ratio(), 1.05, 0.02);
-  EXPECT_THAT(onset->note(), HasSubstr("120 probes"));
+  EXPECT_THAT(onset->note(), HasSubstr("2 canary hosts' 120 probes"));
 
   v = ControlShiftHold();
   AddCanaryOwnShift(hosts(16, 60), &v);  // risen at once: the change
@@ -717,11 +717,25 @@ TEST(CanaryOwnShiftTest, ARiseThatBeganAfterTheOnsetHoldsAsAFleetIncident) {
   EXPECT_EQ(v.rule(), "fabric_regression");
   EXPECT_NEAR(FindEvidence(v, kCanaryOnsetShiftEvidence)->ratio(), 1.6, 0.05);
 
+  // Below x1.5 in the onset but more than half the period's rise (ln 0.34
+  // of 0.47): the rise was there from the start.
+  v = ControlShiftHold();
+  AddCanaryOwnShift(hosts(14, 60), &v);
+  EXPECT_EQ(v.rule(), "fabric_regression") << v.summary();
+
   v = ControlShiftHold();
   AddCanaryOwnShift(hosts(10.5, 40), &v);  // 80 probes pooled: cannot clear it
   EXPECT_EQ(v.rule(), "fabric_regression");
-  EXPECT_THAT(v.summary(), HasSubstr("first interval not measured"));
+  EXPECT_THAT(v.summary(), HasSubstr("onset not measured: 80 probes"));
   EXPECT_EQ(FindEvidence(v, kCanaryOnsetShiftEvidence), nullptr);
+
+  // No onset data (a look whose period is the onset itself): as before.
+  std::vector<HostInput> no_onset = hosts(10.5, 60);
+  for (HostInput& in : no_onset) in.onset = HostPeriod();
+  v = ControlShiftHold();
+  AddCanaryOwnShift(no_onset, &v);
+  EXPECT_EQ(v.rule(), "fabric_regression");
+  EXPECT_THAT(v.summary(), HasSubstr("this look's period is the onset itself"));
 }
 
 // Issue 25 item 5: what a design can show, from an A/A split of its own

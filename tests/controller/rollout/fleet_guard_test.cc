@@ -202,6 +202,11 @@ TEST(FleetGuardTest, AP99RiseThatBeganAfterTheOnsetHoldsAsAFleetIncident) {
   EXPECT_EQ(change.rule(), "fleet_p99");
   EXPECT_THAT(change.summary(), HasSubstr("ratio 1.75"));
 
+  // Below x1.5 in the first part, but more than half the rise (ln 0.37 of
+  // 0.47): there from the start.
+  after.onset_rtt = Probes(2500, 58);
+  EXPECT_EQ(FleetGuard(before, after, 32, cfg).rule(), "fleet_p99");
+
   after.onset_rtt = Probes(1000, 42);  // too few probes to clear it
   EXPECT_EQ(FleetGuard(before, after, 32, cfg).rule(), "fleet_p99");
 }
