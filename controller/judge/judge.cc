@@ -1305,17 +1305,13 @@ OnsetShift CanaryOnsetShift(const std::vector<HostInput>& hosts) {
     if (!in.canary || in.onset.rtt.empty() || in.before.rtt.empty() || in.after.rtt.empty()) {
       continue;
     }
-    // Sketches of one store share its accuracy; a host that cannot merge is
-    // left out of all three alike.
-    QuantileSketch b = before, o = onset, w = whole;
-    if (!b.Merge(in.before.rtt).ok() || !o.Merge(in.onset.rtt).ok() ||
-        !w.Merge(in.after.rtt).ok()) {
-      continue;
-    }
-    before = std::move(b);
-    onset = std::move(o);
-    whole = std::move(w);
     ++out.hosts;
+    // Sketches of one store share its accuracy, so a merge does not fail; if
+    // one did, the pools would no longer match: not measured.
+    if (!before.Merge(in.before.rtt).ok() || !onset.Merge(in.onset.rtt).ok() ||
+        !whole.Merge(in.after.rtt).ok()) {
+      return out;
+    }
   }
   out.probes = onset.count();
   out.measured =
@@ -1388,7 +1384,7 @@ void AddCanaryOwnShift(const std::vector<HostInput>& hosts, v1::Verdict* v) {
                                  100 * (m->ratio() - 1), 100 * (std::exp(onset.whole_ln) - 1));
     // An incident: the onset had not risen x1.5, nor by half of the period's
     // rise (on the same pooled estimator), so most of the rise came later.
-    if (m->ratio() < kControlShiftRatio && onset.onset_ln < kOnsetShareOfRise * onset.whole_ln) {
+    if (RiseBeganAfterOnset(onset.onset_ln, onset.whole_ln, kControlShiftRatio)) {
       v->set_rule("fleet_shift");
       v->set_summary(absl::StrFormat(
           "HOLD: canary p99 rose %+.0f%% over its own baseline and control %s, but the canary's "

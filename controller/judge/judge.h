@@ -1,6 +1,7 @@
 #ifndef ROCETUNE_CONTROLLER_JUDGE_JUDGE_H_
 #define ROCETUNE_CONTROLLER_JUDGE_JUDGE_H_
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -44,6 +45,13 @@ inline constexpr absl::string_view kCanaryOnsetShiftEvidence = "ln_p99_canary_on
 // share of it (in ln terms, pooled on both sides) and less than
 // kControlShiftRatio: a change's rise is there from its first windows.
 inline constexpr double kOnsetShareOfRise = 0.5;
+// Whether a rise of ln `whole_ln` over a period began after its onset (ln
+// `onset_ln` there): less than `fail_ratio` and less than kOnsetShareOfRise
+// of the whole rise in the onset. Shared by AddCanaryOwnShift and the fleet
+// guard's p99.
+inline bool RiseBeganAfterOnset(double onset_ln, double whole_ln, double fail_ratio) {
+  return onset_ln < std::log(fail_ratio) && onset_ln < kOnsetShareOfRise * whole_ln;
+}
 // The canary's excess probe loss over control (share, difference in differences).
 inline constexpr absl::string_view kProbeLossEvidence = "probe_loss_did";
 // "ln_<metric>_did" for a policy constraint on `metric`.

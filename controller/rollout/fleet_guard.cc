@@ -150,8 +150,7 @@ P99Check CheckP99(const QuantileSketch& before, const FleetPeriod& now,
     const double onset = now.onset_rtt.Quantile(0.99) / p_before;
     absl::StrAppendFormat(figures, "; in the step's first part %.1f us (%d probes), ratio %.3f",
                           now.onset_rtt.Quantile(0.99) * 1e6, now.onset_rtt.count(), onset);
-    incident =
-        onset < kFleetP99RegressionRatio && std::log(onset) < kOnsetShareOfRise * std::log(ratio);
+    incident = RiseBeganAfterOnset(std::log(onset), std::log(ratio), kFleetP99RegressionRatio);
     fail = !incident;
   }
   m->set_outcome(fail ? "fail" : incident ? "hold" : "pass");

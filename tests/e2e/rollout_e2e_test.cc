@@ -195,10 +195,9 @@ TEST(RolloutE2E, ControllerKilledDuringCanaryAndStageResumesTheBake) {
   // same size would still FAIL on the 5% tolerance.
   const std::string policy = env.WriteFile(
       "kill.textproto",
-      absl::StrReplaceAll(
-          TestPolicy("e2e-kill", 10),
-          {{"baseline_seconds: 4", "baseline_seconds: 10"},
-           {"pass_max_ucb_regression: 0.2", "pass_max_ucb_regression: 0.5"}}));
+      absl::StrReplaceAll(TestPolicy("e2e-kill", 10),
+                          {{"baseline_seconds: 4", "baseline_seconds: 10"},
+                           {"pass_max_ucb_regression: 0.2", "pass_max_ucb_regression: 0.5"}}));
   std::string out;
   ASSERT_EQ(env.Ctl({"policy", "apply", policy}, "alice", &out), 0) << out;
   ASSERT_TRUE(env.WaitForTelemetry(absl::Seconds(12)));  // the first baseline: 10 s of reports

@@ -53,7 +53,8 @@ std::string PolicyText(int approvers = 1, uint32_t max_hold = 12) {
           looks: 3
         }
         guard { max_p99_regression: 0.05 confidence: 0.995 min_samples: 1500 min_rack_pairs: 6
-                pass_max_ucb_regression: 0.2 max_hold_seconds:)pb",
+                pass_max_ucb_regression: 0.2
+                max_hold_seconds:)pb",
       max_hold, R"pb(}
                      approval { approvers: )pb",
       approvers, " }\n");
