@@ -155,10 +155,16 @@ TEST_F(AgentControllerTest, AgentKeepsSamplingWhileTheControllerIsDown) {
   ASSERT_GT(metrics, 0);
   const std::string rounds = "rocetune_agent_sampling_duration_seconds_count{host=\"host-c\"}";
   const std::string connected = "rocetune_agent_controller_connected{host=\"host-c\"}";
+  // The gauge follows the stream's state at the next sampling round, which
+  // can come after the controller has already filed the Hello.
+  absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (MetricValue(metrics, connected) != 1 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
   EXPECT_EQ(MetricValue(metrics, connected), 1) << HttpGet(metrics, "/metrics");
   controller_->Signal(SIGTERM);
   ASSERT_EQ(controller_->Wait(absl::Seconds(10)), 0) << controller_->Log();
-  absl::Time deadline = absl::Now() + absl::Seconds(10);
+  deadline = absl::Now() + absl::Seconds(10);
   while (MetricValue(metrics, connected) != 0 && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(50));
   }
