@@ -119,6 +119,10 @@ uint32_t MinRackPairs(const v1::Guard& g) {
   return std::max<uint32_t>(2, g.min_rack_pairs() > 0 ? g.min_rack_pairs() : kDefaultMinRackPairs);
 }
 
+double FalseFailBudget(const v1::Guard& g) {
+  return 1 - (g.confidence() > 0 && g.confidence() < 1 ? g.confidence() : kDefaultConfidence);
+}
+
 namespace {
 
 // The share of a budget hold look `look - looks` spends: kExtensionShare /
@@ -131,9 +135,7 @@ Settings Resolve(const JudgeConfig& config) {
   const v1::Guard& g = config.guard;
   Settings s;
   s.tolerance = g.max_p99_regression() > 0 ? g.max_p99_regression() : 0;
-  double confidence =
-      g.confidence() > 0 && g.confidence() < 1 ? g.confidence() : kDefaultConfidence;
-  s.alpha_total = 1 - confidence;
+  s.alpha_total = FalseFailBudget(g);
   s.min_samples = g.min_samples() > 0 ? g.min_samples() : kDefaultMinSamples;
   s.min_rack_pairs = MinRackPairs(g);
   s.pass_max_ucb_regression =

@@ -155,6 +155,10 @@ std::vector<HardLimitBreach> HardLimitBreaches(const std::vector<HostInput>& hos
 // the within-rack design; canary plus control racks in the rack-level one.
 uint32_t MinRackPairs(const v1::Guard& guard);
 
+// The family-wise false-FAIL budget of one step under `guard`:
+// 1 - guard.confidence, else 1 - the default confidence.
+double FalseFailBudget(const v1::Guard& guard);
+
 // What a design can show, estimated from an A/A input: `aa` is two
 // consecutive periods of a fleet in which nothing changed (before, after),
 // with the canary/control roles a change would give. The judge runs on it at

@@ -179,10 +179,60 @@ v1::Verdict StepEvaluator::Experiment(const StepLook& in) const {
                                     in.policy.rollout().bake_seconds(), in.looks);
   cfg.stage = StageOf(c);
   cfg.now_unix_nanos = absl::ToUnixNanos(in.now);
+  std::vector<HostInput> cumulative = CumulativeInputs(in, inputs);
+  if (!cumulative.empty()) {
+    // Two tests decide this look: the step's family-wise false-FAIL budget
+    // is split between them (Bonferroni).
+    cfg.guard.set_confidence(1 - FalseFailBudget(in.policy.guard()) / 2);
+  }
   v1::Verdict v = Judge(inputs, cfg);
   for (std::string& d : not_changed) v.add_dropped_hosts(std::move(d));
   AddCanaryOwnShift(inputs, &v);
+  if (!cumulative.empty()) MergeCumulative(Judge(cumulative, cfg), &v);
   return v;
+}
+
+std::vector<HostInput> StepEvaluator::CumulativeInputs(const StepLook& in,
+                                                       const std::vector<HostInput>& step) const {
+  // At the canary step the step's baseline is the pre-change one.
+  if (StageOf(*in.change) == 0 || in.fleet_baseline == nullptr) return {};
+  std::vector<HostInput> out;
+  for (const HostInput& h : step) {
+    auto b = in.fleet_baseline->hosts.find(h.host_id);
+    // A fleet baseline recorded before it kept each host's probes (an older
+    // controller's, resumed) cannot serve.
+    if (b == in.fleet_baseline->hosts.end() || b->second.rtt.empty()) continue;
+    HostInput host;
+    host.host_id = h.host_id;
+    host.rack = h.rack;
+    host.canary = h.canary;
+    host.before = b->second;
+    host.after = h.after;
+    out.push_back(std::move(host));
+  }
+  const bool canary =
+      std::any_of(out.begin(), out.end(), [](const HostInput& h) { return h.canary; });
+  const bool control =
+      std::any_of(out.begin(), out.end(), [](const HostInput& h) { return !h.canary; });
+  if (!canary || !control) return {};
+  return out;
+}
+
+void StepEvaluator::MergeCumulative(const v1::Verdict& cumulative, v1::Verdict* v) {
+  for (const v1::MetricEvidence& m : cumulative.metrics()) {
+    v1::MetricEvidence* e = v->add_metrics();
+    *e = m;
+    e->set_metric(absl::StrCat(kCumulativePrefix, m.metric()));
+    e->set_note(absl::StrCat("against the pre-change baseline: ", m.note()));
+  }
+  if (cumulative.outcome() != v1::Verdict::FAIL || v->outcome() == v1::Verdict::FAIL) return;
+  const std::string step_summary = v->summary();
+  v->set_outcome(v1::Verdict::FAIL);
+  v->set_rule(absl::StrCat(kCumulativePrefix, cumulative.rule()));
+  v->set_summary(absl::StrCat(
+      "FAIL against the pre-change baseline (every host changed so far against the hosts not "
+      "yet changed, each over the period before the change's first step): ",
+      cumulative.summary(), "; this step against its own baseline: ", step_summary));
 }
 
 std::optional<v1::Verdict> StepEvaluator::HardLimits(const StepLook& in) const {
@@ -333,7 +383,8 @@ std::optional<v1::Verdict> StepEvaluator::GuardEvent(const v1::Change& c,
 }
 
 FleetPeriod StepEvaluator::FleetPeriods(const v1::Change& c, absl::Time from, absl::Time to,
-                                        int expected, const std::string& peer_class) const {
+                                        int expected, const std::string& peer_class,
+                                        bool keep_host_rtt) const {
   FleetPeriod out;
   for (const v1::HostTarget& h : c.hosts()) {
     // Switches report levels, not tx_bytes: as in the judge's baseline, they
@@ -346,7 +397,7 @@ FleetPeriod StepEvaluator::FleetPeriods(const v1::Change& c, absl::Time from, ab
     // Sketches of one store share its accuracy: a merge cannot fail, and a
     // host that somehow could not merge is left out of the fleet's p99 only.
     if (!p.rtt.empty()) out.rtt.Merge(p.rtt).IgnoreError();
-    p.rtt = QuantileSketch();  // per host, the guard reads counters only
+    if (!keep_host_rtt) p.rtt = QuantileSketch();  // per host, the guard reads counters only
     out.hosts[h.host_id()] = std::move(p);
   }
   return out;

@@ -46,7 +46,15 @@ struct StepLook {
 //     decide), then the canary's own shift ("fabric_regression" turns a
 //     control_shift HOLD into FAIL when the canary's own p99 rose x1.5,
 //     already in the step's first quarter; "fleet_shift" HOLDs when that
-//     rise began later, as a fleet incident's does); or,
+//     rise began later, as a fleet incident's does); at a stage after the
+//     canary, the cumulative test too: the same judge over every host
+//     changed so far against the hosts not yet changed, each against its
+//     period before the change's first step (the fleet baseline), since each
+//     step's own baseline already holds what earlier steps did (a slow creep
+//     shows in no single step); its FAIL fails the step (rule
+//     "cumulative_<rule>"), its metrics join the verdict
+//     ("cumulative_<metric>"), and the two tests share the step's
+//     false-FAIL budget; or,
 //     when the step leaves no
 //     host unchanged, the policy's hard limits over every changed host at
 //     every look (FAIL "guard:<metric>", HardLimitBreaches), else
@@ -68,6 +76,8 @@ struct StepLook {
 // The GuardEvent kind of an agent that restored its last-known-good set when
 // a provisional set's lease ran out without the controller.
 inline constexpr char kLeaseExpiredKind[] = "lease_expired";
+// The prefix of the cumulative test's evidence and FAIL rule.
+inline constexpr char kCumulativePrefix[] = "cumulative_";
 
 class StepEvaluator {
  public:
@@ -94,15 +104,28 @@ class StepEvaluator {
                                                const v1::GuardEvent& event, absl::Time now);
 
   // Every host of `c` (switches excepted) over [from, to): counters per host,
-  // and the probes of `peer_class` merged over all of them.
+  // and the probes of `peer_class` merged over all of them; with
+  // `keep_host_rtt` each host's probes too (the fleet baseline, which the
+  // cumulative test reads).
   FleetPeriod FleetPeriods(const v1::Change& c, absl::Time from, absl::Time to, int expected,
-                           const std::string& peer_class) const;
+                           const std::string& peer_class, bool keep_host_rtt = false) const;
   // The end of the last complete window at `now`: it closed at least the
   // report grace ago, so the reports that span its end have arrived.
   absl::Time CompleteUntil(absl::Time now) const;
 
  private:
   v1::Verdict Experiment(const StepLook& in) const;
+  // The cumulative test's input at a stage after the canary: the step's
+  // hosts (`step`, as the judge gets them) with each host's period before
+  // the change's first step (the fleet baseline) as its `before`. Empty at
+  // the canary step, without a fleet baseline that kept each host's probes,
+  // or without both groups.
+  std::vector<HostInput> CumulativeInputs(const StepLook& in,
+                                          const std::vector<HostInput>& step) const;
+  // Adds the cumulative verdict's metrics to `v` (named kCumulativePrefix +
+  // metric) and turns `v` into its FAIL (rule kCumulativePrefix + rule) when
+  // it failed and `v` did not.
+  static void MergeCumulative(const v1::Verdict& cumulative, v1::Verdict* v);
   v1::Verdict NoControlLeft(const StepLook& in) const;
   // No control left: a FAIL when a changed host breached a hard limit since
   // the step started.

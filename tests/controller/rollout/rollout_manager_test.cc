@@ -744,6 +744,17 @@ TEST_F(RolloutTest, ApprovedChangeCanariesThenStagesToDone) {
   EXPECT_EQ((group_hosts[{0, "control"}]), 24u);
   EXPECT_EQ((group_hosts[{1, "canary"}]), 16u);
   EXPECT_EQ((group_hosts[{1, "control"}]), 16u);
+  // Stage 1 was also judged against the fleet's pre-change baseline (the
+  // cumulative test); the canary step's own baseline is that one already.
+  bool cumulative_at_stage_1 = false;
+  for (const auto& v : now.verdicts()) {
+    const bool has = FindEvidence(v, "cumulative_ln_p99_did") != nullptr;
+    if (v.stage() == 0) {
+      EXPECT_FALSE(has) << v.summary();
+    }
+    if (v.stage() == 1) cumulative_at_stage_1 |= has;
+  }
+  EXPECT_TRUE(cumulative_at_stage_1);
   Tick();
   for (const char* to : {"PROPOSED", "APPROVED", "CANARY", "DONE"}) {
     EXPECT_EQ(

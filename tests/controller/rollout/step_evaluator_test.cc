@@ -3,12 +3,16 @@
 // look, and where the fleet guard joins.
 #include "controller/rollout/step_evaluator.h"
 
+#include <functional>
 #include <map>
+#include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
@@ -281,6 +285,156 @@ TEST_F(StepEvaluatorTest, AGuardRestoreFailsTheChangeOnlyWhenItJudgedThePushedVe
   EXPECT_TRUE(StepEvaluator::GuardEvent(c, "h1", e, now).has_value());
   // A host the change never pushed to.
   EXPECT_FALSE(StepEvaluator::GuardEvent(c, "h2", e, now).has_value());
+}
+
+// Issue 25 item 4: each step takes its own baseline, so at stage 1 the
+// canary hosts' baseline already holds what the change did to them: a p99
+// that crept up x1.3 on them after the canary step passed shows in no single
+// step. The cumulative test compares every host changed so far with the hosts
+// not yet changed, each against its period before the change's first step
+// (the fleet baseline), and FAILs it.
+class CumulativeTest : public StepEvaluatorTest {
+ protected:
+  // 8 racks of 4 hosts: per rack one canary host (stage 0), one stage-1 host
+  // and two stage-2 hosts (the control at stage 1).
+  CumulativeTest() {
+    telemetry_options_.window = absl::Seconds(1);
+    telemetry_ = std::make_unique<TelemetryStore>(telemetry_options_);
+    evaluator_ = std::make_unique<StepEvaluator>(telemetry_.get(), absl::Milliseconds(500));
+    change_.set_id("c-1");
+    change_.set_state(v1::STAGE);
+    change_.set_stage(1);
+    for (int r = 0; r < 8; ++r) {
+      for (int i = 0; i < 4; ++i) {
+        v1::HostTarget* h = change_.add_hosts();
+        h->set_host_id(absl::StrCat("r", r, "h", i));
+        h->set_rack(absl::StrCat("r", r));
+        h->set_role(i == 0 ? v1::HostTarget::CANARY : v1::HostTarget::CONTROL);
+        h->set_stage(i == 0 ? 0 : i == 1 ? 1 : 2);
+      }
+    }
+  }
+
+  // `windows` seconds of `host`'s probes (1000 a second), every RTT scaled
+  // by `factor`; a per-host offset and sampling noise keep hosts apart.
+  QuantileSketch Probes(const std::string& host, double factor, int windows) {
+    QuantileSketch sk;
+    std::lognormal_distribution<double> body(std::log(10e-6), 0.25);
+    std::lognormal_distribution<double> tail(std::log(30e-6), 0.5);
+    std::uniform_real_distribution<double> u(0, 1);
+    const double offset = std::exp(0.08 * ((std::hash<std::string>()(host) % 100) / 50.0 - 1));
+    for (int i = 0; i < 1000 * windows; ++i) {
+      sk.Insert((u(rng_) < 0.03 ? tail(rng_) : body(rng_)) * offset * factor);
+    }
+    return sk;
+  }
+  HostPeriod Period(const std::string& host, double factor) {
+    HostPeriod p;
+    p.rtt = Probes(host, factor, 10);
+    p.probes_sent = p.rtt.count();
+    p.windows_present = p.windows_expected = 10;
+    p.covered_seconds = 10;
+    return p;
+  }
+  // The step's 10 seconds of reports, each host's RTT scaled by factor(host).
+  void Step(absl::Time after_start, const std::function<double(const std::string&)>& factor) {
+    for (const v1::HostTarget& h : change_.hosts()) {
+      for (int s = 0; s < 10; ++s) {
+        v1::Report r;
+        r.set_seq(static_cast<uint64_t>(s + 1));
+        const absl::Time start = after_start + absl::Seconds(s);
+        r.set_start_unix_nanos(absl::ToUnixNanos(start));
+        r.set_end_unix_nanos(absl::ToUnixNanos(start + absl::Seconds(1)));
+        v1::LatencyWindow* w = r.add_latency();
+        w->set_peer_class("intra_rack");
+        const QuantileSketch sk = Probes(h.host_id(), factor(h.host_id()), 1);
+        sk.ToProto(w->mutable_network_rtt_seconds());
+        w->set_probes_sent(sk.count());
+        ASSERT_TRUE(
+            telemetry_->ForHost(h.host_id())->AddReport(r, start + absl::Milliseconds(500)).ok());
+      }
+    }
+  }
+  StepLook Final() {
+    StepLook in = LookAt(change_, 3, 3);
+    in.now = in.after_start + absl::Seconds(10) + absl::Milliseconds(600);
+    in.policy.mutable_guard()->set_max_p99_regression(0.05);
+    in.policy.mutable_guard()->set_confidence(0.995);
+    in.policy.mutable_guard()->set_min_samples(1000);
+    in.policy.mutable_guard()->set_min_rack_pairs(6);
+    in.policy.mutable_guard()->set_pass_max_ucb_regression(0.2);
+    in.baseline = &step_baseline_;
+    return in;
+  }
+  static bool IsCanary(const std::string& host) { return absl::EndsWith(host, "h0"); }
+
+  std::mt19937_64 rng_{7};
+  std::unique_ptr<TelemetryStore> telemetry_;
+  std::unique_ptr<StepEvaluator> evaluator_;
+  v1::Change change_;
+  std::map<std::string, HostPeriod> step_baseline_;
+  FleetPeriod fleet_baseline_;
+};
+
+TEST_F(CumulativeTest, ACreepThatEachStepsOwnBaselineHidesFailsAgainstThePreChangeBaseline) {
+  // Before the change every host was at x1; by stage 1 the canary hosts had
+  // crept to x1.7, and stay there; the stage-1 hosts' change is neutral.
+  auto crept = [](const std::string& h) { return IsCanary(h) ? 1.7 : 1.0; };
+  for (const v1::HostTarget& h : change_.hosts()) {
+    fleet_baseline_.hosts[h.host_id()] = Period(h.host_id(), 1.0);
+    step_baseline_[h.host_id()] = Period(h.host_id(), crept(h.host_id()));
+  }
+  StepLook in = Final();
+  Step(in.after_start, crept);
+
+  // Without the pre-change baseline (as before): the step sees nothing.
+  std::vector<v1::Verdict> v = evaluator_->Look(in);
+  ASSERT_FALSE(v.empty());
+  EXPECT_NE(v[0].outcome(), v1::Verdict::FAIL) << v[0].summary();
+  EXPECT_EQ(FindEvidence(v[0], "cumulative_ln_p99_did"), nullptr);
+
+  in.fleet_baseline = &fleet_baseline_;
+  v = evaluator_->Look(in);
+  ASSERT_FALSE(v.empty());
+  EXPECT_EQ(v[0].outcome(), v1::Verdict::FAIL) << v[0].summary();
+  EXPECT_EQ(v[0].rule(), "cumulative_p99_did_t_test") << v[0].summary();
+  EXPECT_NE(v[0].summary().find("against the pre-change baseline"), std::string::npos);
+  EXPECT_NE(v[0].summary().find("this step against its own baseline"), std::string::npos);
+  const v1::MetricEvidence* own = FindEvidence(v[0], "ln_p99_did");
+  const v1::MetricEvidence* cumulative = FindEvidence(v[0], "cumulative_ln_p99_did");
+  ASSERT_NE(own, nullptr);
+  ASSERT_NE(cumulative, nullptr);
+  EXPECT_NE(own->outcome(), "fail") << own->note();
+  // Half of each rack's changed hosts rose x1.7: about x1.30.
+  EXPECT_GT(cumulative->ratio(), 1.2) << cumulative->note();
+  EXPECT_EQ(cumulative->outcome(), "fail") << cumulative->DebugString();
+  // The two tests share the step's false-FAIL budget.
+  EXPECT_LE(own->alpha(), 0.0025 + 1e-12);
+  EXPECT_LE(cumulative->alpha(), 0.0025 + 1e-12);
+}
+
+TEST_F(CumulativeTest, ANeutralChangeShowsTheCumulativeEvidenceAndDoesNotFail) {
+  for (const v1::HostTarget& h : change_.hosts()) {
+    fleet_baseline_.hosts[h.host_id()] = Period(h.host_id(), 1.0);
+    step_baseline_[h.host_id()] = Period(h.host_id(), 1.0);
+  }
+  StepLook in = Final();
+  in.fleet_baseline = &fleet_baseline_;
+  Step(in.after_start, [](const std::string&) { return 1.0; });
+  std::vector<v1::Verdict> v = evaluator_->Look(in);
+  ASSERT_FALSE(v.empty());
+  EXPECT_NE(v[0].outcome(), v1::Verdict::FAIL) << v[0].summary();
+  const v1::MetricEvidence* cumulative = FindEvidence(v[0], "cumulative_ln_p99_did");
+  ASSERT_NE(cumulative, nullptr);
+  EXPECT_NE(cumulative->outcome(), "fail");
+  EXPECT_NE(cumulative->note().find("against the pre-change baseline"), std::string::npos);
+
+  // A fleet baseline without each host's probes (an older controller's)
+  // cannot serve: no cumulative test, the step's own budget whole.
+  for (auto& [id, p] : fleet_baseline_.hosts) p.rtt = QuantileSketch();
+  v = evaluator_->Look(in);
+  ASSERT_FALSE(v.empty());
+  EXPECT_EQ(FindEvidence(v[0], "cumulative_ln_p99_did"), nullptr);
 }
 
 }  // namespace
