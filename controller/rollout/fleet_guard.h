@@ -34,9 +34,10 @@ inline constexpr double kFleetGuardPauseRatioFloor = 1e-4;
 // change's doing.
 inline constexpr double kFleetP99RegressionRatio = 1.5;
 
-// The fleet over one period: each host's counters (the rtt of these periods
-// is not used) and the probe RTT sketch merged over all of them (the policy's
-// objective peer class).
+// The fleet over one period: each host's counters (and, in a change's fleet
+// baseline, its probe RTT sketch, which the step evaluator's cumulative test
+// reads; the guard does not) and the probe RTT sketch merged over all of them
+// (the policy's objective peer class).
 struct FleetPeriod {
   std::map<std::string, HostPeriod> hosts;
   QuantileSketch rtt;

@@ -5,6 +5,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "controller/rollout/judge_inputs.h"
@@ -200,7 +201,8 @@ std::vector<HostInput> StepEvaluator::CumulativeInputs(const StepLook& in,
   for (const HostInput& h : step) {
     auto b = in.fleet_baseline->hosts.find(h.host_id);
     // A fleet baseline recorded before it kept each host's probes (an older
-    // controller's, resumed) cannot serve.
+    // controller's, resumed) cannot serve; nor can a host without probes
+    // then (the judge would drop it anyway).
     if (b == in.fleet_baseline->hosts.end() || b->second.rtt.empty()) continue;
     HostInput host;
     host.host_id = h.host_id;
@@ -225,7 +227,18 @@ void StepEvaluator::MergeCumulative(const v1::Verdict& cumulative, v1::Verdict* 
     e->set_metric(absl::StrCat(kCumulativePrefix, m.metric()));
     e->set_note(absl::StrCat("against the pre-change baseline: ", m.note()));
   }
-  if (cumulative.outcome() != v1::Verdict::FAIL || v->outcome() == v1::Verdict::FAIL) return;
+  for (const std::string& d : cumulative.dropped_hosts()) {
+    v->add_dropped_hosts(absl::StrCat(kCumulativePrefix, d));
+  }
+  // Only the tests against the baseline say something about it; the rest
+  // (hard guards, absolute bounds) read the same bake as the step's own test.
+  const std::string& rule = cumulative.rule();
+  const bool against_baseline = rule == "p99_did_t_test" || rule == "p999_did_t_test" ||
+                                rule == "probe_loss" || absl::StartsWith(rule, "constraint:");
+  if (cumulative.outcome() != v1::Verdict::FAIL || !against_baseline ||
+      v->outcome() == v1::Verdict::FAIL) {
+    return;
+  }
   const std::string step_summary = v->summary();
   v->set_outcome(v1::Verdict::FAIL);
   v->set_rule(absl::StrCat(kCumulativePrefix, cumulative.rule()));

@@ -51,10 +51,10 @@ struct StepLook {
 //     changed so far against the hosts not yet changed, each against its
 //     period before the change's first step (the fleet baseline), since each
 //     step's own baseline already holds what earlier steps did (a slow creep
-//     shows in no single step); its FAIL fails the step (rule
-//     "cumulative_<rule>"), its metrics join the verdict
-//     ("cumulative_<metric>"), and the two tests share the step's
-//     false-FAIL budget; or,
+//     shows in no single step); its FAIL of a test against the baseline
+//     fails the step (rule "cumulative_<rule>"), its metrics join the
+//     verdict ("cumulative_<metric>"), and the two tests share the step's
+//     false-FAIL budget (each spends half); or,
 //     when the step leaves no
 //     host unchanged, the policy's hard limits over every changed host at
 //     every look (FAIL "guard:<metric>", HardLimitBreaches), else
@@ -122,9 +122,10 @@ class StepEvaluator {
   // or without both groups.
   std::vector<HostInput> CumulativeInputs(const StepLook& in,
                                           const std::vector<HostInput>& step) const;
-  // Adds the cumulative verdict's metrics to `v` (named kCumulativePrefix +
-  // metric) and turns `v` into its FAIL (rule kCumulativePrefix + rule) when
-  // it failed and `v` did not.
+  // Adds the cumulative verdict's metrics and dropped hosts to `v` (prefixed
+  // kCumulativePrefix) and turns `v` into its FAIL (rule kCumulativePrefix +
+  // rule) when it failed a test against the baseline (p99, p999, probe loss,
+  // a constraint's difference in differences) and `v` did not fail.
   static void MergeCumulative(const v1::Verdict& cumulative, v1::Verdict* v);
   v1::Verdict NoControlLeft(const StepLook& in) const;
   // No control left: a FAIL when a changed host breached a hard limit since

@@ -1366,6 +1366,40 @@ TEST_F(RolloutTest, RestartAtTheLastStageKeepsTheFleetBaseline) {
   for (const std::string& h : hosts_) EXPECT_EQ(DesiredValue(h), 300) << h;
 }
 
+// The cumulative test at stage 1 reads each host's probes from before the
+// canary: after a restart the telemetry is gone, so they come from the
+// persisted fleet baseline.
+TEST_F(RolloutTest, RestartAtStageOneKeepsThePreChangeProbesForTheCumulativeTest) {
+  ApplyPolicy(PolicyText());
+  Run(6);
+  auto c = Propose(100);
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(Act("approve", c->id(), {"bob", false}).ok());
+  Tick();
+  for (int i = 0; i < 40; ++i) {
+    const v1::Change now = Get(c->id());
+    if (now.state() == v1::STAGE && now.stage() == 1) break;
+    Run(1);
+  }
+  ASSERT_EQ(Get(c->id()).stage(), 1u);
+  Close();
+  Open();
+  Connect();
+  const int before_restart = Get(c->id()).verdicts_size();
+  for (int i = 0; i < 20; ++i) {
+    const v1::Change now = Get(c->id());
+    if (now.state() != v1::STAGE || now.stage() != 1) break;
+    Run(1);
+  }
+  const v1::Change now = Get(c->id());
+  bool cumulative = false;
+  for (int i = before_restart; i < now.verdicts_size(); ++i) {
+    const v1::Verdict& v = now.verdicts(i);
+    if (v.stage() == 1) cumulative |= FindEvidence(v, "cumulative_ln_p99_did") != nullptr;
+  }
+  EXPECT_TRUE(cumulative) << now.DebugString().substr(0, 3000);
+}
+
 TEST_F(RolloutTest, RestartWithoutAPersistedBaselineRollsBackConsistently) {
   ApplyPolicy(PolicyText());
   Run(6);

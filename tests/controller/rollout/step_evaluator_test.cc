@@ -289,7 +289,7 @@ TEST_F(StepEvaluatorTest, AGuardRestoreFailsTheChangeOnlyWhenItJudgedThePushedVe
 
 // Issue 25 item 4: each step takes its own baseline, so at stage 1 the
 // canary hosts' baseline already holds what the change did to them: a p99
-// that crept up x1.3 on them after the canary step passed shows in no single
+// that crept up x1.7 on them after the canary step passed shows in no single
 // step. The cumulative test compares every host changed so far with the hosts
 // not yet changed, each against its period before the change's first step
 // (the fleet baseline), and FAILs it.
@@ -387,11 +387,15 @@ TEST_F(CumulativeTest, ACreepThatEachStepsOwnBaselineHidesFailsAgainstThePreChan
   StepLook in = Final();
   Step(in.after_start, crept);
 
-  // Without the pre-change baseline (as before): the step sees nothing.
+  // Without the pre-change baseline (as before): the step sees nothing, and
+  // its own test spends the whole budget (final look of 3: 0.0015 for p99).
   std::vector<v1::Verdict> v = evaluator_->Look(in);
   ASSERT_FALSE(v.empty());
   EXPECT_NE(v[0].outcome(), v1::Verdict::FAIL) << v[0].summary();
   EXPECT_EQ(FindEvidence(v[0], "cumulative_ln_p99_did"), nullptr);
+  ASSERT_NE(FindEvidence(v[0], "ln_p99_did"), nullptr);
+  const double whole_alpha = FindEvidence(v[0], "ln_p99_did")->alpha();
+  EXPECT_NEAR(whole_alpha, 0.0015, 1e-9);
 
   in.fleet_baseline = &fleet_baseline_;
   v = evaluator_->Look(in);
@@ -408,9 +412,9 @@ TEST_F(CumulativeTest, ACreepThatEachStepsOwnBaselineHidesFailsAgainstThePreChan
   // Half of each rack's changed hosts rose x1.7: about x1.30.
   EXPECT_GT(cumulative->ratio(), 1.2) << cumulative->note();
   EXPECT_EQ(cumulative->outcome(), "fail") << cumulative->DebugString();
-  // The two tests share the step's false-FAIL budget.
-  EXPECT_LE(own->alpha(), 0.0025 + 1e-12);
-  EXPECT_LE(cumulative->alpha(), 0.0025 + 1e-12);
+  // The two tests share the step's false-FAIL budget: half each.
+  EXPECT_NEAR(own->alpha(), whole_alpha / 2, 1e-9);
+  EXPECT_NEAR(cumulative->alpha(), whole_alpha / 2, 1e-9);
 }
 
 TEST_F(CumulativeTest, ANeutralChangeShowsTheCumulativeEvidenceAndDoesNotFail) {
@@ -431,10 +435,13 @@ TEST_F(CumulativeTest, ANeutralChangeShowsTheCumulativeEvidenceAndDoesNotFail) {
 
   // A fleet baseline without each host's probes (an older controller's)
   // cannot serve: no cumulative test, the step's own budget whole.
+  EXPECT_NEAR(FindEvidence(v[0], "ln_p99_did")->alpha(), 0.00075, 1e-9);
   for (auto& [id, p] : fleet_baseline_.hosts) p.rtt = QuantileSketch();
   v = evaluator_->Look(in);
   ASSERT_FALSE(v.empty());
   EXPECT_EQ(FindEvidence(v[0], "cumulative_ln_p99_did"), nullptr);
+  ASSERT_NE(FindEvidence(v[0], "ln_p99_did"), nullptr);
+  EXPECT_NEAR(FindEvidence(v[0], "ln_p99_did")->alpha(), 0.0015, 1e-9);
 }
 
 }  // namespace
