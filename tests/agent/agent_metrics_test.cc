@@ -13,6 +13,7 @@
 #include "daemon/clock.h"
 #include "prometheus/text_serializer.h"
 #include "tests/testing/report_builders.h"
+#include "tests/testing/test_support.h"
 
 namespace rocetune {
 namespace {
@@ -434,7 +435,8 @@ TEST(AgentMetricsTest, OutputPassesPromtoolCheckMetrics) {
   m.RecordApply(true);
   m.RecordSampling(absl::Microseconds(120));
   std::string text = Serialize(*registry);
-  std::string path = ::testing::TempDir() + "/agent_metrics.prom";
+  const ::rocetune::testing::TempDir dir("agent-metrics");
+  std::string path = dir.path() + "/agent_metrics.prom";
   FILE* f = fopen(path.c_str(), "w");
   ASSERT_NE(f, nullptr);
   fwrite(text.data(), 1, text.size(), f);

@@ -10,6 +10,7 @@
 #include "absl/flags/parse.h"
 #include "absl/time/time.h"
 #include "rocetune/v1/config.pb.h"
+#include "tests/testing/test_support.h"
 
 ABSL_FLAG(std::string, controller, "127.0.0.1:7070", "test flag");
 ABSL_FLAG(std::string, sample_interval, "1s", "test flag");
@@ -19,7 +20,9 @@ namespace rocetune {
 namespace {
 
 std::string WriteTemp(const std::string& text) {
-  std::string path = ::testing::TempDir() + "/cfg_" +
+  // One directory for the suite, removed at exit.
+  static const ::rocetune::testing::TempDir dir("init-test");
+  std::string path = dir.path() + "/cfg_" +
                      ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".textproto";
   std::ofstream(path) << text;
   return path;

@@ -15,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "prometheus/text_serializer.h"
+#include "tests/testing/test_support.h"
 
 namespace rocetune {
 namespace {
@@ -105,7 +106,8 @@ TEST(ProcessMetricsTest, CollectsBuildInfoAndProcessSeries) {
 
   // The text format passes promtool's lint.
   const std::string text = prometheus::TextSerializer().Serialize(families);
-  const std::string path = ::testing::TempDir() + "/process_metrics.prom";
+  const ::rocetune::testing::TempDir dir("process-metrics");
+  const std::string path = dir.path() + "/process_metrics.prom";
   std::ofstream(path) << text;
   FILE* p = popen(("promtool check metrics < " + path + " 2>&1").c_str(), "r");
   ASSERT_NE(p, nullptr);

@@ -6,6 +6,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/test_support.h"
 
 namespace {
 
@@ -80,7 +81,8 @@ TEST(FabricsimCliTest, PaceMustBeAFiniteNonNegativeNumber) {
 }
 
 TEST(FabricsimCliTest, BadScenarioFileReportsLineAndColumn) {
-  const std::string path = ::testing::TempDir() + "/broken.textproto";
+  const ::rocetune::testing::TempDir dir("fabricsim-cli");
+  const std::string path = dir.path() + "/broken.textproto";
   FILE* f = fopen(path.c_str(), "w");
   ASSERT_NE(f, nullptr);
   fputs("name: \"x\"\nseed: banana\n", f);

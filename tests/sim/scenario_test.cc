@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "sim/fabric.h"
 #include "sim/scenario_loader.h"
+#include "tests/testing/test_support.h"
 
 namespace rocetune::sim {
 namespace {
@@ -17,7 +18,9 @@ namespace {
 using ::testing::HasSubstr;
 
 std::string WriteTemp(const std::string& name, const std::string& text) {
-  const std::string path = ::testing::TempDir() + "/" + name;
+  // One directory for the suite, removed at exit.
+  static const ::rocetune::testing::TempDir dir("scenario-test");
+  const std::string path = dir.path() + "/" + name;
   std::ofstream(path) << text;
   return path;
 }

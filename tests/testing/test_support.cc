@@ -11,18 +11,53 @@
 #include <sstream>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "gtest/gtest.h"
 
 namespace rocetune::testing {
 
+namespace {
+
+// The directories MakeTempDir made in this process. They are kept while the
+// tests run (a failure's logs are in them) and removed when the process ends
+// with every test passed; after a failure, or a crash, they stay.
+class MadeDirs {
+ public:
+  ~MadeDirs() {
+    if (!::testing::UnitTest::GetInstance()->Passed()) return;
+    absl::MutexLock lock(&mu_);
+    for (const std::string& d : dirs_) {
+      std::error_code ec;
+      std::filesystem::remove_all(d, ec);
+    }
+  }
+  void Add(const std::string& dir) {
+    absl::MutexLock lock(&mu_);
+    dirs_.push_back(dir);
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<std::string> dirs_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
 std::string MakeTempDir(const std::string& name) {
+  // Constructed after gtest's UnitTest (the first call comes from a test), so
+  // destroyed before it.
+  static MadeDirs made;
   const char* base = getenv("TEST_TMPDIR");
   std::string tmpl = absl::StrCat(base != nullptr ? base : "/tmp", "/rocetune-", name, "-XXXXXX");
   std::vector<char> buf(tmpl.begin(), tmpl.end());
   buf.push_back('\0');
   char* dir = mkdtemp(buf.data());
-  return dir != nullptr ? std::string(dir) : std::string();
+  if (dir == nullptr) return std::string();
+  made.Add(dir);
+  return std::string(dir);
 }
 
 TempDir::TempDir(const std::string& name) : path_(MakeTempDir(name)) {}

@@ -13,7 +13,9 @@
 namespace rocetune::testing {
 
 // A fresh directory under $TEST_TMPDIR (else /tmp) named after `name`; ""
-// when it cannot be made. The test keeps it (for a failure's logs).
+// when it cannot be made. It is kept while the tests run and after a failure
+// (for its logs), and removed when the test binary ends with every test
+// passed.
 std::string MakeTempDir(const std::string& name);
 
 // A fresh directory as MakeTempDir, removed with everything in it when this

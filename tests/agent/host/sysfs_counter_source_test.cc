@@ -406,12 +406,12 @@ TEST(SysfsCounterSourceTest, RelistAfterAVanishedDeviceReopensEverything) {
 }
 
 TEST(SysfsCounterSourceTest, NoDevicesIsUnavailable) {
-  const std::string root = ::testing::TempDir() + "/rocetune_nodev_sys";
+  const ::rocetune::testing::TempDir dir("nodev-sys");
+  const std::string root = dir.path() + "/sys";
   std::filesystem::create_directories(root + "/class/infiniband");
   SysfsCounterSource source(root);
   std::vector<CounterValue> out;
   EXPECT_EQ(source.Collect(&out).code(), absl::StatusCode::kUnavailable);
-  std::filesystem::remove_all(root);
 }
 
 }  // namespace

@@ -131,7 +131,8 @@ TEST(SysfsNicDiscoveryTest, NetdevFallsBackToPciNetWithoutGidAttrs) {
 }
 
 TEST(SysfsNicDiscoveryTest, EmptyHostLogsOnce) {
-  const std::string root = ::testing::TempDir() + "/rocetune_empty_sys";
+  const ::rocetune::testing::TempDir dir("empty-sys");
+  const std::string root = dir.path() + "/sys";
   std::filesystem::create_directories(root + "/class/net/lo");
   std::string log;
   SetLogSinkForTest(&log);
