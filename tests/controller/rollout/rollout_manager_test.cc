@@ -60,6 +60,10 @@ std::string PolicyText(int approvers = 1, uint32_t max_hold = 12) {
       approvers, " }\n");
 }
 
+bool InFlightForTest(v1::ChangeState s) {
+  return s == v1::CANARY || s == v1::STAGE || s == v1::APPROVED;
+}
+
 class RolloutTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -216,6 +220,23 @@ class RolloutTest : public ::testing::Test {
     if (auto a = Act("approve", c->id(), {"bob", false}); !a.ok()) return a.status();
     Tick();
     return c;
+  }
+  // Feeds telemetry (up to 40 s) until change `id` is in STAGE `stage` or
+  // no longer in flight.
+  void RunUntilStage(const std::string& id, uint32_t stage) {
+    for (int i = 0; i < 40; ++i) {
+      const v1::Change now = Get(id);
+      if (!InFlightForTest(now.state()) || (now.state() == v1::STAGE && now.stage() == stage)) {
+        return;
+      }
+      Run(1);
+    }
+  }
+  // A controller restart: the telemetry goes with the process, the store stays.
+  void Restart() {
+    Close();
+    Open();
+    Connect();
   }
   // The newest audit row of `change_id` (an empty row when there is none).
   v1::AuditEntry NewestAudit(const std::string& change_id) {
@@ -1338,26 +1359,16 @@ TEST_F(RolloutTest, ARegressionFoundAfterAResumedCanaryIsRolledBack) {
 }
 
 TEST_F(RolloutTest, RestartAtTheLastStageKeepsTheFleetBaseline) {
-  ApplyPolicy(PolicyText());
   tx_bytes_ = [this](const std::string&) {
     size_t with = 0;
     for (const std::string& h : hosts_) with += agents_[h]->Param("rpg_time_reset", 300) == 8;
     return with == hosts_.size() ? 6'500'000'000ull : 10'000'000'000ull;
   };
-  Run(6);
-  auto c = Propose(8);
-  ASSERT_TRUE(c.ok());
-  ASSERT_TRUE(Act("approve", c->id(), {"bob", false}).ok());
-  Tick();
-  for (int i = 0; i < 40; ++i) {
-    const v1::Change now = Get(c->id());
-    if (now.state() == v1::STAGE && now.stage() == 2) break;
-    Run(1);
-  }
+  auto c = ApprovedChange(8);
+  ASSERT_TRUE(c.ok()) << c.status();
+  RunUntilStage(c->id(), 2);
   ASSERT_EQ(Get(c->id()).stage(), 2u);
-  Close();
-  Open();
-  Connect();
+  Restart();
   ASSERT_EQ(Get(c->id()).state(), v1::STAGE);
   for (int i = 0; i < 20 && Get(c->id()).state() == v1::STAGE; ++i) Run(1);
   v1::Change now = Get(c->id());
@@ -1370,21 +1381,11 @@ TEST_F(RolloutTest, RestartAtTheLastStageKeepsTheFleetBaseline) {
 // canary: after a restart the telemetry is gone, so they come from the
 // persisted fleet baseline.
 TEST_F(RolloutTest, RestartAtStageOneKeepsThePreChangeProbesForTheCumulativeTest) {
-  ApplyPolicy(PolicyText());
-  Run(6);
-  auto c = Propose(100);
-  ASSERT_TRUE(c.ok());
-  ASSERT_TRUE(Act("approve", c->id(), {"bob", false}).ok());
-  Tick();
-  for (int i = 0; i < 40; ++i) {
-    const v1::Change now = Get(c->id());
-    if (now.state() == v1::STAGE && now.stage() == 1) break;
-    Run(1);
-  }
+  auto c = ApprovedChange(100);
+  ASSERT_TRUE(c.ok()) << c.status();
+  RunUntilStage(c->id(), 1);
   ASSERT_EQ(Get(c->id()).stage(), 1u);
-  Close();
-  Open();
-  Connect();
+  Restart();
   const int before_restart = Get(c->id()).verdicts_size();
   for (int i = 0; i < 20; ++i) {
     const v1::Change now = Get(c->id());
@@ -1621,10 +1622,6 @@ TEST_F(RolloutTest, StoppingACampaignBeforeItsApprovalRejectsIt) {
 
 // ---- The fleet guard (fleet_guard.h): fleet before/after across the stages.
 
-bool InFlightForTest(v1::ChangeState s) {
-  return s == v1::CANARY || s == v1::STAGE || s == v1::APPROVED;
-}
-
 // A verdict's fleet evidence for `metric` ("fleet_throughput_gbps").
 const v1::MetricEvidence* FleetMetric(const v1::Verdict& v, const std::string& metric) {
   for (const v1::MetricEvidence& m : v.metrics()) {
@@ -1795,11 +1792,7 @@ TEST_F(RolloutTest, AFleetIncidentAtTheLastStageHoldsTheFleetGuardInsteadOfFaili
   factor_ = [&incident](int64_t) { return incident ? 3.0 : 1.0; };
   auto c = ApprovedChange(310);
   ASSERT_TRUE(c.ok()) << c.status();
-  for (int i = 0; i < 40; ++i) {
-    const v1::Change now = Get(c->id());
-    if (!InFlightForTest(now.state()) || (now.state() == v1::STAGE && now.stage() == 2)) break;
-    Run(1);
-  }
+  RunUntilStage(c->id(), 2);
   ASSERT_EQ(Get(c->id()).state(), v1::STAGE);
   ASSERT_EQ(Get(c->id()).stage(), 2u);
   Run(3);
