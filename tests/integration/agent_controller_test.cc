@@ -24,6 +24,7 @@ namespace {
 using ::rocetune::testing::BuiltBinary;
 using ::rocetune::testing::ControllerLaunch;
 using ::rocetune::testing::ControllerProcess;
+using ::rocetune::testing::Eventually;
 using ::rocetune::testing::HostFixture;
 using ::rocetune::testing::HttpGet;
 using ::rocetune::testing::MakeTempDir;
@@ -155,20 +156,16 @@ TEST_F(AgentControllerTest, AgentKeepsSamplingWhileTheControllerIsDown) {
   ASSERT_GT(metrics, 0);
   const std::string rounds = "rocetune_agent_sampling_duration_seconds_count{host=\"host-c\"}";
   const std::string connected = "rocetune_agent_controller_connected{host=\"host-c\"}";
-  // The gauge follows the stream's state at the next sampling round, which
-  // can come after the controller has already filed the Hello.
-  absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (MetricValue(metrics, connected) != 1 && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(50));
-  }
-  EXPECT_EQ(MetricValue(metrics, connected), 1) << HttpGet(metrics, "/metrics");
+  // The agent sets the gauge when its Hello write completes, which can come
+  // after the controller has filed the Hello.
+  EXPECT_TRUE(Eventually([&] { return MetricValue(metrics, connected) == 1; }, absl::Seconds(10),
+                         absl::Milliseconds(50)))
+      << HttpGet(metrics, "/metrics");
   controller_->Signal(SIGTERM);
   ASSERT_EQ(controller_->Wait(absl::Seconds(10)), 0) << controller_->Log();
-  deadline = absl::Now() + absl::Seconds(10);
-  while (MetricValue(metrics, connected) != 0 && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(50));
-  }
-  ASSERT_EQ(MetricValue(metrics, connected), 0) << agent->Log();
+  ASSERT_TRUE(Eventually([&] { return MetricValue(metrics, connected) == 0; }, absl::Seconds(10),
+                         absl::Milliseconds(50)))
+      << agent->Log();
   const double before = MetricValue(metrics, rounds);
   ASSERT_GT(before, 0) << HttpGet(metrics, "/metrics");
   absl::SleepFor(absl::Seconds(2));  // --sample_interval=100ms: about 20 rounds
