@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "controller/judge/stats.h"
@@ -121,6 +122,39 @@ uint32_t MinRackPairs(const v1::Guard& g) {
 
 double FalseFailBudget(const v1::Guard& g) {
   return 1 - (g.confidence() > 0 && g.confidence() < 1 ? g.confidence() : kDefaultConfidence);
+}
+
+JudgeConfig HalfFailBudget(JudgeConfig config) {
+  config.guard.set_confidence(1 - FalseFailBudget(config.guard) / 2);
+  return config;
+}
+
+void MergeCumulative(const v1::Verdict& cumulative, v1::Verdict* v) {
+  for (const v1::MetricEvidence& m : cumulative.metrics()) {
+    v1::MetricEvidence* e = v->add_metrics();
+    *e = m;
+    e->set_metric(absl::StrCat(kCumulativePrefix, m.metric()));
+    e->set_note(absl::StrCat("against the pre-change baseline: ", m.note()));
+  }
+  for (const std::string& d : cumulative.dropped_hosts()) {
+    v->add_dropped_hosts(absl::StrCat(kCumulativePrefix, d));
+  }
+  // Only the tests against the baseline say something about it; the rest
+  // (hard guards, absolute bounds) read the same bake as the step's own test.
+  const std::string& rule = cumulative.rule();
+  const bool against_baseline = rule == "p99_did_t_test" || rule == "p999_did_t_test" ||
+                                rule == "probe_loss" || absl::StartsWith(rule, "constraint:");
+  if (cumulative.outcome() != v1::Verdict::FAIL || !against_baseline ||
+      v->outcome() == v1::Verdict::FAIL) {
+    return;
+  }
+  const std::string step_summary = v->summary();
+  v->set_outcome(v1::Verdict::FAIL);
+  v->set_rule(absl::StrCat(kCumulativePrefix, cumulative.rule()));
+  v->set_summary(absl::StrCat(
+      "FAIL against the pre-change baseline (every host changed so far against the hosts not "
+      "yet changed, each over the period before the change's first step): ",
+      cumulative.summary(), "; this step against its own baseline: ", step_summary));
 }
 
 namespace {

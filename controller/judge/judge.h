@@ -159,6 +159,20 @@ uint32_t MinRackPairs(const v1::Guard& guard);
 // 1 - guard.confidence, else 1 - the default confidence.
 double FalseFailBudget(const v1::Guard& guard);
 
+// The cumulative test: from stage 1 on, a step is judged twice, each host
+// against the step's own baseline and against its period before the change's
+// first step. The two tests split the step's false-FAIL budget (Bonferroni):
+// HalfFailBudget is the config each of them runs with. MergeCumulative adds
+// the second verdict's metrics and dropped hosts to `v` (prefixed
+// kCumulativePrefix) and turns `v` into its FAIL (rule kCumulativePrefix +
+// rule) when it failed a test against the baseline (p99, p999, probe loss, a
+// constraint's difference in differences) and `v` did not fail; the rest of
+// it (hard guards, absolute bounds) reads the same bake as `v` and decides
+// nothing. A HOLD or PASS of the cumulative test leaves `v` as it is.
+inline constexpr char kCumulativePrefix[] = "cumulative_";
+JudgeConfig HalfFailBudget(JudgeConfig config);
+void MergeCumulative(const v1::Verdict& cumulative, v1::Verdict* v);
+
 // What a design can show, estimated from an A/A input: `aa` is two
 // consecutive periods of a fleet in which nothing changed (before, after),
 // with the canary/control roles a change would give. The judge runs on it at

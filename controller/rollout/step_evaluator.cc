@@ -182,9 +182,7 @@ v1::Verdict StepEvaluator::Experiment(const StepLook& in) const {
   cfg.now_unix_nanos = absl::ToUnixNanos(in.now);
   std::vector<HostInput> cumulative = CumulativeInputs(in, inputs);
   if (!cumulative.empty()) {
-    // Two tests decide this look: the step's family-wise false-FAIL budget
-    // is split between them (Bonferroni).
-    cfg.guard.set_confidence(1 - FalseFailBudget(in.policy.guard()) / 2);
+    cfg = HalfFailBudget(std::move(cfg));  // two tests decide this look
   }
   v1::Verdict v = Judge(inputs, cfg);
   for (std::string& d : not_changed) v.add_dropped_hosts(std::move(d));
@@ -218,34 +216,6 @@ std::vector<HostInput> StepEvaluator::CumulativeInputs(const StepLook& in,
       std::any_of(out.begin(), out.end(), [](const HostInput& h) { return !h.canary; });
   if (!canary || !control) return {};
   return out;
-}
-
-void StepEvaluator::MergeCumulative(const v1::Verdict& cumulative, v1::Verdict* v) {
-  for (const v1::MetricEvidence& m : cumulative.metrics()) {
-    v1::MetricEvidence* e = v->add_metrics();
-    *e = m;
-    e->set_metric(absl::StrCat(kCumulativePrefix, m.metric()));
-    e->set_note(absl::StrCat("against the pre-change baseline: ", m.note()));
-  }
-  for (const std::string& d : cumulative.dropped_hosts()) {
-    v->add_dropped_hosts(absl::StrCat(kCumulativePrefix, d));
-  }
-  // Only the tests against the baseline say something about it; the rest
-  // (hard guards, absolute bounds) read the same bake as the step's own test.
-  const std::string& rule = cumulative.rule();
-  const bool against_baseline = rule == "p99_did_t_test" || rule == "p999_did_t_test" ||
-                                rule == "probe_loss" || absl::StartsWith(rule, "constraint:");
-  if (cumulative.outcome() != v1::Verdict::FAIL || !against_baseline ||
-      v->outcome() == v1::Verdict::FAIL) {
-    return;
-  }
-  const std::string step_summary = v->summary();
-  v->set_outcome(v1::Verdict::FAIL);
-  v->set_rule(absl::StrCat(kCumulativePrefix, cumulative.rule()));
-  v->set_summary(absl::StrCat(
-      "FAIL against the pre-change baseline (every host changed so far against the hosts not "
-      "yet changed, each over the period before the change's first step): ",
-      cumulative.summary(), "; this step against its own baseline: ", step_summary));
 }
 
 std::optional<v1::Verdict> StepEvaluator::HardLimits(const StepLook& in) const {

@@ -76,8 +76,6 @@ struct StepLook {
 // The GuardEvent kind of an agent that restored its last-known-good set when
 // a provisional set's lease ran out without the controller.
 inline constexpr char kLeaseExpiredKind[] = "lease_expired";
-// The prefix of the cumulative test's evidence and FAIL rule.
-inline constexpr char kCumulativePrefix[] = "cumulative_";
 
 class StepEvaluator {
  public:
@@ -122,11 +120,6 @@ class StepEvaluator {
   // or without both groups.
   std::vector<HostInput> CumulativeInputs(const StepLook& in,
                                           const std::vector<HostInput>& step) const;
-  // Adds the cumulative verdict's metrics and dropped hosts to `v` (prefixed
-  // kCumulativePrefix) and turns `v` into its FAIL (rule kCumulativePrefix +
-  // rule) when it failed a test against the baseline (p99, p999, probe loss,
-  // a constraint's difference in differences) and `v` did not fail.
-  static void MergeCumulative(const v1::Verdict& cumulative, v1::Verdict* v);
   v1::Verdict NoControlLeft(const StepLook& in) const;
   // No control left: a FAIL when a changed host breached a hard limit since
   // the step started.

@@ -37,5 +37,22 @@ TEST(JudgeRackLevelFalseFailTest, AaFourCanaryFourControlRacksBelowOnePercent) {
   EXPECT_EQ(t.pass_before_final, 0);
 }
 
+// A stage of a rack-level change, judged twice (judge.h, the cumulative
+// test): its own 30-window baseline and the 30 windows before the canary's
+// 30-window bake, each test at half the budget. The racks' own drift has had
+// 60 windows more to move the older baseline (an AR(1) at 0.8 per window
+// forgets it within about ten).
+TEST(JudgeRackLevelFalseFailTest, AaStageJudgedTwiceBelowOnePercent) {
+  SimConfig c = RackLevelConfig(4, 4);
+  c.windows_before = 90;
+  c.cumulative_before_windows = 30;
+  c.step_before_windows = 30;
+  int seeds = Seeds(2000);
+  Tally t = RunSchedule(c, AllMetricsConfig(), seeds, 1300001);
+  std::cout << Describe("A/A 4 vs 4 racks, stage + cumulative test", t) << "\n";
+  EXPECT_TRUE(UpperBoundBelow(t.fail, seeds, 0.01)) << t.fail << " of " << seeds;
+  EXPECT_EQ(t.pass_before_final, 0);
+}
+
 }  // namespace
 }  // namespace rocetune::controller::sim

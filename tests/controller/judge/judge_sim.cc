@@ -88,14 +88,16 @@ void DrawInto(const Variant& v, double tail_weight, const std::vector<int>& shif
 }
 
 struct Segment {
+  enum Kind { kBefore, kCumulativeBefore, kAfter };
   int begin = 0;  // window indices, global (before windows first)
   int end = 0;
-  bool after = false;
+  Kind kind = kBefore;
 };
 
 }  // namespace
 
-std::vector<std::vector<HostInput>> SimulateLooks(const SimConfig& c, uint64_t seed) {
+std::vector<std::vector<HostInput>> SimulateLooks(const SimConfig& c, uint64_t seed,
+                                                  std::vector<std::vector<HostInput>>* cumulative) {
   std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ULL + 12345);
   std::normal_distribution<double> normal(0, 1);
   const double log_gamma = std::log((1 + QuantileSketch::kDefaultRelativeAccuracy) /
@@ -124,13 +126,26 @@ std::vector<std::vector<HostInput>> SimulateLooks(const SimConfig& c, uint64_t s
            std::floor(w_in_period * c.present_share);
   };
 
+  // Without a cumulative test the segments (and so the draws) are the ones
+  // every other configuration has always had.
+  const bool two_tests = c.cumulative_before_windows > 0 && cumulative != nullptr;
+  const int step_before = c.step_before_windows > 0
+                              ? std::min(c.step_before_windows, c.windows_before)
+                              : c.windows_before;
   std::vector<Segment> segments;
-  if (c.windows_before > 0) segments.push_back({0, c.windows_before, false});
+  if (two_tests) {
+    segments.push_back(
+        {0, std::min(c.cumulative_before_windows, c.windows_before), Segment::kCumulativeBefore});
+  }
+  if (c.windows_before > 0) {
+    segments.push_back({c.windows_before - step_before, c.windows_before, Segment::kBefore});
+  }
   int prev = 0;
   for (int lw : c.look_windows) {
-    segments.push_back({c.windows_before + prev, c.windows_before + lw, true});
+    segments.push_back({c.windows_before + prev, c.windows_before + lw, Segment::kAfter});
     prev = lw;
   }
+  if (two_tests) cumulative->assign(c.look_windows.size(), {});
 
   const bool rack_level = c.canary_racks > 0;
   const int hosts_per_rack = rack_level ? c.hosts_per_rack : c.canary_per_rack + c.control_per_rack;
@@ -177,7 +192,8 @@ std::vector<std::vector<HostInput>> SimulateLooks(const SimConfig& c, uint64_t s
       for (const Segment& s : segments) {
         HostPeriod hp;
         std::vector<int> shifts;
-        int first = s.after ? c.windows_before : 0;
+        const bool is_after = s.kind == Segment::kAfter;
+        int first = is_after ? c.windows_before : s.begin;
         for (int w = s.begin; w < s.end; ++w) {
           hp.windows_expected++;
           if (present(w - first)) {
@@ -185,17 +201,17 @@ std::vector<std::vector<HostInput>> SimulateLooks(const SimConfig& c, uint64_t s
             shifts.push_back(shift[w]);
           }
         }
-        const bool changed_now = canary && s.after;
+        const bool changed_now = canary && is_after;
         int64_t n = static_cast<int64_t>(shifts.size()) * c.probes_per_window;
         DrawInto(changed_now ? changed : base, tail_weight, shifts, n, k_lo, log_gamma, rng,
                  &hp.rtt);
-        double loss = canary && s.after ? std::max(c.loss, c.canary_loss_after) : c.loss;
+        double loss = canary && is_after ? std::max(c.loss, c.canary_loss_after) : c.loss;
         uint64_t lost =
             static_cast<uint64_t>(std::llround(static_cast<double>(n) * loss / (1 - loss)));
         hp.probes_sent = static_cast<uint64_t>(n) + lost;
         hp.probes_lost = lost;
         hp.covered_seconds = hp.windows_present * c.window_seconds;
-        const double counter_step = s.after ? counter_rack_step : 0;
+        const double counter_step = is_after ? counter_rack_step : 0;
         auto noisy = [&](double mean) {
           return mean * std::exp(counter_host + counter_step + c.counter_noise_sd * normal(rng));
         };
@@ -212,9 +228,14 @@ std::vector<std::vector<HostInput>> SimulateLooks(const SimConfig& c, uint64_t s
         hp.tx_bytes = static_cast<uint64_t>(noisy(c.throughput_gbps) * 1e9 / 8 * secs);
         parts.push_back(std::move(hp));
       }
-      size_t first_after = c.windows_before > 0 ? 1 : 0;
       HostPeriod before;
-      if (first_after == 1) before = parts[0];
+      HostPeriod cumulative_before;
+      size_t first_after = 0;
+      for (size_t i = 0; i < segments.size(); ++i) {
+        if (segments[i].kind == Segment::kBefore) before = parts[i];
+        if (segments[i].kind == Segment::kCumulativeBefore) cumulative_before = parts[i];
+        if (segments[i].kind != Segment::kAfter) first_after = i + 1;
+      }
       HostPeriod after;
       for (size_t l = 0; l < c.look_windows.size(); ++l) {
         const HostPeriod& p = parts[first_after + l];
@@ -231,6 +252,11 @@ std::vector<std::vector<HostInput>> SimulateLooks(const SimConfig& c, uint64_t s
         HostInput at_look = in;
         at_look.before = before;
         at_look.after = after;
+        if (two_tests) {
+          HostInput against_first = at_look;
+          against_first.before = cumulative_before;
+          (*cumulative)[l].push_back(std::move(against_first));
+        }
         looks[l].push_back(std::move(at_look));
       }
     }
@@ -253,8 +279,12 @@ SimConfig RackLevelConfig(int canary_racks, int control_racks) {
 Tally RunSchedule(const SimConfig& sim_config, JudgeConfig config, int seeds, uint64_t first_seed) {
   Tally t;
   auto start = std::chrono::steady_clock::now();
+  const bool two_tests = sim_config.cumulative_before_windows > 0;
+  if (two_tests) config = HalfFailBudget(std::move(config));
+  std::vector<std::vector<HostInput>> cumulative;
   for (int i = 0; i < seeds; ++i) {
-    auto looks = SimulateLooks(sim_config, first_seed + static_cast<uint64_t>(i));
+    auto looks = SimulateLooks(sim_config, first_seed + static_cast<uint64_t>(i),
+                               two_tests ? &cumulative : nullptr);
     const size_t planned =
         sim_config.planned_looks > 0
             ? std::min(looks.size(), static_cast<size_t>(sim_config.planned_looks))
@@ -266,6 +296,7 @@ Tally RunSchedule(const SimConfig& sim_config, JudgeConfig config, int seeds, ui
     for (size_t l = 0; l < looks.size(); ++l) {
       config.look = static_cast<uint32_t>(l + 1);
       v1::Verdict v = Judge(looks[l], config);
+      if (two_tests) MergeCumulative(Judge(cumulative[l], config), &v);
       last = v.outcome();
       last_rule = v.rule();
       const bool hold_look = l + 1 > planned;

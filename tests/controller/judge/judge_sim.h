@@ -33,6 +33,16 @@ struct SimConfig {
   // windows_after are drawn as more of the bake.
   int planned_looks = 0;
   double window_seconds = 10;
+  // A stage after the canary, judged twice (the cumulative test, judge.h):
+  // when cumulative_before_windows > 0, the first that many windows of the
+  // before span are every host's period before the change's first step, and
+  // the last step_before_windows (0: all of it) the step's own baseline; the
+  // windows between are the earlier steps' bakes, which neither test reads.
+  // RunSchedule then judges each look both ways, each test at half the
+  // step's false-FAIL budget, and merges the two verdicts as the controller
+  // does.
+  int cumulative_before_windows = 0;
+  int step_before_windows = 0;
   double present_share = 1;  // share of windows with a report (both periods)
 
   // RTT model (seconds).
@@ -97,8 +107,13 @@ struct SimConfig {
 // ln RTT and of sd 0.1 on the guard counter rates.
 SimConfig RackLevelConfig(int canary_racks, int control_racks);
 
-// The judge's input at each look of the bake (cumulative after-periods).
-std::vector<std::vector<HostInput>> SimulateLooks(const SimConfig& config, uint64_t seed);
+// The judge's input at each look of the bake (cumulative after-periods);
+// with config.cumulative_before_windows > 0 and `cumulative` given, also the
+// cumulative test's input at each look (the same after-periods, each host's
+// period before the change's first step as its before).
+std::vector<std::vector<HostInput>> SimulateLooks(
+    const SimConfig& config, uint64_t seed,
+    std::vector<std::vector<HostInput>>* cumulative = nullptr);
 
 // Outcomes of running the full look schedule over a list of seeds: a FAIL at
 // any look ends that seed's run; otherwise the final look decides, or, after a
