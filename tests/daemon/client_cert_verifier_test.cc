@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/test_support.h"
 
 namespace rocetune {
 namespace {
@@ -35,8 +36,8 @@ void Write(const std::string& path, const std::string& text) {
 class ClientCertVerifierTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new std::string(::testing::TempDir() + "/client_cert_verifier_test_certs");
-    std::filesystem::remove_all(*dir_);
+    // A directory of its own: two copies of this test (two build trees) may run at once.
+    dir_ = new std::string(testing::MakeTempDir("client-cert-verifier"));
     const std::string cmd = absl::StrCat(
         ROCETUNE_SOURCE_DIR, "/tests/daemon/make_verifier_certs.sh ", *dir_, " >/dev/null");
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
