@@ -44,6 +44,41 @@ TEST(JudgePowerTest, TailWeightRaisedToPlus20PercentP99IsCaught) {
   EXPECT_TRUE(LowerBoundAtLeast(t.fail, seeds, 0.95)) << t.fail << " of " << seeds;
 }
 
+// Issue 25 item 4, the cumulative test: a +20% p99 regression (tail x1.2)
+// that the canary step let through, judged at stage 1. Each rack has two
+// canary hosts, one changed at the canary step (so its own baseline, the 30
+// windows before stage 1, already holds the regression) and one changed now,
+// against two control hosts. The stage's own test sees only the new host's
+// share; the cumulative one (its baseline 60 windows earlier, before the
+// canary) sees both hosts' whole regression.
+SimConfig RegressionCarriedIntoStageOne(bool cumulative) {
+  SimConfig c;
+  c.canary_per_rack = 2;
+  c.control_per_rack = 2;
+  c.canary_changed_earlier_per_rack = 1;
+  c.canary_tail_scale = 1.2;
+  c.windows_before = 90;
+  c.step_before_windows = 30;
+  c.cumulative_before_windows = cumulative ? 30 : 0;
+  return c;
+}
+
+TEST(JudgePowerTest, ARegressionCarriedPastTheCanaryIsCaughtAtStageOne) {
+  const int seeds = Seeds(400);
+  Tally own = RunSchedule(RegressionCarriedIntoStageOne(false), AllMetricsConfig(), seeds, 800001);
+  Tally both = RunSchedule(RegressionCarriedIntoStageOne(true), AllMetricsConfig(), seeds, 800001);
+  std::cout << Describe("stage 1, tail x1.2 since the canary, the stage's own test", own) << "\n"
+            << Describe("stage 1, tail x1.2 since the canary, with the cumulative test", both)
+            << "\n";
+  EXPECT_TRUE(LowerBoundAtLeast(both.fail, seeds, 0.95)) << both.fail << " of " << seeds;
+  int cumulative_fails = 0;
+  for (const auto& [rule, n] : both.fail_rules) {
+    if (rule.rfind(kCumulativePrefix, 0) == 0) cumulative_fails += n;
+  }
+  EXPECT_GT(cumulative_fails, 0);
+  EXPECT_GT(both.fail, own.fail);
+}
+
 // Issue 25 item 4: the PASS margin. PASS needs the p99 ratio's upper bound
 // below 1 + guard.pass_max_ucb_regression. At +20% (the simulated fleets'
 // policies) a +10% p99 regression that the final look does not FAIL may

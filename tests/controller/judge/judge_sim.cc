@@ -171,6 +171,7 @@ std::vector<std::vector<HostInput>> SimulateLooks(const SimConfig& c, uint64_t s
     }
     for (int h = 0; h < hosts_per_rack; ++h) {
       const bool canary = rack_level ? r < c.canary_racks : h < c.canary_per_rack;
+      const bool changed_earlier = canary && !rack_level && h < c.canary_changed_earlier_per_rack;
       HostInput in;
       in.rack = "rack" + std::to_string(r);
       in.canary = canary;
@@ -201,7 +202,8 @@ std::vector<std::vector<HostInput>> SimulateLooks(const SimConfig& c, uint64_t s
             shifts.push_back(shift[w]);
           }
         }
-        const bool changed_now = canary && is_after;
+        const bool changed_now =
+            canary && (is_after || (changed_earlier && s.kind == Segment::kBefore));
         int64_t n = static_cast<int64_t>(shifts.size()) * c.probes_per_window;
         DrawInto(changed_now ? changed : base, tail_weight, shifts, n, k_lo, log_gamma, rng,
                  &hp.rtt);

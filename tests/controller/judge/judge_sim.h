@@ -43,6 +43,10 @@ struct SimConfig {
   // does.
   int cumulative_before_windows = 0;
   int step_before_windows = 0;
+  // Of each rack's canary hosts (within-rack design), the first this many
+  // were changed at an earlier step: they run the change in the step's own
+  // baseline too, not only in its bake.
+  int canary_changed_earlier_per_rack = 0;
   double present_share = 1;  // share of windows with a report (both periods)
 
   // RTT model (seconds).
