@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Runs `make demo`'s script (scripts/demo) against BUILD_DIR, with two campaign trials instead
+of ten (DEMO_TRIALS=2, the script's one knob; about a minute instead of three), and checks what
+the demo is there to show: it exits 0, the bad change is ROLLED_BACK, the campaign's promotion
+(when the campaign found something better) is DONE, and the audit chain verifies.
+
+On a pass the demo's log directory is removed; on a failure it is kept and its path printed.
+On a timeout the demo gets SIGTERM (its trap stops what it started, by PID), then its own
+process group is killed.
+
+usage: demo_test.py SOURCE_DIR BUILD_DIR
+"""
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+TIMEOUT_S = 540
+
+
+def check(out):
+    """What the demo's output must show; a list of what it lacks."""
+    missing = []
+    if not re.search(r"^change\s+c-\d+\s+ROLLED_BACK\b", out, re.M):
+        missing.append("the bad change ROLLED_BACK (`change show` of it)")
+    promo = re.search(r"^promotion\s+(c-\d+)", out, re.M)
+    if promo:
+        if not re.search(r"^change\s+%s\s+DONE\b" % re.escape(promo.group(1)), out, re.M):
+            missing.append(f"the promotion {promo.group(1)} DONE")
+    elif "the campaign found nothing better" not in out:
+        missing.append("a promotion or \"the campaign found nothing better\"")
+    if not re.search(r"^audit chain ok: \d+ rows verified", out, re.M):
+        missing.append("\"audit chain ok\"")
+    if "demo: done" not in out:
+        missing.append("\"demo: done\"")
+    return missing
+
+
+def main():
+    if len(sys.argv) != 3:
+        print(__doc__, file=sys.stderr)
+        return 2
+    source, build = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+    env = dict(os.environ, DEMO_TRIALS="2")
+    start = time.monotonic()
+    proc = subprocess.Popen([os.path.join(source, "scripts", "demo"), build], cwd=source, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+        try:
+            out, _ = proc.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, _ = proc.communicate()
+        print(out[-8000:])
+        print(f"demo_test: FAILED: not done after {TIMEOUT_S} s")
+        return 1
+    elapsed = time.monotonic() - start
+    work = re.search(r"demo: done \(logs in (/tmp/rocetune-demo\.[A-Za-z0-9]+)\)", out)
+    print(out[-12000:])
+    if proc.returncode != 0:
+        print(f"demo_test: FAILED: scripts/demo exited {proc.returncode} after {elapsed:.0f} s")
+        return 1
+    missing = check(out)
+    if missing:
+        print("demo_test: FAILED: the output lacks " + "; ".join(missing))
+        if work:
+            print(f"demo_test: logs kept in {work.group(1)}")
+        return 1
+    if work:
+        shutil.rmtree(work.group(1), ignore_errors=True)
+    print(f"BENCH demo seconds={elapsed:.0f} trials=2")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
