@@ -92,7 +92,16 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options, HostS
   a->sampler_ = std::move(*sampler);
   absl::StatusOr<std::vector<std::string>> drift = a->InitParameters();
   if (!drift.ok()) return drift.status();
+  if (!a->options_.job_socket.empty()) {
+    JobListenerOptions jo;
+    jo.path = a->options_.job_socket;
+    jo.group = a->options_.job_socket_group;
+    absl::StatusOr<std::unique_ptr<JobListener>> job = JobListener::Create(jo, seams.clock);
+    if (!job.ok()) return job.status();
+    a->job_listener_ = *std::move(job);
+  }
   SamplingLoopOptions lo;
+  lo.job_listener = a->job_listener_.get();
   lo.sample_interval = a->options_.sample_interval;
   lo.drift_interval = a->options_.drift_interval;
   lo.metrics = a->options_.metrics;

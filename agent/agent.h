@@ -24,6 +24,7 @@
 #include "agent/host/counter_source.h"
 #include "agent/host/nic_discovery.h"
 #include "agent/host/pfc_config.h"
+#include "agent/job/job_listener.h"
 #include "agent/probe/prober.h"
 #include "agent/sampler.h"
 #include "agent/sampling_loop.h"
@@ -99,6 +100,10 @@ struct AgentOptions {
   absl::Duration stall_timeout = absl::Seconds(5);
   // Optional, not owned: where the agent records its host series.
   AgentMetrics* metrics = nullptr;
+  // The job signal's socket (docs/job-signal.md): "" = none. Its group
+  // (mode 0660): "" = the agent's own.
+  std::string job_socket;
+  std::string job_socket_group;
   // Optional, not owned: the sampling loop's watchdog entry (the daemon
   // registers one; agents embedded in the simulator have none).
   ProgressLoop* sampling_progress = nullptr;
@@ -183,6 +188,7 @@ class Agent {
   // Every write of the NIC's parameters goes through the owner.
   std::unique_ptr<ApplyIntent> intent_;
   std::unique_ptr<NicOwner> owner_;
+  std::unique_ptr<JobListener> job_listener_;  // before loop_, which reads it
   std::unique_ptr<SamplingLoop> loop_;
   std::unique_ptr<StreamClient> client_;
 

@@ -156,6 +156,25 @@ AgentMetrics::AgentMetrics(std::shared_ptr<prometheus::Registry> registry, std::
                                  "(0: none since the agent started).")
                            .Register(*registry_)
                            .Add({{"host", host_}})),
+      job_lines_(prometheus::BuildCounter()
+                     .Name("rocetune_agent_job_lines_total")
+                     .Help("Lines on the job-signal socket (--job_socket) by outcome: accepted, "
+                           "version, malformed, oversized, rate_limited, too_many_series.")
+                     .Register(*registry_)),
+      job_events_(prometheus::BuildCounter()
+                      .Name("rocetune_agent_job_events_total")
+                      .Help("Job-signal events accepted, per job and op.")
+                      .Register(*registry_)),
+      job_p50_(prometheus::BuildGauge()
+                   .Name("rocetune_agent_job_p50_seconds")
+                   .Help("Median duration of a job's op over the last sampling round that had "
+                         "events for it.")
+                   .Register(*registry_)),
+      job_p99_(prometheus::BuildGauge()
+                   .Name("rocetune_agent_job_p99_seconds")
+                   .Help("99th-percentile duration of a job's op over the last sampling round "
+                         "that had events for it.")
+                   .Register(*registry_)),
       probe_metrics_(*registry_, host_) {
   applies_.Add({{"host", host_}, {"result", "success"}});
   applies_.Add({{"host", host_}, {"result", "failure"}});
@@ -348,6 +367,52 @@ void AgentMetrics::SetAppliedVersion(const std::string& version) {
 
 void AgentMetrics::SetDesiredVersion(const std::string& version) {
   desired_version_.Set(VersionNumber(version));
+}
+
+void AgentMetrics::ObserveJobSignal(const JobListenerCounts& counts,
+                                    const std::vector<JobSeries>& series) {
+  absl::MutexLock lock(&mu_);
+  const std::pair<const char*, uint64_t JobListenerCounts::*> results[] = {
+      {"accepted", &JobListenerCounts::accepted},
+      {"version", &JobListenerCounts::version},
+      {"malformed", &JobListenerCounts::malformed},
+      {"oversized", &JobListenerCounts::oversized},
+      {"rate_limited", &JobListenerCounts::rate_limited},
+      {"too_many_series", &JobListenerCounts::too_many_series},
+  };
+  for (const auto& [result, field] : results) {
+    prometheus::Counter& c = job_lines_.Add({{"host", host_}, {"result", result}});
+    if (counts.*field > job_seen_.*field) {
+      c.Increment(static_cast<double>(counts.*field - job_seen_.*field));
+    }
+  }
+  job_seen_ = counts;
+  ++job_round_;
+  for (const JobSeries& s : series) {
+    if (s.seconds.count() == 0) continue;
+    JobExport& e = job_exports_[{s.job, s.op}];
+    if (e.events == nullptr) {
+      const std::map<std::string, std::string> labels = {
+          {"host", host_}, {"job", s.job}, {"op", s.op}};
+      e.events = &job_events_.Add(labels);
+      e.p50 = &job_p50_.Add(labels);
+      e.p99 = &job_p99_.Add(labels);
+    }
+    e.events->Increment(static_cast<double>(s.seconds.count()));
+    e.p50->Set(s.seconds.Quantile(0.5));
+    e.p99->Set(s.seconds.Quantile(0.99));
+    e.last_round = job_round_;
+  }
+  for (auto it = job_exports_.begin(); it != job_exports_.end();) {
+    if (job_round_ - it->second.last_round < kJobSeriesIdleRounds) {
+      ++it;
+      continue;
+    }
+    job_events_.Remove(it->second.events);
+    job_p50_.Remove(it->second.p50);
+    job_p99_.Remove(it->second.p99);
+    it = job_exports_.erase(it);
+  }
 }
 
 }  // namespace rocetune

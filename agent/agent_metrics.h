@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "agent/job/job_listener.h"
 #include "agent/probe/probe_metrics.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
@@ -67,6 +68,14 @@ class AgentMetrics {
   void RecordHeldReportSent();
   void RecordHeldReportsDropped(size_t n);
   void RecordStall();
+  // The job signal (agent/job/job_listener.h), once a round: `counts` are the
+  // listener's totals since it started (rocetune_agent_job_lines_total by
+  // result), `series` what the round took (rocetune_agent_job_events_total,
+  // rocetune_agent_job_p50_seconds and _p99_seconds per job and op, the
+  // quantiles those of the last round that had events). A (job, op) without an event for
+  // kJobSeriesIdleRounds rounds leaves /metrics.
+  static constexpr uint64_t kJobSeriesIdleRounds = 600;
+  void ObserveJobSignal(const JobListenerCounts& counts, const std::vector<JobSeries>& series);
   // rocetune_agent_applied_version / _desired_version: the version number
   // (versions are decimal strings); "" or a non-numeric version is 0.
   void SetAppliedVersion(const std::string& version);
@@ -127,6 +136,19 @@ class AgentMetrics {
   prometheus::Counter& stalls_;
   prometheus::Gauge& applied_version_;
   prometheus::Gauge& desired_version_;
+  prometheus::Family<prometheus::Counter>& job_lines_;
+  prometheus::Family<prometheus::Counter>& job_events_;
+  prometheus::Family<prometheus::Gauge>& job_p50_;
+  prometheus::Family<prometheus::Gauge>& job_p99_;
+  struct JobExport {
+    prometheus::Counter* events = nullptr;
+    prometheus::Gauge* p50 = nullptr;
+    prometheus::Gauge* p99 = nullptr;
+    uint64_t last_round = 0;
+  };
+  std::map<std::pair<std::string, std::string>, JobExport> job_exports_ ABSL_GUARDED_BY(mu_);
+  JobListenerCounts job_seen_ ABSL_GUARDED_BY(mu_);
+  uint64_t job_round_ ABSL_GUARDED_BY(mu_) = 0;
   ProbeMetrics probe_metrics_ ABSL_GUARDED_BY(mu_);
   std::vector<Series> by_position_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, prometheus::Family<prometheus::Gauge>*> level_families_

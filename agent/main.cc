@@ -44,6 +44,12 @@ ABSL_FLAG(std::string, fault_write_delay, "0s",
 ABSL_FLAG(std::string, sysfs_root, "/sys", "Directory that plays /sys (tests use fixture trees).");
 ABSL_FLAG(std::string, debugfs_root, "/sys/kernel/debug",
           "Directory that plays debugfs (upstream mlx5 cc_params layout).");
+ABSL_FLAG(std::string, job_socket, "",
+          "Unix socket on which training jobs report how long their steps and collectives "
+          "took (docs/job-signal.md), e.g. /run/rocetune/job.sock; its directory must exist. "
+          "Empty: no job signal.");
+ABSL_FLAG(std::string, job_socket_group, "",
+          "Group that may write to --job_socket (mode 0660). Empty: the agent's own group.");
 ABSL_FLAG(std::string, state_dir, "/var/lib/rocetune-agent",
           "Where the last-known-good parameter set is kept.");
 ABSL_FLAG(std::string, labels, "", "Host labels sent to the controller: k1=v1,k2=v2.");
@@ -377,6 +383,8 @@ int main(int argc, char** argv) {
   options.sample_interval = interval;
   options.drift_interval = drift_interval;
   options.state_dir = absl::GetFlag(FLAGS_state_dir);
+  options.job_socket = absl::GetFlag(FLAGS_job_socket);
+  options.job_socket_group = absl::GetFlag(FLAGS_job_socket_group);
   options.metrics = &metrics;
   options.guard = rocetune::LocalGuardOptionsFromFlags();
   rocetune::ConnectionOptionsFromFlags(&options);

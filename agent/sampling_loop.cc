@@ -97,6 +97,14 @@ void SamplingLoop::Round(v1::Report* report, bool* lent) {
   if (prober_ != nullptr) {
     for (auto& w : prober_->TakeWindow()) *report->add_latency() = std::move(w);
   }
+  if (options_.job_listener != nullptr) {
+    // Taken every round, exported or not, so the listener's series cap
+    // counts one round's (job, op) pairs.
+    std::vector<JobSeries> series = options_.job_listener->TakeSeries();
+    if (options_.metrics != nullptr) {
+      options_.metrics->ObserveJobSignal(options_.job_listener->counts(), series);
+    }
+  }
   // Every round takes a number, sent or not: the controller sees the gap.
   report->set_seq(++seq_);
   rounds_.fetch_add(1);

@@ -30,6 +30,9 @@ struct SamplingLoopOptions {
   absl::Duration drift_interval = absl::Seconds(60);
   // Optional, not owned.
   AgentMetrics* metrics = nullptr;
+  // Optional, not owned: the job signal's listener; each round takes its
+  // series (and gives them to `metrics`).
+  JobListener* job_listener = nullptr;
   // Optional, not owned: marked at the start of every round (the systemd
   // watchdog is petted only while it is).
   ProgressLoop* progress = nullptr;

@@ -452,5 +452,44 @@ TEST(AgentMetricsTest, OutputPassesPromtoolCheckMetrics) {
   EXPECT_EQ(WEXITSTATUS(status), 0) << "promtool says:\n" << out << "\non:\n" << text;
 }
 
+// The job signal on /metrics: lines by outcome from the listener's totals
+// (only the increase since the last round is added), events and the last
+// round's p50 / p99 per (job, op), and a (job, op) idle for
+// kJobSeriesIdleRounds rounds removed.
+TEST(AgentMetricsTest, JobSignalSeriesFollowTheListener) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  AgentMetrics m(registry, "h1");
+  JobSeries s;
+  s.job = "train-1";
+  s.op = "allreduce";
+  for (int i = 1; i <= 100; ++i) s.seconds.Insert(i * 1e-3);
+  JobListenerCounts c;
+  c.accepted = 100;
+  c.malformed = 2;
+  m.ObserveJobSignal(c, {s});
+  const std::string labels = "{host=\"h1\",job=\"train-1\",op=\"allreduce\"}";
+  EXPECT_EQ(Value(*registry, "rocetune_agent_job_events_total" + labels), 100);
+  EXPECT_NEAR(Value(*registry, "rocetune_agent_job_p99_seconds" + labels), 0.099, 0.099 * 0.02);
+  EXPECT_NEAR(Value(*registry, "rocetune_agent_job_p50_seconds" + labels), 0.050, 0.050 * 0.02);
+  EXPECT_EQ(Value(*registry, "rocetune_agent_job_lines_total{host=\"h1\",result=\"accepted\"}"),
+            100);
+  EXPECT_EQ(Value(*registry, "rocetune_agent_job_lines_total{host=\"h1\",result=\"malformed\"}"),
+            2);
+  c.accepted = 130;  // totals: 30 more
+  JobSeries t = s;
+  t.seconds = QuantileSketch();
+  for (int i = 0; i < 30; ++i) t.seconds.Insert(0.2);
+  m.ObserveJobSignal(c, {t});
+  EXPECT_EQ(Value(*registry, "rocetune_agent_job_events_total" + labels), 130);
+  EXPECT_EQ(Value(*registry, "rocetune_agent_job_lines_total{host=\"h1\",result=\"accepted\"}"),
+            130);
+  EXPECT_NEAR(Value(*registry, "rocetune_agent_job_p99_seconds" + labels), 0.2, 0.2 * 0.02);
+  for (uint64_t r = 0; r + 1 < AgentMetrics::kJobSeriesIdleRounds; ++r) m.ObserveJobSignal(c, {});
+  EXPECT_EQ(Value(*registry, "rocetune_agent_job_events_total" + labels), 130);  // still there
+  m.ObserveJobSignal(c, {});
+  EXPECT_EQ(Value(*registry, "rocetune_agent_job_events_total" + labels), -1);  // idle: gone
+  EXPECT_EQ(Value(*registry, "rocetune_agent_job_p99_seconds" + labels), -1);
+}
+
 }  // namespace
 }  // namespace rocetune

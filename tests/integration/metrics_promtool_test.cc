@@ -6,7 +6,11 @@
 // counters must equal the fixture's own values (the NIC's, not deltas).
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -20,6 +24,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "rocetune_job.h"
 #include "tests/integration/subprocess.h"
 
 namespace rocetune {
@@ -163,6 +168,74 @@ TEST_F(MetricsPromtoolTest, AgentAndControllerPassPromtool) {
 
   agent.Signal(SIGTERM);
   EXPECT_EQ(agent.Wait(absl::Seconds(10)), 0) << agent.Log();
+}
+
+// The job signal end to end on one host: the real rocetune-agent with
+// --job_socket, a job reporting through the C client (librocetune-job.so) and
+// a garbage line on a raw connection; /metrics shows the events per job and
+// op, their p99 and the lines by outcome, and still passes promtool.
+TEST_F(MetricsPromtoolTest, AgentExportsTheJobSignal) {
+  const std::string socket_path = dir_ + "/job.sock";
+  Subprocess agent(BuiltBinary("agent/rocetune-agent"),
+                   {"--host_id=host-j", absl::StrCat("--controller=127.0.0.1:", grpc_port_),
+                    "--insecure_loopback", "--metrics_address=127.0.0.1:0",
+                    "--sysfs_root=" + HostFixture("mlx5_upstream") + "/sys",
+                    "--debugfs_root=" + HostFixture("mlx5_upstream") + "/debug",
+                    "--state_dir=" + dir_ + "/host-j", "--sample_interval=100ms",
+                    "--probe_udp_listen=127.0.0.1:0", "--job_socket=" + socket_path,
+                    "--ready_file=" + dir_ + "/host-j.ready"},
+                   dir_ + "/host-j.log");
+  ASSERT_TRUE(agent.Start());
+  const int port =
+      WaitForPortInReadyFile(dir_ + "/host-j.ready", "metrics_port", absl::Seconds(20));
+  ASSERT_GT(port, 0) << agent.Log();
+  rocetune_job* job = rocetune_job_open(socket_path.c_str(), "train-7");
+  ASSERT_NE(job, nullptr);
+  for (int i = 1; i <= 50; ++i)
+    ASSERT_EQ(rocetune_job_report(job, "allreduce", i * 1e-3, 0, 4096), 0);
+  rocetune_job_close(job);
+  {
+    rocetune_job* raw = rocetune_job_open(socket_path.c_str(), "x");  // a valid handle, a bad op
+    EXPECT_EQ(rocetune_job_report(raw, "Not An Op", 1e-3, 0, 0), -EINVAL);  // refused client-side
+    rocetune_job_close(raw);
+  }
+  {
+    // A line the client library would never write, on a raw connection.
+    const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    socket_path.copy(addr.sun_path, sizeof addr.sun_path - 1);
+    ASSERT_EQ(connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr), 0);
+    const std::string line = "RTJ1 job=x op=step us=oops\n";
+    EXPECT_EQ(send(fd, line.data(), line.size(), MSG_NOSIGNAL), static_cast<ssize_t>(line.size()));
+    close(fd);
+  }
+  const std::string labels = "{host=\"host-j\",job=\"train-7\",op=\"allreduce\"}";
+  std::string body;
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (absl::Now() < deadline) {
+    body = HttpGet(port, "/metrics");
+    if (MetricValue(body, "rocetune_agent_job_events_total" + labels) == 50 &&
+        MetricValue(body, "rocetune_agent_job_lines_total{host=\"host-j\",result=\"malformed\"}") ==
+            1) {
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  EXPECT_EQ(MetricValue(body, "rocetune_agent_job_events_total" + labels), 50) << body;
+  EXPECT_EQ(
+      MetricValue(body, "rocetune_agent_job_lines_total{host=\"host-j\",result=\"accepted\"}"), 50)
+      << body;
+  EXPECT_EQ(
+      MetricValue(body, "rocetune_agent_job_lines_total{host=\"host-j\",result=\"malformed\"}"), 1)
+      << body;
+  EXPECT_GT(MetricValue(body, "rocetune_agent_job_p99_seconds" + labels), 0.03) << body;
+  std::string out;
+  EXPECT_EQ(Promtool(dir_, "agent-job", body, &out), 0) << out;
+  EXPECT_EQ(absl::StripAsciiWhitespace(out), "") << "promtool findings:\n" << out;
+  agent.Signal(SIGTERM);
+  EXPECT_EQ(agent.Wait(absl::Seconds(10)), 0) << agent.Log();
+  EXPECT_FALSE(std::filesystem::exists(socket_path));  // removed at exit
 }
 
 // rocetune-fabricsim --agents --metrics_address: one endpoint with every
