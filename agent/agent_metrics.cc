@@ -379,6 +379,7 @@ void AgentMetrics::ObserveJobSignal(const JobListenerCounts& counts,
       {"oversized", &JobListenerCounts::oversized},
       {"rate_limited", &JobListenerCounts::rate_limited},
       {"too_many_series", &JobListenerCounts::too_many_series},
+      {"connection_refused", &JobListenerCounts::connections_refused},
   };
   for (const auto& [result, field] : results) {
     prometheus::Counter& c = job_lines_.Add({{"host", host_}, {"result", result}});
@@ -403,15 +404,24 @@ void AgentMetrics::ObserveJobSignal(const JobListenerCounts& counts,
     e.p99->Set(s.seconds.Quantile(0.99));
     e.last_round = job_round_;
   }
+  auto remove = [this](std::map<std::pair<std::string, std::string>, JobExport>::iterator it)
+                    ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+                      job_events_.Remove(it->second.events);
+                      job_p50_.Remove(it->second.p50);
+                      job_p99_.Remove(it->second.p99);
+                      return job_exports_.erase(it);
+                    };
   for (auto it = job_exports_.begin(); it != job_exports_.end();) {
-    if (job_round_ - it->second.last_round < kJobSeriesIdleRounds) {
-      ++it;
-      continue;
+    it = job_round_ - it->second.last_round < kJobSeriesIdleRounds ? std::next(it) : remove(it);
+  }
+  // Past the cap, the (job, op) pairs updated longest ago go first, so a
+  // sender inventing job names cannot grow /metrics without bound.
+  while (job_exports_.size() > kMaxJobSeriesExported) {
+    auto oldest = job_exports_.begin();
+    for (auto it = job_exports_.begin(); it != job_exports_.end(); ++it) {
+      if (it->second.last_round < oldest->second.last_round) oldest = it;
     }
-    job_events_.Remove(it->second.events);
-    job_p50_.Remove(it->second.p50);
-    job_p99_.Remove(it->second.p99);
-    it = job_exports_.erase(it);
+    remove(oldest);
   }
 }
 

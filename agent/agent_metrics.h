@@ -70,11 +70,14 @@ class AgentMetrics {
   void RecordStall();
   // The job signal (agent/job/job_listener.h), once a round: `counts` are the
   // listener's totals since it started (rocetune_agent_job_lines_total by
-  // result), `series` what the round took (rocetune_agent_job_events_total,
-  // rocetune_agent_job_p50_seconds and _p99_seconds per job and op, the
-  // quantiles those of the last round that had events). A (job, op) without an event for
+  // result, connections refused under result="connection_refused"), `series` what the round took
+  // (rocetune_agent_job_events_total, rocetune_agent_job_p50_seconds and _p99_seconds per job and
+  // op, the quantiles those of the last round that had events). A (job, op) without an event for
   // kJobSeriesIdleRounds rounds leaves /metrics.
   static constexpr uint64_t kJobSeriesIdleRounds = 600;
+  // At most this many (job, op) pairs on /metrics: past it, those updated
+  // longest ago leave first.
+  static constexpr size_t kMaxJobSeriesExported = 256;
   void ObserveJobSignal(const JobListenerCounts& counts, const std::vector<JobSeries>& series);
   // rocetune_agent_applied_version / _desired_version: the version number
   // (versions are decimal strings); "" or a non-numeric version is 0.

@@ -101,8 +101,18 @@ void SamplingLoop::Round(v1::Report* report, bool* lent) {
     // Taken every round, exported or not, so the listener's series cap
     // counts one round's (job, op) pairs.
     std::vector<JobSeries> series = options_.job_listener->TakeSeries();
-    if (options_.metrics != nullptr) {
-      options_.metrics->ObserveJobSignal(options_.job_listener->counts(), series);
+    const JobListenerCounts counts = options_.job_listener->counts();
+    if (options_.metrics != nullptr) options_.metrics->ObserveJobSignal(counts, series);
+    const uint64_t refused = counts.version + counts.malformed + counts.oversized;
+    const absl::Duration now = clock_->Monotonic();
+    if (refused > job_refused_logged_ &&
+        (!job_logged_at_.has_value() || now - *job_logged_at_ >= absl::Minutes(1))) {
+      LogWarning("job signal: lines refused",
+                 {{"since_last_log", absl::StrCat(refused - job_refused_logged_)},
+                  {"last_reason", options_.job_listener->last_refusal()},
+                  {"socket", options_.job_listener->path()}});
+      job_refused_logged_ = refused;
+      job_logged_at_ = now;
     }
   }
   // Every round takes a number, sent or not: the controller sees the gap.

@@ -120,6 +120,10 @@ class SamplingLoop {
   // the rounds' numbers and when the next drift check is due.
   SampleBatch batch_;
   uint64_t seq_ = 0;
+  // Job-signal lines refused, as of the last log line about them (at most
+  // one a minute, with the last reason).
+  uint64_t job_refused_logged_ = 0;
+  std::optional<absl::Duration> job_logged_at_;
   absl::Duration next_drift_check_ = absl::ZeroDuration();
 };
 

@@ -1,5 +1,6 @@
 #include "model/job_event.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <string>
@@ -62,6 +63,11 @@ ParsedJobEvent ParseJobEvent(absl::string_view d) {
     }
     const std::string key(field.substr(0, eq));
     const absl::string_view value = field.substr(eq + 1);
+    // absl's number parsers skip surrounding whitespace; the format has none.
+    const bool has_space = std::any_of(value.begin(), value.end(), [](char c) {
+      return absl::ascii_isspace(static_cast<unsigned char>(c)) ||
+             absl::ascii_iscntrl(static_cast<unsigned char>(c));
+    });
     if (!seen.insert(key).second) {
       return Refuse(JobEventError::kMalformed, absl::StrCat(key, ": given twice"));
     }
@@ -88,7 +94,7 @@ ParsedJobEvent ParseJobEvent(absl::string_view d) {
       out.event.op = std::string(value);
     } else if (key == "us") {
       double us = 0;
-      if (!absl::SimpleAtod(value, &us) || !std::isfinite(us)) {
+      if (has_space || !absl::SimpleAtod(value, &us) || !std::isfinite(us)) {
         return Refuse(JobEventError::kMalformed, "us: not a number");
       }
       if (us < 0 || us > kMaxMicros) {
@@ -98,14 +104,14 @@ ParsedJobEvent ParseJobEvent(absl::string_view d) {
       out.event.seconds = us * 1e-6;
     } else if (key == "rank") {
       int64_t rank = 0;
-      if (!absl::SimpleAtoi(value, &rank) || rank < 0 || rank >= kMaxRank) {
+      if (has_space || !absl::SimpleAtoi(value, &rank) || rank < 0 || rank >= kMaxRank) {
         return Refuse(JobEventError::kMalformed,
                       absl::StrCat("rank: want an integer in [0, ", kMaxRank, ")"));
       }
       out.event.rank = rank;
     } else if (key == "bytes") {
       uint64_t bytes = 0;
-      if (!absl::SimpleAtoi(value, &bytes) || bytes > kMaxBytes) {
+      if (has_space || !absl::SimpleAtoi(value, &bytes) || bytes > kMaxBytes) {
         return Refuse(JobEventError::kMalformed,
                       absl::StrCat("bytes: want an integer in [0, ", kMaxBytes, "]"));
       }

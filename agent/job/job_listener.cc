@@ -13,8 +13,10 @@
 #include <cstddef>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/logging.h"
 
 namespace rocetune {
 namespace {
@@ -26,6 +28,7 @@ absl::Status Errno(const std::string& what, int e) {
 // Buckets of senders not heard from for this long are forgotten.
 constexpr absl::Duration kForgetSender = absl::Seconds(60);
 constexpr size_t kMaxSenders = 4096;
+constexpr int kAcceptPauseMs = 100;
 
 }  // namespace
 
@@ -41,39 +44,64 @@ absl::StatusOr<std::unique_ptr<JobListener>> JobListener::Create(JobListenerOpti
   if (!options.group.empty()) {
     struct group gr {};
     struct group* found = nullptr;
-    char buf[4096];
-    if (getgrnam_r(options.group.c_str(), &gr, buf, sizeof buf, &found) != 0 || found == nullptr) {
+    std::vector<char> buf(4096);
+    int rc = 0;
+    // A group with many members needs a bigger buffer (ERANGE): grow it.
+    while ((rc = getgrnam_r(options.group.c_str(), &gr, buf.data(), buf.size(), &found)) ==
+               ERANGE &&
+           buf.size() < (size_t{1} << 24)) {
+      buf.resize(buf.size() * 4);
+    }
+    if (rc != 0) return Errno(absl::StrCat("--job_socket_group=", options.group), rc);
+    if (found == nullptr) {
       return absl::InvalidArgumentError(
           absl::StrCat("--job_socket_group=", options.group, ": no such group"));
     }
     gid = found->gr_gid;
   }
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
   struct stat st {};
   if (lstat(path.c_str(), &st) == 0) {
     if (!S_ISSOCK(st.st_mode)) {
       return absl::FailedPreconditionError(
           absl::StrCat("--job_socket=", path, ": exists and is not a socket; not replaced"));
     }
-    if (unlink(path.c_str()) != 0)
+    // A socket someone still listens on (another agent) is not taken over;
+    // one nobody answers (left by a killed agent) is replaced.
+    const int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const bool live =
+        probe >= 0 && connect(probe, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0;
+    if (probe >= 0) close(probe);
+    if (live) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("--job_socket=", path, ": another process listens on it (a second agent?)"));
+    }
+    if (unlink(path.c_str()) != 0) {
       return Errno(absl::StrCat("--job_socket=", path, ": unlink"), errno);
+    }
   }
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return Errno("job socket", errno);
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  if (bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0 ||
-      listen(fd, 128) != 0) {
-    const int e = errno;
+  // The socket file is made 0660 by bind itself (the umask), and its group
+  // set with lchown: no chmod or chown that would follow a symlink swapped in
+  // at the path. The umask is the process's: a file another thread creates
+  // in this instant gets no more permission than it asked for, only less.
+  const mode_t old_mask = umask(0117);
+  const bool bound = bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0;
+  const int bind_errno = errno;
+  umask(old_mask);
+  if (!bound || listen(fd, 128) != 0) {
+    const int e = bound ? errno : bind_errno;
     close(fd);
-    unlink(path.c_str());
+    if (bound) unlink(path.c_str());
     return Errno(absl::StrCat("--job_socket=", path, ": bind/listen"), e);
   }
-  if (chmod(path.c_str(), 0660) != 0 ||
-      (gid != static_cast<gid_t>(-1) && chown(path.c_str(), static_cast<uid_t>(-1), gid) != 0)) {
+  if (gid != static_cast<gid_t>(-1) && lchown(path.c_str(), static_cast<uid_t>(-1), gid) != 0) {
     const int e = errno;
     close(fd);
     unlink(path.c_str());
-    return Errno(absl::StrCat("--job_socket=", path, ": chmod/chown"), e);
+    return Errno(absl::StrCat("--job_socket=", path, ": chown to --job_socket_group"), e);
   }
   int wake[2];
   if (pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0) {
@@ -109,13 +137,22 @@ JobListener::~JobListener() {
 void JobListener::Loop() {
   std::vector<Connection> conns;
   std::vector<pollfd> fds;
+  // Out of file descriptors (EMFILE, ENFILE): the pending connection stays
+  // queued and poll would report it again at once. The next poll then leaves
+  // the listening socket out and waits at most kAcceptPauseMs instead of
+  // spinning.
+  bool accept_paused = false;
   while (true) {
     fds.clear();
     fds.push_back({wake_read_, POLLIN, 0});
-    fds.push_back({fd_, POLLIN, 0});
+    fds.push_back({accept_paused ? -1 : fd_, POLLIN, 0});  // poll ignores a negative fd
     for (const Connection& c : conns) fds.push_back({c.fd, POLLIN, 0});
-    if (poll(fds.data(), fds.size(), -1) < 0) {
+    const int ready = poll(fds.data(), fds.size(), accept_paused ? kAcceptPauseMs : -1);
+    accept_paused = false;
+    if (ready < 0) {
       if (errno == EINTR) continue;
+      LogWarning("job signal: poll failed; the listener stops",
+                 {{"error", std::strerror(errno)}, {"socket", options_.path}});
       break;
     }
     if (fds[0].revents != 0) break;
@@ -134,7 +171,14 @@ void JobListener::Loop() {
       // Accept what is queued, up to the cap.
       while (true) {
         const int cfd = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (cfd < 0) break;
+        if (cfd < 0) {
+          if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+            accept_paused = true;
+            absl::MutexLock lock(&mu_);
+            counts_.connections_refused++;
+          }
+          break;
+        }
         if (conns.size() >= options_.max_connections) {
           close(cfd);
           absl::MutexLock lock(&mu_);
@@ -165,7 +209,14 @@ bool JobListener::Read(Connection* c) {
       }
       return false;
     }
-    if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return true;
+      if (!c->pending.empty() && !c->skipping) {
+        Count(JobEventError::kMalformed,
+              absl::StrCat("line cut by a receive error (", std::strerror(errno), ")"));
+      }
+      return false;
+    }
     absl::string_view data(buf, static_cast<size_t>(n));
     while (!data.empty()) {
       const size_t nl = data.find('\n');
@@ -217,6 +268,17 @@ void JobListener::CountLocked(JobEventError e, const std::string& reason) {
 
 bool JobListener::Admit(pid_t pid) {
   const absl::Duration now = clock_->Monotonic();
+  // Every sender together first (a sender that forks gets a bucket per
+  // process, and no more than this between them).
+  const double total_rate = options_.max_events_per_second_total;
+  if (!total_started_) {
+    total_ = Bucket{2 * total_rate, now};
+    total_started_ = true;
+  }
+  total_.tokens = std::min(2 * total_rate,
+                           total_.tokens + absl::ToDoubleSeconds(now - total_.last) * total_rate);
+  total_.last = now;
+  if (total_.tokens < 1) return false;
   auto it = buckets_.find(pid);
   if (it == buckets_.end()) {
     if (buckets_.size() >= kMaxSenders) {
@@ -233,6 +295,7 @@ bool JobListener::Admit(pid_t pid) {
   b.last = now;
   if (b.tokens < 1) return false;
   b.tokens -= 1;
+  total_.tokens -= 1;
   return true;
 }
 

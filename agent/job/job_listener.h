@@ -39,6 +39,9 @@ struct JobListenerOptions {
   // Per sending process (its pid, from SO_PEERCRED): a token bucket.
   double max_events_per_second = 10000;
   double burst = 20000;
+  // Every sender together (bursts of twice this): a job that forks a
+  // process per event gets a bucket per process, but no more than this.
+  double max_events_per_second_total = 100000;
   // Distinct (job, op) series kept between two TakeSeries calls; events of
   // further series are dropped and counted.
   size_t max_series = 64;
@@ -55,7 +58,7 @@ struct JobListenerCounts {
   uint64_t malformed = 0;
   uint64_t rate_limited = 0;
   uint64_t too_many_series = 0;
-  uint64_t connections_refused = 0;
+  uint64_t connections_refused = 0;  // over max_connections, or out of descriptors
 };
 
 struct JobSeries {
@@ -113,6 +116,8 @@ class JobListener {
   mutable absl::Mutex mu_;
   std::map<std::pair<std::string, std::string>, JobSeries> series_ ABSL_GUARDED_BY(mu_);
   std::map<pid_t, Bucket> buckets_ ABSL_GUARDED_BY(mu_);
+  Bucket total_ ABSL_GUARDED_BY(mu_);
+  bool total_started_ ABSL_GUARDED_BY(mu_) = false;
   JobListenerCounts counts_ ABSL_GUARDED_BY(mu_);
   std::string last_refusal_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;

@@ -21,7 +21,8 @@ typedef struct rocetune_job rocetune_job;
 
 /* A handle that sends to `socket_path` (NULL or "": $ROCETUNE_JOB_SOCKET, else the default)
  * for job `job` (1-64 of A-Z a-z 0-9 . _ : @ / -). NULL when out of memory or when `job` is not
- * a valid job id; errno says which (ENOMEM, EINVAL). The agent need not be running yet. */
+ * a valid job id or the path too long for a Unix socket; errno says which (ENOMEM, EINVAL,
+ * ENAMETOOLONG). The agent need not be running yet. */
 rocetune_job* rocetune_job_open(const char* socket_path, const char* job);
 
 /* One event: operation `op` (1-32 of a-z 0-9 _, e.g. "allreduce", "step") took `seconds`

@@ -8,18 +8,26 @@
  * the bytes this rank contributed. Reporting never blocks and never changes what the MPI call
  * returns. */
 #include <mpi.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "rocetune_job.h"
 
+/* One handle for the process; a program may call collectives from several threads
+ * (MPI_THREAD_MULTIPLE), and a handle is not thread-safe: every use holds `lock`. */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static rocetune_job* handle;
 static int world_rank = -1;
 
 static void open_handle(void) {
   const char* job = getenv("ROCETUNE_JOB_ID");
-  PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-  handle = rocetune_job_open(NULL, job != NULL && job[0] != '\0' ? job : "mpi");
+  int rank = -1;
+  PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  pthread_mutex_lock(&lock);
+  world_rank = rank;
+  if (handle == NULL) handle = rocetune_job_open(NULL, job != NULL && job[0] != '\0' ? job : "mpi");
+  pthread_mutex_unlock(&lock);
 }
 
 static uint64_t type_bytes(int count, MPI_Datatype type) {
@@ -29,7 +37,10 @@ static uint64_t type_bytes(int count, MPI_Datatype type) {
 }
 
 static void report(const char* op, double start, uint64_t bytes) {
-  if (handle != NULL) rocetune_job_report(handle, op, PMPI_Wtime() - start, world_rank, bytes);
+  const double seconds = PMPI_Wtime() - start;
+  pthread_mutex_lock(&lock);
+  if (handle != NULL) rocetune_job_report(handle, op, seconds, world_rank, bytes);
+  pthread_mutex_unlock(&lock);
 }
 
 int MPI_Init(int* argc, char*** argv) {
@@ -45,8 +56,10 @@ int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
 }
 
 int MPI_Finalize(void) {
+  pthread_mutex_lock(&lock);
   rocetune_job_close(handle);
   handle = NULL;
+  pthread_mutex_unlock(&lock);
   return PMPI_Finalize();
 }
 
@@ -65,7 +78,11 @@ int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void
   if (rc == MPI_SUCCESS) {
     int size = 0;
     PMPI_Comm_size(comm, &size);
-    report("alltoall", start, type_bytes(sendcount, sendtype) * (uint64_t)(size > 0 ? size : 0));
+    /* With MPI_IN_PLACE the send count and type are ignored: the receive side describes
+     * what each rank contributes. */
+    const uint64_t per_peer =
+        sendbuf == MPI_IN_PLACE ? type_bytes(recvcount, recvtype) : type_bytes(sendcount, sendtype);
+    report("alltoall", start, per_peer * (uint64_t)(size > 0 ? size : 0));
   }
   return rc;
 }

@@ -62,10 +62,13 @@ def main():
         print(f"demo_test: FAILED: not done after {TIMEOUT_S} s")
         return 1
     elapsed = time.monotonic() - start
-    work = re.search(r"demo: done \(logs in (/tmp/rocetune-demo\.[A-Za-z0-9]+)\)", out)
+    # The demo names its log directory when it starts the controller and when it ends.
+    work = re.search(r"(/tmp/rocetune-demo\.[A-Za-z0-9]+)", out)
     print(out[-12000:])
     if proc.returncode != 0:
         print(f"demo_test: FAILED: scripts/demo exited {proc.returncode} after {elapsed:.0f} s")
+        if work:
+            print(f"demo_test: logs kept in {work.group(1)}")
         return 1
     missing = check(out)
     if missing:

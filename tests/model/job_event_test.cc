@@ -23,6 +23,16 @@ TEST(JobEventTest, ParsesEveryFieldInAnyOrder) {
   EXPECT_EQ(p.event.bytes, 4096u);
 }
 
+TEST(JobEventTest, TheLimitsThemselvesAreAllowed) {
+  const std::string line = "RTJ1 job=" + std::string(64, 'j') + " op=" + std::string(32, 'o') +
+                           " us=3600000000 rank=16777215 bytes=1125899906842624";
+  ParsedJobEvent p = ParseJobEvent(line);
+  ASSERT_EQ(p.error, JobEventError::kOk) << p.reason;
+  EXPECT_EQ(p.event.rank, 16777215);
+  EXPECT_EQ(p.event.bytes, uint64_t{1} << 50);
+  EXPECT_DOUBLE_EQ(p.event.seconds, 3600);
+}
+
 TEST(JobEventTest, RankAndBytesAreOptional) {
   ParsedJobEvent p = ParseJobEvent("RTJ1 job=j op=step us=0");
   ASSERT_EQ(p.error, JobEventError::kOk) << p.reason;
@@ -78,6 +88,13 @@ TEST(JobEventTest, RefusesWithTheReason) {
       {"RTJ1 job=j op=step us=1 colour=red", JobEventError::kMalformed, "unknown key"},
       {"RTJ1  job=j op=step us=1", JobEventError::kMalformed, "want key=value"},
       {std::string("RTJ1 job=j\0 op=step us=1", 24), JobEventError::kMalformed, "job: only"},
+      {"RTJ1 job= op=step us=1", JobEventError::kMalformed, "job: 1-64"},
+      {"RTJ1 job=j op=" + std::string(33, 'a') + " us=1", JobEventError::kMalformed, "op: 1-32"},
+      {"RTJ1 job=j op=step us=1 bytes=1125899906842625", JobEventError::kMalformed, "bytes:"},
+      {"RTJ1 job=j op=step us=inf", JobEventError::kMalformed, "us: not a number"},
+      {"RTJ1 job=j op=step us=1\n\n", JobEventError::kMalformed, "us: not a number"},
+      {"RTJ1 job=j op=step us=1\r", JobEventError::kMalformed, "us: not a number"},
+      {"RTJ1 job=j op=step us=1 rank=\t3", JobEventError::kMalformed, "rank:"},
   };
   for (const Case& c : cases) {
     ParsedJobEvent p = ParseJobEvent(c.datagram);

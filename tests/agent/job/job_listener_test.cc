@@ -199,6 +199,19 @@ TEST_F(JobListenerTest, TheSocketIsGroupWritableReplacesAStaleOneAndIsRemovedAtT
   EXPECT_TRUE(testing::Eventually([&] { return l->counts().accepted == 1; }));
 }
 
+TEST_F(JobListenerTest, DoesNotTakeOverASocketAnotherListenerServes) {
+  auto first = Listen();
+  ASSERT_NE(first, nullptr);
+  JobListenerOptions o;
+  o.path = path_;
+  absl::StatusOr<std::unique_ptr<JobListener>> second = JobListener::Create(o, &clock_);
+  ASSERT_FALSE(second.ok());
+  EXPECT_THAT(second.status().message(), HasSubstr("another process listens on it"));
+  // The first one still serves.
+  ASSERT_TRUE(SendRaw("RTJ1 job=j op=step us=1\n"));
+  EXPECT_TRUE(testing::Eventually([&] { return first->counts().accepted == 1; }));
+}
+
 TEST_F(JobListenerTest, RefusesAFileThatIsNotASocketAndAGroupThatDoesNotExist) {
   std::ofstream(path_) << "not a socket";
   JobListenerOptions o;

@@ -207,7 +207,7 @@ std::vector<std::vector<HostInput>> SimulateLooks(const SimConfig& c, uint64_t s
         int64_t n = static_cast<int64_t>(shifts.size()) * c.probes_per_window;
         DrawInto(changed_now ? changed : base, tail_weight, shifts, n, k_lo, log_gamma, rng,
                  &hp.rtt);
-        double loss = canary && is_after ? std::max(c.loss, c.canary_loss_after) : c.loss;
+        double loss = changed_now ? std::max(c.loss, c.canary_loss_after) : c.loss;
         uint64_t lost =
             static_cast<uint64_t>(std::llround(static_cast<double>(n) * loss / (1 - loss)));
         hp.probes_sent = static_cast<uint64_t>(n) + lost;
