@@ -13,10 +13,10 @@ usage: demo_test.py SOURCE_DIR BUILD_DIR
 import os
 import re
 import shutil
-import signal
-import subprocess
 import sys
 import time
+
+from process_group import run_in_group
 
 TIMEOUT_S = 540
 
@@ -46,18 +46,9 @@ def main():
     source, build = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
     env = dict(os.environ, DEMO_TRIALS="2")
     start = time.monotonic()
-    proc = subprocess.Popen([os.path.join(source, "scripts", "demo"), build], cwd=source, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        proc.terminate()
-        try:
-            out, _ = proc.communicate(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, _ = proc.communicate()
+    rc, out, timed_out = run_in_group([os.path.join(source, "scripts", "demo"), build], source,
+                                      env, TIMEOUT_S)
+    if timed_out:
         print(out[-8000:])
         print(f"demo_test: FAILED: not done after {TIMEOUT_S} s")
         return 1
@@ -65,8 +56,8 @@ def main():
     # The demo names its log directory when it starts the controller and when it ends.
     work = re.search(r"(/tmp/rocetune-demo\.[A-Za-z0-9]+)", out)
     print(out[-12000:])
-    if proc.returncode != 0:
-        print(f"demo_test: FAILED: scripts/demo exited {proc.returncode} after {elapsed:.0f} s")
+    if rc != 0:
+        print(f"demo_test: FAILED: scripts/demo exited {rc} after {elapsed:.0f} s")
         if work:
             print(f"demo_test: logs kept in {work.group(1)}")
         return 1

@@ -11,11 +11,11 @@ usage: quickstart_test.py SOURCE_DIR BUILD_DIR
 """
 import os
 import re
-import signal
 import socket
-import subprocess
 import sys
 import time
+
+from process_group import run_in_group
 
 TIMEOUT_S = 420
 
@@ -72,26 +72,15 @@ def main():
     script = PRELUDE + "\n".join(found)
     env = dict(os.environ, BUILD=build, PORT=str(free_port()))
     start = time.monotonic()
-    # Its own process group: on a timeout, SIGTERM lets the trap stop what the commands
-    # started; anything left in the group (started by these commands only) is then killed.
-    proc = subprocess.Popen(["bash", "-c", script], cwd=source, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    try:
-        stdout, _ = proc.communicate(timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        proc.terminate()
-        try:
-            stdout, _ = proc.communicate(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            stdout, _ = proc.communicate()
+    rc, stdout, timed_out = run_in_group(["bash", "-c", script], source, env, TIMEOUT_S)
+    if timed_out:
         print(stdout[-6000:])
         print(f"quickstart_test: FAILED: not done after {TIMEOUT_S} s")
         return 1
     elapsed = time.monotonic() - start
     print(stdout[-12000:])
-    if proc.returncode != 0:
-        print(f"quickstart_test: FAILED: the commands exited {proc.returncode} after {elapsed:.0f} s")
+    if rc != 0:
+        print(f"quickstart_test: FAILED: the commands exited {rc} after {elapsed:.0f} s")
         return 1
     for want in ("DONE", "ROLLED_BACK", "refused: a proposer cannot approve",
                  "is not stored: apply -f", "no differences", "audit chain"):
