@@ -212,16 +212,15 @@ TEST_F(MetricsPromtoolTest, AgentExportsTheJobSignal) {
   }
   const std::string labels = "{host=\"host-j\",job=\"train-7\",op=\"allreduce\"}";
   std::string body;
-  const absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while (absl::Now() < deadline) {
-    body = HttpGet(port, "/metrics");
-    if (MetricValue(body, "rocetune_agent_job_events_total" + labels) == 50 &&
-        MetricValue(body, "rocetune_agent_job_lines_total{host=\"host-j\",result=\"malformed\"}") ==
-            1) {
-      break;
-    }
-    absl::SleepFor(absl::Milliseconds(100));
-  }
+  testing::Eventually(
+      [&] {
+        body = HttpGet(port, "/metrics");
+        return MetricValue(body, "rocetune_agent_job_events_total" + labels) == 50 &&
+               MetricValue(
+                   body, "rocetune_agent_job_lines_total{host=\"host-j\",result=\"malformed\"}") ==
+                   1;
+      },
+      absl::Seconds(20), absl::Milliseconds(100));
   EXPECT_EQ(MetricValue(body, "rocetune_agent_job_events_total" + labels), 50) << body;
   EXPECT_EQ(
       MetricValue(body, "rocetune_agent_job_lines_total{host=\"host-j\",result=\"accepted\"}"), 50)

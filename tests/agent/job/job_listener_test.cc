@@ -5,6 +5,8 @@
 // replacement of a stale socket and refusal of another file.
 #include "agent/job/job_listener.h"
 
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -18,7 +20,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "daemon/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -126,7 +127,12 @@ TEST_F(JobListenerTest, ALineSplitAcrossWritesIsOneEvent) {
   for (const char* part :
        {"RTJ1 job=j op=al", "lreduce us=12", "5 rank=1\nRTJ1 job=j op=allreduce", " us=5\n"}) {
     ASSERT_GT(send(fd, part, std::strlen(part), MSG_NOSIGNAL), 0);
-    absl::SleepFor(absl::Milliseconds(20));  // separate reads on the agent's side
+    // The next part goes only once the agent has read this one (nothing of
+    // it left in the connection's queue), so each arrives in a read of its own.
+    ASSERT_TRUE(testing::Eventually([&] {
+      int queued = -1;
+      return ioctl(fd, SIOCOUTQ, &queued) == 0 && queued == 0;
+    }));
   }
   ASSERT_TRUE(testing::Eventually([&] { return l->counts().accepted == 2; }));
   close(fd);
