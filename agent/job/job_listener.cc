@@ -120,7 +120,8 @@ JobListener::JobListener(JobListenerOptions options, Clock* clock, int fd, int w
       clock_(clock),
       fd_(fd),
       wake_read_(wake_read),
-      wake_write_(wake_write) {
+      wake_write_(wake_write),
+      total_{2 * options_.max_events_per_second_total, clock->Monotonic()} {
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -156,17 +157,18 @@ void JobListener::Loop() {
       break;
     }
     if (fds[0].revents != 0) break;
-    // Connections first (their indices match fds), then new ones.
-    std::vector<Connection> kept;
-    kept.reserve(conns.size());
+    // Connections first (their indices match fds), then new ones. Closed
+    // ones leave in place, the rest keep their order.
+    size_t kept = 0;
     for (size_t i = 0; i < conns.size(); ++i) {
       if (fds[i + 2].revents == 0 || Read(&conns[i])) {
-        kept.push_back(std::move(conns[i]));
+        if (kept != i) conns[kept] = std::move(conns[i]);
+        ++kept;
       } else {
         close(conns[i].fd);
       }
     }
-    conns.swap(kept);
+    conns.resize(kept);
     if (fds[1].revents != 0) {
       // Accept what is queued, up to the cap.
       while (true) {
@@ -266,18 +268,17 @@ void JobListener::CountLocked(JobEventError e, const std::string& reason) {
   last_refusal_ = reason;
 }
 
+void JobListener::Bucket::Refill(double rate, double burst, absl::Duration now) {
+  tokens = std::min(burst, tokens + absl::ToDoubleSeconds(now - last) * rate);
+  last = now;
+}
+
 bool JobListener::Admit(pid_t pid) {
   const absl::Duration now = clock_->Monotonic();
   // Every sender together first (a sender that forks gets a bucket per
   // process, and no more than this between them).
   const double total_rate = options_.max_events_per_second_total;
-  if (!total_started_) {
-    total_ = Bucket{2 * total_rate, now};
-    total_started_ = true;
-  }
-  total_.tokens = std::min(2 * total_rate,
-                           total_.tokens + absl::ToDoubleSeconds(now - total_.last) * total_rate);
-  total_.last = now;
+  total_.Refill(total_rate, 2 * total_rate, now);
   if (total_.tokens < 1) return false;
   auto it = buckets_.find(pid);
   if (it == buckets_.end()) {
@@ -290,9 +291,7 @@ bool JobListener::Admit(pid_t pid) {
     it = buckets_.emplace(pid, Bucket{options_.burst, now}).first;
   }
   Bucket& b = it->second;
-  b.tokens = std::min(options_.burst, b.tokens + absl::ToDoubleSeconds(now - b.last) *
-                                                     options_.max_events_per_second);
-  b.last = now;
+  b.Refill(options_.max_events_per_second, options_.burst, now);
   if (b.tokens < 1) return false;
   b.tokens -= 1;
   total_.tokens -= 1;

@@ -104,6 +104,8 @@ class JobListener {
   bool Admit(pid_t pid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   struct Bucket {
+    // Adds what `rate` gave since `last`, up to `burst`.
+    void Refill(double rate, double burst, absl::Duration now);
     double tokens = 0;
     absl::Duration last;
   };
@@ -117,7 +119,6 @@ class JobListener {
   std::map<std::pair<std::string, std::string>, JobSeries> series_ ABSL_GUARDED_BY(mu_);
   std::map<pid_t, Bucket> buckets_ ABSL_GUARDED_BY(mu_);
   Bucket total_ ABSL_GUARDED_BY(mu_);
-  bool total_started_ ABSL_GUARDED_BY(mu_) = false;
   JobListenerCounts counts_ ABSL_GUARDED_BY(mu_);
   std::string last_refusal_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
