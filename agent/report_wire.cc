@@ -20,6 +20,7 @@ constexpr char kReportLatency = (5 << 3) | 2;
 constexpr char kReportGuardEvents = (6 << 3) | 2;
 constexpr char kReportLevels = (7 << 3) | 2;
 constexpr char kReportHeld = (8 << 3) | 0;
+constexpr char kReportJobs = (9 << 3) | 2;
 constexpr char kSampleDevice = (1 << 3) | 2;
 constexpr char kSamplePort = (2 << 3) | 0;
 constexpr char kSamplePriority = (3 << 3) | 0;
@@ -178,6 +179,7 @@ absl::string_view ReportWireEncoder::Encode(const v1::Report& report) {
     p = PutVarint(SignExtended(report.held_nanos()), p);
     at = static_cast<size_t>(p - buf_.data());
   }
+  for (const v1::JobTiming& j : report.jobs()) put_message(kReportJobs, j);
 
   const size_t body = at - kHeaderRoom;
   const size_t header = 1 + VarintSize(body);
@@ -188,7 +190,7 @@ absl::string_view ReportWireEncoder::Encode(const v1::Report& report) {
 }
 
 bool ReportWireEncoder::WithHeld(absl::string_view message, int64_t held_nanos, std::string* out) {
-  // message = tag, varint length, body (fields 1-6 of the Report, no field 7).
+  // message = tag, varint length, body (a Report without held_nanos).
   if (message.size() < 2 || message[0] != kAgentMessageReport) return false;
   uint64_t body = 0;
   size_t i = 1;

@@ -24,8 +24,8 @@ namespace rocetune {
 // slice size even computes ByteSizeLong twice) and checks every string for
 // UTF-8 on the way. Here each sample's size is computed from its field sizes
 // just before it is written, in one pass. Counters and the scalar fields are
-// encoded here; latency windows and guard events (rare, small) go through
-// protobuf, element by element. Counter strings are not checked for UTF-8
+// encoded here; latency windows, guard events and job timings (rare, small)
+// go through protobuf, element by element. Counter strings are not checked for UTF-8
 // (protobuf's serializer only logs an invalid one and sends the same bytes).
 // Levels (switches only) are encoded here like counters.
 //
@@ -37,7 +37,10 @@ class ReportWireEncoder {
 
   // Writes to `out` the encoding of AgentMessage{report} with held_nanos set,
   // given `message`, an Encode() result of a Report whose held_nanos was 0.
-  // False when `message` is not such an encoding (`out` is then unspecified).
+  // held_nanos goes last: the bytes are protobuf's when the Report has no
+  // jobs (field 9), and otherwise parse to the same message (a parser takes
+  // fields in any order). False when `message` is not such an encoding
+  // (`out` is then unspecified).
   static bool WithHeld(absl::string_view message, int64_t held_nanos, std::string* out);
 
  private:

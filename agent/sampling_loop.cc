@@ -99,10 +99,19 @@ void SamplingLoop::Round(v1::Report* report, bool* lent) {
   }
   if (options_.job_listener != nullptr) {
     // Taken every round, exported or not, so the listener's series cap
-    // counts one round's (job, op) pairs.
+    // counts one round's (job, op) pairs; the report carries them to the
+    // controller.
     std::vector<JobSeries> series = options_.job_listener->TakeSeries();
     const JobListenerCounts counts = options_.job_listener->counts();
     if (options_.metrics != nullptr) options_.metrics->ObserveJobSignal(counts, series);
+    for (const JobSeries& js : series) {
+      if (js.seconds.count() == 0) continue;
+      v1::JobTiming* t = report->add_jobs();
+      t->set_job(js.job);
+      t->set_op(js.op);
+      js.seconds.ToProto(t->mutable_seconds());
+      t->set_bytes(js.bytes);
+    }
     const uint64_t refused = counts.version + counts.malformed + counts.oversized;
     const absl::Duration now = clock_->Monotonic();
     if (refused > job_refused_logged_ &&

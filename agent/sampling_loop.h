@@ -31,7 +31,7 @@ struct SamplingLoopOptions {
   // Optional, not owned.
   AgentMetrics* metrics = nullptr;
   // Optional, not owned: the job signal's listener; each round takes its
-  // series (and gives them to `metrics`).
+  // series, gives them to `metrics` and puts them in the report.
   JobListener* job_listener = nullptr;
   // Optional, not owned: marked at the start of every round (the systemd
   // watchdog is petted only while it is).

@@ -61,6 +61,14 @@ int Status(Context& ctx, const std::vector<std::string>&) {
             << "PFC pauses:  " << FormatNumber(r.pfc_pause_rate_per_second()) << " /s\n"
             << "reports:     " << r.reports_received() << " received, " << r.reports_dropped()
             << " dropped\n";
+  // The job signal (docs/job-signal.md), one line per (job, op).
+  if (r.jobs_size() == 0) ctx.out() << "jobs:        none reported\n";
+  for (const v1::JobSummary& j : r.jobs()) {
+    ctx.out() << "job:         " << j.job() << " " << j.op() << ": " << j.hosts()
+              << (j.hosts() == 1 ? " host, " : " hosts, ") << j.events() << " events, p50 "
+              << FormatSeconds(j.p50_seconds()) << ", p99 " << FormatSeconds(j.p99_seconds())
+              << ", max " << FormatSeconds(j.max_seconds()) << "\n";
+  }
   return kExitOk;
 }
 

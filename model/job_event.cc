@@ -38,6 +38,26 @@ ParsedJobEvent Refuse(JobEventError e, std::string reason) {
 
 }  // namespace
 
+absl::Status CheckJobName(absl::string_view job) {
+  if (job.empty() || job.size() > kJobMax) {
+    return absl::InvalidArgumentError(absl::StrCat("job: 1-", kJobMax, " characters"));
+  }
+  if (!std::all_of(job.begin(), job.end(), JobChar)) {
+    return absl::InvalidArgumentError("job: only letters, digits and . _ : @ / - are allowed");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckJobOp(absl::string_view op) {
+  if (op.empty() || op.size() > kOpMax) {
+    return absl::InvalidArgumentError(absl::StrCat("op: 1-", kOpMax, " characters"));
+  }
+  if (!std::all_of(op.begin(), op.end(), OpChar)) {
+    return absl::InvalidArgumentError("op: only a-z, 0-9 and _ are allowed");
+  }
+  return absl::OkStatus();
+}
+
 ParsedJobEvent ParseJobEvent(absl::string_view d) {
   if (d.size() > kJobEventMaxBytes) {
     return Refuse(JobEventError::kOversized,
@@ -71,27 +91,10 @@ ParsedJobEvent ParseJobEvent(absl::string_view d) {
     if (!seen.insert(key).second) {
       return Refuse(JobEventError::kMalformed, absl::StrCat(key, ": given twice"));
     }
-    if (key == "job") {
-      if (value.empty() || value.size() > kJobMax) {
-        return Refuse(JobEventError::kMalformed, absl::StrCat("job: 1-", kJobMax, " characters"));
-      }
-      for (char c : value) {
-        if (!JobChar(c)) {
-          return Refuse(JobEventError::kMalformed,
-                        "job: only letters, digits and . _ : @ / - are allowed");
-        }
-      }
-      out.event.job = std::string(value);
-    } else if (key == "op") {
-      if (value.empty() || value.size() > kOpMax) {
-        return Refuse(JobEventError::kMalformed, absl::StrCat("op: 1-", kOpMax, " characters"));
-      }
-      for (char c : value) {
-        if (!OpChar(c)) {
-          return Refuse(JobEventError::kMalformed, "op: only a-z, 0-9 and _ are allowed");
-        }
-      }
-      out.event.op = std::string(value);
+    if (key == "job" || key == "op") {
+      absl::Status valid = key == "job" ? CheckJobName(value) : CheckJobOp(value);
+      if (!valid.ok()) return Refuse(JobEventError::kMalformed, std::string(valid.message()));
+      (key == "job" ? out.event.job : out.event.op) = std::string(value);
     } else if (key == "us") {
       double us = 0;
       if (has_space || !absl::SimpleAtod(value, &us) || !std::isfinite(us)) {

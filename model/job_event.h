@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
@@ -48,6 +49,12 @@ struct ParsedJobEvent {
 };
 
 ParsedJobEvent ParseJobEvent(absl::string_view line);
+
+// The rules for a job's name and an op's, as the parser applies them (the
+// controller checks the names in a report against the same rules);
+// kInvalidArgument says which was broken, e.g. "job: 1-64 characters".
+absl::Status CheckJobName(absl::string_view job);
+absl::Status CheckJobOp(absl::string_view op);
 
 // The line for `e`, without its newline (what the C client sends).
 std::string FormatJobEvent(const JobEvent& e);

@@ -462,6 +462,18 @@ grpc::Status AdminService::FleetSummary(const v1::FleetSummaryRequest& req,
     }
     resp->set_pfc_pause_ratio(worst);
   }
+  for (const auto& [key, period] : s.jobs) {
+    v1::JobSummary* j = resp->add_jobs();
+    j->set_job(key.first);
+    j->set_op(key.second);
+    j->set_hosts(static_cast<uint32_t>(period.hosts));
+    j->set_events(period.seconds.count());
+    j->set_p50_seconds(period.seconds.Quantile(0.5));
+    j->set_p99_seconds(period.seconds.Quantile(0.99));
+    j->set_max_seconds(period.seconds.max());
+    j->set_bytes(period.bytes);
+    period.seconds.ToProto(j->mutable_merged_seconds());
+  }
   resp->set_reports_received(deps_.metrics->reports_received());
   resp->set_reports_dropped(deps_.metrics->reports_dropped());
   return grpc::Status::OK;

@@ -144,6 +144,12 @@ bool ReportDecoder::DecodeReport(const char* p, const char* end) {
           return false;
         }
         break;
+      case v1::Report::kJobsFieldNumber:
+        if (type != kLengthDelimited || !ReadBytes(p, end, &sub) ||
+            !head_.add_jobs()->ParseFromArray(sub.data(), static_cast<int>(sub.size()))) {
+          return false;
+        }
+        break;
       default:
         return false;
     }

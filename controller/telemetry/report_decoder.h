@@ -16,7 +16,7 @@ namespace rocetune::controller {
 // the largest share of the controller's own CPU per Report at 10k agents.
 // This decoder reads the counters in place, as views into the message bytes,
 // and hands the rest of the Report (seq, timestamps, latency windows, guard
-// events) to protobuf, into a message it reuses.
+// events, job timings) to protobuf, into a message it reuses.
 //
 // It decodes only what it can decode exactly as protobuf would: an
 // AgentMessage whose only field is one `report`, with the fields this

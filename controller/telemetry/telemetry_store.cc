@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "daemon/logging.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "model/job_event.h"
 
 namespace rocetune::controller {
 
@@ -200,6 +202,35 @@ absl::Status HostTelemetry::AddReport(const v1::Report& report,
     }
     latency.push_back({&w, *std::move(rtt), *std::move(delay)});
   }
+  if (report.jobs_size() > opt.max_jobs_per_report) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "report.jobs has ", report.jobs_size(), " entries (limit ", opt.max_jobs_per_report, ")"));
+  }
+  std::vector<QuantileSketch> job_seconds;
+  job_seconds.reserve(report.jobs_size());
+  for (int i = 0; i < report.jobs_size(); ++i) {
+    const v1::JobTiming& j = report.jobs(i);
+    for (const absl::Status& s : {CheckJobName(j.job()), CheckJobOp(j.op())}) {
+      if (!s.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("report.jobs[", i, "].", s.message()));
+      }
+    }
+    absl::StatusOr<QuantileSketch> seconds = QuantileSketch::FromProto(j.seconds());
+    if (!seconds.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("report.jobs[", i, "].seconds: ", seconds.status().message()));
+    }
+    if (seconds->relative_accuracy() != QuantileSketch::kDefaultRelativeAccuracy) {
+      return absl::InvalidArgumentError(absl::StrCat("report.jobs[", i,
+                                                     "].seconds: relative_accuracy must be ",
+                                                     QuantileSketch::kDefaultRelativeAccuracy));
+    }
+    if (seconds->count() > 0 && seconds->min() < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "report.jobs[", i, "].seconds: a negative duration (min ", seconds->min(), ")"));
+    }
+    job_seconds.push_back(*std::move(seconds));
+  }
 
   thread_local std::vector<int32_t> ids;
   store_->names().Resolve(counters, &ids);
@@ -256,6 +287,16 @@ absl::Status HostTelemetry::AddReport(const v1::Report& report,
       if (ids[i] < 0) continue;
       w.AddCounter(ids[i], counters[i].delta);
     }
+    for (int i = 0; i < report.jobs_size(); ++i) {
+      JobKey key(report.jobs(i).job(), report.jobs(i).op());
+      if (!w.jobs.contains(key) &&
+          static_cast<int>(w.jobs.size()) >= store_->options().max_job_series_per_window) {
+        continue;
+      }
+      JobAggregate& agg = w.jobs[std::move(key)];
+      agg.seconds.Merge(job_seconds[i]).IgnoreError();  // accuracy checked above
+      agg.bytes += report.jobs(i).bytes();
+    }
     w.covered_seconds += interval;
     ++w.reports;
     if (older != nullptr) {
@@ -310,6 +351,15 @@ QuantileSketch LatencyAggregate::HostDelay() const {
   return packed ? Decode(packed_delay) : host_delay;
 }
 
+void JobAggregate::Pack() {
+  if (packed) return;
+  packed_seconds = Encode(seconds);
+  seconds = QuantileSketch(seconds.relative_accuracy());
+  packed = true;
+}
+
+QuantileSketch JobAggregate::Seconds() const { return packed ? Decode(packed_seconds) : seconds; }
+
 void WindowAggregate::Compact() {
   if (!counter_deltas.empty()) {
     std::string packed;
@@ -329,6 +379,7 @@ void WindowAggregate::Compact() {
     counter_deltas.shrink_to_fit();
   }
   for (auto& [peer_class, agg] : latency) agg.Pack();
+  for (auto& [key, agg] : jobs) agg.Pack();
 }
 
 void WindowAggregate::Reopen() {
@@ -347,6 +398,12 @@ void WindowAggregate::Reopen() {
     agg.packed_delay.clear();
     agg.packed = false;
   }
+  for (auto& [key, agg] : jobs) {
+    if (!agg.packed) continue;
+    agg.seconds = Decode(agg.packed_seconds);
+    agg.packed_seconds.clear();
+    agg.packed = false;
+  }
 }
 
 size_t WindowAggregate::ApproxBytes() const {
@@ -357,8 +414,27 @@ size_t WindowAggregate::ApproxBytes() const {
              2 * sizeof(QuantileSketch) +  // the objects themselves are in the slot
              agg.packed_rtt.capacity() + agg.packed_delay.capacity();
   }
+  bytes += jobs.capacity() * sizeof(*jobs.begin());
+  for (const auto& [key, agg] : jobs) {
+    bytes += key.first.capacity() + key.second.capacity() + agg.seconds.ApproxBytes() -
+             sizeof(QuantileSketch) + agg.packed_seconds.capacity();
+  }
   return bytes;
 }
+
+namespace {
+
+// Merges a window's job signal into `out` (one host: hosts stays 1).
+void AddJobs(const WindowAggregate& w, std::map<JobKey, JobPeriod>* out) {
+  for (const auto& [key, agg] : w.jobs) {
+    JobPeriod& p = (*out)[key];
+    p.seconds.Merge(agg.packed ? agg.Seconds() : agg.seconds).IgnoreError();
+    p.bytes += agg.bytes;
+    p.hosts = 1;
+  }
+}
+
+}  // namespace
 
 void HostTelemetry::Prune(absl::Time oldest, size_t* windows, size_t* bytes) {
   int64_t first = store_->WindowIndex(oldest);
@@ -381,6 +457,7 @@ bool HostTelemetry::AddTo(absl::Time from, absl::Time to, const std::string& pee
   absl::flat_hash_map<int32_t, uint64_t> deltas;
   double covered = 0;
   uint64_t reports = 0;
+  std::map<JobKey, JobPeriod> jobs;
   {
     absl::ReaderMutexLock lock(&mu_);
     for (const WindowAggregate& w : windows_) {
@@ -398,10 +475,17 @@ bool HostTelemetry::AddTo(absl::Time from, absl::Time to, const std::string& pee
         out->probes_sent += agg.probes_sent;
         out->probes_lost += agg.probes_lost;
       }
+      AddJobs(w, &jobs);
     }
   }
   if (reports == 0) return false;
   ++out->hosts;
+  for (auto& [key, period] : jobs) {
+    JobPeriod& fleet = out->jobs[key];
+    fleet.seconds.Merge(period.seconds).IgnoreError();
+    fleet.bytes += period.bytes;
+    ++fleet.hosts;
+  }
   out->reports += reports;
   if (covered > 0) {
     for (const auto& [id, d] : deltas) {
@@ -445,6 +529,7 @@ PeriodAggregate HostTelemetry::Aggregate(absl::Time from, absl::Time to,
         out.probes_sent += agg.probes_sent;
         out.probes_lost += agg.probes_lost;
       }
+      AddJobs(w, &out.jobs);
     }
   }
   for (const auto& [id, d] : deltas) out.deltas[store_->names().name(id)] += d;

@@ -4,8 +4,10 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -33,6 +35,10 @@ struct TelemetryOptions {
   int max_counters_per_report = 4096;
   int max_latency_windows_per_report = 64;
   int max_peer_classes_per_window = 16;
+  // The job signal: (job, op) entries per report (the agent's own cap is
+  // 64 per round) and per window (further pairs in a window are skipped).
+  int max_jobs_per_report = 64;
+  int max_job_series_per_window = 64;
   size_t max_name_length = 128;
 };
 
@@ -96,6 +102,27 @@ struct LatencyAggregate {
   uint64_t probes_lost = 0;
 };
 
+// A job's (job, op): the key of the job signal's series.
+using JobKey = std::pair<std::string, std::string>;
+
+// One (job, op) of the job signal in a window, like LatencyAggregate.
+struct JobAggregate {
+  void Pack();
+  QuantileSketch Seconds() const;  // decoded when packed
+
+  QuantileSketch seconds;  // empty once packed
+  bool packed = false;
+  std::string packed_seconds;
+  uint64_t bytes = 0;
+};
+
+// One (job, op) over a period or a group of hosts.
+struct JobPeriod {
+  QuantileSketch seconds;
+  uint64_t bytes = 0;
+  int hosts = 0;  // hosts that reported it (TelemetrySummary; 1 in a PeriodAggregate)
+};
+
 // One host's aggregates for one window [index*window, (index+1)*window).
 struct WindowAggregate {
   void AddCounter(int32_t id, uint64_t delta);
@@ -118,6 +145,7 @@ struct WindowAggregate {
   template <typename Fn>
   void ForEachCounter(Fn fn) const;
   absl::flat_hash_map<std::string, LatencyAggregate> latency;  // by peer class
+  absl::flat_hash_map<JobKey, JobAggregate> jobs;              // the job signal
 };
 
 template <typename Fn>
@@ -145,6 +173,8 @@ struct TelemetrySummary {
   uint64_t probes_lost = 0;
   // Counter name -> summed per-host rate.
   absl::flat_hash_map<std::string, double> counter_rates;
+  // The job signal, merged over hosts (ordered by job, then op).
+  std::map<JobKey, JobPeriod> jobs;
 };
 
 // One host's windows over a period, merged (the judge's per-host input).
@@ -156,6 +186,8 @@ struct PeriodAggregate {
   double covered_seconds = 0;
   // Summed deltas by counter key (name, or "<name>@p<priority>").
   absl::flat_hash_map<std::string, uint64_t> deltas;
+  // The job signal (every peer class: it is not a probe's).
+  std::map<JobKey, JobPeriod> jobs;
 };
 
 class TelemetryStore;

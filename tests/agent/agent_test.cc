@@ -5,9 +5,13 @@
 // clock by a sample interval.
 #include "agent/agent.h"
 
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
@@ -25,6 +29,7 @@
 #include "daemon/clock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "model/quantile_sketch.h"
 #include "rocetune/v1/agent.grpc.pb.h"
 #include "tests/testing/test_support.h"
 
@@ -173,6 +178,7 @@ class AgentTest : public ::testing::Test {
     o.reconnect_min = absl::Milliseconds(10);
     o.reconnect_max = absl::Milliseconds(20);
     o.report_buffer_max = report_buffer_max;
+    o.job_socket = job_socket_;
     HostSeams seams = host_->seams();
     seams.clock = &clock_;
     absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(o, seams);
@@ -223,6 +229,7 @@ class AgentTest : public ::testing::Test {
   Server controller_;
   std::unique_ptr<Agent> agent_;
   std::thread runner_;
+  std::string job_socket_;  // StartAgent's --job_socket ("" = none)
 };
 
 constexpr char kRpgTimeReset[] = "class/net/ens1f0np0/ecn/roce_rp/rpg_time_reset";
@@ -287,6 +294,54 @@ TEST_F(AgentTest, ReportsOncePerIntervalOfItsClockNumberedInOrder) {
   EXPECT_EQ(st.connects, 1u);
   EXPECT_EQ(st.reports_sent, 3u);
   EXPECT_EQ(st.local_rounds, 0u);
+}
+
+// Issue 24: what a training job writes to the agent's job socket reaches the
+// controller in the agent's reports: one JobTiming per (job, op) and round,
+// every event in exactly one report, none for a refused line, no empty ones.
+TEST_F(AgentTest, ReportsCarryTheJobSignal) {
+  job_socket_ = tmp_.path() + "/job.sock";
+  StartAgent();
+  ASSERT_TRUE(Connected());
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  ASSERT_LT(job_socket_.size(), sizeof(addr.sun_path));
+  std::memcpy(addr.sun_path, job_socket_.c_str(), job_socket_.size() + 1);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << strerror(errno);
+  std::string lines;
+  for (int i = 0; i < 30; ++i) lines += "RTJ1 job=run3 op=allreduce us=1500 bytes=4096\n";
+  lines += "not a job line\n";
+  for (int i = 0; i < 5; ++i) lines += "RTJ1 job=run3 op=step us=250000 rank=0\n";
+  ASSERT_EQ(write(fd, lines.data(), lines.size()), static_cast<ssize_t>(lines.size()));
+  close(fd);
+  // Rounds until every event has been reported (the listener's thread may
+  // read the lines before or after any round).
+  std::map<std::string, uint64_t> events;
+  uint64_t bytes = 0;
+  QuantileSketch allreduce;
+  for (size_t round = 1; round <= 20 && events["allreduce"] + events["step"] < 35; ++round) {
+    NextRound();
+    ASSERT_TRUE(Eventually([&]() { return controller_.service.reports().size() == round; }));
+    const v1::Report report = controller_.service.reports().back();
+    for (const v1::JobTiming& j : report.jobs()) {
+      EXPECT_EQ(j.job(), "run3");
+      absl::StatusOr<QuantileSketch> seconds = QuantileSketch::FromProto(j.seconds());
+      ASSERT_TRUE(seconds.ok()) << seconds.status();
+      EXPECT_GT(seconds->count(), 0u) << "an empty entry for " << j.op();
+      events[j.op()] += seconds->count();
+      if (j.op() == "allreduce") {
+        ASSERT_TRUE(allreduce.Merge(*seconds).ok());
+        bytes += j.bytes();
+      }
+    }
+  }
+  EXPECT_EQ(events["allreduce"], 30u);
+  EXPECT_EQ(events["step"], 5u);
+  EXPECT_EQ(events.size(), 2u);
+  EXPECT_EQ(bytes, 30u * 4096);
+  EXPECT_NEAR(allreduce.Quantile(0.99), 1.5e-3, 1.5e-3 * 0.02);
 }
 
 TEST_F(AgentTest, AppliesADesiredStateAcksItsReadBackAndNacksAnOutOfRangeOne) {

@@ -49,7 +49,7 @@ v1::CounterSample* AddSample(v1::Report* r, const std::string& device, uint32_t 
 // messages must be added to it too: this test fails until it is.
 TEST(ReportWireEncoderTest, KnowsEveryFieldOfTheMessagesItEncodes) {
   const google::protobuf::Descriptor* report = v1::Report::descriptor();
-  ASSERT_EQ(report->field_count(), 8) << "a new Report field: teach ReportWireEncoder";
+  ASSERT_EQ(report->field_count(), 9) << "a new Report field: teach ReportWireEncoder";
   EXPECT_EQ(report->FindFieldByName("seq")->number(), 1);
   EXPECT_EQ(report->FindFieldByName("start_unix_nanos")->number(), 2);
   EXPECT_EQ(report->FindFieldByName("end_unix_nanos")->number(), 3);
@@ -58,6 +58,7 @@ TEST(ReportWireEncoderTest, KnowsEveryFieldOfTheMessagesItEncodes) {
   EXPECT_EQ(report->FindFieldByName("guard_events")->number(), 6);
   EXPECT_EQ(report->FindFieldByName("levels")->number(), 7);
   EXPECT_EQ(report->FindFieldByName("held_nanos")->number(), 8);
+  EXPECT_EQ(report->FindFieldByName("jobs")->number(), 9);
   const google::protobuf::Descriptor* sample = v1::CounterSample::descriptor();
   ASSERT_EQ(sample->field_count(), 6) << "a new CounterSample field: teach ReportWireEncoder";
   EXPECT_EQ(sample->FindFieldByName("device")->number(), 1);
@@ -184,6 +185,33 @@ TEST(ReportWireEncoderTest, BufferReusedAcrossSizes) {
   }
 }
 
+void AddJob(v1::Report* r, const std::string& job, const std::string& op, uint64_t bytes) {
+  v1::JobTiming* j = r->add_jobs();
+  j->set_job(job);
+  j->set_op(op);
+  j->set_bytes(bytes);
+  j->mutable_seconds()->set_relative_accuracy(0.01);
+  j->mutable_seconds()->set_bucket_offset(-700);
+  for (uint64_t i = 0; i < 20; ++i) j->mutable_seconds()->add_counts(i * 3);
+  j->mutable_seconds()->set_min(1e-4);
+  j->mutable_seconds()->set_max(0.25);
+}
+
+// Job timings (field 9) come last, after held_nanos, as protobuf writes them.
+TEST(ReportWireEncoderTest, JobTimingsMatchProtobufByteForByte) {
+  ReportWireEncoder encoder;
+  v1::Report r;
+  r.set_seq(4);
+  AddSample(&r, "mlx5_0", 1, -1, "cnp_sent", 5, 5.0);
+  r.add_latency()->set_peer_class("intra_tor");
+  AddJob(&r, "llama-70b/run3", "allreduce", 1ull << 40);
+  AddJob(&r, "llama-70b/run3", "step", 0);
+  r.add_jobs();  // all defaults
+  ExpectSameAsProtobuf(encoder, r);
+  r.set_held_nanos(1);
+  ExpectSameAsProtobuf(encoder, r);
+}
+
 TEST(ReportWireEncoderTest, HeldNanosMatchesProtobuf) {
   ReportWireEncoder encoder;
   v1::Report r;
@@ -221,7 +249,20 @@ TEST(ReportWireEncoderTest, WithHeldReframesAStoredEncoding) {
       EXPECT_EQ(out, msg.SerializeAsString());
     }
   }
+  // With job timings (field 9) held_nanos (8) follows them: the same message
+  // once parsed.
+  v1::Report r;
+  r.set_seq(9);
+  AddSample(&r, "mlx5_0", 1, -1, "cnp_sent", 5, 5.0);
+  AddJob(&r, "run3", "allreduce", 4096);
+  const std::string stored(encoder.Encode(r));
   std::string out;
+  ASSERT_TRUE(ReportWireEncoder::WithHeld(stored, 3'000'000'000, &out));
+  v1::AgentMessage parsed;
+  ASSERT_TRUE(parsed.ParseFromString(out));
+  v1::Report want = r;
+  want.set_held_nanos(3'000'000'000);
+  EXPECT_EQ(parsed.report().SerializeAsString(), want.SerializeAsString());
   EXPECT_FALSE(ReportWireEncoder::WithHeld("", 1, &out));
   EXPECT_FALSE(ReportWireEncoder::WithHeld(std::string("\x12\x05"
                                                        "ab",

@@ -617,6 +617,63 @@ TEST_F(ControllerServiceTest, TelemetryWindowsAndGroupMerge) {
   EXPECT_TRUE(t.ForHost("a")->Windows().empty());
 }
 
+// `m` (a report) with `events` job-signal events of `seconds` each for
+// (job, op).
+v1::AgentMessage WithJob(v1::AgentMessage m, const std::string& job, const std::string& op,
+                         double seconds, int events) {
+  v1::JobTiming* j = m.mutable_report()->add_jobs();
+  j->set_job(job);
+  j->set_op(op);
+  QuantileSketch sketch;
+  sketch.Insert(seconds, events);
+  sketch.ToProto(j->mutable_seconds());
+  j->set_bytes(1024 * static_cast<uint64_t>(events));
+  return m;
+}
+
+// Issue 24: the job signal in agents' reports is kept in the telemetry
+// windows and shown by FleetSummary per (job, op), merged over the selected
+// hosts; a report whose job entry breaks the rules is refused whole.
+TEST_F(ControllerServiceTest, TheJobSignalReachesTheFleetSummary) {
+  TestAgent a(controller_->grpc_port());
+  TestAgent b(controller_->grpc_port());
+  ASSERT_TRUE(a.Hello("a", {{"rack", "r1"}}));
+  ASSERT_TRUE(b.Hello("b", {{"rack", "r2"}}));
+  ASSERT_TRUE(Eventually([&] { return Registered("a") && Registered("b"); }));
+  ASSERT_TRUE(a.Send(WithJob(WithJob(MakeReport(1, 1e-5, 1), "run3", "allreduce", 1e-3, 99), "run3",
+                             "step", 0.4, 2)));
+  ASSERT_TRUE(b.Send(WithJob(MakeReport(1, 1e-5, 1), "run3", "allreduce", 8e-3, 1)));
+  ASSERT_TRUE(Eventually(
+      [&] { return HostOrEmpty("a").reports() == 1 && HostOrEmpty("b").reports() == 1; }));
+  grpc::ClientContext ctx;
+  v1::FleetSummaryResponse resp;
+  ASSERT_TRUE(admin_->FleetSummary(&ctx, v1::FleetSummaryRequest(), &resp).ok());
+  ASSERT_EQ(resp.jobs_size(), 2);
+  const v1::JobSummary& ar = resp.jobs(0);
+  EXPECT_EQ(ar.job(), "run3");
+  EXPECT_EQ(ar.op(), "allreduce");
+  EXPECT_EQ(ar.hosts(), 2u);
+  EXPECT_EQ(ar.events(), 100u);
+  EXPECT_EQ(ar.bytes(), 100u * 1024);
+  EXPECT_NEAR(ar.p50_seconds(), 1e-3, 1e-3 * 0.02);
+  EXPECT_NEAR(ar.max_seconds(), 8e-3, 8e-3 * 0.02);
+  EXPECT_EQ(resp.jobs(1).op(), "step");
+  EXPECT_EQ(resp.jobs(1).hosts(), 1u);
+  // A selector narrows the job signal like the probes.
+  grpc::ClientContext ctx2;
+  v1::FleetSummaryRequest r2;
+  (*r2.mutable_selector())["rack"] = "r2";
+  ASSERT_TRUE(admin_->FleetSummary(&ctx2, r2, &resp).ok());
+  ASSERT_EQ(resp.jobs_size(), 1);
+  EXPECT_EQ(resp.jobs(0).events(), 1u);
+
+  ASSERT_TRUE(b.Send(WithJob(MakeReport(2, 1e-5, 1), "run 3", "allreduce", 1e-3, 1)));
+  grpc::Status s = b.AwaitEnd();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("report.jobs[0].job"));
+  EXPECT_EQ(HostOrEmpty("b").reports(), 1u) << "the refused report is not stored";
+}
+
 TEST_F(ControllerServiceTest, WatchStreamsFleetEvents) {
   grpc::ClientContext ctx;
   auto reader = admin_->Watch(&ctx, v1::WatchRequest());

@@ -34,6 +34,17 @@ v1::Report SampleReport(int counters, uint32_t seed) {
   r.add_latency()->set_peer_class("inter_tor");
   r.add_guard_events()->set_detail("pfc pause ratio 0.2 above 0.1");
   if (seed % 2 == 0) r.set_held_nanos(static_cast<int64_t>(rng()) * 1000);  // a held report
+  if (seed % 2 == 1) {                                                      // the job signal
+    for (const char* op : {"allreduce", "step"}) {
+      v1::JobTiming* j = r.add_jobs();
+      j->set_job("llama/run3");
+      j->set_op(op);
+      j->set_bytes(rng());
+      j->mutable_seconds()->set_relative_accuracy(0.01);
+      j->mutable_seconds()->add_counts(rng() % 50);
+      j->mutable_seconds()->set_max(0.002);
+    }
+  }
   return r;
 }
 

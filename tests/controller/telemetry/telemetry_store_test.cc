@@ -32,6 +32,19 @@ v1::Report Report(uint64_t cnp, double rtt, int samples = 10) {
   return r;
 }
 
+// `r` with one more job-signal entry: `events` events of `seconds` each.
+v1::Report WithJob(v1::Report r, const std::string& job, const std::string& op, double seconds,
+                   int events, uint64_t bytes = 0) {
+  v1::JobTiming* j = r.add_jobs();
+  j->set_job(job);
+  j->set_op(op);
+  QuantileSketch s;
+  s.Insert(seconds, events);
+  s.ToProto(j->mutable_seconds());
+  j->set_bytes(bytes);
+  return r;
+}
+
 TEST(TelemetryStoreTest, RatesAreDeltasOverCoveredTime) {
   TelemetryStore store(TelemetryOptions{});
   auto h = store.ForHost("h");
@@ -166,6 +179,75 @@ TEST(TelemetryStoreTest, GroupMergeCombinesSketchesAcrossHosts) {
             0u);
 }
 
+// The job signal is kept per window like probe RTT: merged per (job, op)
+// over a period for one host (the judge's input), over hosts for a group
+// (each (job, op) counts the hosts that reported it), the same once its
+// window is packed; ops and jobs stay apart.
+TEST(TelemetryStoreTest, JobSignalIsKeptPerWindowLikeProbeRtt) {
+  TelemetryStore store(TelemetryOptions{});
+  auto a = store.ForHost("a");
+  auto b = store.ForHost("b");
+  ASSERT_TRUE(a->AddReport(WithJob(WithJob(Report(1, 1e-5), "run3", "allreduce", 1e-3, 90, 900),
+                                   "run3", "step", 0.5, 1),
+                           kT0)
+                  .ok());
+  ASSERT_TRUE(a->AddReport(WithJob(Report(1, 1e-5), "run3", "allreduce", 4e-3, 10, 100),
+                           kT0 + absl::Seconds(2))
+                  .ok());
+  ASSERT_TRUE(b->AddReport(WithJob(Report(1, 1e-5), "run3", "allreduce", 2e-3, 100), kT0).ok());
+  // The next window opens on both hosts: the first is packed.
+  ASSERT_TRUE(
+      a->AddReport(WithJob(Report(1, 1e-5), "other", "allreduce", 1.0, 5), kT0 + absl::Seconds(10))
+          .ok());
+  ASSERT_TRUE(b->AddReport(Report(1, 1e-5), kT0 + absl::Seconds(10)).ok());
+  ASSERT_TRUE(a->Windows()[0].jobs.at({"run3", "allreduce"}).packed);
+
+  // One host over the first window.
+  PeriodAggregate first = a->Aggregate(kT0, kT0 + absl::Seconds(10), "");
+  ASSERT_EQ(first.jobs.size(), 2u);
+  const JobPeriod& ar = first.jobs.at({"run3", "allreduce"});
+  EXPECT_EQ(ar.seconds.count(), 100u);
+  EXPECT_EQ(ar.bytes, 1000u);
+  EXPECT_NEAR(ar.seconds.Quantile(0.5), 1e-3, 1e-3 * 0.02);
+  EXPECT_NEAR(ar.seconds.Quantile(0.95), 4e-3, 4e-3 * 0.02);
+  EXPECT_EQ(first.jobs.at({"run3", "step"}).seconds.count(), 1u);
+  // A peer class filters probes, not the job signal.
+  EXPECT_EQ(a->Aggregate(kT0, kT0 + absl::Seconds(10), "inter_tor").jobs.size(), 2u);
+  // Both windows, both hosts.
+  TelemetrySummary s = store.Summarize({"a", "b"}, kT0, kT0 + absl::Seconds(20));
+  ASSERT_EQ(s.jobs.size(), 3u);
+  const JobPeriod& fleet = s.jobs.at({"run3", "allreduce"});
+  EXPECT_EQ(fleet.hosts, 2);
+  EXPECT_EQ(fleet.seconds.count(), 200u);
+  EXPECT_NEAR(fleet.seconds.Quantile(0.5), 2e-3, 2e-3 * 0.02);
+  EXPECT_EQ(s.jobs.at({"other", "allreduce"}).hosts, 1);
+  EXPECT_EQ(s.jobs.begin()->first, (JobKey{"other", "allreduce"})) << "ordered by job, then op";
+  // A window without the job signal has none.
+  EXPECT_TRUE(
+      store.Summarize({"b"}, kT0 + absl::Seconds(10), kT0 + absl::Seconds(20)).jobs.empty());
+}
+
+// A window keeps at most max_job_series_per_window (job, op) pairs; further
+// pairs are skipped, the pairs it has keep growing.
+TEST(TelemetryStoreTest, JobSeriesPerWindowAreCapped) {
+  TelemetryOptions opt;
+  opt.max_job_series_per_window = 2;
+  TelemetryStore store(opt);
+  auto h = store.ForHost("h");
+  ASSERT_TRUE(
+      h->AddReport(WithJob(WithJob(Report(1, 1e-5), "a", "step", 1e-3, 1), "b", "step", 1e-3, 1),
+                   kT0)
+          .ok());
+  ASSERT_TRUE(
+      h->AddReport(WithJob(WithJob(Report(1, 1e-5), "c", "step", 1e-3, 1), "a", "step", 1e-3, 1),
+                   kT0 + absl::Seconds(1))
+          .ok());
+  PeriodAggregate p = h->Aggregate(kT0, kT0 + absl::Seconds(10), "");
+  ASSERT_EQ(p.jobs.size(), 2u);
+  EXPECT_EQ(p.jobs.at({"a", "step"}).seconds.count(), 2u);
+  EXPECT_EQ(p.jobs.count({"c", "step"}), 0u);
+}
+
 TEST(TelemetryStoreTest, InvalidReportsChangeNothing) {
   TelemetryStore store(TelemetryOptions{});
   auto h = store.ForHost("h");
@@ -180,6 +262,16 @@ TEST(TelemetryStoreTest, InvalidReportsChangeNothing) {
   bad_sketch.mutable_latency(0)->mutable_network_rtt_seconds()->set_max(1);
   v1::Report no_class = Report(1, 1e-5);
   no_class.mutable_latency(0)->clear_peer_class();
+  v1::Report bad_job = WithJob(Report(1, 1e-5), "run 3", "allreduce", 1e-3, 10);
+  v1::Report bad_op = WithJob(Report(1, 1e-5), "run3", "AllReduce", 1e-3, 10);
+  v1::Report bad_job_sketch = WithJob(Report(1, 1e-5), "run3", "allreduce", 1e-3, 10);
+  QuantileSketch coarse(0.05);
+  coarse.Insert(1e-3);
+  coarse.ToProto(bad_job_sketch.mutable_jobs(0)->mutable_seconds());
+  v1::Report negative_job = WithJob(Report(1, 1e-5), "run3", "allreduce", 1e-3, 10);
+  negative_job.mutable_jobs(0)->mutable_seconds()->set_min(-1);
+  v1::Report too_many_jobs = Report(1, 1e-5);
+  for (int i = 0; i < 65; ++i) too_many_jobs = WithJob(too_many_jobs, "run3", "step", 1e-3, 1);
 
   struct Case {
     v1::Report report;
@@ -187,7 +279,11 @@ TEST(TelemetryStoreTest, InvalidReportsChangeNothing) {
   };
   for (const Case& c : {Case{bad_rate, "rate_per_second"}, Case{no_name, "counters[1].name"},
                         Case{backwards, "before start"}, Case{bad_sketch, "network_rtt_seconds"},
-                        Case{no_class, "peer_class"}}) {
+                        Case{no_class, "peer_class"}, Case{bad_job, "jobs[0].job: only letters"},
+                        Case{bad_op, "jobs[0].op: only a-z"},
+                        Case{bad_job_sketch, "jobs[0].seconds: relative_accuracy"},
+                        Case{negative_job, "jobs[0].seconds"},
+                        Case{too_many_jobs, "report.jobs has 65 entries (limit 64)"}}) {
     absl::Status s = h->AddReport(c.report, kT0);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.needle;
     EXPECT_THAT(std::string(s.message()), HasSubstr(c.needle));
