@@ -102,6 +102,28 @@ class Fabric {
 
   SimSummary Summary(double wall_seconds) const;
 
+  // ---- The job signal (docs/job-signal.md): what a training job on these
+  // hosts would tell its agents. Off by default (offline runs keep nothing).
+  // Once on, every all-reduce step and incast burst that completes leaves one
+  // event per host that took part, with how long that host's part took:
+  // all-reduce (op "allreduce"), each ring host from the step's start until
+  // its own chunk was sent and its neighbour's received; incast (op
+  // "incast"), each sender until its flow was acked, the receiver until the
+  // whole burst was.
+  struct SimJobEvent {
+    int host = 0;
+    const char* op = "";
+    double seconds = 0;
+    uint64_t bytes = 0;
+  };
+  // Before the first Step().
+  void EnableJobEvents() {
+    job_events_on_ = true;
+    ar_host_done_ns_.assign(num_hosts_, 0);
+  }
+  // The events since the previous call, in completion order; Step()'s thread.
+  std::vector<SimJobEvent> TakeJobEvents();
+
   // ---- Host-facing, thread-safe. `host` is in [0, host_count()).
   int host_count() const { return num_hosts_; }
   std::string HostName(int host) const;
@@ -293,6 +315,10 @@ class Fabric {
     int64_t start_ns = 0;
     int remaining = 0;
     int64_t end_ns = 0;
+    int receiver = 0;
+    uint64_t bytes_per_sender = 0;
+    // With the job signal on: (sender, its flow's end), as they finish.
+    std::vector<std::pair<int, int64_t>> sender_done;
   };
 
   explicit Fabric(const v1::Scenario& scenario);
@@ -416,6 +442,11 @@ class Fabric {
   int ar_remaining_ = 0;
   int64_t ar_step_start_ns_ = 0;
   std::vector<double> ar_step_us_;
+  // The job signal (EnableJobEvents): events not yet taken, and each ring
+  // host's last flow end in the current all-reduce step.
+  bool job_events_on_ = false;
+  std::vector<SimJobEvent> job_events_;
+  std::vector<int64_t> ar_host_done_ns_;
   std::vector<int> bg_hosts_;
   std::vector<int64_t> bg_next_ns_;
   double bg_mean_gap_ns_ = 0;

@@ -216,15 +216,40 @@ void Fabric::FinishFlow(int slot) {
     case FlowKind::kIncast: {
       Burst& b = bursts_[f.group];
       b.end_ns = std::max(b.end_ns, done_ns);
-      if (--b.remaining == 0 && b.start_ns >= warmup_ns_) {
-        burst_us_.push_back(static_cast<double>(b.end_ns - b.start_ns) / 1000.0);
+      if (job_events_on_) b.sender_done.emplace_back(f.src, done_ns);
+      if (--b.remaining == 0) {
+        if (b.start_ns >= warmup_ns_) {
+          burst_us_.push_back(static_cast<double>(b.end_ns - b.start_ns) / 1000.0);
+        }
+        if (job_events_on_) {
+          for (const auto& [sender, end] : b.sender_done) {
+            job_events_.push_back({sender, "incast", static_cast<double>(end - b.start_ns) * 1e-9,
+                                   b.bytes_per_sender});
+          }
+          job_events_.push_back({b.receiver, "incast",
+                                 static_cast<double>(b.end_ns - b.start_ns) * 1e-9,
+                                 b.bytes_per_sender * b.sender_done.size()});
+          b.sender_done.clear();
+          b.sender_done.shrink_to_fit();
+        }
       }
       break;
     }
     case FlowKind::kAllReduce:
+      if (job_events_on_) {
+        for (int h : {f.src, f.dst}) ar_host_done_ns_[h] = std::max(ar_host_done_ns_[h], done_ns);
+      }
       if (--ar_remaining_ == 0) {
         if (ar_step_start_ns_ >= warmup_ns_) {
           ar_step_us_.push_back(static_cast<double>(done_ns - ar_step_start_ns_) / 1000.0);
+        }
+        if (job_events_on_) {
+          const uint64_t chunk = scenario_.workload().allreduce().chunk_bytes();
+          for (int h : ring_) {
+            job_events_.push_back(
+                {h, "allreduce",
+                 static_cast<double>(ar_host_done_ns_[h] - ar_step_start_ns_) * 1e-9, chunk});
+          }
         }
         ++ar_steps_done_;
         const auto& ar = scenario_.workload().allreduce();
@@ -239,11 +264,18 @@ void Fabric::FinishFlow(int slot) {
   free_slots_.push_back(slot);
 }
 
+std::vector<Fabric::SimJobEvent> Fabric::TakeJobEvents() {
+  std::vector<SimJobEvent> out;
+  out.swap(job_events_);
+  return out;
+}
+
 void Fabric::StartAllReduceStep() {
   const int prio = PrioOr3(scenario_.workload().allreduce().priority());
   const double chunk = static_cast<double>(scenario_.workload().allreduce().chunk_bytes());
   ar_step_start_ns_ = now_ns_;
   ar_remaining_ = static_cast<int>(ring_.size());
+  if (job_events_on_) ar_host_done_ns_.assign(num_hosts_, now_ns_);
   for (size_t i = 0; i < ring_.size(); ++i) {
     StartFlow(FlowKind::kAllReduce, static_cast<int>(ar_steps_done_), ring_[i],
               ring_[(i + 1) % ring_.size()], chunk, prio);
@@ -267,6 +299,8 @@ void Fabric::Generate() {
     if (incast_next_ns_[i] < 0 || incast_next_ns_[i] >= horizon) continue;
     Burst b;
     b.start_ns = now_ns_;
+    b.receiver = static_cast<int>(in.receiver());
+    b.bytes_per_sender = in.bytes_per_sender();
     const int burst = static_cast<int>(bursts_.size());
     std::vector<int> senders;
     for (uint32_t s : in.senders()) senders.push_back(static_cast<int>(s));

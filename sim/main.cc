@@ -30,6 +30,7 @@
 #include "daemon/metrics_exposer.h"
 #include "daemon/process_metrics.h"
 #include "daemon/shutdown.h"
+#include "rocetune_job.h"
 #include "sim/fabric.h"
 #include "sim/scenario_loader.h"
 #include "sim/sim_clock.h"
@@ -45,6 +46,13 @@ ABSL_FLAG(std::vector<std::string>, set, {},
 ABSL_FLAG(std::string, output, "json", "Summary format printed to stdout: json or none.");
 ABSL_FLAG(bool, agents, false,
           "Run one in-process rocetune agent per simulated host, each connected to --controller.");
+ABSL_FLAG(bool, job_signal, true,
+          "With --agents: each simulated host's agent serves a job socket (<state_dir>/<host>/"
+          "job.sock), and every all-reduce step and incast burst of the scenario is reported "
+          "to the agents of the hosts that took part, through the job signal's C client, as a "
+          "training job would (docs/job-signal.md).");
+ABSL_FLAG(std::string, job_name, "",
+          "With --job_signal: the job's name in its events; empty = the scenario's name.");
 ABSL_FLAG(std::string, controller, "127.0.0.1:7070",
           "Controller address (host:port) for --agents.");
 ABSL_FLAG(double, pace, 0,
@@ -239,6 +247,7 @@ int RunAgents(Fabric* fabric) {
     seams.pfc = host->pfc();
     seams.prober = host->prober();
     seams.clock = &sim_clock;
+    if (absl::GetFlag(FLAGS_job_signal)) opt.job_socket = absl::StrCat(opt.state_dir, "/job.sock");
     absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(opt, seams);
     if (!agent.ok()) {
       std::fprintf(stderr, "agent %s: %s\n", opt.host_id.c_str(),
@@ -273,6 +282,31 @@ int RunAgents(Fabric* fabric) {
       agents.push_back(std::move(*agent));
     }
   }
+  // The job's side of the job signal: one client handle per host, as one
+  // rank per host would hold.
+  std::vector<rocetune_job*> jobs;
+  auto close_jobs = [&jobs]() {
+    for (rocetune_job* j : jobs) rocetune_job_close(j);
+    jobs.clear();
+  };
+  if (absl::GetFlag(FLAGS_job_signal)) {
+    std::string job = absl::GetFlag(FLAGS_job_name);
+    if (job.empty()) job = fabric->scenario().name();
+    for (int h = 0; h < fabric->host_count(); ++h) {
+      const std::string socket = absl::StrCat(state_base, "/", hosts[h]->host_id(), "/job.sock");
+      rocetune_job* j = rocetune_job_open(socket.c_str(), job.c_str());
+      if (j == nullptr) {
+        std::fprintf(stderr, "--job_signal: job \"%s\" on %s: %s\n", job.c_str(), socket.c_str(),
+                     errno == EINVAL ? "not a valid job name (1-64 of A-Z a-z 0-9 . _ : @ / -; "
+                                       "set --job_name)"
+                                     : std::strerror(errno));
+        close_jobs();
+        return 2;
+      }
+      jobs.push_back(j);
+    }
+    fabric->EnableJobEvents();
+  }
   std::vector<std::thread> threads;
   for (auto& a : agents) {
     Agent* agent = a.get();
@@ -290,6 +324,7 @@ int RunAgents(Fabric* fabric) {
     if (!WriteReadyFile(ready, exposer->port())) {
       std::fprintf(stderr, "--ready_file=%s: cannot write: %s\n", ready.c_str(),
                    std::strerror(errno));
+      close_jobs();
       for (auto& a : agents) a->Stop();
       for (auto& t : threads) t.join();
       return 1;
@@ -303,6 +338,11 @@ int RunAgents(Fabric* fabric) {
   absl::Time last_warned = absl::InfinitePast();
   while (!fabric->done() && !Shutdown::Requested()) {
     fabric->RunUntil(fabric->now_ns() + chunk);
+    for (const Fabric::SimJobEvent& e : fabric->TakeJobEvents()) {
+      // A full or absent socket drops the event (counted by the handle), as
+      // for a real job.
+      rocetune_job_report(jobs[e.host], e.op, e.seconds, e.host, e.bytes);
+    }
     const absl::Time due = start + absl::Nanoseconds(static_cast<double>(fabric->now_ns()) / pace);
     const absl::Time now = absl::Now();
     const absl::Duration wait = due - now;
@@ -313,6 +353,16 @@ int RunAgents(Fabric* fabric) {
       LogWarning("fabric behind its pace", {{"behind", absl::FormatDuration(-wait)}});
     }
   }
+  uint64_t sent = 0, dropped = 0;
+  for (rocetune_job* j : jobs) {
+    sent += rocetune_job_sent(j);
+    dropped += rocetune_job_dropped(j);
+  }
+  if (!jobs.empty()) {
+    LogInfo("job signal",
+            {{"events_sent", absl::StrCat(sent)}, {"events_dropped", absl::StrCat(dropped)}});
+  }
+  close_jobs();
   for (auto& a : agents) a->Stop();
   for (auto& t : threads) t.join();
   return 0;

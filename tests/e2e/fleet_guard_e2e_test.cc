@@ -78,7 +78,14 @@ class FleetGuardE2E : public ::testing::Test {
     ASSERT_EQ(
         env_->Ctl({"policy", "apply", env_->WriteFile("fleet.textproto", text)}, "alice", &out), 0)
         << out;
-    absl::SleepFor(absl::Seconds(5));  // a baseline
+    // A baseline: 5 s more of every host's telemetry.
+    ASSERT_TRUE(env_->WaitForTelemetry(absl::Seconds(5)));
+    // The simulated job's exchanges reach the controller through every host's
+    // agent socket (docs/job-signal.md): the ring all-reduce from all 32
+    // hosts, the incast from its 16 senders and its receiver.
+    ASSERT_EQ(env_->Ctl({"status"}, "alice", &out), 0) << out;
+    EXPECT_THAT(out, HasSubstr("job:         allreduce_incast_32_hosts allreduce: 32 hosts"));
+    EXPECT_THAT(out, HasSubstr("job:         allreduce_incast_32_hosts incast: 17 hosts"));
   }
 
   // Proposes `knobs`, approves, waits for the end; returns the change.

@@ -1,8 +1,10 @@
 // Behaviour of the fabric model (issue 5 items 12 and 13) and determinism.
 #include "sim/fabric.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -131,6 +133,61 @@ TEST(FabricTest, SameSeedSameResultsOtherSeedOtherResults) {
   EXPECT_EQ(a.ToJson(), b.ToJson());
   EXPECT_NE(a.ToJson(), c.ToJson());
   EXPECT_GT(a.flows_completed, 0u);
+}
+
+// Issue 24: with the job signal on, every all-reduce step leaves one event
+// per ring host, the slowest of them the step itself, and every incast burst
+// one per sender then one for the receiver, whose time is the burst's; the
+// run's own figures are those of the same run with it off.
+TEST(FabricTest, JobEventsGiveEachHostItsPartOfEveryExchange) {
+  const std::vector<std::string> o = {"duration_ms=20", "warmup_ms=0"};
+  const SimSummary off = RunScenario("allreduce_incast_32_hosts", o);
+  std::vector<Fabric::SimJobEvent> events;
+  const SimSummary on = RunScenario("allreduce_incast_32_hosts", o, [&](Fabric& f) {
+    f.EnableJobEvents();
+    // Taken in chunks, as fabricsim does.
+    while (!f.done()) {
+      f.RunUntil(f.now_ns() + 1000000);
+      for (const Fabric::SimJobEvent& e : f.TakeJobEvents()) events.push_back(e);
+    }
+  });
+  EXPECT_EQ(on.ToJson(), off.ToJson());
+  std::vector<Fabric::SimJobEvent> allreduce, incast;
+  for (const Fabric::SimJobEvent& e : events) {
+    EXPECT_GT(e.seconds, 0) << e.op << " on host " << e.host;
+    (std::string(e.op) == "allreduce" ? allreduce : incast).push_back(e);
+  }
+  ASSERT_GT(on.allreduce_step_us.count, 2u);
+  ASSERT_EQ(allreduce.size(), 32 * on.allreduce_step_us.count);
+  double sum_of_slowest = 0, slowest = 0;
+  for (size_t step = 0; step < on.allreduce_step_us.count; ++step) {
+    std::set<int> hosts;
+    double step_max = 0;
+    for (size_t i = 32 * step; i < 32 * (step + 1); ++i) {
+      hosts.insert(allreduce[i].host);
+      step_max = std::max(step_max, allreduce[i].seconds);
+      EXPECT_EQ(allreduce[i].bytes, 1048576u);
+    }
+    EXPECT_EQ(hosts.size(), 32u) << "step " << step;
+    sum_of_slowest += step_max;
+    slowest = std::max(slowest, step_max);
+  }
+  EXPECT_NEAR(sum_of_slowest / on.allreduce_step_us.count * 1e6, on.allreduce_step_us.mean, 1e-3);
+  EXPECT_NEAR(slowest * 1e6, on.allreduce_step_us.max, 1e-3);
+  ASSERT_GT(on.incast_burst_us.count, 2u);
+  ASSERT_EQ(incast.size(), 17 * on.incast_burst_us.count);
+  for (size_t burst = 0; burst < on.incast_burst_us.count; ++burst) {
+    const Fabric::SimJobEvent& receiver = incast[17 * burst + 16];
+    double senders_max = 0;
+    for (size_t i = 17 * burst; i < 17 * burst + 16; ++i) {
+      EXPECT_NE(incast[i].host, 0);
+      EXPECT_EQ(incast[i].bytes, 131072u);
+      senders_max = std::max(senders_max, incast[i].seconds);
+    }
+    EXPECT_EQ(receiver.host, 0);
+    EXPECT_EQ(receiver.bytes, 16u * 131072);
+    EXPECT_DOUBLE_EQ(receiver.seconds, senders_max);
+  }
 }
 
 TEST(FabricTest, IncastBurstTakesAtLeastItsBytesAtLineRate) {

@@ -72,32 +72,40 @@ uint64_t CounterTotal(const std::vector<rocetune::v1::Report>& reports, const st
   return sum;
 }
 
-TEST(FabricsimAgentsTest, AgentsReportSimulatedCountersAndProbes) {
-  FakeController controller;
+// Runs rocetune-fabricsim --agents on tests/sim/testdata/<scenario>.textproto
+// for 2 s of simulated time at real pace against `controller`, with `flags`
+// added; its exit status and output.
+int RunFabricsim(FakeController& controller, const std::string& scenario, const std::string& flags,
+                 std::string* out) {
   int port = 0;
   grpc::ServerBuilder builder;
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(&controller);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  ASSERT_NE(server, nullptr);
-  ASSERT_GT(port, 0);
-
-  const std::string cmd =
-      std::string(ROCETUNE_BINARY_DIR) +
-      "/sim/rocetune-fabricsim --scenario=" + ROCETUNE_SOURCE_DIR +
-      "/tests/sim/testdata/agents_incast.textproto --agents "
-      "--controller=127.0.0.1:" +
-      std::to_string(port) +
-      " --duration=2s --pace=1 --sample_interval=200ms --output=none --switch_agents=false "
-      "--log_level=warning 2>&1";
+  if (server == nullptr || port <= 0) return -1;
+  const std::string cmd = std::string(ROCETUNE_BINARY_DIR) +
+                          "/sim/rocetune-fabricsim --scenario=" + ROCETUNE_SOURCE_DIR +
+                          "/tests/sim/testdata/" + scenario +
+                          ".textproto --agents "
+                          "--controller=127.0.0.1:" +
+                          std::to_string(port) +
+                          " --duration=2s --pace=1 --sample_interval=200ms --output=none "
+                          "--switch_agents=false " +
+                          flags + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
+  if (p == nullptr) return -1;
   char buf[4096];
   size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out->append(buf, n);
   const int status = pclose(p);
   server->Shutdown();
+  return status;
+}
+
+TEST(FabricsimAgentsTest, AgentsReportSimulatedCountersAndProbes) {
+  FakeController controller;
+  std::string out;
+  const int status = RunFabricsim(controller, "agents_incast", "--log_level=warning", &out);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
 
   absl::MutexLock lock(&controller.mu_);
@@ -130,6 +138,47 @@ TEST(FabricsimAgentsTest, AgentsReportSimulatedCountersAndProbes) {
     }
   }
   EXPECT_GT(probes, 100u);
+  for (const auto& [host, reports] : controller.reports_) {
+    for (const auto& r : reports) EXPECT_EQ(r.jobs_size(), 0) << host << ": no job runs there";
+  }
+}
+
+// Issue 24: the simulated job's exchanges reach the controller the way a real
+// job's would: through each host's agent socket (the C client), in the
+// agents' reports. Every ring host reports every step (the last round's
+// events may be cut by the end of the run), each over its 64 KB chunk, and
+// no step is faster than the chunk takes at line rate.
+TEST(FabricsimAgentsTest, TheSimulatedJobReportsThroughTheAgentsJobSockets) {
+  FakeController controller;
+  std::string out;
+  const int status =
+      RunFabricsim(controller, "agents_allreduce", "--log_level=info --job_name=sim/ring", &out);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+  absl::MutexLock lock(&controller.mu_);
+  ASSERT_EQ(controller.reports_.size(), 3u) << out;
+  std::map<std::string, uint64_t> events;
+  for (const auto& [host, reports] : controller.reports_) {
+    for (const auto& r : reports) {
+      for (const auto& j : r.jobs()) {
+        EXPECT_EQ(j.job(), "sim/ring");
+        EXPECT_EQ(j.op(), "allreduce");
+        auto sketch = rocetune::QuantileSketch::FromProto(j.seconds());
+        ASSERT_TRUE(sketch.ok()) << sketch.status();
+        events[host] += sketch->count();
+        EXPECT_EQ(j.bytes(), 65536 * sketch->count());
+        // 64 KB at 25 Gb/s: 21 us.
+        EXPECT_GT(sketch->min(), 20e-6) << host;
+      }
+    }
+  }
+  ASSERT_EQ(events.size(), 3u) << out;
+  // A step takes at least its 21 us of transfer and then 1 ms of compute:
+  // at most 1958 steps in 2 s of simulated time.
+  for (const auto& [host, n] : events) {
+    EXPECT_GT(n, 1000u) << host;
+    EXPECT_LE(n, 1958u) << host;
+  }
+  EXPECT_NE(out.find("events_dropped=0"), std::string::npos) << out;
 }
 
 }  // namespace
