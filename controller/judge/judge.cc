@@ -73,7 +73,10 @@ constexpr double kPauseRatioLogFloor = 1e-6;  // floor before taking ln
 constexpr double kMinPauseRatioToFail = 1e-4;
 constexpr double kThroughputLogFloorGbps = 1e-3;
 
-enum class GuardKind { kThroughput, kPauseRatio, kCnp, kRetransmits };
+// kProbeP99 and kJobP99: a p99 (probe RTT; the policy's job-signal series) as
+// a constraint, per host over a period with at least kCanaryOwnShiftMinProbes
+// samples.
+enum class GuardKind { kThroughput, kPauseRatio, kCnp, kRetransmits, kProbeP99, kJobP99 };
 
 struct GuardSpec {
   const char* name;
@@ -87,6 +90,8 @@ constexpr GuardSpec kGuardSpecs[] = {
     {"pfc_pause_ratio", GuardKind::kPauseRatio, true, 1.5},
     {"cnp_per_second", GuardKind::kCnp, true, 1.5},
     {"retransmits_per_second", GuardKind::kRetransmits, true, 1.5},
+    {"probe_rtt_p99", GuardKind::kProbeP99, true, 1.1},
+    {"step_time_p99", GuardKind::kJobP99, true, 1.1},
 };
 
 const GuardSpec* FindGuardSpec(const std::string& metric) {
@@ -229,6 +234,11 @@ double GuardValue(GuardKind kind, const HostPeriod& p) {
       return static_cast<double>(p.cnp) / p.covered_seconds;
     case GuardKind::kRetransmits:
       return static_cast<double>(p.retransmits) / p.covered_seconds;
+    case GuardKind::kProbeP99:
+    case GuardKind::kJobP99: {
+      const QuantileSketch& x = kind == GuardKind::kProbeP99 ? p.rtt : p.job;
+      return x.count() < kCanaryOwnShiftMinProbes ? kNaN : x.Quantile(0.99);
+    }
   }
   return kNaN;
 }
@@ -246,6 +256,9 @@ double GuardLogValue(GuardKind kind, const HostPeriod& p) {
       return std::log((static_cast<double>(p.cnp) + 0.5) / p.covered_seconds);
     case GuardKind::kRetransmits:
       return std::log((static_cast<double>(p.retransmits) + 0.5) / p.covered_seconds);
+    case GuardKind::kProbeP99:
+    case GuardKind::kJobP99:
+      return std::log(std::max(GuardValue(kind, p), 1e-9));  // NaN stays NaN
   }
   return kNaN;
 }
@@ -576,7 +589,7 @@ std::string Percent(double ratio) { return absl::StrFormat("%+.1f%%", (ratio - 1
 
 // Group evidence over the hosts in `hosts` for one period (0 before, 1 after).
 v1::GroupEvidence MakeGroup(const std::string& name, const std::vector<const HostRow*>& hosts,
-                            int period) {
+                            int period, v1::Objective::Metric objective) {
   v1::GroupEvidence g;
   g.set_group(name);
   g.set_hosts(static_cast<uint32_t>(hosts.size()));
@@ -584,13 +597,13 @@ v1::GroupEvidence MakeGroup(const std::string& name, const std::vector<const Hos
   auto pick = [period](const HostRow* h) -> const HostPeriod& {
     return period == 0 ? h->in->before : h->in->after;
   };
-  QuantileSketch merged(pick(hosts.front()).rtt.relative_accuracy());
+  QuantileSketch merged(ObjectiveSamples(pick(hosts.front()), objective).relative_accuracy());
   double gbps = 0, cnp = 0, pause = 0, retx = 0;
   int with_exposure = 0;
   for (const HostRow* h : hosts) {
     const HostPeriod& p = pick(h);
     // Hosts were admitted with matching accuracies, so Merge cannot fail.
-    (void)merged.Merge(p.rtt);
+    (void)merged.Merge(ObjectiveSamples(p, objective));
     if (HasExposure(p)) {
       gbps += GuardValue(GuardKind::kThroughput, p);
       cnp += GuardValue(GuardKind::kCnp, p);
@@ -738,6 +751,13 @@ class LookJudge {
   }
 
  private:
+  // What the latency tests read (ObjectiveSamples), and its name in a summary.
+  const QuantileSketch& Samples(const HostPeriod& p) const {
+    return ObjectiveSamples(p, config_.objective);
+  }
+  const char* SamplesWord() const {
+    return config_.objective == v1::Objective::STEP_TIME_P99 ? "job step time" : "RTT";
+  }
   void Drop(const HostInput& h, const std::string& why) {
     v_.add_dropped_hosts(absl::StrCat(h.host_id.empty() ? "(no id)" : h.host_id, ": ", why));
   }
@@ -797,26 +817,29 @@ std::string LookJudge::AdmissionProblem(size_t i, HostRow* row) {
       return absl::StrFormat("%.1f%% of probes lost %s (> %.0f%%)", LossRate(hp) * 100, names[p],
                              kMaxProbeLoss * 100);
     }
-    if (hp.rtt.count() < s_.min_samples) {
-      return absl::StrFormat("%d probe RTTs %s (< %d)", hp.rtt.count(), names[p], s_.min_samples);
+    if (const QuantileSketch& x = Samples(hp); x.count() < s_.min_samples) {
+      return absl::StrFormat("%d %s %s (< %d)", x.count(), ObjectiveSamplesName(config_.objective),
+                             names[p], s_.min_samples);
     }
   }
   // Every admitted host's sketches share the first admitted host's accuracy.
-  const double a = h.before.rtt.relative_accuracy();
+  const double a = Samples(h.before).relative_accuracy();
   if (std::isnan(accuracy_)) accuracy_ = a;
-  if (a != accuracy_ || h.after.rtt.relative_accuracy() != accuracy_) {
+  if (a != accuracy_ || Samples(h.after).relative_accuracy() != accuracy_) {
     return absl::StrFormat("sketch relative accuracy differs from %g", accuracy_);
   }
   row->in = &h;
   for (int p = 0; p < 2; ++p) {
     std::string q_why;
-    row->ln_p99[p] = LnQuantile(periods[p]->rtt, 0.99, &q_why);
+    row->ln_p99[p] = LnQuantile(Samples(*periods[p]), 0.99, &q_why);
     if (std::isnan(row->ln_p99[p])) return absl::StrCat(q_why, " ", names[p]);
   }
-  if (h.before.rtt.count() >= kP999SampleFactor * s_.min_samples &&
-      h.after.rtt.count() >= kP999SampleFactor * s_.min_samples) {
+  if (Samples(h.before).count() >= kP999SampleFactor * s_.min_samples &&
+      Samples(h.after).count() >= kP999SampleFactor * s_.min_samples) {
     std::string ignored;
-    for (int p = 0; p < 2; ++p) row->ln_p999[p] = LnQuantile(periods[p]->rtt, 0.999, &ignored);
+    for (int p = 0; p < 2; ++p) {
+      row->ln_p999[p] = LnQuantile(Samples(*periods[p]), 0.999, &ignored);
+    }
   }
   return "";
 }
@@ -831,6 +854,18 @@ void LookJudge::Admit() {
       continue;
     }
     rows_.push_back(row);
+  }
+  // A job-signal objective that no host reported at all: say so, rather than
+  // "too few rack pairs".
+  if (config_.objective == v1::Objective::STEP_TIME_P99 &&
+      std::none_of(order_.begin(), order_.end(), [](const HostInput* h) {
+        return !h->before.job.empty() || !h->after.job.empty();
+      })) {
+    holds_.push_back(
+        {v1::Verdict::HOLD, "objective_no_data",
+         "HOLD: the objective is the job signal's p99 (STEP_TIME_P99) and no host reported the "
+         "policy's job series (objective.job, objective.op) before or since the change; is the "
+         "job running and reporting to its agents (docs/job-signal.md)?"});
   }
 }
 
@@ -877,10 +912,10 @@ void LookJudge::FormRacks() {
     for (const HostRow* h : rack.canary) used_[1].push_back(h);
     ++it;
   }
-  *v_.add_groups() = MakeGroup("canary", used_[1], 1);
-  *v_.add_groups() = MakeGroup("control", used_[0], 1);
-  *v_.add_groups() = MakeGroup("canary_baseline", used_[1], 0);
-  *v_.add_groups() = MakeGroup("control_baseline", used_[0], 0);
+  *v_.add_groups() = MakeGroup("canary", used_[1], 1, config_.objective);
+  *v_.add_groups() = MakeGroup("control", used_[0], 1, config_.objective);
+  *v_.add_groups() = MakeGroup("canary_baseline", used_[1], 0, config_.objective);
+  *v_.add_groups() = MakeGroup("control_baseline", used_[0], 0, config_.objective);
 }
 
 // --- Hard guards: every canary host that reported, admitted or not.
@@ -1025,9 +1060,9 @@ void LookJudge::LatencyP99() {
     ev99->set_outcome("fail");
     fails_.push_back(
         {v1::Verdict::FAIL, "p99_did_t_test",
-         absl::StrFormat("FAIL: canary p99 RTT changed %s relative to control over %s "
+         absl::StrFormat("FAIL: canary p99 %s changed %s relative to control over %s "
                          "(lower bound %s above the %s tolerance; p %.3g < alpha %.3g).",
-                         Percent(std::exp(r99_.mean)), UnitsText(c99_),
+                         SamplesWord(), Percent(std::exp(r99_.mean)), UnitsText(c99_),
                          Percent(std::exp(r99_.fail_bound)), Percent(1 + s_.tolerance), r99_.p,
                          r99_.alpha)});
   } else if (s_.final_look && !s_.spent && p99_width_ok_) {
@@ -1064,9 +1099,9 @@ void LookJudge::LatencyP999() {
     ev999->set_outcome("fail");
     fails_.push_back(
         {v1::Verdict::FAIL, "p999_did_t_test",
-         absl::StrFormat("FAIL: canary p999 RTT changed %s relative to control over %s "
+         absl::StrFormat("FAIL: canary p999 %s changed %s relative to control over %s "
                          "(lower bound %s above the %s tolerance; p %.3g < alpha %.3g).",
-                         Percent(std::exp(r999.mean)), UnitsText(c999),
+                         SamplesWord(), Percent(std::exp(r999.mean)), UnitsText(c999),
                          Percent(std::exp(r999.fail_bound)), Percent(1 + s_.tolerance), r999.p,
                          r999.alpha)});
   } else {
@@ -1214,10 +1249,10 @@ void LookJudge::Decide() {
                          Percent(1 + s_.pass_max_ucb_regression))};
   } else {
     d = {v1::Verdict::PASS, "p99_did_t_test",
-         absl::StrFormat("PASS: canary p99 RTT changed %s relative to control over %s "
+         absl::StrFormat("PASS: canary p99 %s changed %s relative to control over %s "
                          "(%.4g upper bound %s, below %s).",
-                         Percent(std::exp(r99_.mean)), UnitsText(c99_), 1 - r99_.pass_alpha,
-                         Percent(std::exp(r99_.width_bound)),
+                         SamplesWord(), Percent(std::exp(r99_.mean)), UnitsText(c99_),
+                         1 - r99_.pass_alpha, Percent(std::exp(r99_.width_bound)),
                          Percent(1 + s_.pass_max_ucb_regression))};
   }
   v_.set_outcome(d.outcome);
@@ -1304,15 +1339,18 @@ namespace {
 // Mean over the hosts of one group (canary or control) with
 // kCanaryOwnShiftMinProbes in both periods of ln p99 after - ln p99 before;
 // nullopt when no host has.
-std::optional<std::pair<double, int>> OwnShift(const std::vector<HostInput>& hosts, bool canary) {
+std::optional<std::pair<double, int>> OwnShift(const std::vector<HostInput>& hosts, bool canary,
+                                               v1::Objective::Metric objective) {
   double sum = 0;
   int n = 0;
   for (const HostInput& in : hosts) {
-    if (in.canary != canary || in.before.rtt.count() < kCanaryOwnShiftMinProbes ||
-        in.after.rtt.count() < kCanaryOwnShiftMinProbes) {
+    const QuantileSketch& before = ObjectiveSamples(in.before, objective);
+    const QuantileSketch& after = ObjectiveSamples(in.after, objective);
+    if (in.canary != canary || before.count() < kCanaryOwnShiftMinProbes ||
+        after.count() < kCanaryOwnShiftMinProbes) {
       continue;
     }
-    sum += std::log(in.after.rtt.Quantile(0.99)) - std::log(in.before.rtt.Quantile(0.99));
+    sum += std::log(after.Quantile(0.99)) - std::log(before.Quantile(0.99));
     ++n;
   }
   if (n == 0) return std::nullopt;
@@ -1332,20 +1370,20 @@ struct OnsetShift {
   double whole_ln = kNaN;
 };
 
-OnsetShift CanaryOnsetShift(const std::vector<HostInput>& hosts) {
+OnsetShift CanaryOnsetShift(const std::vector<HostInput>& hosts, v1::Objective::Metric objective) {
   OnsetShift out;
   QuantileSketch before;
   QuantileSketch onset;
   QuantileSketch whole;
   for (const HostInput& in : hosts) {
-    if (!in.canary || in.onset.rtt.empty() || in.before.rtt.empty() || in.after.rtt.empty()) {
-      continue;
-    }
+    const QuantileSketch& b = ObjectiveSamples(in.before, objective);
+    const QuantileSketch& o = ObjectiveSamples(in.onset, objective);
+    const QuantileSketch& a = ObjectiveSamples(in.after, objective);
+    if (!in.canary || o.empty() || b.empty() || a.empty()) continue;
     ++out.hosts;
     // Sketches of one store share its accuracy, so a merge does not fail; if
     // one did, the pools would no longer match: not measured.
-    if (!before.Merge(in.before.rtt).ok() || !onset.Merge(in.onset.rtt).ok() ||
-        !whole.Merge(in.after.rtt).ok()) {
+    if (!before.Merge(b).ok() || !onset.Merge(o).ok() || !whole.Merge(a).ok()) {
       return out;
     }
   }
@@ -1374,16 +1412,17 @@ v1::MetricEvidence* AddOwnShiftEvidence(absl::string_view metric, const char* gr
 
 }  // namespace
 
-void AddCanaryOwnShift(const std::vector<HostInput>& hosts, v1::Verdict* v) {
+void AddCanaryOwnShift(const std::vector<HostInput>& hosts, v1::Verdict* v,
+                       v1::Objective::Metric objective) {
   // The canary's own before/after change in p99, beside the DiD: a tuning
   // trial's objective. Canary and control share the fabric, so a change on
   // canary senders also moves the queues control hosts cross; the DiD
   // subtracts that part, which a fleet-wide promotion would get.
-  const std::optional<std::pair<double, int>> canary = OwnShift(hosts, true);
+  const std::optional<std::pair<double, int>> canary = OwnShift(hosts, true, objective);
   if (!canary) return;
   const double canary_ratio =
       AddOwnShiftEvidence(kCanaryOwnShiftEvidence, "canary", *canary, v)->ratio();
-  const std::optional<std::pair<double, int>> control = OwnShift(hosts, false);
+  const std::optional<std::pair<double, int>> control = OwnShift(hosts, false, objective);
   const double control_ratio =
       control ? AddOwnShiftEvidence(kControlOwnShiftEvidence, "control", *control, v)->ratio()
               : kNaN;
@@ -1401,7 +1440,7 @@ void AddCanaryOwnShift(const std::vector<HostInput>& hosts, v1::Verdict* v) {
   const std::string control_text = std::isnan(control_ratio)
                                        ? std::string("not measured")
                                        : absl::StrFormat("%+.0f%%", 100 * (control_ratio - 1));
-  const OnsetShift onset = CanaryOnsetShift(hosts);
+  const OnsetShift onset = CanaryOnsetShift(hosts, objective);
   std::string onset_text =
       onset.hosts == 0
           ? std::string("not told apart: this look's period is the onset itself")

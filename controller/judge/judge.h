@@ -17,6 +17,9 @@ namespace rocetune::controller {
 // far): its windows merged.
 struct HostPeriod {
   QuantileSketch rtt;  // network RTT probes, seconds
+  // The job signal's durations of the policy's series (objective.job and
+  // .op; docs/job-signal.md), seconds; empty when the policy names none.
+  QuantileSketch job;
   uint64_t probes_sent = 0;
   uint64_t probes_lost = 0;
   int windows_present = 0;     // windows with at least one report
@@ -68,6 +71,17 @@ inline constexpr double kControlShiftRatio = 1.5;
 // Probe RTTs a canary host needs in each period to count in its own shift.
 inline constexpr uint64_t kCanaryOwnShiftMinProbes = 100;
 
+// The samples the judge's latency tests (p99, p999, the canary's own shift,
+// the group evidence) read under objective `metric`: the job signal's for
+// STEP_TIME_P99, the probes' RTT otherwise.
+inline const QuantileSketch& ObjectiveSamples(const HostPeriod& p, v1::Objective::Metric metric) {
+  return metric == v1::Objective::STEP_TIME_P99 ? p.job : p.rtt;
+}
+// "job step times" or "probe RTTs", for notes and summaries.
+inline const char* ObjectiveSamplesName(v1::Objective::Metric metric) {
+  return metric == v1::Objective::STEP_TIME_P99 ? "job step times" : "probe RTTs";
+}
+
 struct HostInput {
   std::string host_id;
   std::string rack;     // pairing key (within-rack) or unit (rack-level)
@@ -83,6 +97,9 @@ struct HostInput {
 };
 
 struct JudgeConfig {
+  // What the latency tests read (ObjectiveSamples): PROBE_RTT_P99 or
+  // STEP_TIME_P99 (the policy's objective.metric).
+  v1::Objective::Metric objective = v1::Objective::PROBE_RTT_P99;
   // From the policy's Guard (defaults where 0): tolerance on the p99 ratio,
   // family-wise false-FAIL budget 1 - confidence, minimum probes per host and
   // period, minimum rack pairs, PASS width rule, hard guards.
@@ -234,7 +251,8 @@ std::string ConstraintPointExceeded(const v1::Verdict& v,
 //    whose period is the onset itself, a bake resumed after a restart):
 //    FAIL "fabric_regression", the change is the likely cause.
 // An incident that starts within the onset is still taken for the change.
-void AddCanaryOwnShift(const std::vector<HostInput>& hosts, v1::Verdict* v);
+void AddCanaryOwnShift(const std::vector<HostInput>& hosts, v1::Verdict* v,
+                       v1::Objective::Metric objective = v1::Objective::PROBE_RTT_P99);
 
 }  // namespace rocetune::controller
 

@@ -11,6 +11,7 @@ v1::HostPeriodRecord Encode(const std::string& host_id, const HostPeriod& p) {
   v1::HostPeriodRecord r;
   r.set_host_id(host_id);
   if (!p.rtt.empty()) p.rtt.ToProto(r.mutable_rtt());
+  if (!p.job.empty()) p.job.ToProto(r.mutable_job());
   r.set_probes_sent(p.probes_sent);
   r.set_probes_lost(p.probes_lost);
   r.set_windows_present(p.windows_present);
@@ -42,6 +43,13 @@ absl::Status Decode(const std::string& change_id, const v1::HostPeriodRecord& r,
       return absl::DataLossError(absl::StrCat(where, "rtt sketch: ", sketch.status().message()));
     }
     p.rtt = *std::move(sketch);
+  }
+  if (r.has_job()) {
+    absl::StatusOr<QuantileSketch> sketch = QuantileSketch::FromProto(r.job());
+    if (!sketch.ok()) {
+      return absl::DataLossError(absl::StrCat(where, "job sketch: ", sketch.status().message()));
+    }
+    p.job = *std::move(sketch);
   }
   p.probes_sent = r.probes_sent();
   p.probes_lost = r.probes_lost();

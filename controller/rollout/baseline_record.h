@@ -12,7 +12,7 @@
 namespace rocetune::controller {
 
 // A step's baselines in the form the store keeps (v1::StepBaseline): per host
-// the HostPeriod the judge reads (RTT sketch, probe counts, windows, covered
+// the HostPeriod the judge reads (RTT and job-signal sketches, probe counts, windows, covered
 // time, counter sums), and the fleet baseline: the same per host (the fleet
 // guard reads its counters, the cumulative test its sketches) and the RTT
 // sketch merged over them.

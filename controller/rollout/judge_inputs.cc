@@ -13,10 +13,21 @@ uint64_t Get(const PeriodAggregate& a, const std::string& key) {
 
 }  // namespace
 
-HostPeriod ToHostPeriod(const PeriodAggregate& a, int windows_expected) {
+HostPeriod ToHostPeriod(const PeriodAggregate& a, int windows_expected,
+                        const v1::Objective& objective) {
   namespace cn = counter_names;
   HostPeriod p;
   p.rtt = a.rtt;
+  if (!objective.op().empty()) {
+    for (const auto& [key, period] : a.jobs) {
+      if (key.second != objective.op() ||
+          (!objective.job().empty() && key.first != objective.job())) {
+        continue;
+      }
+      // Sketches of one store share its accuracy: a merge cannot fail.
+      p.job.Merge(period.seconds).IgnoreError();
+    }
+  }
   p.probes_sent = a.probes_sent;
   p.probes_lost = a.probes_lost;
   p.windows_present = a.windows_present;

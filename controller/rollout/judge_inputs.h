@@ -10,7 +10,11 @@ namespace rocetune::controller {
 // retransmits (retransmits, local ACK timeouts, sequence errors), bytes sent
 // and paused microseconds per priority (rx + tx pause duration).
 // `windows_expected` is the number of telemetry windows the period spans.
-HostPeriod ToHostPeriod(const PeriodAggregate& aggregate, int windows_expected);
+// The job signal's series that `objective` names (op objective.op of job
+// objective.job, every job when empty; none when op is empty) go into
+// HostPeriod::job, merged.
+HostPeriod ToHostPeriod(const PeriodAggregate& aggregate, int windows_expected,
+                        const v1::Objective& objective = v1::Objective());
 
 }  // namespace rocetune::controller
 

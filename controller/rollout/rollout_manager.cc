@@ -563,13 +563,15 @@ std::string RolloutManager::MeasureDesign(const v1::Policy& policy,
     in.rack = h.rack();
     in.canary = h.role() == v1::HostTarget::CANARY;
     const std::string& peers = policy.objective().peer_class();
-    in.before = ToHostPeriod(t->Aggregate(to - 2 * period, to - period, peers), expected);
-    in.after = ToHostPeriod(t->Aggregate(to - period, to, peers), expected);
+    in.before = ToHostPeriod(t->Aggregate(to - 2 * period, to - period, peers), expected,
+                             policy.objective());
+    in.after = ToHostPeriod(t->Aggregate(to - period, to, peers), expected, policy.objective());
     aa.push_back(std::move(in));
   }
   JudgeConfig cfg;
   cfg.guard = policy.guard();
   cfg.looks = LooksOf(policy);
+  cfg.objective = policy.objective().metric();
   const DesignPower power = EstimateDesignPower(aa, cfg);
   return absl::StrCat(power.note, " (periods of ", absl::FormatDuration(period), ")");
 }
@@ -595,7 +597,9 @@ absl::Status RolloutManager::CheckProbeRate(const v1::Policy& policy,
     if (t == nullptr) continue;
     const PeriodAggregate agg = t->Aggregate(from, to, policy.objective().peer_class());
     if (agg.windows_present < 2 || !(agg.covered_seconds > 0)) continue;
-    rates.push_back(static_cast<double>(agg.rtt.count()) / agg.covered_seconds);
+    const HostPeriod p = ToHostPeriod(agg, 1, policy.objective());
+    rates.push_back(static_cast<double>(ObjectiveSamples(p, policy.objective().metric()).count()) /
+                    agg.covered_seconds);
   }
   // Refused only on evidence: most measured hosts reported for a while.
   if (measured == 0 || rates.size() * 2 < measured) return absl::OkStatus();
@@ -603,6 +607,19 @@ absl::Status RolloutManager::CheckProbeRate(const v1::Policy& policy,
   const double median = rates[rates.size() / 2];
   const double expected = median * period;
   if (expected >= static_cast<double>(need)) return absl::OkStatus();
+  if (policy.objective().metric() == v1::Objective::STEP_TIME_P99) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "the judge could not admit this change's hosts: the objective is the job signal's p99 "
+        "(STEP_TIME_P99, op \"%s\"%s), and they report a median %.1f of its events a second "
+        "(over the last %s), so a %u s baseline or bake holds about %.0f per host, under "
+        "guard.min_samples (%u). Check that the job runs and reports to its agents "
+        "(rocetunectl status lists what they receive; docs/job-signal.md), lengthen "
+        "rollout.baseline_seconds and rollout.bake_seconds, or lower guard.min_samples",
+        policy.objective().op(),
+        policy.objective().job().empty() ? ", every job"
+                                         : absl::StrCat(", job \"", policy.objective().job(), "\""),
+        median, absl::FormatDuration(to - from), period, expected, need));
+  }
   return absl::FailedPreconditionError(absl::StrFormat(
       "the judge could not admit this change's hosts: they report a median %.1f probe RTTs a "
       "second%s (over the last %s), so a %u s baseline or bake holds about %.0f per host, under "
@@ -1053,7 +1070,7 @@ void RolloutManager::TakeBaseline(const v1::Change& c, uint32_t stage, absl::Tim
     PeriodAggregate agg;
     if (t != nullptr)
       agg = t->Aggregate(boundary - baseline, boundary, policy.objective().peer_class());
-    step.baseline[h.host_id()] = ToHostPeriod(agg, expected);
+    step.baseline[h.host_id()] = ToHostPeriod(agg, expected, policy.objective());
   }
   steps_[c.id()] = std::move(step);
 }

@@ -24,9 +24,9 @@ void RolloutManager::TakeFleetBaseline(const v1::Change& c, absl::Time step_star
   const absl::Duration baseline = Secs(policy.rollout().baseline_seconds());
   const int expected =
       std::max<int>(1, static_cast<int>(std::ceil(absl::FDivDuration(baseline, options_.window))));
-  fleet_baselines_[c.id()] = evaluator_.FleetPeriods(c, boundary - baseline, boundary, expected,
-                                                     policy.objective().peer_class(),
-                                                     /*keep_host_rtt=*/true);
+  fleet_baselines_[c.id()] =
+      evaluator_.FleetPeriods(c, boundary - baseline, boundary, expected, policy.objective(),
+                              /*keep_host_rtt=*/true);
 }
 
 }  // namespace rocetune::controller

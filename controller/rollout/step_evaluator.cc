@@ -163,16 +163,17 @@ v1::Verdict StepEvaluator::Experiment(const StepLook& in) const {
     if (t != nullptr && to > in.after_start) {
       agg = t->Aggregate(in.after_start, to, in.policy.objective().peer_class());
     }
-    host.after = ToHostPeriod(agg, std::max(1, expected));
+    host.after = ToHostPeriod(agg, std::max(1, expected), in.policy.objective());
     if (host.canary && t != nullptr && onset_to > in.after_start) {
       host.onset =
           ToHostPeriod(t->Aggregate(in.after_start, onset_to, in.policy.objective().peer_class()),
-                       std::max(1, onset_windows));
+                       std::max(1, onset_windows), in.policy.objective());
     }
     inputs.push_back(std::move(host));
   }
   JudgeConfig cfg;
   cfg.guard = in.policy.guard();
+  cfg.objective = in.policy.objective().metric();
   cfg.constraints.assign(in.policy.constraints().begin(), in.policy.constraints().end());
   cfg.look = in.look;
   cfg.looks = in.looks;
@@ -186,7 +187,7 @@ v1::Verdict StepEvaluator::Experiment(const StepLook& in) const {
   }
   v1::Verdict v = Judge(inputs, cfg);
   for (std::string& d : not_changed) v.add_dropped_hosts(std::move(d));
-  AddCanaryOwnShift(inputs, &v);
+  AddCanaryOwnShift(inputs, &v, cfg.objective);
   if (!cumulative.empty()) MergeCumulative(Judge(cumulative, cfg), &v);
   return v;
 }
@@ -199,9 +200,12 @@ std::vector<HostInput> StepEvaluator::CumulativeInputs(const StepLook& in,
   for (const HostInput& h : step) {
     auto b = in.fleet_baseline->hosts.find(h.host_id);
     // A fleet baseline recorded before it kept each host's probes (an older
-    // controller's, resumed) cannot serve; nor can a host without probes
-    // then (the judge would drop it anyway).
-    if (b == in.fleet_baseline->hosts.end() || b->second.rtt.empty()) continue;
+    // controller's, resumed) cannot serve; nor can a host without the
+    // objective's samples then (the judge would drop it anyway).
+    if (b == in.fleet_baseline->hosts.end() ||
+        ObjectiveSamples(b->second, in.policy.objective().metric()).empty()) {
+      continue;
+    }
     HostInput host;
     host.host_id = h.host_id;
     host.rack = h.rack;
@@ -236,7 +240,7 @@ std::optional<v1::Verdict> StepEvaluator::HardLimits(const StepLook& in) const {
     host.rack = h.rack();
     host.canary = true;
     host.after = ToHostPeriod(t->Aggregate(in.after_start, to, in.policy.objective().peer_class()),
-                              std::max(1, expected));
+                              std::max(1, expected), in.policy.objective());
     changed.push_back(std::move(host));
   }
   std::vector<HardLimitBreach> breaches = HardLimitBreaches(changed, in.policy.guard());
@@ -296,14 +300,14 @@ v1::Verdict StepEvaluator::Fleet(const StepLook& in) const {
   const absl::Time to = CompleteUntil(in.now);
   const int expected =
       static_cast<int>(telemetry_->WindowIndex(to) - telemetry_->WindowIndex(in.after_start));
-  FleetPeriod since = FleetPeriods(*in.change, in.after_start, to, std::max(1, expected),
-                                   in.policy.objective().peer_class());
+  FleetPeriod since =
+      FleetPeriods(*in.change, in.after_start, to, std::max(1, expected), in.policy.objective());
   const absl::Time onset_to = OnsetEnd(in, to);
   if (onset_to > in.after_start) {
     const int onset_windows = static_cast<int>(telemetry_->WindowIndex(onset_to) -
                                                telemetry_->WindowIndex(in.after_start));
     since.onset_rtt = FleetPeriods(*in.change, in.after_start, onset_to, std::max(1, onset_windows),
-                                   in.policy.objective().peer_class())
+                                   in.policy.objective())
                           .rtt;
   }
   // FleetPeriods lists every host the change measures (switches excepted),
@@ -366,7 +370,7 @@ std::optional<v1::Verdict> StepEvaluator::GuardEvent(const v1::Change& c,
 }
 
 FleetPeriod StepEvaluator::FleetPeriods(const v1::Change& c, absl::Time from, absl::Time to,
-                                        int expected, const std::string& peer_class,
+                                        int expected, const v1::Objective& objective,
                                         bool keep_host_rtt) const {
   FleetPeriod out;
   for (const v1::HostTarget& h : c.hosts()) {
@@ -375,12 +379,15 @@ FleetPeriod StepEvaluator::FleetPeriods(const v1::Change& c, absl::Time from, ab
     if (IsSwitchTarget(h)) continue;
     std::shared_ptr<HostTelemetry> t = telemetry_->Find(h.host_id());
     PeriodAggregate agg;
-    if (t != nullptr && to > from) agg = t->Aggregate(from, to, peer_class);
-    HostPeriod p = ToHostPeriod(agg, expected);
+    if (t != nullptr && to > from) agg = t->Aggregate(from, to, objective.peer_class());
+    HostPeriod p = ToHostPeriod(agg, expected, objective);
     // Sketches of one store share its accuracy: a merge cannot fail, and a
     // host that somehow could not merge is left out of the fleet's p99 only.
     if (!p.rtt.empty()) out.rtt.Merge(p.rtt).IgnoreError();
-    if (!keep_host_rtt) p.rtt = QuantileSketch();  // per host, the guard reads counters only
+    if (!keep_host_rtt) {  // per host, the guard reads counters only
+      p.rtt = QuantileSketch();
+      p.job = QuantileSketch();
+    }
     out.hosts[h.host_id()] = std::move(p);
   }
   return out;

@@ -102,11 +102,11 @@ class StepEvaluator {
                                                const v1::GuardEvent& event, absl::Time now);
 
   // Every host of `c` (switches excepted) over [from, to): counters per host,
-  // and the probes of `peer_class` merged over all of them; with
-  // `keep_host_rtt` each host's probes too (the fleet baseline, which the
-  // cumulative test reads).
+  // and the probes of objective.peer_class merged over all of them; with
+  // `keep_host_rtt` each host's probes and job-signal series (ToHostPeriod)
+  // too (the fleet baseline, which the cumulative test reads).
   FleetPeriod FleetPeriods(const v1::Change& c, absl::Time from, absl::Time to, int expected,
-                           const std::string& peer_class, bool keep_host_rtt = false) const;
+                           const v1::Objective& objective, bool keep_host_rtt = false) const;
   // The end of the last complete window at `now`: it closed at least the
   // report grace ago, so the reports that span its end have arrived.
   absl::Time CompleteUntil(absl::Time now) const;

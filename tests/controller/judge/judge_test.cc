@@ -784,3 +784,112 @@ TEST(DesignPowerTest, TheDetectableEffectComesFromTheFleetsOwnSpread) {
 
 }  // namespace
 }  // namespace rocetune::controller
+
+namespace rocetune::controller {
+namespace {
+
+// `s` with every value multiplied by `factor` (each rank at its bucket's
+// middle).
+QuantileSketch Scaled(const QuantileSketch& s, double factor) {
+  QuantileSketch out(s.relative_accuracy());
+  for (uint64_t rank = 1; rank <= s.count(); ++rank) {
+    const QuantileSketch::RankBucket b = s.BucketOfRank(rank);
+    out.Insert(factor * (b.lower + b.upper) / 2);
+  }
+  return out;
+}
+
+// An A/A final look whose hosts also report a job signal (their probe RTTs
+// times 100: a step of a few milliseconds); then the canary's probes, or its
+// job steps, twice as slow since the change.
+std::vector<HostInput> WithJob(bool slower_probes, bool slower_job) {
+  std::vector<HostInput> hosts = FinalLook(sim::SimConfig{}, 3);
+  for (HostInput& h : hosts) {
+    h.before.job = Scaled(h.before.rtt, 100);
+    h.after.job = Scaled(h.after.rtt, h.canary && slower_job ? 200 : 100);
+    if (h.canary && slower_probes) h.after.rtt = Scaled(h.after.rtt, 2);
+  }
+  return hosts;
+}
+
+JudgeConfig ObjectiveConfig(v1::Objective::Metric objective, const std::string& constraint = "") {
+  JudgeConfig config = FinalConfig();
+  config.objective = objective;
+  if (!constraint.empty()) {
+    v1::Constraint c;
+    c.set_metric(constraint);
+    config.constraints.push_back(c);
+  }
+  return config;
+}
+
+// Issue 24 item 2: STEP_TIME_P99 judges the job signal, not the probes. A
+// change that doubles the canary's job steps FAILs under it and passes the
+// probes' p99 test; one that doubles only the canary's probe RTTs does the
+// reverse. Each figure also works as the other's constraint.
+TEST(JudgeObjectiveTest, TheObjectiveDecidesWhichSamplesTheLatencyTestsRead) {
+  const auto slower_job = WithJob(false, true);
+  const auto slower_probes = WithJob(true, false);
+  const auto step = v1::Objective::STEP_TIME_P99;
+  const auto probe = v1::Objective::PROBE_RTT_P99;
+
+  v1::Verdict v = Judge(slower_job, ObjectiveConfig(step));
+  EXPECT_EQ(v.outcome(), v1::Verdict::FAIL) << v.summary();
+  EXPECT_EQ(v.rule(), "p99_did_t_test");
+  EXPECT_NEAR(FindEvidence(v, kP99Evidence)->ratio(), 2.0, 0.1);
+  EXPECT_EQ(v.dropped_hosts_size(), 0) << v.DebugString();
+  v = Judge(slower_job, ObjectiveConfig(probe));
+  EXPECT_NE(v.outcome(), v1::Verdict::FAIL) << v.summary();
+  EXPECT_NEAR(FindEvidence(v, kP99Evidence)->ratio(), 1.0, 0.1);
+  v = Judge(slower_job, ObjectiveConfig(probe, "step_time_p99"));
+  EXPECT_EQ(v.outcome(), v1::Verdict::FAIL) << v.summary();
+  EXPECT_EQ(v.rule(), "constraint:step_time_p99");
+
+  v = Judge(slower_probes, ObjectiveConfig(probe));
+  EXPECT_EQ(v.outcome(), v1::Verdict::FAIL) << v.summary();
+  EXPECT_EQ(v.rule(), "p99_did_t_test");
+  v = Judge(slower_probes, ObjectiveConfig(step));
+  EXPECT_NE(v.outcome(), v1::Verdict::FAIL) << v.summary();
+  EXPECT_NEAR(FindEvidence(v, kP99Evidence)->ratio(), 1.0, 0.1);
+  v = Judge(slower_probes, ObjectiveConfig(step, "probe_rtt_p99"));
+  EXPECT_EQ(v.outcome(), v1::Verdict::FAIL) << v.summary();
+  EXPECT_EQ(v.rule(), "constraint:probe_rtt_p99");
+
+  // Neither moved: the step-time objective can PASS, and says what it read.
+  v = Judge(WithJob(false, false), ObjectiveConfig(step, "probe_rtt_p99"));
+  EXPECT_EQ(v.outcome(), v1::Verdict::PASS) << v.summary();
+  EXPECT_THAT(v.summary(), HasSubstr("p99 job step time"));
+  // The groups show the job's samples: the canary's p99 is its probes' times 100.
+  const std::vector<HostInput> same = WithJob(false, false);
+  QuantileSketch canary_probes;
+  for (const HostInput& h : same) {
+    if (h.canary) {
+      ASSERT_TRUE(canary_probes.Merge(h.after.rtt).ok());
+    }
+  }
+  ASSERT_EQ(v.groups(0).group(), "canary");
+  EXPECT_EQ(v.dropped_hosts_size(), 0);
+  EXPECT_NEAR(v.groups(0).p99_seconds(), 100 * canary_probes.Quantile(0.99),
+              100 * canary_probes.Quantile(0.99) * 0.05);
+}
+
+// A job-signal objective with no job reports HOLDs and says why; thin job
+// data drops hosts naming the job's samples.
+TEST(JudgeObjectiveTest, NoJobSignalHoldsWithThatReason) {
+  std::vector<HostInput> hosts = FinalLook(sim::SimConfig{}, 3);
+  v1::Verdict v = Judge(hosts, ObjectiveConfig(v1::Objective::STEP_TIME_P99));
+  EXPECT_EQ(v.outcome(), v1::Verdict::HOLD);
+  EXPECT_EQ(v.rule(), "objective_no_data");
+  EXPECT_THAT(v.summary(), HasSubstr("no host reported the policy's job series"));
+  for (HostInput& h : hosts) {
+    h.before.job.Insert(0.01, 5);
+    h.after.job.Insert(0.01, 5);
+  }
+  v = Judge(hosts, ObjectiveConfig(v1::Objective::STEP_TIME_P99));
+  EXPECT_EQ(v.outcome(), v1::Verdict::HOLD);
+  EXPECT_EQ(v.rule(), "min_rack_pairs");
+  EXPECT_TRUE(AnyDropMentions(v, "5 job step times before")) << v.DebugString();
+}
+
+}  // namespace
+}  // namespace rocetune::controller

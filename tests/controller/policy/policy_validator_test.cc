@@ -97,6 +97,22 @@ const Case kCases[] = {
      "objective {"},
     {"ObjectiveMetricUnknownNumber", "metric: PROBE_RTT_P99", "metric: 9", "",
      "objective_metric_unknown", "metric: 9"},
+    {"ObjectiveP999Unsupported", "metric: PROBE_RTT_P99", "metric: PROBE_RTT_P999", "",
+     "objective_metric_unsupported", "metric: PROBE_RTT_P999", 1, std::nullopt,
+     "use PROBE_RTT_P99"},
+    {"StepTimeWithoutOp", "metric: PROBE_RTT_P99", "metric: STEP_TIME_P99", "",
+     "objective_op_missing", "objective {", 1, std::nullopt, "objective.op must name"},
+    {"StepTimeConstraintWithoutOp", "", "", "constraints { metric: \"step_time_p99\" }\n",
+     "objective_op_missing", "objective {", 1, std::nullopt, "a step_time_p99 constraint"},
+    {"StepTimeBadOp", "metric: PROBE_RTT_P99", "metric: STEP_TIME_P99 op: \"AllReduce\"", "",
+     "objective_op_invalid", "op: \"AllReduce\"", 1, std::nullopt, "objective.op: only a-z"},
+    {"StepTimeBadJob", "metric: PROBE_RTT_P99", "metric: STEP_TIME_P99 op: \"step\" job: \"run 3\"",
+     "", "objective_job_invalid", "job: \"run 3\"", 1, std::nullopt, "objective.job: only letters"},
+    {"JobSeriesNobodyReads", "metric: PROBE_RTT_P99", "metric: PROBE_RTT_P99 op: \"step\"", "",
+     "objective_job_unused", "op: \"step\"", 1, std::nullopt, "nothing reads it"},
+    {"StepTimeWithPeerClass", "metric: PROBE_RTT_P99",
+     "metric: STEP_TIME_P99 op: \"step\" peer_class: \"congested\"", "",
+     "objective_peer_class_unused", "peer_class:", 1, std::nullopt, "probe_rtt_p99 constraint"},
     // --- constraints
     {"ConstraintMetricUnknown", "", "", "constraints { metric: \"latency_us\" max: 5 }\n",
      "constraint_metric_unknown", "metric: \"latency_us\""},
@@ -292,6 +308,22 @@ TEST(PolicyValidateTest, ReportsEveryErrorInFileOrder) {
   }
   const absl::Status status = ErrorsToStatus(errors);
   EXPECT_EQ(std::count(status.message().begin(), status.message().end(), '\n'), 3);
+}
+
+// The job signal as objective with probe p99 as a constraint, and the
+// other way round, are valid policies.
+TEST(PolicyValidateTest, JobSignalAndProbesEitherWayRound) {
+  for (const std::string& objective :
+       {std::string("objective { metric: STEP_TIME_P99 op: \"allreduce\" job: \"llama/run3\" }\n"
+                    "constraints { metric: \"probe_rtt_p99\" max_ratio: 1.2 }"),
+        std::string("objective { metric: PROBE_RTT_P99 op: \"step\" }\n"
+                    "constraints { metric: \"step_time_p99\" max: 0.5 }")}) {
+    const std::string text =
+        absl::StrReplaceAll(kValidPolicy, {{"objective { metric: PROBE_RTT_P99 }", objective}});
+    auto file = PolicyFile::Parse(text, "p.textproto");
+    ASSERT_TRUE(file.ok()) << file.status();
+    EXPECT_THAT(file->Validate(PolicyContext()), IsEmpty()) << text;
+  }
 }
 
 TEST(PolicyValidateTest, MinCanaryHostsZeroIsAllowed) {
