@@ -37,6 +37,12 @@
 // tuner only; it also reports the incast burst completion p99, which the
 // throughput constraint does not guard.
 //
+// Every scenario line also has the beat-this baseline: DCQCN off (PFC
+// alone: rp_enable_mask and np_enable_mask 0 on every host, the other values
+// at firmware defaults), which some operators run because default DCQCN hurt
+// them; its objective, probe p99, step and burst p99 and throughput beside the
+// defaults', the tuner's and the grid's (dcqcn_off_*, beats_dcqcn_off).
+//
 // Output: one "BENCH tuning_bench scenario=... key=value ..." line per
 // scenario, then a summary line. --threads runs grid points in parallel,
 // --verbose prints every trial.
@@ -248,6 +254,7 @@ double Seconds(std::chrono::steady_clock::time_point t0) {
 // The result of one tuner run (and of the grid when it ran).
 struct Outcome {
   Figures base, best, oracle;
+  Figures dcqcn_off;  // PFC alone: every host's DCQCN enables 0
   KnobValues best_knobs, oracle_knobs;
   size_t trials = 0;
   std::string stop;
@@ -299,6 +306,8 @@ absl::StatusOr<Outcome> Tune(const rocetune::v1::Scenario& scenario,
   }
   out.base = eval.Measure(start);
   if (!out.base.ok) return absl::InternalError("the firmware-default run failed");
+  out.dcqcn_off = eval.Measure({{"rp_enable_mask", 0}, {"np_enable_mask", 0}});
+  if (!out.dcqcn_off.ok) return absl::InternalError("the DCQCN-off run failed");
   // The job's own figure (step_guarded): probe p99 bought with a slower
   // all-reduce step is no gain for the job the fabric serves. The tuner sees
   // it only as a failed constraint (the fleet has no such signal to give it).
@@ -469,7 +478,10 @@ int main(int argc, char** argv) {
         "oracle_throughput_change_pct=%.1f incast_burst_p99_change_pct=%.1f "
         "step_p99_change_pct=%.1f oracle_step_p99_change_pct=%.1f "
         "fresh_seeds_improvement_pct=%.1f "
-        "fresh_seeds_oracle_improvement_pct=%.1f tuner_best=%s oracle_best=%s stop=%s "
+        "fresh_seeds_oracle_improvement_pct=%.1f dcqcn_off_objective_us=%.1f "
+        "dcqcn_off_p99_us=%.1f dcqcn_off_throughput_change_pct=%.1f "
+        "dcqcn_off_step_p99_change_pct=%.1f dcqcn_off_incast_burst_p99_change_pct=%.1f "
+        "beats_dcqcn_off=%d tuner_best=%s oracle_best=%s stop=%s "
         "meets_gap=%d meets_trials=%d tuner_seconds=%.1f oracle_seconds=%.1f sim_runs=%d\n",
         bs.Label().c_str(), absl::StrJoin(bs.overrides, ",").c_str(),
         step ? "step_p99" : "probe_p99", ObjectiveOf(o->base, step), ObjectiveOf(o->best, step),
@@ -482,9 +494,13 @@ int main(int argc, char** argv) {
         ChangePct(o->best.step_p99_us, o->base.step_p99_us),
         ChangePct(o->oracle.step_p99_us, o->base.step_p99_us),
         -ChangePct(o->best_fresh_p99_us, o->base_fresh_p99_us),
-        -ChangePct(o->oracle_fresh_p99_us, o->base_fresh_p99_us), Format(o->best_knobs).c_str(),
-        Format(o->oracle_knobs).c_str(), o->stop.c_str(), gap_ok ? 1 : 0, trials_ok ? 1 : 0,
-        o->tuner_seconds, o->oracle_seconds, o->sim_runs);
+        -ChangePct(o->oracle_fresh_p99_us, o->base_fresh_p99_us), ObjectiveOf(o->dcqcn_off, step),
+        o->dcqcn_off.p99_us, 100 * (o->dcqcn_off.throughput_gbps / o->base.throughput_gbps - 1),
+        ChangePct(o->dcqcn_off.step_p99_us, o->base.step_p99_us),
+        ChangePct(o->dcqcn_off.incast_burst_p99_us, o->base.incast_burst_p99_us),
+        ObjectiveOf(o->best, step) <= ObjectiveOf(o->dcqcn_off, step) ? 1 : 0,
+        Format(o->best_knobs).c_str(), Format(o->oracle_knobs).c_str(), o->stop.c_str(),
+        gap_ok ? 1 : 0, trials_ok ? 1 : 0, o->tuner_seconds, o->oracle_seconds, o->sim_runs);
     std::fflush(stdout);
   }
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "model/cc_params.h"
 #include "model/switch_params.h"
 #include "sim/dcqcn_config.h"
 #include "sim/fabric.h"
@@ -59,7 +60,18 @@ absl::StatusOr<sim::SimSummary> SimulateWithKnobs(const v1::Scenario& scenario,
                                                   const std::map<std::string, int64_t>& knobs,
                                                   const SimulationStop& stop) {
   v1::Scenario s = scenario;
+  // The DCQCN enables (bit p = priority p), set on every host once the fabric exists.
+  uint8_t masks[2] = {0xff, 0xff};  // reaction point, notification point
   for (const auto& [name, value] : knobs) {
+    if (name == kRpEnableMask || name == kNpEnableMask) {
+      if (value < 0 || value > 0xff) {
+        return absl::InvalidArgumentError(absl::StrCat("rehearsal of \"", scenario.name(),
+                                                       "\": knob \"", name, "\" = ", value,
+                                                       ": want a priority mask in [0, 255]"));
+      }
+      masks[name == kRpEnableMask ? 0 : 1] = static_cast<uint8_t>(value);
+      continue;
+    }
     const absl::Status st = absl::StartsWith(name, "ecn.")
                                 ? SetSwitchValue(s.mutable_ecn(), name, value)
                                 : sim::SetDcqcnValue(s.mutable_dcqcn(), name, value);
@@ -77,6 +89,9 @@ absl::StatusOr<sim::SimSummary> SimulateWithKnobs(const v1::Scenario& scenario,
   if (!fabric.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("rehearsal of \"", scenario.name(), "\": ", fabric.status().message()));
+  }
+  for (int h = 0; h < (*fabric)->host_count(); ++h) {
+    (*fabric)->SetHostEnableMasks(h, masks[0], masks[1]);
   }
   constexpr int64_t kSliceNs = 1'000'000;  // 1 ms of simulated time
   while (!(*fabric)->done()) {

@@ -73,6 +73,27 @@ TEST(RehearsalTest, RejectsUnknownAndOutOfRangeKnobs) {
   EXPECT_THAT(r.status().message(), HasSubstr("rpg_min_dec_fac"));
 }
 
+// DCQCN off (PFC alone), the beat-this baseline of tuning_bench: with the
+// notification point off no CNP is sent; with only the reaction point off
+// CNPs are sent and no sender acts on them (the victim flow's queue grows).
+TEST(RehearsalTest, EnableMasksTurnDcqcnOff) {
+  absl::StatusOr<sim::SimSummary> base = SimulateWithKnobs(VictimFlow(), {});
+  absl::StatusOr<sim::SimSummary> off =
+      SimulateWithKnobs(VictimFlow(), {{"rp_enable_mask", 0}, {"np_enable_mask", 0}});
+  absl::StatusOr<sim::SimSummary> rp_off = SimulateWithKnobs(VictimFlow(), {{"rp_enable_mask", 0}});
+  ASSERT_TRUE(base.ok() && off.ok() && rp_off.ok());
+  EXPECT_GT(base->cnp_sent, 0u);
+  EXPECT_EQ(off->cnp_sent, 0u);
+  EXPECT_GT(rp_off->cnp_sent, 0u);
+  EXPECT_GT(rp_off->probe_rtt_us.p99, base->probe_rtt_us.p99);
+  for (const auto& bad : std::vector<std::map<std::string, int64_t>>{{{"rp_enable_mask", 256}},
+                                                                     {{"np_enable_mask", -1}}}) {
+    absl::StatusOr<sim::SimSummary> r = SimulateWithKnobs(VictimFlow(), bad);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(r.status().message(), HasSubstr("want a priority mask in [0, 255]"));
+  }
+}
+
 TEST(RehearsalTest, SwitchEcnKnobsReachTheSwitches) {
   // Marking from a quarter of the scenario's thresholds on: more CNPs, a
   // shorter queue. Byte-identical figures would mean the knob went nowhere.
