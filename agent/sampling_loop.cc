@@ -113,14 +113,19 @@ void SamplingLoop::Round(v1::Report* report, bool* lent) {
       t->set_bytes(js.bytes);
     }
     const uint64_t refused = counts.version + counts.malformed + counts.oversized;
+    // Good lines not kept: what the job sent and nobody will see.
+    const uint64_t dropped = counts.rate_limited + counts.too_many_series;
     const absl::Duration now = clock_->Monotonic();
-    if (refused > job_refused_logged_ &&
+    if ((refused > job_refused_logged_ || dropped > job_dropped_logged_) &&
         (!job_logged_at_.has_value() || now - *job_logged_at_ >= absl::Minutes(1))) {
-      LogWarning("job signal: lines refused",
-                 {{"since_last_log", absl::StrCat(refused - job_refused_logged_)},
+      LogWarning("job signal: lines refused or dropped",
+                 {{"refused_since_last_log", absl::StrCat(refused - job_refused_logged_)},
                   {"last_reason", options_.job_listener->last_refusal()},
+                  {"rate_limited", absl::StrCat(counts.rate_limited)},
+                  {"too_many_series", absl::StrCat(counts.too_many_series)},
                   {"socket", options_.job_listener->path()}});
       job_refused_logged_ = refused;
+      job_dropped_logged_ = dropped;
       job_logged_at_ = now;
     }
   }

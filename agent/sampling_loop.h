@@ -123,6 +123,7 @@ class SamplingLoop {
   // Job-signal lines refused, as of the last log line about them (at most
   // one a minute, with the last reason).
   uint64_t job_refused_logged_ = 0;
+  uint64_t job_dropped_logged_ = 0;  // rate_limited + too_many_series, as of that line
   std::optional<absl::Duration> job_logged_at_;
   absl::Duration next_drift_check_ = absl::ZeroDuration();
 };

@@ -25,6 +25,9 @@
 // (docs/job-signal.md). Trial ratios, the oracle's pick and the gap are then
 // on step time, with the throughput constraint alone; the probe p99's change
 // is reported beside it, and the fresh_seeds_* figures are of step time.
+// On every line improvement_pct and oracle_improvement_pct are of the probe
+// p99, default/tuner/oracle_objective_us and gap_to_oracle_pct of the
+// objective.
 //
 // Scenario durations are shortened (incast_background_32_hosts 60 ms,
 // allreduce_16_hosts_background 50 ms, victim_flow 20 ms) so the whole bench
@@ -315,7 +318,10 @@ absl::StatusOr<Outcome> Tune(const rocetune::v1::Scenario& scenario,
     return absl::InvalidArgumentError("the step-time constraint needs an all-reduce job");
   }
   auto constraint_ok = [&](const Figures& f) {
-    return f.ok && f.throughput_gbps >= out.base.throughput_gbps * (1 - kMaxThroughputLoss) &&
+    // Under the step objective a run in which no step completed has no
+    // objective at all (0 would read as the best).
+    return f.ok && (!step_objective || f.step_p99_us > 0) &&
+           f.throughput_gbps >= out.base.throughput_gbps * (1 - kMaxThroughputLoss) &&
            (!step_guarded || f.step_p99_us <= out.base.step_p99_us * (1 + kMaxStepTimeRise));
   };
 
@@ -331,7 +337,8 @@ absl::StatusOr<Outcome> Tune(const rocetune::v1::Scenario& scenario,
     const Figures inc = eval.Measure(d.best);
     TrialResult t;
     t.knobs = *d.next;
-    if (cand.ok && inc.ok && ObjectiveOf(inc, step_objective) > 0) {
+    if (cand.ok && inc.ok && ObjectiveOf(inc, step_objective) > 0 &&
+        ObjectiveOf(cand, step_objective) > 0) {
       t.objective_ratio = ObjectiveOf(cand, step_objective) / ObjectiveOf(inc, step_objective);
     }
     t.constraints_ok = constraint_ok(cand);

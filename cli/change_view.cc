@@ -304,7 +304,9 @@ std::string RenderChange(const v1::Change& c, absl::Time now) {
     }
     std::string hist = RenderVerdictHistogram(c.verdicts(c.verdicts_size() - 1));
     if (!hist.empty()) {
-      absl::StrAppend(&out, "probe RTT, canary vs control (latest verdict)\n", hist);
+      const std::string& samples = c.verdicts(c.verdicts_size() - 1).samples();
+      absl::StrAppend(&out, samples == "job_step_time" ? "job step time" : "probe RTT",
+                      ", canary vs control (latest verdict)\n", hist);
     }
   }
   return out;

@@ -69,6 +69,9 @@ int Status(Context& ctx, const std::vector<std::string>&) {
               << FormatSeconds(j.p50_seconds()) << ", p99 " << FormatSeconds(j.p99_seconds())
               << ", max " << FormatSeconds(j.max_seconds()) << "\n";
   }
+  if (r.jobs_not_shown() > 0) {
+    ctx.out() << "job:         " << r.jobs_not_shown() << " more (job, op) pairs not shown\n";
+  }
   return kExitOk;
 }
 
@@ -407,7 +410,7 @@ std::vector<CommandSpec> FleetCommands() {
   return {
       {{"status"},
        "",
-       "fleet summary: hosts by state, drift, probe RTT quantiles",
+       "fleet summary: hosts by state, drift, probe RTT quantiles, the job signal per (job, op)",
        {"selector"},
        false,
        0,

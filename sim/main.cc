@@ -247,7 +247,17 @@ int RunAgents(Fabric* fabric) {
     seams.pfc = host->pfc();
     seams.prober = host->prober();
     seams.clock = &sim_clock;
-    if (absl::GetFlag(FLAGS_job_signal)) opt.job_socket = absl::StrCat(opt.state_dir, "/job.sock");
+    if (absl::GetFlag(FLAGS_job_signal)) {
+      opt.job_socket = absl::StrCat(opt.state_dir, "/job.sock");
+      // sockaddr_un holds 108 bytes with the terminating NUL.
+      if (opt.job_socket.size() > 107) {
+        std::fprintf(stderr,
+                     "--job_signal: the job socket %s is %zu bytes, longer than a Unix socket "
+                     "path may be (107): use a shorter --state_dir, or --job_signal=false\n",
+                     opt.job_socket.c_str(), opt.job_socket.size());
+        return 2;
+      }
+    }
     absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(opt, seams);
     if (!agent.ok()) {
       std::fprintf(stderr, "agent %s: %s\n", opt.host_id.c_str(),
@@ -353,12 +363,20 @@ int RunAgents(Fabric* fabric) {
       LogWarning("fabric behind its pace", {{"behind", absl::FormatDuration(-wait)}});
     }
   }
+  if (!jobs.empty() && fabric->done()) {
+    // At the scenario's end (not on a stop request): two more rounds, so
+    // that the agents report the last events sent.
+    Shutdown::WaitFor(2 * absl::GetFlag(FLAGS_sample_interval));
+  }
   uint64_t sent = 0, dropped = 0;
   for (rocetune_job* j : jobs) {
     sent += rocetune_job_sent(j);
     dropped += rocetune_job_dropped(j);
   }
-  if (!jobs.empty()) {
+  if (dropped > 0) {
+    LogWarning("job signal: events dropped (an agent's socket was full or absent)",
+               {{"events_sent", absl::StrCat(sent)}, {"events_dropped", absl::StrCat(dropped)}});
+  } else if (!jobs.empty()) {
     LogInfo("job signal",
             {{"events_sent", absl::StrCat(sent)}, {"events_dropped", absl::StrCat(dropped)}});
   }

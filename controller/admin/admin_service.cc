@@ -462,7 +462,12 @@ grpc::Status AdminService::FleetSummary(const v1::FleetSummaryRequest& req,
     }
     resp->set_pfc_pause_ratio(worst);
   }
+  constexpr int kMaxJobsShown = 256;  // each carries a sketch: bounded, under gRPC's 4 MB
   for (const auto& [key, period] : s.jobs) {
+    if (resp->jobs_size() >= kMaxJobsShown) {
+      resp->set_jobs_not_shown(resp->jobs_not_shown() + 1);
+      continue;
+    }
     v1::JobSummary* j = resp->add_jobs();
     j->set_job(key.first);
     j->set_op(key.second);

@@ -733,6 +733,8 @@ class LookJudge {
 
   v1::Verdict Run() {
     v_.set_unix_nanos(config_.now_unix_nanos);
+    v_.set_samples(config_.objective == v1::Objective::STEP_TIME_P99 ? "job_step_time"
+                                                                     : "probe_rtt");
     v_.set_stage(config_.stage);
     v_.set_look(config_.look);
     v_.set_looks(config_.looks);

@@ -115,6 +115,14 @@ void CheckConstraints(const v1::Policy& policy, const Report& report) {
       report(p + ".min", "constraint_min_gt_max",
              absl::StrCat(p, " (", c.metric(), "): min ", c.min(), " is above max ", c.max()));
     }
+    if ((c.metric() == "probe_rtt_p99" || c.metric() == "step_time_p99") &&
+        (c.has_min() || c.has_max())) {
+      report(p + (c.has_min() ? ".min" : ".max"), "constraint_bound_unsupported",
+             absl::StrCat(p, " (", c.metric(),
+                          "): min and max are not supported for a p99; at a stage with no "
+                          "control left only the fleet guard judges, and it has no per-host p99 "
+                          "bound. Use max_ratio (canary against control)"));
+    }
     if (!(c.max_ratio() >= 0)) {
       report(p + ".max_ratio", "constraint_max_ratio_negative",
              absl::StrCat(p, ".max_ratio ", c.max_ratio(), " must be 0 (judge default) or more"));

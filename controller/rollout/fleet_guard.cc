@@ -120,12 +120,14 @@ enum class P99Check { kPass, kFail, kIncident };
 P99Check CheckP99(const QuantileSketch& before, const FleetPeriod& now,
                   const FleetGuardConfig& config, v1::Verdict* v, std::string* figures) {
   const QuantileSketch& after = now.rtt;
+  const bool job = config.objective == v1::Objective::STEP_TIME_P99;
+  const char* samples = job ? "job step times" : "probes";
   v1::MetricEvidence* m = v->add_metrics();
   m->set_metric("fleet_p99");
   const uint64_t need = std::max<uint64_t>(config.min_rtt_samples, 1);
   if (before.count() < need || after.count() < need) {
     m->set_outcome("not_evaluated");
-    m->set_note(absl::StrFormat("probes before %d, since %d: the fleet p99 needs %d in each",
+    m->set_note(absl::StrFormat("%s before %d, since %d: the fleet p99 needs %d in each", samples,
                                 before.count(), after.count(), need));
     return P99Check::kPass;
   }
@@ -137,10 +139,9 @@ P99Check CheckP99(const QuantileSketch& before, const FleetPeriod& now,
   m->set_ratio(ratio);
   m->set_ratio_upper(kFleetP99RegressionRatio);
   *figures = absl::StrFormat(
-      "fleet probe p99: baseline %.1f us (%d probes), now %.1f us (%d probes), ratio %.3f; FAIL "
-      "at %.2f",
-      p_before * 1e6, before.count(), p_after * 1e6, after.count(), ratio,
-      kFleetP99RegressionRatio);
+      "fleet %s p99: baseline %.1f us (%d %s), now %.1f us (%d %s), ratio %.3f; FAIL at %.2f",
+      job ? "job step time" : "probe", p_before * 1e6, before.count(), samples, p_after * 1e6,
+      after.count(), samples, ratio, kFleetP99RegressionRatio);
   // A rise that was not there in the step's first part (less than the FAIL
   // ratio and less than kOnsetShareOfRise of the whole rise, in ln terms)
   // began after the change took effect, as a fleet incident's does (a change
@@ -148,8 +149,9 @@ P99Check CheckP99(const QuantileSketch& before, const FleetPeriod& now,
   bool incident = false;
   if (fail && now.onset_rtt.count() >= need && p_before > 0) {
     const double onset = now.onset_rtt.Quantile(0.99) / p_before;
-    absl::StrAppendFormat(figures, "; in the step's first part %.1f us (%d probes), ratio %.3f",
-                          now.onset_rtt.Quantile(0.99) * 1e6, now.onset_rtt.count(), onset);
+    absl::StrAppendFormat(figures, "; in the step's first part %.1f us (%d %s), ratio %.3f",
+                          now.onset_rtt.Quantile(0.99) * 1e6, now.onset_rtt.count(), samples,
+                          onset);
     incident = RiseBeganAfterOnset(std::log(onset), std::log(ratio), kFleetP99RegressionRatio);
     fail = !incident;
   }
@@ -283,7 +285,7 @@ v1::Verdict FleetGuard(const FleetPeriod& baseline_period, const FleetPeriod& no
     v.set_outcome(v1::Verdict::HOLD);
     v.set_rule("fleet_shift");
     v.set_summary(absl::StrCat(
-        "HOLD: the fleet's probe p99 rose since the change started, but not in the step's first "
+        "HOLD: the fleet's p99 rose since the change started, but not in the step's first "
         "part: the rise began after the change took effect, as a fleet incident does, so the "
         "change is neither failed nor passed: ",
         p99));
@@ -296,7 +298,7 @@ v1::Verdict FleetGuard(const FleetPeriod& baseline_period, const FleetPeriod& no
     v.set_summary(absl::StrCat(
         constraint ? "FAIL: the fleet moved beyond a constraint since the change started (same "
                      "hosts before and after, no control needed): "
-                   : "FAIL: the fleet's probe p99 rose since the change started (same fleet "
+                   : "FAIL: the fleet's p99 rose since the change started (same fleet "
                      "before and after, no control left to compare with): ",
         constraint ? failed : p99));
     return v;

@@ -35,12 +35,13 @@ inline constexpr double kFleetGuardPauseRatioFloor = 1e-4;
 inline constexpr double kFleetP99RegressionRatio = 1.5;
 
 // The fleet over one period: each host's counters (and, in a change's fleet
-// baseline, its probe RTT sketch, which the step evaluator's cumulative test
-// reads; the guard does not) and the probe RTT sketch merged over all of them
-// (the policy's objective peer class).
+// baseline, its probe RTT and job sketches, which the step evaluator's
+// cumulative test reads; the guard does not) and the objective's samples
+// merged over all of them: probe RTT of the policy's objective peer class,
+// or the job signal's series under STEP_TIME_P99 (ObjectiveSamples).
 struct FleetPeriod {
   std::map<std::string, HostPeriod> hosts;
-  QuantileSketch rtt;
+  QuantileSketch rtt;  // the objective's samples, merged
   // The same merge over the period's first part (the step's onset: the first
   // quarter of the bake, at least two windows); empty when not measured.
   QuantileSketch onset_rtt;
@@ -57,6 +58,9 @@ struct FleetGuardConfig {
   uint64_t min_rtt_samples = 1000;
   uint32_t stage = 0;  // copied into the verdict
   int64_t now_unix_nanos = 0;
+  // What FleetPeriod::rtt holds, for the evidence's words ("probe" or "job
+  // step time").
+  v1::Objective::Metric objective = v1::Objective::PROBE_RTT_P99;
 };
 
 // The fleet-wide guard over a change's stages: a pure function. Compares each
@@ -71,7 +75,8 @@ struct FleetGuardConfig {
 // tolerance widened by the margin, FAIL with rule "fleet_constraint" naming
 // the first metric beyond it (baseline, now, ratio, tolerance in the summary
 // and evidence), FAIL with rule "fleet_p99" when the constraints hold but the
-// fleet's probe p99 (merged sketches, at least min_rtt_samples in each period)
+// fleet's p99 of the objective's samples (`config.objective`: probe RTT or
+// the job signal; merged sketches, at least min_rtt_samples in each period)
 // rose by kFleetP99RegressionRatio or more (HOLD "fleet_shift" instead, the
 // metric's outcome "hold", when `now.onset_rtt` holds min_rtt_samples probes
 // whose p99 had risen less than that and less than kOnsetShareOfRise of the

@@ -281,6 +281,31 @@ absl::Status RolloutManager::Commit(v1::Change* change,
 
 namespace {
 
+// A policy applied by an older controller may hold an objective this one no
+// longer accepts (validated when it was applied, under older rules): refused
+// at proposal, saying what to do, rather than judged as something else.
+absl::Status CheckObjectiveStillValid(const v1::PolicyVersion& pv) {
+  const v1::Objective& o = pv.policy().objective();
+  const std::string which = absl::StrCat("policy ", pv.name(), " version ", pv.sequence());
+  if (o.metric() == v1::Objective::PROBE_RTT_P999) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        which,
+        ": objective PROBE_RTT_P999 is not judged (the judge decides on the p99); apply "
+        "the policy again with PROBE_RTT_P99"));
+  }
+  const bool reads_job =
+      o.metric() == v1::Objective::STEP_TIME_P99 ||
+      std::any_of(pv.policy().constraints().begin(), pv.policy().constraints().end(),
+                  [](const v1::Constraint& c) { return c.metric() == "step_time_p99"; });
+  if (reads_job && o.op().empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        which,
+        " reads the job signal (STEP_TIME_P99 or a step_time_p99 constraint) but names no "
+        "objective.op: apply it again with objective.op, e.g. \"step\" (docs/policies.md)"));
+  }
+  return absl::OkStatus();
+}
+
 // For a switch's device (named "switch", agent/switch/switch_inventory.h):
 // lowers context->min_switch_buffer_bytes to its buffer and returns true.
 bool AddSwitchContext(const v1::NicDevice& d, PolicyContext* context) {
@@ -589,6 +614,7 @@ absl::Status RolloutManager::CheckProbeRate(const v1::Policy& policy,
       telemetry_->WindowStart(telemetry_->WindowIndex(clock_->Now() - ReportGrace()));
   const absl::Time from = to - std::min(kProbeRateLookback, options_.retention);
   std::vector<double> rates;
+  std::vector<double> job_rates;  // the job signal's series, for a step_time_p99 constraint
   size_t measured = 0;
   for (const StoredHost& h : selected) {
     if (IsSwitchMember(h.info)) continue;
@@ -600,10 +626,28 @@ absl::Status RolloutManager::CheckProbeRate(const v1::Policy& policy,
     const HostPeriod p = ToHostPeriod(agg, 1, policy.objective());
     rates.push_back(static_cast<double>(ObjectiveSamples(p, policy.objective().metric()).count()) /
                     agg.covered_seconds);
+    job_rates.push_back(static_cast<double>(p.job.count()) / agg.covered_seconds);
   }
   // Refused only on evidence: most measured hosts reported for a while.
   if (measured == 0 || rates.size() * 2 < measured) return absl::OkStatus();
   std::sort(rates.begin(), rates.end());
+  std::sort(job_rates.begin(), job_rates.end());
+  const bool job_constraint =
+      std::any_of(policy.constraints().begin(), policy.constraints().end(),
+                  [](const v1::Constraint& c) { return c.metric() == "step_time_p99"; });
+  if (job_constraint && policy.objective().metric() != v1::Objective::STEP_TIME_P99) {
+    const double job_expected = job_rates[job_rates.size() / 2] * period;
+    if (job_expected < static_cast<double>(kCanaryOwnShiftMinProbes)) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "the step_time_p99 constraint could not be judged: the selected hosts report a median "
+          "%.1f events a second of the job signal's op \"%s\" (over the last %s), so a %u s "
+          "baseline or bake holds about %.0f per host, under the %d a host's p99 needs. Check "
+          "that the job runs and reports to its agents (rocetunectl status), or lengthen "
+          "rollout.baseline_seconds and rollout.bake_seconds",
+          job_rates[job_rates.size() / 2], policy.objective().op(), absl::FormatDuration(to - from),
+          period, job_expected, kCanaryOwnShiftMinProbes));
+    }
+  }
   const double median = rates[rates.size() / 2];
   const double expected = median * period;
   if (expected >= static_cast<double>(need)) return absl::OkStatus();
@@ -638,6 +682,7 @@ absl::StatusOr<v1::Change> RolloutManager::BuildChange(const v1::PolicyVersion& 
                                                        const std::string& seed) {
   const v1::Policy policy = WithDefaults(pv.policy());
   if (absl::Status s = CheckKnobs(policy, knobs); !s.ok()) return s;
+  if (absl::Status s = CheckObjectiveStillValid(pv); !s.ok()) return s;
   std::map<std::string, std::string> selector(policy.selector().match_labels().begin(),
                                               policy.selector().match_labels().end());
   std::vector<StoredHost> selected = ConnectedHosts(selector);

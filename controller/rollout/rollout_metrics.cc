@@ -97,8 +97,9 @@ RolloutMetrics::RolloutMetrics(prometheus::Registry& registry)
                         .Add({})),
       p99_(prometheus::BuildGauge()
                .Name("rocetune_controller_change_p99_seconds")
-               .Help("Probe RTT p99 of the active change's canary and control hosts, before "
-                     "the step (baseline) and since (bake), from its latest verdict.")
+               .Help("p99 of the active change's canary and control hosts, before the step "
+                     "(baseline) and since (bake), from its latest verdict: of probe RTT, or of "
+                     "the job signal's step times when the policy's objective is STEP_TIME_P99.")
                .Register(registry)),
       active_(prometheus::BuildGauge()
                   .Name("rocetune_controller_active_change")

@@ -288,6 +288,7 @@ v1::Verdict StepEvaluator::Fleet(const StepLook& in) const {
   cfg.stage = StageOf(*in.change);
   cfg.min_rtt_samples = in.policy.guard().min_samples();
   cfg.now_unix_nanos = absl::ToUnixNanos(in.now);
+  cfg.objective = in.policy.objective().metric();
   if (in.fleet_baseline == nullptr) {
     v1::Verdict v;
     v.set_outcome(v1::Verdict::HOLD);
@@ -383,7 +384,9 @@ FleetPeriod StepEvaluator::FleetPeriods(const v1::Change& c, absl::Time from, ab
     HostPeriod p = ToHostPeriod(agg, expected, objective);
     // Sketches of one store share its accuracy: a merge cannot fail, and a
     // host that somehow could not merge is left out of the fleet's p99 only.
-    if (!p.rtt.empty()) out.rtt.Merge(p.rtt).IgnoreError();
+    if (const QuantileSketch& x = ObjectiveSamples(p, objective.metric()); !x.empty()) {
+      out.rtt.Merge(x).IgnoreError();
+    }
     if (!keep_host_rtt) {  // per host, the guard reads counters only
       p.rtt = QuantileSketch();
       p.job = QuantileSketch();

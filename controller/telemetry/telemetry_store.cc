@@ -225,10 +225,6 @@ absl::Status HostTelemetry::AddReport(const v1::Report& report,
                                                      "].seconds: relative_accuracy must be ",
                                                      QuantileSketch::kDefaultRelativeAccuracy));
     }
-    if (seconds->count() > 0 && seconds->min() < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "report.jobs[", i, "].seconds: a negative duration (min ", seconds->min(), ")"));
-    }
     job_seconds.push_back(*std::move(seconds));
   }
 
@@ -288,6 +284,7 @@ absl::Status HostTelemetry::AddReport(const v1::Report& report,
       w.AddCounter(ids[i], counters[i].delta);
     }
     for (int i = 0; i < report.jobs_size(); ++i) {
+      if (job_seconds[i].empty()) continue;  // no event: takes no slot
       JobKey key(report.jobs(i).job(), report.jobs(i).op());
       if (!w.jobs.contains(key) &&
           static_cast<int>(w.jobs.size()) >= store_->options().max_job_series_per_window) {

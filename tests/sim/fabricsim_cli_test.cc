@@ -37,10 +37,25 @@ std::string Scenario(const std::string& name) {
 
 TEST(FabricsimCliTest, HelpDocumentsEveryFlag) {
   Result r = RunSim("--help");
-  for (const char* flag : {"--scenario", "--set", "--output", "--agents", "--controller", "--pace",
-                           "--duration", "--sample_interval", "--labels"}) {
+  for (const char* flag :
+       {"--scenario", "--set", "--output", "--agents", "--controller", "--pace", "--duration",
+        "--sample_interval", "--labels", "--job_signal", "--job_name"}) {
     EXPECT_THAT(r.output, HasSubstr(flag)) << flag;
   }
+}
+
+// A --state_dir so deep that a host's job socket cannot be bound: refused at
+// start, naming the path and the ways out, before any agent runs.
+TEST(FabricsimCliTest, AJobSocketPathTooLongIsRefusedAtStart) {
+  rocetune::testing::TempDir dir("fabricsim-cli");
+  const std::string deep = dir.path() + "/" + std::string(100, 'd');
+  Result r = RunSim("--scenario=" + Scenario("victim_flow") +
+                    " --agents --controller=127.0.0.1:1 --duration=10ms --output=none "
+                    "--switch_agents=false --state_dir=" +
+                    deep);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("longer than a Unix socket path may be (107)"));
+  EXPECT_THAT(r.output, HasSubstr("--job_signal=false"));
 }
 
 TEST(FabricsimCliTest, UnknownFlagAndMissingScenarioFail) {

@@ -836,10 +836,19 @@ TEST(JudgeObjectiveTest, TheObjectiveDecidesWhichSamplesTheLatencyTestsRead) {
   v1::Verdict v = Judge(slower_job, ObjectiveConfig(step));
   EXPECT_EQ(v.outcome(), v1::Verdict::FAIL) << v.summary();
   EXPECT_EQ(v.rule(), "p99_did_t_test");
+  EXPECT_EQ(v.samples(), "job_step_time");
   EXPECT_NEAR(FindEvidence(v, kP99Evidence)->ratio(), 2.0, 0.1);
   EXPECT_EQ(v.dropped_hosts_size(), 0) << v.DebugString();
+  // The canary's own before/after shift (a campaign trial's objective) reads
+  // the same samples.
+  AddCanaryOwnShift(slower_job, &v, step);
+  EXPECT_NEAR(FindEvidence(v, kCanaryOwnShiftEvidence)->ratio(), 2.0, 0.1);
+  v1::Verdict probes_shift;
+  AddCanaryOwnShift(slower_job, &probes_shift, probe);
+  EXPECT_NEAR(FindEvidence(probes_shift, kCanaryOwnShiftEvidence)->ratio(), 1.0, 0.1);
   v = Judge(slower_job, ObjectiveConfig(probe));
   EXPECT_NE(v.outcome(), v1::Verdict::FAIL) << v.summary();
+  EXPECT_EQ(v.samples(), "probe_rtt");
   EXPECT_NEAR(FindEvidence(v, kP99Evidence)->ratio(), 1.0, 0.1);
   v = Judge(slower_job, ObjectiveConfig(probe, "step_time_p99"));
   EXPECT_EQ(v.outcome(), v1::Verdict::FAIL) << v.summary();

@@ -113,6 +113,8 @@ const Case kCases[] = {
     {"StepTimeWithPeerClass", "metric: PROBE_RTT_P99",
      "metric: STEP_TIME_P99 op: \"step\" peer_class: \"congested\"", "",
      "objective_peer_class_unused", "peer_class:", 1, std::nullopt, "probe_rtt_p99 constraint"},
+    {"P99ConstraintWithABound", "", "", "constraints { metric: \"probe_rtt_p99\" max: 0.001 }\n",
+     "constraint_bound_unsupported", "max: 0.001", 1, std::nullopt, "Use max_ratio"},
     // --- constraints
     {"ConstraintMetricUnknown", "", "", "constraints { metric: \"latency_us\" max: 5 }\n",
      "constraint_metric_unknown", "metric: \"latency_us\""},
@@ -317,7 +319,7 @@ TEST(PolicyValidateTest, JobSignalAndProbesEitherWayRound) {
        {std::string("objective { metric: STEP_TIME_P99 op: \"allreduce\" job: \"llama/run3\" }\n"
                     "constraints { metric: \"probe_rtt_p99\" max_ratio: 1.2 }"),
         std::string("objective { metric: PROBE_RTT_P99 op: \"step\" }\n"
-                    "constraints { metric: \"step_time_p99\" max: 0.5 }")}) {
+                    "constraints { metric: \"step_time_p99\" max_ratio: 1.05 }")}) {
     const std::string text =
         absl::StrReplaceAll(kValidPolicy, {{"objective { metric: PROBE_RTT_P99 }", objective}});
     auto file = PolicyFile::Parse(text, "p.textproto");

@@ -228,16 +228,18 @@ TEST(TelemetryStoreTest, JobSignalIsKeptPerWindowLikeProbeRtt) {
 }
 
 // A window keeps at most max_job_series_per_window (job, op) pairs; further
-// pairs are skipped, the pairs it has keep growing.
+// pairs are skipped, the pairs it has keep growing; an entry without events
+// takes no slot.
 TEST(TelemetryStoreTest, JobSeriesPerWindowAreCapped) {
   TelemetryOptions opt;
   opt.max_job_series_per_window = 2;
   TelemetryStore store(opt);
   auto h = store.ForHost("h");
-  ASSERT_TRUE(
-      h->AddReport(WithJob(WithJob(Report(1, 1e-5), "a", "step", 1e-3, 1), "b", "step", 1e-3, 1),
-                   kT0)
-          .ok());
+  ASSERT_TRUE(h->AddReport(WithJob(WithJob(WithJob(Report(1, 1e-5), "empty", "step", 1e-3, 0), "a",
+                                           "step", 1e-3, 1),
+                                   "b", "step", 1e-3, 1),
+                           kT0)
+                  .ok());
   ASSERT_TRUE(
       h->AddReport(WithJob(WithJob(Report(1, 1e-5), "c", "step", 1e-3, 1), "a", "step", 1e-3, 1),
                    kT0 + absl::Seconds(1))
@@ -246,6 +248,7 @@ TEST(TelemetryStoreTest, JobSeriesPerWindowAreCapped) {
   ASSERT_EQ(p.jobs.size(), 2u);
   EXPECT_EQ(p.jobs.at({"a", "step"}).seconds.count(), 2u);
   EXPECT_EQ(p.jobs.count({"c", "step"}), 0u);
+  EXPECT_EQ(p.jobs.count({"empty", "step"}), 0u);
 }
 
 TEST(TelemetryStoreTest, InvalidReportsChangeNothing) {
