@@ -1,9 +1,6 @@
 // The Python example (jobsignal/examples/report_steps.py): the job signal's C
 // client through ctypes, as a Python training loop would use it, against the
 // agent's real listener in this process.
-#include <sys/wait.h>
-
-#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,16 +20,10 @@ using ::testing::HasSubstr;
 // Runs the example with `args`; its exit code (-1 when it could not run) and
 // output (stdout and stderr).
 int RunExample(const std::string& args, std::string* out) {
-  const std::string cmd = absl::StrCat("python3 ", ROCETUNE_SOURCE_DIR,
-                                       "/jobsignal/examples/report_steps.py --lib ",
-                                       ROCETUNE_JOB_LIB, " ", args, " 2>&1");
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return -1;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out->append(buf, n);
-  const int status = pclose(p);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return testing::RunShell(
+      absl::StrCat("python3 ", ROCETUNE_SOURCE_DIR, "/jobsignal/examples/report_steps.py --lib ",
+                   ROCETUNE_JOB_LIB, " ", args),
+      out);
 }
 
 class PythonExampleTest : public ::testing::Test {
@@ -76,9 +67,8 @@ TEST_F(PythonExampleTest, NoAgentDropsAndABadJobNameIsRefused) {
       << out;
   EXPECT_THAT(out, HasSubstr("sent=0 dropped=3"));
   out.clear();
-  EXPECT_EQ(RunExample(absl::StrCat("--job 'bad name' --steps 1 --socket ", listener_->path()),
-                       &out),
-            2);
+  EXPECT_EQ(
+      RunExample(absl::StrCat("--job 'bad name' --steps 1 --socket ", listener_->path()), &out), 2);
   EXPECT_THAT(out, HasSubstr("rocetune_job_open('bad name'): Invalid argument"));
   EXPECT_EQ(listener_->counts().accepted, 0u);
 }

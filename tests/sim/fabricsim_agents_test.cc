@@ -1,8 +1,5 @@
 // rocetune-fabricsim --agents: one rocetune agent per simulated host connects
 // to a controller over gRPC and reports the simulated NIC's counters and probes.
-#include <sys/wait.h>
-
-#include <cstdio>
 #include <map>
 #include <memory>
 #include <set>
@@ -15,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "model/quantile_sketch.h"
 #include "rocetune/v1/agent.grpc.pb.h"
+#include "tests/testing/test_support.h"
 
 namespace {
 
@@ -75,7 +73,7 @@ uint64_t CounterTotal(const std::vector<rocetune::v1::Report>& reports, const st
 
 // Runs rocetune-fabricsim --agents on tests/sim/testdata/<scenario>.textproto
 // for 2 s of simulated time at real pace against `controller`, with `flags`
-// added; its exit status and output.
+// added; its exit code (-1 when it could not run) and output.
 int RunFabricsim(FakeController& controller, const std::string& scenario, const std::string& flags,
                  std::string* out) {
   int port = 0;
@@ -84,30 +82,22 @@ int RunFabricsim(FakeController& controller, const std::string& scenario, const 
   builder.RegisterService(&controller);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port <= 0) return -1;
-  const std::string cmd = std::string(ROCETUNE_BINARY_DIR) +
-                          "/sim/rocetune-fabricsim --scenario=" + ROCETUNE_SOURCE_DIR +
-                          "/tests/sim/testdata/" + scenario +
-                          ".textproto --agents "
-                          "--controller=127.0.0.1:" +
-                          std::to_string(port) +
-                          " --duration=2s --pace=1 --sample_interval=200ms --output=none "
-                          "--switch_agents=false " +
-                          flags + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return -1;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out->append(buf, n);
-  const int status = pclose(p);
+  const int code = rocetune::testing::RunShell(
+      absl::StrCat(ROCETUNE_BINARY_DIR, "/sim/rocetune-fabricsim --scenario=", ROCETUNE_SOURCE_DIR,
+                   "/tests/sim/testdata/", scenario,
+                   ".textproto --agents --controller=127.0.0.1:", port,
+                   " --duration=2s --pace=1 --sample_interval=200ms --output=none "
+                   "--switch_agents=false ",
+                   flags),
+      out);
   server->Shutdown();
-  return status;
+  return code;
 }
 
 TEST(FabricsimAgentsTest, AgentsReportSimulatedCountersAndProbes) {
   FakeController controller;
   std::string out;
-  const int status = RunFabricsim(controller, "agents_incast", "--log_level=warning", &out);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+  ASSERT_EQ(RunFabricsim(controller, "agents_incast", "--log_level=warning", &out), 0) << out;
 
   absl::MutexLock lock(&controller.mu_);
   ASSERT_EQ(controller.hellos_.size(), 3u) << out;
@@ -153,9 +143,9 @@ TEST(FabricsimAgentsTest, AgentsReportSimulatedCountersAndProbes) {
 TEST(FabricsimAgentsTest, TheSimulatedJobReportsThroughTheAgentsJobSockets) {
   FakeController controller;
   std::string out;
-  const int status =
-      RunFabricsim(controller, "agents_allreduce", "--log_level=info --job_name=sim/ring", &out);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+  ASSERT_EQ(
+      RunFabricsim(controller, "agents_allreduce", "--log_level=info --job_name=sim/ring", &out), 0)
+      << out;
   absl::MutexLock lock(&controller.mu_);
   ASSERT_EQ(controller.reports_.size(), 3u) << out;
   std::map<std::string, uint64_t> events;

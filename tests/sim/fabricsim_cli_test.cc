@@ -1,7 +1,4 @@
 // The rocetune-fabricsim command line: flags, errors and the JSON summary.
-#include <sys/wait.h>
-
-#include <cstdio>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -18,16 +15,9 @@ struct Result {
 };
 
 Result RunSim(const std::string& args) {
-  const std::string cmd =
-      std::string(ROCETUNE_BINARY_DIR) + "/sim/rocetune-fabricsim " + args + " 2>&1";
   Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
-  const int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.exit_code = rocetune::testing::RunShell(
+      std::string(ROCETUNE_BINARY_DIR) + "/sim/rocetune-fabricsim " + args, &r.output);
   return r;
 }
 

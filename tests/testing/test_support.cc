@@ -4,8 +4,10 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -109,6 +111,16 @@ bool Eventually(const std::function<bool()>& cond, absl::Duration timeout, absl:
     absl::SleepFor(poll);
   }
   return cond();
+}
+
+int RunShell(const std::string& command, std::string* out) {
+  FILE* p = popen(absl::StrCat(command, " 2>&1").c_str(), "r");
+  if (p == nullptr) return -1;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out->append(buf, n);
+  const int status = pclose(p);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 std::string HttpGetResponse(int port, const std::string& path) {

@@ -2,7 +2,8 @@
 #define ROCETUNE_TESTS_TESTING_TEST_SUPPORT_H_
 
 // What tests of every kind share: temp dirs, fixture trees, waiting on a
-// condition, a plain HTTP GET to a loopback port, paths of built binaries.
+// condition, running a shell command, a plain HTTP GET to a loopback port,
+// paths of built binaries.
 // One implementation each (tests/testing/test_support.cc).
 
 #include <functional>
@@ -62,6 +63,10 @@ std::string BuiltBinary(const std::string& relative);
 // returns its last value.
 bool Eventually(const std::function<bool()>& cond, absl::Duration timeout = absl::Seconds(5),
                 absl::Duration poll = absl::Milliseconds(5));
+
+// Runs `command` with /bin/sh, its stderr joined to its stdout, appended to
+// `out`; returns its exit code, or -1 when it could not run or was killed.
+int RunShell(const std::string& command, std::string* out);
 
 // GET http://127.0.0.1:port/path (HTTP/1.0): the whole response, status
 // line and headers included; "" when the connection or the request failed.
