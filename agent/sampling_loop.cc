@@ -118,12 +118,15 @@ void SamplingLoop::Round(v1::Report* report, bool* lent) {
     const absl::Duration now = clock_->Monotonic();
     if ((refused > job_refused_logged_ || dropped > job_dropped_logged_) &&
         (!job_logged_at_.has_value() || now - *job_logged_at_ >= absl::Minutes(1))) {
-      LogWarning("job signal: lines refused or dropped",
-                 {{"refused_since_last_log", absl::StrCat(refused - job_refused_logged_)},
-                  {"last_reason", options_.job_listener->last_refusal()},
-                  {"rate_limited", absl::StrCat(counts.rate_limited)},
-                  {"too_many_series", absl::StrCat(counts.too_many_series)},
-                  {"socket", options_.job_listener->path()}});
+      // Counts since the last such line; the last refusal's reason only
+      // when lines were refused since.
+      LogWarning(
+          "job signal: lines refused or dropped",
+          {{"refused_since_last_log", absl::StrCat(refused - job_refused_logged_)},
+           {"last_reason",
+            refused > job_refused_logged_ ? options_.job_listener->last_refusal() : std::string()},
+           {"dropped_since_last_log", absl::StrCat(dropped - job_dropped_logged_)},
+           {"socket", options_.job_listener->path()}});
       job_refused_logged_ = refused;
       job_dropped_logged_ = dropped;
       job_logged_at_ = now;

@@ -5,7 +5,8 @@
 // as the baseline measured in the same run, a reader that only receives the
 // same bytes and discards them. Reported per 10k events: this process's CPU
 // time (the listener's thread, or the reader's) and the senders' (the
-// client's formatting and writes). The listener runs with its rate limits
+// client's formatting and writes, resends while a socket was full included:
+// an upper bound on the client's own cost). The listener runs with its rate limits
 // raised so that every event is parsed and counted; a sender whose socket is
 // full waits and resends rather than drop, so both sides see every event.
 //
@@ -20,6 +21,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -61,6 +63,7 @@ double Send(const std::string& path, int events, int senders) {
     const int mine = events / senders + (s < events % senders ? 1 : 0);
     const pid_t pid = fork();
     if (pid == 0) {
+      alarm(120);  // a reader that stopped reading must not hang the bench
       rocetune_job* h = rocetune_job_open(path.c_str(), "bench/run1");
       if (h == nullptr) _exit(2);
       for (int i = 0; i < mine; ++i) {
@@ -74,7 +77,11 @@ double Send(const std::string& path, int events, int senders) {
       rocetune_job_close(h);
       _exit(0);
     }
-    if (pid < 0) return -1;
+    if (pid < 0) {
+      for (pid_t p : pids) kill(p, SIGKILL);
+      for (pid_t p : pids) waitpid(p, nullptr, 0);
+      return -1;
+    }
     pids.push_back(pid);
   }
   double cpu = 0;
@@ -164,6 +171,10 @@ bool WaitFor(const std::function<bool()>& done) {
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   const int events = absl::GetFlag(FLAGS_events);
+  if (events <= 0) {
+    std::fprintf(stderr, "job_signal_bench: --events must be positive\n");
+    return 2;
+  }
   const int senders = std::max(1, absl::GetFlag(FLAGS_senders));
   char tmpl[] = "/tmp/job-signal-bench-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) {

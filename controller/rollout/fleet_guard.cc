@@ -175,6 +175,7 @@ v1::Verdict FleetGuard(const FleetPeriod& baseline_period, const FleetPeriod& no
   const std::map<std::string, HostPeriod>& baseline = baseline_period.hosts;
   const std::map<std::string, HostPeriod>& now = now_period.hosts;
   v1::Verdict v;
+  v.set_samples(config.objective == v1::Objective::STEP_TIME_P99 ? "job_step_time" : "probe_rtt");
   v.set_unix_nanos(config.now_unix_nanos);
   v.set_stage(config.stage);
   std::vector<const HostPeriod*> before, after;

@@ -297,6 +297,15 @@ absl::Status CheckObjectiveStillValid(const v1::PolicyVersion& pv) {
       o.metric() == v1::Objective::STEP_TIME_P99 ||
       std::any_of(pv.policy().constraints().begin(), pv.policy().constraints().end(),
                   [](const v1::Constraint& c) { return c.metric() == "step_time_p99"; });
+  for (const v1::Constraint& c : pv.policy().constraints()) {
+    if ((c.metric() == "probe_rtt_p99" || c.metric() == "step_time_p99") &&
+        (c.has_min() || c.has_max())) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          which, ": its ", c.metric(),
+          " constraint has min or max, which nothing checks at a stage with no control left; "
+          "apply it again with max_ratio only (docs/policies.md)"));
+    }
+  }
   if (reads_job && o.op().empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
         which,
@@ -640,12 +649,15 @@ absl::Status RolloutManager::CheckProbeRate(const v1::Policy& policy,
     if (job_expected < static_cast<double>(kCanaryOwnShiftMinProbes)) {
       return absl::FailedPreconditionError(absl::StrFormat(
           "the step_time_p99 constraint could not be judged: the selected hosts report a median "
-          "%.1f events a second of the job signal's op \"%s\" (over the last %s), so a %u s "
+          "%.1f events a second of the job signal's op \"%s\"%s (over the last %s), so a %u s "
           "baseline or bake holds about %.0f per host, under the %d a host's p99 needs. Check "
           "that the job runs and reports to its agents (rocetunectl status), or lengthen "
           "rollout.baseline_seconds and rollout.bake_seconds",
-          job_rates[job_rates.size() / 2], policy.objective().op(), absl::FormatDuration(to - from),
-          period, job_expected, kCanaryOwnShiftMinProbes));
+          job_rates[job_rates.size() / 2], policy.objective().op(),
+          policy.objective().job().empty()
+              ? ""
+              : absl::StrCat(" of job \"", policy.objective().job(), "\""),
+          absl::FormatDuration(to - from), period, job_expected, kCanaryOwnShiftMinProbes));
     }
   }
   const double median = rates[rates.size() / 2];
