@@ -22,8 +22,8 @@ using SimulationStop = std::function<absl::Status()>;
 // (ecn.<profile>.green_min_threshold / green_max_threshold in bytes,
 // green_drop_probability in percent) on every switch, and the DCQCN enables
 // (rp_enable_mask, np_enable_mask: bit p = priority p; 0 turns DCQCN off,
-// PFC alone then) on every host, and returns the simulator's summary. kInvalidArgument for an unknown knob name, a value
-// outside the parameter's range, Kmin above Kmax or an invalid scenario.
+// PFC alone then) on every host, and returns the simulator's summary. kInvalidArgument for an
+// unknown knob name, a value outside the parameter's range, Kmin above Kmax or an invalid scenario.
 absl::StatusOr<sim::SimSummary> SimulateWithKnobs(const v1::Scenario& scenario,
                                                   const std::map<std::string, int64_t>& knobs,
                                                   const SimulationStop& stop = {});
