@@ -38,24 +38,28 @@ ParsedJobEvent Refuse(JobEventError e, std::string reason) {
 
 }  // namespace
 
-absl::Status CheckJobName(absl::string_view job) {
-  if (job.empty() || job.size() > kJobMax) {
-    return absl::InvalidArgumentError(absl::StrCat("job: 1-", kJobMax, " characters"));
+namespace {
+
+// 1 to `max` characters, each one `ok` for.
+absl::Status CheckToken(absl::string_view value, const char* key, size_t max, bool (*ok)(char),
+                        const char* allowed) {
+  if (value.empty() || value.size() > max) {
+    return absl::InvalidArgumentError(absl::StrCat(key, ": 1-", max, " characters"));
   }
-  if (!std::all_of(job.begin(), job.end(), JobChar)) {
-    return absl::InvalidArgumentError("job: only letters, digits and . _ : @ / - are allowed");
+  if (!std::all_of(value.begin(), value.end(), ok)) {
+    return absl::InvalidArgumentError(absl::StrCat(key, ": only ", allowed, " are allowed"));
   }
   return absl::OkStatus();
 }
 
+}  // namespace
+
+absl::Status CheckJobName(absl::string_view job) {
+  return CheckToken(job, "job", kJobMax, JobChar, "letters, digits and . _ : @ / -");
+}
+
 absl::Status CheckJobOp(absl::string_view op) {
-  if (op.empty() || op.size() > kOpMax) {
-    return absl::InvalidArgumentError(absl::StrCat("op: 1-", kOpMax, " characters"));
-  }
-  if (!std::all_of(op.begin(), op.end(), OpChar)) {
-    return absl::InvalidArgumentError("op: only a-z, 0-9 and _ are allowed");
-  }
-  return absl::OkStatus();
+  return CheckToken(op, "op", kOpMax, OpChar, "a-z, 0-9 and _");
 }
 
 ParsedJobEvent ParseJobEvent(absl::string_view d) {
