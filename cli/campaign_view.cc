@@ -20,6 +20,22 @@ std::string Constraints(const google::protobuf::Map<std::string, double>& c) {
 
 std::string Ratio(double r) { return r == 0 ? "-" : absl::StrFormat("%.3f", r); }
 
+// The trial's drift-corrected ratio with its 90% interval: "0.912 [0.85, 0.98]".
+std::string Objective(const v1::Trial& t) {
+  if (t.objective_ratio() == 0) return "-";
+  if (t.objective_lower() <= 0 || t.objective_upper() <= 0) return Ratio(t.objective_ratio());
+  return absl::StrFormat("%.3f [%.2f, %.2f]", t.objective_ratio(), t.objective_lower(),
+                         t.objective_upper());
+}
+
+std::string Share(double x) { return x <= 0 ? "-" : absl::StrFormat("%.1f%%", 100 * x); }
+
+std::string Outcome(const v1::Trial& t) {
+  std::string out = OrDash(t.outcome());
+  if (t.retry_of() != 0) absl::StrAppend(&out, " (retry of ", t.retry_of(), ")");
+  return out;
+}
+
 std::string StateName(const v1::Campaign& c) { return v1::Campaign::State_Name(c.state()); }
 
 }  // namespace
@@ -37,7 +53,12 @@ std::string RenderCampaign(const v1::Campaign& c, absl::Time now) {
     absl::StrAppend(&out, "  ", a.approver(), a.authenticated() ? "" : " (unauthenticated)");
   }
   absl::StrAppend(&out, "\n");
-  absl::StrAppend(&out, "trials      ", c.trials_size(), " of ", c.trial_budget(), "\n");
+  // A HOLD trial's retry does not count against the budget.
+  int retries = 0;
+  for (const v1::Trial& tr : c.trials()) retries += tr.retry_of() != 0 ? 1 : 0;
+  absl::StrAppend(
+      &out, "trials      ", c.trials_size() - retries, " of ", c.trial_budget(),
+      retries > 0 ? absl::StrCat(" (and ", retries, " retried with a longer bake)") : "", "\n");
   absl::StrAppend(&out, "start       ", FormatKnobs(c.start()), "\n");
   absl::StrAppend(&out, "best        ", FormatKnobs(c.best()), "  objective ratio ",
                   Ratio(c.best_objective_ratio()), "\n");
@@ -53,15 +74,22 @@ std::string RenderCampaign(const v1::Campaign& c, absl::Time now) {
     if (t.outcome() != "improved" || t.objective_ratio() <= 0) continue;
     if (best < 0 || t.objective_ratio() < c.trials(best).objective_ratio()) best = i;
   }
-  Table t({"  TRIAL", "KNOBS", "OUTCOME", "OBJECTIVE", "CONSTRAINTS", "CHANGE", "TIME", "NOTE"});
+  Table t({"  TRIAL", "KNOBS", "OUTCOME", "OBJECTIVE [90% CI]", "MIN GAIN", "OWN SHIFT", "BAKE",
+           "CONSTRAINTS", "CHANGE", "TIME", "NOTE"});
   for (int i = 0; i < c.trials_size(); ++i) {
     const v1::Trial& tr = c.trials(i);
     t.AddRow({absl::StrCat(i == best ? "* " : "  ", tr.index()), FormatKnobs(tr.knobs()),
-              OrDash(tr.outcome()), Ratio(tr.objective_ratio()), Constraints(tr.constraints()),
-              OrDash(tr.change_id()), FormatTimestamp(tr.unix_nanos()), tr.note()});
+              Outcome(tr), Objective(tr), Share(tr.min_improvement()), Ratio(tr.own_shift_ratio()),
+              tr.bake_seconds() == 0 ? "-" : absl::StrCat(tr.bake_seconds(), "s"),
+              Constraints(tr.constraints()), OrDash(tr.change_id()),
+              FormatTimestamp(tr.unix_nanos()), tr.note()});
   }
   absl::StrAppend(&out, t.Render());
   if (best >= 0) absl::StrAppend(&out, "  * best so far\n");
+  absl::StrAppend(&out,
+                  "  OBJECTIVE: the canary-versus-control difference in differences of the "
+                  "objective's p99 (1 = no effect); OWN SHIFT: the canary's own after/before, not "
+                  "drift-corrected, not scored\n");
   return out;
 }
 

@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "controller/judge/judge.h"
+#include "controller/judge/stats.h"
 #include "controller/policy/policy_loader.h"
 #include "controller/rollout/rollout_util.h"
 
@@ -35,7 +36,35 @@ std::map<std::string, double> TrialConstraintRatios(const v1::Trial& tr, const v
   return out;
 }
 
+// The drift-corrected estimate a trial is scored on.
+struct TrialEstimate {
+  std::optional<double> ratio;  // the judge's canary-vs-control DiD ratio of the objective's p99
+  double lower = 0, upper = 0;  // its two-sided 90% interval (0 when no standard error)
+  double noise = 0;             // 1 - exp(-t(0.95, df) se): the trial's own noise band
+};
+
+TrialEstimate EstimateOf(const v1::Verdict& v) {
+  TrialEstimate out;
+  const v1::MetricEvidence* m = FindEvidence(v, kP99Evidence);
+  if (m == nullptr || m->rack_pairs() < 2 || !std::isfinite(m->ratio()) || m->ratio() <= 0) {
+    return out;
+  }
+  out.ratio = m->ratio();
+  if (m->se() > 0 && m->df() >= 1 && std::isfinite(m->se())) {
+    const double half = stats::StudentTQuantile(0.95, m->df()) * m->se();
+    out.lower = std::exp(m->mean() - half);
+    out.upper = std::exp(m->mean() + half);
+    out.noise = 1 - std::exp(-half);
+  }
+  return out;
+}
+
 }  // namespace
+
+double TrialMinImprovement(const v1::Policy& policy, double noise) {
+  if (policy.tuner().min_improvement() > 0) return policy.tuner().min_improvement();
+  return std::max(kMinImprovementFloor, noise);
+}
 
 Campaigns::Campaigns(TrialChanges* changes, Store* store, EventBus* events, Clock* clock,
                      absl::Duration window)
@@ -238,22 +267,27 @@ v1::ListCampaignsResponse Campaigns::List() const {
 void Campaigns::TrialFinished(v1::Change* c, bool restarted) {
   v1::Campaign* t = Find(c->campaign_id());
   std::string outcome = "hold";
-  std::optional<double> ratio;
+  TrialEstimate est;
+  double own_shift = 0;
   std::string note;
   const v1::Verdict* v = c->verdicts_size() > 0 ? &c->verdicts(c->verdicts_size() - 1) : nullptr;
   if (v != nullptr) {
     note = v->summary();
-    // The trial's objective: the canary's own before/after p99 ratio (see
-    // StepEvaluator::Experiment), else the judge's DiD ratio.
-    for (const absl::string_view metric : {kCanaryOwnShiftEvidence, kP99Evidence}) {
-      const v1::MetricEvidence* m = FindEvidence(*v, metric);
-      if (m != nullptr && std::isfinite(m->ratio()) && m->ratio() > 0) {
-        ratio = m->ratio();
-        break;
-      }
+    // The trial's objective: the judge's difference in differences against
+    // the concurrent control, per rack; whatever moved the whole fleet between
+    // baseline and bake moves both groups and cancels. The canary's own
+    // before/after is kept beside it for the operator, never scored.
+    est = EstimateOf(*v);
+    if (const v1::MetricEvidence* m = FindEvidence(*v, kCanaryOwnShiftEvidence);
+        m != nullptr && std::isfinite(m->ratio()) && m->ratio() > 0) {
+      own_shift = m->ratio();
     }
     if (v->outcome() == v1::Verdict::FAIL) outcome = "fail";
-    if (v->outcome() == v1::Verdict::PASS) outcome = "measured";
+    // A PASS without a drift-corrected estimate cannot be scored: a HOLD.
+    if (v->outcome() == v1::Verdict::PASS && est.ratio.has_value()) outcome = "measured";
+    if (v->outcome() == v1::Verdict::PASS && !est.ratio.has_value()) {
+      note = absl::StrCat("no canary-versus-control p99 estimate to score; ", note);
+    }
   }
   if (restarted) {
     outcome = "aborted";
@@ -264,15 +298,20 @@ void Campaigns::TrialFinished(v1::Change* c, bool restarted) {
   changes_->EndTrial(c, outcome == "fail", reason);
   if (t == nullptr) return;
   v1::Campaign next = *t;
+  absl::StatusOr<v1::PolicyVersion> pv =
+      changes_->GetPolicyVersion(next.policy_name(), next.policy_version());
+  const v1::Policy policy = WithDefaults(pv.ok() ? pv->policy() : v1::Policy());
   for (v1::Trial& tr : *next.mutable_trials()) {
     if (tr.change_id() != c->id()) continue;
     tr.set_note(note);
-    if (ratio.has_value()) tr.set_objective_ratio(*ratio);
+    if (est.ratio.has_value()) {
+      tr.set_objective_ratio(*est.ratio);
+      tr.set_objective_lower(est.lower);
+      tr.set_objective_upper(est.upper);
+      tr.set_min_improvement(TrialMinImprovement(policy, est.noise));
+    }
+    if (own_shift > 0) tr.set_own_shift_ratio(own_shift);
     if (outcome == "measured") {
-      absl::StatusOr<v1::PolicyVersion> pv =
-          changes_->GetPolicyVersion(next.policy_name(), next.policy_version());
-      const v1::Policy policy = WithDefaults(pv.ok() ? pv->policy() : v1::Policy());
-      const double min_improvement = policy.tuner().min_improvement();
       // A trial the judge passed may still cost more than the policy
       // tolerates (the judge fails a constraint only on a significant loss);
       // such a trial must not become the winner.
@@ -284,8 +323,7 @@ void Campaigns::TrialFinished(v1::Change* c, bool restarted) {
         tr.set_outcome("constraint_exceeded");
         tr.set_note(absl::StrCat(exceeded, " ", note));
       } else {
-        tr.set_outcome(ratio.has_value() &&
-                               *ratio < next.best_objective_ratio() * (1 - min_improvement)
+        tr.set_outcome(*est.ratio < next.best_objective_ratio() * (1 - tr.min_improvement())
                            ? "improved"
                            : "not_improved");
       }
@@ -296,7 +334,8 @@ void Campaigns::TrialFinished(v1::Change* c, bool restarted) {
     if (v != nullptr) {
       for (const v1::MetricEvidence& m : v->metrics()) {
         if (m.metric() != kP99Evidence && m.metric() != kCanaryOwnShiftEvidence &&
-            m.metric() != kCanaryOnsetShiftEvidence && std::isfinite(m.ratio())) {
+            m.metric() != kControlOwnShiftEvidence && m.metric() != kCanaryOnsetShiftEvidence &&
+            std::isfinite(m.ratio())) {
           (*tr.mutable_constraints())[m.metric()] = m.ratio();
         }
       }
@@ -327,15 +366,36 @@ void Campaigns::Drive(v1::Campaign* t) {
   absl::StatusOr<std::unique_ptr<Tuner>> tuner = MakeTuner(policy, t->trial_budget());
   if (!tuner.ok()) return;
   const KnobValues start(t->start().begin(), t->start().end());
+  // A trial that HOLDs is run once more with twice the bake before it counts
+  // as not improved: the retry stands in for it in the tuner's history.
+  std::map<uint32_t, const v1::Trial*> retry_of;
+  for (const v1::Trial& tr : t->trials()) {
+    if (tr.retry_of() != 0) retry_of[tr.retry_of()] = &tr;
+  }
+  if (!t->trials().empty()) {
+    const v1::Trial& last = t->trials(t->trials_size() - 1);
+    if (last.outcome() == "hold" && last.retry_of() == 0 && !retry_of.contains(last.index())) {
+      const uint32_t bake = 2 * std::max(policy.rollout().bake_seconds(), last.bake_seconds());
+      StartTrial(t, *pv, KnobValues(last.knobs().begin(), last.knobs().end()),
+                 absl::StrCat("retry of trial ", last.index(), " (HOLD: ", last.note(),
+                              ") with a bake of ", bake, " s"),
+                 bake, last.index());
+      return;
+    }
+  }
   // Trials measured canary (candidate) against control (the start values);
   // the tuner wants each relative to the incumbent of its time.
   std::vector<TrialResult> results;
-  for (const v1::Trial& tr : t->trials()) {
+  for (const v1::Trial& first : t->trials()) {
+    if (first.retry_of() != 0) continue;  // in place of the trial it repeats
+    auto retry = retry_of.find(first.index());
+    const v1::Trial& tr = retry != retry_of.end() ? *retry->second : first;
     if (tr.outcome() == "running") continue;
     const double incumbent = (*tuner)->Next(start, results).best_ratio;
     TrialResult r;
     r.knobs = KnobValues(tr.knobs().begin(), tr.knobs().end());
     r.constraint_ratios = TrialConstraintRatios(tr, policy);
+    if (tr.min_improvement() > 0) r.min_improvement = tr.min_improvement();
     if (tr.outcome() == "improved" || tr.outcome() == "not_improved") {
       r.objective_ratio = tr.objective_ratio() / (incumbent > 0 ? incumbent : 1.0);
     } else if (tr.outcome() == "fail" || tr.outcome() == "constraint_exceeded" ||
@@ -366,10 +426,24 @@ void Campaigns::Drive(v1::Campaign* t) {
     audit.push_back(e);
     if (d.best != start) {
       // Promoting the winner beyond the canary needs approval again.
+      // The trial that measured the winner: its drift-corrected estimate and
+      // interval are what approvers read (measured once, not yet confirmed).
+      std::string measured;
+      for (const v1::Trial& tr : next.trials()) {
+        if (tr.outcome() != "improved" ||
+            KnobValues(tr.knobs().begin(), tr.knobs().end()) != d.best) {
+          continue;
+        }
+        measured = tr.objective_lower() > 0
+                       ? absl::StrFormat(", 90%% interval [%.3f, %.3f], trial %u",
+                                         tr.objective_lower(), tr.objective_upper(), tr.index())
+                       : absl::StrFormat(", trial %u", tr.index());
+      }
       absl::StatusOr<std::string> c = changes_->ProposePromotion(
           next, d.best,
-          absl::StrFormat("promote the best of campaign %s (p99 ratio %.3f vs start)", next.id(),
-                          d.best_ratio));
+          absl::StrFormat("promote the best of campaign %s (objective p99 ratio %.3f vs start "
+                          "against concurrent control%s; measured once)",
+                          next.id(), d.best_ratio, measured));
       if (c.ok()) {
         next.set_promotion_change_id(*c);
       } else {
@@ -398,9 +472,15 @@ void Campaigns::Drive(v1::Campaign* t) {
                              absl::StrJoin(*d.next, ",", absl::PairFormatter("="))));
     return;
   }
-  absl::StatusOr<v1::Change> c =
-      changes_->BuildTrial(*t, *pv, *d.next, index,
-                           absl::StrCat("trial ", index, " of campaign ", t->id(), ": ", d.reason));
+  StartTrial(t, *pv, *d.next,
+             absl::StrCat("trial ", index, " of campaign ", t->id(), ": ", d.reason), 0, 0);
+}
+
+void Campaigns::StartTrial(v1::Campaign* t, const v1::PolicyVersion& pv, const KnobValues& knobs,
+                           const std::string& reason, uint32_t bake_seconds, uint32_t retry_of) {
+  const uint32_t index = static_cast<uint32_t>(t->trials_size() + 1);
+  v1::Campaign next = *t;
+  absl::StatusOr<v1::Change> c = changes_->BuildTrial(*t, pv, knobs, index, reason, bake_seconds);
   if (!c.ok()) {
     next.set_state(v1::Campaign::STOPPED);
     next.set_note(absl::StrCat("trial ", index, " could not be built: ", c.status().message()));
@@ -410,15 +490,19 @@ void Campaigns::Drive(v1::Campaign* t) {
   }
   v1::Trial* tr = next.add_trials();
   tr->set_index(index);
-  for (const auto& [k, v] : *d.next) (*tr->mutable_knobs())[k] = v;
+  for (const auto& [k, v] : knobs) (*tr->mutable_knobs())[k] = v;
   tr->set_change_id(c->id());
   tr->set_outcome("running");
   tr->set_unix_nanos(absl::ToUnixNanos(clock_->Now()));
+  tr->set_bake_seconds(c->bake_seconds() > 0 ? c->bake_seconds()
+                                             : WithDefaults(pv.policy()).rollout().bake_seconds());
+  tr->set_retry_of(retry_of);
   const std::string id = c->id();
   if (!changes_->CommitTrial(*std::move(c)).ok()) return;  // the next tick tries again
   if (Save(next, {}).ok()) *t = next;
-  Publish(*t, absl::StrCat("trial ", index, " (", id,
-                           "): ", absl::StrJoin(*d.next, ",", absl::PairFormatter("="))));
+  Publish(*t, absl::StrCat(retry_of != 0 ? absl::StrCat("retry of trial ", retry_of, ": ") : "",
+                           "trial ", index, " (", id,
+                           "): ", absl::StrJoin(knobs, ",", absl::PairFormatter("="))));
 }
 
 }  // namespace rocetune::controller

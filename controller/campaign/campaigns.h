@@ -45,10 +45,14 @@ class TrialChanges {
   // policy on a judge FAIL or a guard ("" when none): such a set is not
   // trialled again.
   virtual std::string RejectedBy(const std::string& policy_name, const KnobValues& knobs) const = 0;
+  // `bake_seconds` above the policy's rollout.bake_seconds makes the trial
+  // bake longer (Change.bake_seconds), as long as the telemetry's retention
+  // allows; 0 = the policy's.
   virtual absl::StatusOr<v1::Change> BuildTrial(const v1::Campaign& t,
                                                 const v1::PolicyVersion& policy,
                                                 const KnobValues& knobs, uint32_t index,
-                                                const std::string& reason) = 0;
+                                                const std::string& reason,
+                                                uint32_t bake_seconds) = 0;
   // Stores a built trial (audited trial_start) and makes it a change that the
   // next tick starts; an error (the store's) leaves nothing changed.
   virtual absl::Status CommitTrial(v1::Change trial) = 0;
@@ -63,6 +67,16 @@ class TrialChanges {
   // ROLLED_BACK (`failed`) or DONE.
   virtual void EndTrial(v1::Change* c, bool failed, const std::string& reason) = 0;
 };
+
+// The smallest improvement a trial must show when the policy leaves
+// tuner.min_improvement unset.
+inline constexpr double kMinImprovementFloor = 0.02;
+
+// The improvement over the incumbent a trial must show to count: the policy's
+// tuner.min_improvement when set, else the trial's own noise band `noise`
+// (1 - exp(-t(0.95, df) se) of its drift-corrected estimate: what a change
+// that does nothing reaches one time in twenty), at least kMinImprovementFloor.
+double TrialMinImprovement(const v1::Policy& policy, double noise);
 
 // Tuning campaigns: a policy's knobs searched by canary-only trials under one
 // approval, the winner proposed fleet-wide under a second. The search is the
@@ -98,6 +112,11 @@ class Campaigns {
  private:
   v1::Campaign* Find(const std::string& id);
   void Drive(v1::Campaign* t);
+  // Builds and commits trial number trials_size() + 1 of `t` with `knobs`;
+  // `bake_seconds` 0 = the policy's; `retry_of` the index of the HOLD trial
+  // it repeats (0 = none). A trial that cannot be built stops the campaign.
+  void StartTrial(v1::Campaign* t, const v1::PolicyVersion& pv, const KnobValues& knobs,
+                  const std::string& reason, uint32_t bake_seconds, uint32_t retry_of);
   absl::Status Save(const v1::Campaign& t, std::vector<v1::AuditEntry> audit);
   void Publish(const v1::Campaign& t, const std::string& detail);
 

@@ -408,6 +408,7 @@ struct DidResult {
   int r = 0;        // racks used: pairs, or canary + control racks
   double mean = 0;  // the difference in differences, natural orientation
   double sd = 0;    // sd of a per-rack value (pooled over the groups, rack-level)
+  double se = 0;    // standard error of mean
   double df = 0;
   double t = 0;  // oriented
   double p = 1;
@@ -421,6 +422,7 @@ struct DidResult {
 // Fills t, p, reject and the bounds of `res` from its mean, the standard
 // error of the mean and the degrees of freedom.
 void FinishTTest(double se, double sign, double threshold_log, DidResult* res) {
+  res->se = se;
   double excess = sign * res->mean - threshold_log;
   if (se > 0) {
     res->t = excess / se;
@@ -571,6 +573,8 @@ void FillEvidence(const DidResult& res, double sign, v1::MetricEvidence* ev) {
   ev->set_sd(res.sd);
   ev->set_t(res.t);
   ev->set_p_value(res.p);
+  ev->set_se(res.se);
+  ev->set_df(res.df);
   ev->set_ratio(std::exp(res.mean));
   // ratio_lower / ratio_upper: the one-sided (1 - alpha) bound the FAIL test
   // uses on the bad side, the one-sided (1 - pass_alpha) bound on the good side.

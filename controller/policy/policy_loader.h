@@ -96,7 +96,8 @@ inline constexpr uint32_t kMaxProvisionalLeaseSeconds = 86400;
 // guard.confidence 0.995, guard.max_hold_seconds 3 * bake,
 // guard.pass_max_ucb_regression 0.05, guard.provisional_lease_seconds 300,
 // tuner.trial_budget 20,
-// tuner.min_improvement 0.02, approval.approvers 1 (unset means 1).
+// approval.approvers 1 (unset means 1). tuner.min_improvement stays unset
+// (0): campaigns derive it from each trial's measured noise.
 v1::Policy WithDefaults(const v1::Policy& policy);
 
 }  // namespace rocetune::controller

@@ -1248,7 +1248,9 @@ void RolloutManager::Drive(v1::Change* c) {
   auto it = steps_.find(c->id());
   if (it == steps_.end()) return;
   absl::StatusOr<v1::PolicyVersion> pv = policies_.Get(c->policy_name(), c->policy_version());
-  const v1::Policy policy = WithDefaults(pv.ok() ? pv->policy() : v1::Policy());
+  v1::Policy policy = WithDefaults(pv.ok() ? pv->policy() : v1::Policy());
+  // A trial that retries a HOLD bakes longer than its policy says.
+  if (c->bake_seconds() > 0) policy.mutable_rollout()->set_bake_seconds(c->bake_seconds());
   const absl::Time now = clock_->Now();
   const absl::Duration bake = Secs(policy.rollout().bake_seconds());
   const uint32_t looks = LooksOf(policy);

@@ -256,7 +256,7 @@ class RolloutManager : public FleetListener, private TrialChanges {
                             const std::string& reason) override;
   absl::StatusOr<v1::Change> BuildTrial(const v1::Campaign& t, const v1::PolicyVersion& policy,
                                         const KnobValues& knobs, uint32_t index,
-                                        const std::string& reason) override;
+                                        const std::string& reason, uint32_t bake_seconds) override;
   absl::Status CommitTrial(v1::Change trial) override;
   absl::StatusOr<std::string> ProposePromotion(const v1::Campaign& t, const KnobValues& knobs,
                                                const std::string& reason) override;

@@ -2,6 +2,7 @@
 // is a canary-only change of this state machine, a promotion an ordinary
 // proposal. The change state machine is in rollout_manager.cc.
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <optional>
 #include <string>
@@ -78,11 +79,23 @@ void RolloutManager::AbortCampaignChanges(const std::string& campaign_id, const 
 absl::StatusOr<v1::Change> RolloutManager::BuildTrial(const v1::Campaign& t,
                                                       const v1::PolicyVersion& policy,
                                                       const KnobValues& knobs, uint32_t index,
-                                                      const std::string& reason) {
+                                                      const std::string& reason,
+                                                      uint32_t bake_seconds) {
   // Seeded by the campaign: every trial of a campaign has the same canary.
   absl::StatusOr<v1::Change> c =
       BuildChange(policy, knobs, Identity{t.proposer(), false}, reason, t.id());
   if (!c.ok()) return c.status();
+  const v1::Policy full = WithDefaults(policy.policy());
+  if (bake_seconds > full.rollout().bake_seconds()) {
+    // The longest bake whose looks, with the HOLD limit, the telemetry still
+    // keeps (the bound the policy's own bake was checked against when applied).
+    const double looks = rollout_util::LooksOf(full);
+    const double room = absl::ToDoubleSeconds(options_.retention - options_.window) -
+                        full.guard().max_hold_seconds();
+    const uint32_t fits = room <= 0 ? 0 : static_cast<uint32_t>(std::floor(room / (1 + 1 / looks)));
+    bake_seconds = std::min(bake_seconds, fits);
+    if (bake_seconds > full.rollout().bake_seconds()) c->set_bake_seconds(bake_seconds);
+  }
   c->set_id(NextChangeId());
   c->set_campaign_id(t.id());
   c->set_trial(index);

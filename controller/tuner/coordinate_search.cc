@@ -408,6 +408,7 @@ int64_t KnobOrigin(const v1::Knob& knob, const KnobValues& start) {
 }
 
 bool TrialImproves(const TrialResult& trial, double min_improvement) {
+  if (trial.min_improvement.has_value()) min_improvement = *trial.min_improvement;
   return trial.constraints_ok && trial.objective_ratio.has_value() &&
          std::isfinite(*trial.objective_ratio) && *trial.objective_ratio >= 0 &&
          *trial.objective_ratio < 1 - min_improvement;

@@ -92,7 +92,9 @@ int64_t KnobOrigin(const v1::Knob& knob, const KnobValues& start);
 // Checks the knob list (see CoordinateSearch::Create); shared by the tuners.
 absl::Status ValidateKnobs(const v1::Policy& policy);
 
-// Whether a trial is an improvement over the incumbent it was measured against.
+// Whether a trial is an improvement over the incumbent it was measured against:
+// its objective ratio below 1 - the trial's own min_improvement when it has
+// one, else 1 - `min_improvement`.
 bool TrialImproves(const TrialResult& trial, double min_improvement);
 
 }  // namespace rocetune::controller

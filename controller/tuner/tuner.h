@@ -18,10 +18,15 @@ using KnobValues = std::map<std::string, int64_t>;
 // The measured result of one trial.
 struct TrialResult {
   KnobValues knobs;
-  // Objective relative to the reference the trial was measured against (canary
-  // vs control in the fleet, or vs the incumbent in the simulator): lower is
+  // Objective relative to the incumbent of its time (in the fleet: the
+  // drift-corrected canary-versus-control ratio, divided by the incumbent's;
+  // in the simulator: against the incumbent on the same traffic): lower is
   // better, 1.0 = no change. Absent when the trial gave no verdict (HOLD).
   std::optional<double> objective_ratio;
+  // The improvement this trial must show to count (the fleet's trials carry
+  // the one they were labelled with: the policy's, or the trial's own noise
+  // band); absent = the tuner's tuner.min_improvement.
+  std::optional<double> min_improvement;
   bool constraints_ok = true;  // false: a constraint or guard failed (counts as worse)
   // The policy's constraints as measured: Constraint.metric -> the candidate's
   // value over the reference's, where the reference is the start values

@@ -264,17 +264,31 @@ TEST(CampaignViewTest, TrialsTableMarksTheBest) {
       knobs { key: "rpg_ai_rate" value: 15 }
       outcome: "not_improved"
       objective_ratio: 1.02
+      objective_lower: 0.95
+      objective_upper: 1.09
+      min_improvement: 0.041
+      own_shift_ratio: 0.81
+      bake_seconds: 60
     }
-    trials { index: 3 outcome: "running" }
+    trials { index: 3 outcome: "hold" bake_seconds: 60 }
+    trials { index: 4 retry_of: 3 outcome: "running" bake_seconds: 120 }
   )pb");
   std::string out = RenderCampaign(c, absl::Now());
   EXPECT_THAT(out, HasSubstr("t-1  RUNNING"));
-  EXPECT_THAT(out, HasSubstr("trials      3 of 5"));
+  EXPECT_THAT(out, HasSubstr("trials      3 of 5 (and 1 retried with a longer bake)"));
   EXPECT_THAT(out, HasSubstr("* 1"));
   EXPECT_THAT(out, Not(HasSubstr("* 2")));
   EXPECT_THAT(out, HasSubstr("0.900"));
   EXPECT_THAT(out, HasSubstr("throughput_gbps=91.5"));
   EXPECT_THAT(out, HasSubstr("best so far"));
+  // The drift-corrected estimate with its interval, the bar it had to clear,
+  // the canary's own shift beside it, the bake, and a retry named as one.
+  EXPECT_THAT(out, HasSubstr("1.020 [0.95, 1.09]"));
+  EXPECT_THAT(out, HasSubstr("4.1%"));
+  EXPECT_THAT(out, HasSubstr("0.810"));
+  EXPECT_THAT(out, HasSubstr("120s"));
+  EXPECT_THAT(out, HasSubstr("running (retry of 3)"));
+  EXPECT_THAT(out, HasSubstr("not drift-corrected, not scored"));
 }
 
 }  // namespace

@@ -182,20 +182,21 @@ TEST(WithDefaultsTest, FillsEveryDefault) {
   EXPECT_EQ(d.guard().pass_max_ucb_regression(), 0.05);
   EXPECT_EQ(d.guard().provisional_lease_seconds(), 300u);
   EXPECT_EQ(d.tuner().trial_budget(), 20u);
-  EXPECT_EQ(d.tuner().min_improvement(), 0.02);
+  // Unset on purpose: a campaign derives it from each trial's noise.
+  EXPECT_EQ(d.tuner().min_improvement(), 0);
   EXPECT_EQ(d.approval().approvers(), 1u);
   // Fields that have no default stay as written.
   EXPECT_EQ(d.guard().max_p99_regression(), 0.05);
   EXPECT_EQ(d.rollout().canary_fraction(), 0.25);
   // Only the defaulted fields differ.
-  EXPECT_THAT(DiffPolicies(p, d),
-              UnorderedElementsAre(
-                  "tuner.trial_budget: 0 -> 20", "tuner.min_improvement: 0 -> 0.02",
-                  "rollout.min_canary_hosts: 0 -> 1", "rollout.rack_label: \"\" -> \"rack\"",
-                  "rollout.baseline_seconds: 0 -> 300", "rollout.looks: 0 -> 3",
-                  "guard.confidence: 0 -> 0.995", "guard.min_rack_pairs: 0 -> 6",
-                  "guard.max_hold_seconds: 0 -> 900", "guard.pass_max_ucb_regression: 0 -> 0.05",
-                  "guard.provisional_lease_seconds: 0 -> 300", "approval.approvers: 0 -> 1"));
+  EXPECT_THAT(
+      DiffPolicies(p, d),
+      UnorderedElementsAre(
+          "tuner.trial_budget: 0 -> 20", "rollout.min_canary_hosts: 0 -> 1",
+          "rollout.rack_label: \"\" -> \"rack\"", "rollout.baseline_seconds: 0 -> 300",
+          "rollout.looks: 0 -> 3", "guard.confidence: 0 -> 0.995", "guard.min_rack_pairs: 0 -> 6",
+          "guard.max_hold_seconds: 0 -> 900", "guard.pass_max_ucb_regression: 0 -> 0.05",
+          "guard.provisional_lease_seconds: 0 -> 300", "approval.approvers: 0 -> 1"));
   // Idempotent.
   EXPECT_THAT(DiffPolicies(d, WithDefaults(d)), IsEmpty());
 }

@@ -490,5 +490,19 @@ TEST(FixedTunerTest, ProposesTheFixedValuesOnce) {
   EXPECT_DOUBLE_EQ(bad.best_ratio, 1.0);
 }
 
+// A fleet trial carries the improvement it had to show (the policy's, or its
+// own noise band); the search judges it by that bar, not by its own default.
+TEST(TrialImprovesTest, ATrialsOwnBarReplacesTheSearchDefault) {
+  TrialResult t;
+  t.objective_ratio = 0.95;
+  EXPECT_TRUE(TrialImproves(t, 0.02));
+  t.min_improvement = 0.08;  // a noisy trial: a 5% gain is inside its noise
+  EXPECT_FALSE(TrialImproves(t, 0.02));
+  t.objective_ratio = 0.90;
+  EXPECT_TRUE(TrialImproves(t, 0.02));
+  t.constraints_ok = false;
+  EXPECT_FALSE(TrialImproves(t, 0.02));
+}
+
 }  // namespace
 }  // namespace rocetune::controller
