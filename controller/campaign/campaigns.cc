@@ -376,7 +376,7 @@ void Campaigns::Drive(v1::Campaign* t) {
     const v1::Trial& last = t->trials(t->trials_size() - 1);
     if (last.outcome() == "hold" && last.retry_of() == 0 && !retry_of.contains(last.index())) {
       const uint32_t bake = 2 * std::max(policy.rollout().bake_seconds(), last.bake_seconds());
-      StartTrial(t, *pv, KnobValues(last.knobs().begin(), last.knobs().end()),
+      StartTrial(t, *t, *pv, KnobValues(last.knobs().begin(), last.knobs().end()),
                  absl::StrCat("retry of trial ", last.index(), " (HOLD: ", last.note(),
                               ") with a bake of ", bake, " s"),
                  bake, last.index());
@@ -472,15 +472,17 @@ void Campaigns::Drive(v1::Campaign* t) {
                              absl::StrJoin(*d.next, ",", absl::PairFormatter("="))));
     return;
   }
-  StartTrial(t, *pv, *d.next,
+  // `next` carries the tuner's incumbent (best, best_objective_ratio): the
+  // trial is scored against it when it ends.
+  StartTrial(t, std::move(next), *pv, *d.next,
              absl::StrCat("trial ", index, " of campaign ", t->id(), ": ", d.reason), 0, 0);
 }
 
-void Campaigns::StartTrial(v1::Campaign* t, const v1::PolicyVersion& pv, const KnobValues& knobs,
-                           const std::string& reason, uint32_t bake_seconds, uint32_t retry_of) {
-  const uint32_t index = static_cast<uint32_t>(t->trials_size() + 1);
-  v1::Campaign next = *t;
-  absl::StatusOr<v1::Change> c = changes_->BuildTrial(*t, pv, knobs, index, reason, bake_seconds);
+void Campaigns::StartTrial(v1::Campaign* t, v1::Campaign next, const v1::PolicyVersion& pv,
+                           const KnobValues& knobs, const std::string& reason,
+                           uint32_t bake_seconds, uint32_t retry_of) {
+  const uint32_t index = static_cast<uint32_t>(next.trials_size() + 1);
+  absl::StatusOr<v1::Change> c = changes_->BuildTrial(next, pv, knobs, index, reason, bake_seconds);
   if (!c.ok()) {
     next.set_state(v1::Campaign::STOPPED);
     next.set_note(absl::StrCat("trial ", index, " could not be built: ", c.status().message()));

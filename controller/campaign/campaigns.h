@@ -112,11 +112,14 @@ class Campaigns {
  private:
   v1::Campaign* Find(const std::string& id);
   void Drive(v1::Campaign* t);
-  // Builds and commits trial number trials_size() + 1 of `t` with `knobs`;
-  // `bake_seconds` 0 = the policy's; `retry_of` the index of the HOLD trial
-  // it repeats (0 = none). A trial that cannot be built stops the campaign.
-  void StartTrial(v1::Campaign* t, const v1::PolicyVersion& pv, const KnobValues& knobs,
-                  const std::string& reason, uint32_t bake_seconds, uint32_t retry_of);
+  // Builds and commits trial number trials_size() + 1 of `next` (campaign
+  // `t` as it is to be saved: the tuner's incumbent included) with `knobs`,
+  // then stores `next` with the trial as `t`; `bake_seconds` 0 = the policy's;
+  // `retry_of` the index of the HOLD trial it repeats (0 = none). A trial that
+  // cannot be built stops the campaign.
+  void StartTrial(v1::Campaign* t, v1::Campaign next, const v1::PolicyVersion& pv,
+                  const KnobValues& knobs, const std::string& reason, uint32_t bake_seconds,
+                  uint32_t retry_of);
   absl::Status Save(const v1::Campaign& t, std::vector<v1::AuditEntry> audit);
   void Publish(const v1::Campaign& t, const std::string& detail);
 

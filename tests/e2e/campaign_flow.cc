@@ -107,4 +107,10 @@ absl::StatusOr<v1::Change> PromoteAndWait(Env& env, const std::string& change,
   return env.GetChange(change);
 }
 
+int BudgetedTrials(const v1::Campaign& t) {
+  int n = 0;
+  for (const v1::Trial& tr : t.trials()) n += tr.retry_of() == 0 ? 1 : 0;
+  return n;
+}
+
 }  // namespace rocetune::e2e

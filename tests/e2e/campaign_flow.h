@@ -25,6 +25,10 @@ FleetFigures MeasureFleet(Env& env, int n, const std::string& peer_class = "");
 // or "".
 std::string IdIn(const std::string& out, const std::string& prefix);
 
+// The trials of campaign `t` that count against its budget: all but the
+// retries of HOLD trials.
+int BudgetedTrials(const v1::Campaign& t);
+
 // The value `host` holds for parameter `name` on its first device that has it,
 // or -1.
 int64_t ParameterOf(const v1::HostInfo& host, const std::string& name);

@@ -297,10 +297,11 @@ std::string Env::ControllerLog() const { return controller_ ? controller_->Log()
 std::string Env::FabricLog() const { return fabric_ ? fabric_->Log() : ""; }
 
 std::string TestPolicy(const std::string& name, int bake_seconds, int approvers,
-                       uint32_t trial_budget, int looks) {
-  return absl::StrCat(R"(# A policy for the end-to-end tests: short bakes on 1 s windows.
+                       uint32_t trial_budget, int looks, double min_improvement) {
+  return absl::StrCat(
+      R"(# A policy for the end-to-end tests: short bakes on 1 s windows.
 name: ")",
-                      name, R"("
+      name, R"("
 description: "incast plus background on the simulated fabric"
 selector { match_labels { key: "role" value: "trainer" } }
 objective { metric: PROBE_RTT_P99 }
@@ -317,15 +318,16 @@ knobs { parameter: "dce_tcp_rtt" min: 1 max: 256 step: 1 log_scale: true }
 knobs { parameter: "rpg_time_reset" min: 100 max: 3000 step: 100 log_scale: true }
 knobs { parameter: "rpg_min_dec_fac" min: 50 max: 100 step: 5 }
 tuner { kind: COORDINATE_DESCENT trial_budget: )",
-                      trial_budget, R"( min_improvement: 0.03 }
+      trial_budget, min_improvement > 0 ? absl::StrCat(" min_improvement: ", min_improvement) : "",
+      R"( }
 rollout {
   canary_fraction: 0.25
   min_canary_hosts: 8
   bake_seconds: )",
-                      bake_seconds, R"(
+      bake_seconds, R"(
   baseline_seconds: 4
   looks: )",
-                      looks, R"(
+      looks, R"(
   stages: [0.5, 1.0]
   rack_label: "tor"
 }
@@ -337,10 +339,10 @@ guard {
   min_samples: 500
   min_rack_pairs: 6
   max_hold_seconds: )",
-                      3 * bake_seconds, R"(
+      3 * bake_seconds, R"(
 }
 approval { approvers: )",
-                      approvers, R"( }
+      approvers, R"( }
 )");
 }
 

@@ -105,8 +105,10 @@ class Env {
 };
 
 // A policy for the tests: the knobs the simulator responds to, short bakes.
+// `min_improvement` 0 leaves tuner.min_improvement unset (each trial's own
+// noise band is its bar).
 std::string TestPolicy(const std::string& name, int bake_seconds, int approvers = 1,
-                       uint32_t trial_budget = 20, int looks = 3);
+                       uint32_t trial_budget = 20, int looks = 3, double min_improvement = 0.03);
 
 }  // namespace rocetune::e2e
 

@@ -172,7 +172,7 @@ TEST(JointTuningE2E, SwitchAndHostCampaignFromDefaultsMeetsTheP99Goal) {
   // Probes between racks also cross the spines, whose ECN thresholds no agent
   // tunes here (the simulator runs switch agents on ToRs only): their p99 is
   // printed, not held to the goal.
-  EXPECT_LE(t->trials_size(), 12);
+  EXPECT_LE(BudgetedTrials(*t), 12);
   EXPECT_GE(improvement, 0.30);
   EXPECT_GE(tput, -0.05);
 }

@@ -1554,6 +1554,20 @@ TEST_F(RolloutTest, CampaignTrialsRunCanaryOnlyAndPromotionNeedsApproval) {
   ASSERT_EQ(now.state(), v1::Campaign::FINISHED) << now.DebugString();
   EXPECT_LE(now.trials_size(), 8);
   EXPECT_LT(now.best().at("rpg_time_reset"), 300);
+  // A trial is labelled improved against the incumbent of its time, as the
+  // tuner decides: each improved trial beats the one before by its own bar,
+  // and the last is the campaign's best.
+  double incumbent = 1.0;
+  const v1::Trial* last_improved = nullptr;
+  for (const v1::Trial& tr : now.trials()) {
+    if (tr.outcome() != "improved") continue;
+    EXPECT_LT(tr.objective_ratio(), incumbent * (1 - tr.min_improvement())) << tr.DebugString();
+    incumbent = tr.objective_ratio();
+    last_improved = &tr;
+  }
+  ASSERT_NE(last_improved, nullptr) << now.DebugString();
+  EXPECT_EQ(last_improved->knobs().at("rpg_time_reset"), now.best().at("rpg_time_reset"));
+  EXPECT_DOUBLE_EQ(now.best_objective_ratio(), last_improved->objective_ratio());
   // Every trial ended once and was counted under its outcome; trials are not rollbacks.
   std::map<std::string, int> outcomes;
   for (const v1::Trial& tr : now.trials()) ++outcomes[tr.outcome()];
