@@ -240,15 +240,23 @@ std::string RenderRehearsal(const v1::Rehearsal& r) {
             FormatNumber(b.pfc_pause_ratio()),
             Percent(ratio(a.pfc_pause_ratio(), b.pfc_pause_ratio()))});
   if (a.step_time_seconds() != 0 || b.step_time_seconds() != 0) {
-    t.AddRow({"  step time", FormatSeconds(a.step_time_seconds()),
+    t.AddRow({"  all-reduce step p99", FormatSeconds(a.step_time_seconds()),
               FormatSeconds(b.step_time_seconds()),
               Percent(ratio(a.step_time_seconds(), b.step_time_seconds()))});
   }
+  if (a.incast_burst_seconds() != 0 || b.incast_burst_seconds() != 0) {
+    t.AddRow({"  incast burst p99", FormatSeconds(a.incast_burst_seconds()),
+              FormatSeconds(b.incast_burst_seconds()),
+              Percent(ratio(a.incast_burst_seconds(), b.incast_burst_seconds()))});
+  }
   return absl::StrCat("scenario ", OrDash(r.scenario()), "  ", FormatTimestamp(r.unix_nanos()),
                       r.actor().empty() ? "" : absl::StrCat(" by ", r.actor()), "\n", t.Render(),
-                      r.regression()
-                          ? "  REGRESSION predicted: p99 worse than the guard tolerates\n"
-                          : "  no regression predicted\n");
+                      r.regression() ? absl::StrCat("  REGRESSION predicted: ",
+                                                    r.regression_reason().empty()
+                                                        ? "p99 worse than the guard tolerates"
+                                                        : r.regression_reason(),
+                                                    "\n")
+                                     : "  no regression predicted\n");
 }
 
 std::string RenderChange(const v1::Change& c, absl::Time now) {

@@ -2,10 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "model/cc_params.h"
@@ -142,7 +146,29 @@ v1::RehearsalResult SummaryFigures(const sim::SimSummary& sum, int hosts) {
   r.set_cnp_per_second(static_cast<double>(sum.cnp_sent) / measured_s / hosts);
   r.set_pfc_pause_ratio(std::min(1.0, worst_paused_us * 1e-6 / measured_s));
   r.set_step_time_seconds(sum.allreduce_step_us.count > 0 ? sum.allreduce_step_us.p99 * 1e-6 : 0);
+  r.set_incast_burst_seconds(sum.incast_burst_us.count > 0 ? sum.incast_burst_us.p99 * 1e-6 : 0);
   return r;
+}
+
+std::string RehearsalRegression(const v1::RehearsalResult& current,
+                                const v1::RehearsalResult& proposed, double tolerance) {
+  std::vector<std::string> reasons;
+  auto worse = [&](const char* what, double cur, double prop) {
+    if (!(cur > 0) || !(prop > 0) || !(prop > cur * (1 + tolerance))) return;
+    reasons.push_back(absl::StrFormat("%s p99 %+.1f%% (beyond %.1f%%)", what,
+                                      100 * (prop / cur - 1), 100 * tolerance));
+  };
+  worse("probe RTT", current.probe_p99_seconds(), proposed.probe_p99_seconds());
+  worse("all-reduce step", current.step_time_seconds(), proposed.step_time_seconds());
+  worse("incast burst", current.incast_burst_seconds(), proposed.incast_burst_seconds());
+  if (current.throughput_gbps() > 0 &&
+      proposed.throughput_gbps() < current.throughput_gbps() * (1 - kMaxThroughputLoss)) {
+    reasons.push_back(
+        absl::StrFormat("throughput %+.1f%% (beyond -%.0f%%)",
+                        100 * (proposed.throughput_gbps() / current.throughput_gbps() - 1),
+                        100 * kMaxThroughputLoss));
+  }
+  return absl::StrJoin(reasons, "; ");
 }
 
 absl::StatusOr<v1::Rehearsal> Rehearse(const v1::Scenario& scenario, const std::string& name,
@@ -161,10 +187,8 @@ absl::StatusOr<v1::Rehearsal> Rehearse(const v1::Scenario& scenario, const std::
   out.set_scenario(name.empty() ? scenario.name() : name);
   *out.mutable_current() = *cur;
   *out.mutable_proposed() = *prop;
-  const bool p99_worse = prop->probe_p99_seconds() > cur->probe_p99_seconds() * (1 + tolerance);
-  const bool throughput_lost =
-      prop->throughput_gbps() < cur->throughput_gbps() * (1 - kMaxThroughputLoss);
-  out.set_regression(p99_worse || throughput_lost);
+  out.set_regression_reason(RehearsalRegression(*cur, *prop, tolerance));
+  out.set_regression(!out.regression_reason().empty());
   out.set_unix_nanos(absl::ToUnixNanos(absl::Now()));
   return out;
 }

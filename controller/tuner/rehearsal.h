@@ -42,9 +42,16 @@ absl::StatusOr<v1::RehearsalResult> RehearseScenario(const v1::Scenario& scenari
 // zero when hosts <= 0 or nothing was measured).
 v1::RehearsalResult SummaryFigures(const sim::SimSummary& summary, int hosts);
 
-// Runs both sets and fills a Rehearsal; `regression` when the proposed p99 is
-// worse than the current one by more than `tolerance` (relative) or throughput
-// drops by more than 5%.
+// Why `proposed` is a regression against `current`, "" when it is not: the
+// probe p99 or one of the job's own figures (all-reduce step p99, incast burst
+// p99; compared when both runs have them) worse by more than `tolerance`
+// (relative), or throughput down more than 5%. Better on the probe and worse
+// for the job is a regression.
+std::string RehearsalRegression(const v1::RehearsalResult& current,
+                                const v1::RehearsalResult& proposed, double tolerance);
+
+// Runs both sets and fills a Rehearsal; `regression` and `regression_reason`
+// from RehearsalRegression.
 absl::StatusOr<v1::Rehearsal> Rehearse(const v1::Scenario& scenario, const std::string& name,
                                        const std::map<std::string, int64_t>& current,
                                        const std::map<std::string, int64_t>& proposed,

@@ -183,6 +183,19 @@ TEST(ChangeViewTest, RehearsalSideBySide) {
   EXPECT_THAT(out, HasSubstr("15.0us"));
   EXPECT_THAT(out, HasSubstr("+50.0%"));
   EXPECT_THAT(out, HasSubstr("REGRESSION"));
+  // The job's own figures side by side, and the reason the rehearsal gives.
+  auto job = Parse<v1::Rehearsal>(R"pb(
+    scenario: "allreduce.textproto"
+    regression: true
+    regression_reason: "all-reduce step p99 +39.0% (beyond 5.0%)"
+    current { probe_p99_seconds: 20e-6 step_time_seconds: 1e-3 incast_burst_seconds: 2e-3 }
+    proposed { probe_p99_seconds: 10e-6 step_time_seconds: 1.39e-3 incast_burst_seconds: 2e-3 }
+  )pb");
+  out = RenderRehearsal(job);
+  EXPECT_THAT(out, HasSubstr("all-reduce step p99"));
+  EXPECT_THAT(out, HasSubstr("+39.0%"));
+  EXPECT_THAT(out, HasSubstr("incast burst p99"));
+  EXPECT_THAT(out, HasSubstr("REGRESSION predicted: all-reduce step p99 +39.0% (beyond 5.0%)"));
 }
 
 TEST(ChangeViewTest, ListShowsLastVerdictAndNextPage) {

@@ -171,5 +171,50 @@ TEST(RehearsalTest, FlagsARegression) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// Better on the probe and worse for the job is a regression: each of the
+// job's figures counts on its own, when both runs have it.
+TEST(RehearsalTest, TheJobsOwnFiguresCountAsRegressions) {
+  v1::RehearsalResult cur, prop;
+  cur.set_probe_p99_seconds(20e-6);
+  cur.set_throughput_gbps(90);
+  cur.set_step_time_seconds(1e-3);
+  cur.set_incast_burst_seconds(2e-3);
+  prop = cur;
+  prop.set_probe_p99_seconds(10e-6);  // the proxy halves
+  EXPECT_EQ(RehearsalRegression(cur, prop, 0.05), "");
+  prop.set_step_time_seconds(1.39e-3);
+  EXPECT_EQ(RehearsalRegression(cur, prop, 0.05), "all-reduce step p99 +39.0% (beyond 5.0%)");
+  prop.set_step_time_seconds(1.04e-3);  // within the tolerance
+  prop.set_incast_burst_seconds(3e-3);
+  EXPECT_EQ(RehearsalRegression(cur, prop, 0.05), "incast burst p99 +50.0% (beyond 5.0%)");
+  prop.set_throughput_gbps(80);
+  EXPECT_THAT(RehearsalRegression(cur, prop, 0.05),
+              ::testing::HasSubstr("incast burst p99 +50.0% (beyond 5.0%); throughput -11.1%"));
+  // A figure one run lacks is not compared.
+  prop = cur;
+  prop.set_step_time_seconds(0);
+  cur.set_incast_burst_seconds(0);
+  prop.set_incast_burst_seconds(9e-3);
+  EXPECT_EQ(RehearsalRegression(cur, prop, 0.05), "");
+}
+
+// A real rehearsal of a scenario with an all-reduce and an incast reports the
+// step p99 and the burst p99; the victim-flow scenario (an incast beside a
+// long flow) has no all-reduce.
+TEST(RehearsalTest, ReportsTheJobsFigures) {
+  absl::StatusOr<v1::Scenario> s = sim::LoadScenario(
+      std::string(ROCETUNE_SOURCE_DIR) + "/sim/scenarios/allreduce_incast_32_hosts.textproto", {});
+  ASSERT_TRUE(s.ok()) << s.status();
+  s->set_duration_ms(s->warmup_ms() + 30);  // a few steps and bursts are enough here
+  absl::StatusOr<v1::RehearsalResult> r = RehearseScenario(*s, {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_GT(r->step_time_seconds(), 0);
+  EXPECT_GT(r->incast_burst_seconds(), 0);
+  absl::StatusOr<v1::RehearsalResult> v = RehearseScenario(VictimFlow(), {});
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->step_time_seconds(), 0);
+  EXPECT_GT(v->incast_burst_seconds(), 0);
+}
+
 }  // namespace
 }  // namespace rocetune::controller
