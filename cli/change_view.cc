@@ -264,7 +264,9 @@ std::string RenderChange(const v1::Change& c, absl::Time now) {
   absl::StrAppend(&out, "policy      ", c.policy_name(), "@", OrDash(c.policy_version()), "\n");
   if (!c.campaign_id().empty()) {
     absl::StrAppend(&out, "campaign    ", c.campaign_id(), " trial ", c.trial(),
-                    c.canary_only() ? " (canary only)" : "", "\n");
+                    c.canary_only() ? " (canary only)" : "",
+                    c.bake_seconds() > 0 ? absl::StrCat(", bake ", c.bake_seconds(), " s") : "",
+                    "\n");
   }
   absl::StrAppend(&out, "proposer    ", OrDash(c.proposer()),
                   c.proposer_authenticated() ? "" : " (unauthenticated)", ", ",

@@ -46,16 +46,17 @@ struct TrialEstimate {
 TrialEstimate EstimateOf(const v1::Verdict& v) {
   TrialEstimate out;
   const v1::MetricEvidence* m = FindEvidence(v, kP99Evidence);
-  if (m == nullptr || m->rack_pairs() < 2 || !std::isfinite(m->ratio()) || m->ratio() <= 0) {
+  // Without a standard error (too few racks for the design) there is no
+  // interval and no noise band to hold the trial to: not scored.
+  if (m == nullptr || m->rack_pairs() < 2 || !std::isfinite(m->ratio()) || m->ratio() <= 0 ||
+      !(m->se() > 0) || !std::isfinite(m->se()) || !(m->df() >= 1)) {
     return out;
   }
   out.ratio = m->ratio();
-  if (m->se() > 0 && m->df() >= 1 && std::isfinite(m->se())) {
-    const double half = stats::StudentTQuantile(0.95, m->df()) * m->se();
-    out.lower = std::exp(m->mean() - half);
-    out.upper = std::exp(m->mean() + half);
-    out.noise = 1 - std::exp(-half);
-  }
+  const double half = stats::StudentTQuantile(0.95, m->df()) * m->se();
+  out.lower = std::exp(m->mean() - half);
+  out.upper = std::exp(m->mean() + half);
+  out.noise = 1 - std::exp(-half);
   return out;
 }
 
@@ -345,6 +346,36 @@ void Campaigns::TrialFinished(v1::Change* c, bool restarted) {
 }
 
 void Campaigns::Drive(v1::Campaign* t) {
+  // A campaign whose trials an earlier version scored on the canary's own
+  // before/after p99 cannot go on: its incumbent is on another scale than the
+  // drift-corrected scores of its next trials. Stopped as `tuning stop` would,
+  // its running trial aborted.
+  const bool old_scores = std::any_of(t->trials().begin(), t->trials().end(), [](const auto& tr) {
+    return (tr.outcome() == "improved" || tr.outcome() == "not_improved" ||
+            tr.outcome() == "constraint_exceeded") &&
+           tr.objective_ratio() > 0 && tr.min_improvement() == 0;
+  });
+  if (old_scores) {
+    const std::string note =
+        "stopped: its trials were scored on the canary's own before/after p99 by an earlier "
+        "version, on another scale than drift-corrected scores; start a new campaign";
+    changes_->AbortCampaignChanges(t->id(), Identity{"controller", false}, note);
+    v1::Campaign next = *t;
+    next.set_state(v1::Campaign::STOPPED);
+    next.set_note(note);
+    for (v1::Trial& tr : *next.mutable_trials()) {
+      if (tr.outcome() == "running") tr.set_outcome("aborted");
+    }
+    v1::AuditEntry e;
+    e.set_unix_nanos(absl::ToUnixNanos(clock_->Now()));
+    e.set_actor("controller");
+    e.set_action("campaign_stop");
+    e.set_subject(next.id());
+    e.set_reason(note);
+    if (Save(next, {e}).ok()) *t = next;
+    Publish(*t, "stopped");
+    return;
+  }
   if (changes_->TrialRunning(t->id())) return;
   absl::StatusOr<v1::PolicyVersion> pv =
       changes_->GetPolicyVersion(t->policy_name(), t->policy_version());
@@ -374,10 +405,19 @@ void Campaigns::Drive(v1::Campaign* t) {
   }
   if (!t->trials().empty()) {
     const v1::Trial& last = t->trials(t->trials_size() - 1);
-    if (last.outcome() == "hold" && last.retry_of() == 0 && !retry_of.contains(last.index())) {
-      const uint32_t bake = 2 * std::max(policy.rollout().bake_seconds(), last.bake_seconds());
+    const v1::Change* held = changes_->FindChange(last.change_id());
+    const std::string rule = held != nullptr && held->verdicts_size() > 0
+                                 ? held->verdicts(held->verdicts_size() - 1).rule()
+                                 : "";
+    const uint32_t ran = std::max(policy.rollout().bake_seconds(), last.bake_seconds());
+    const uint32_t bake = std::min(2 * ran, changes_->MaxTrialBakeSeconds(*pv));
+    // Not when a longer bake cannot help: no job reports at all, or no longer
+    // bake fits in what the telemetry keeps. The trial then counts as not
+    // improved.
+    if (last.outcome() == "hold" && last.retry_of() == 0 && !retry_of.contains(last.index()) &&
+        rule != "objective_no_data" && bake > ran) {
       StartTrial(t, *t, *pv, KnobValues(last.knobs().begin(), last.knobs().end()),
-                 absl::StrCat("retry of trial ", last.index(), " (HOLD: ", last.note(),
+                 absl::StrCat("retry of trial ", last.index(), " (", last.note(),
                               ") with a bake of ", bake, " s"),
                  bake, last.index());
       return;
@@ -420,8 +460,10 @@ void Campaigns::Drive(v1::Campaign* t) {
     e.set_action("campaign_finished");
     e.set_subject(next.id());
     e.set_reason(d.reason);
-    e.set_detail(absl::StrFormat("%d trials; best p99 ratio %.3f: %s", next.trials_size(),
-                                 d.best_ratio,
+    int retries = 0;
+    for (const v1::Trial& tr : next.trials()) retries += tr.retry_of() != 0 ? 1 : 0;
+    e.set_detail(absl::StrFormat("%d trials (and %d retries); best p99 ratio %.3f: %s",
+                                 next.trials_size() - retries, retries, d.best_ratio,
                                  absl::StrJoin(d.best, ",", absl::PairFormatter("="))));
     audit.push_back(e);
     if (d.best != start) {

@@ -45,9 +45,12 @@ class TrialChanges {
   // policy on a judge FAIL or a guard ("" when none): such a set is not
   // trialled again.
   virtual std::string RejectedBy(const std::string& policy_name, const KnobValues& knobs) const = 0;
+  // The longest bake a trial of `policy` may have: its looks, with the HOLD
+  // limit, must fit in what the telemetry keeps.
+  virtual uint32_t MaxTrialBakeSeconds(const v1::PolicyVersion& policy) const = 0;
   // `bake_seconds` above the policy's rollout.bake_seconds makes the trial
-  // bake longer (Change.bake_seconds), as long as the telemetry's retention
-  // allows; 0 = the policy's.
+  // bake longer (Change.bake_seconds), at most MaxTrialBakeSeconds; 0 = the
+  // policy's.
   virtual absl::StatusOr<v1::Change> BuildTrial(const v1::Campaign& t,
                                                 const v1::PolicyVersion& policy,
                                                 const KnobValues& knobs, uint32_t index,

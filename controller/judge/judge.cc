@@ -1420,10 +1420,11 @@ v1::MetricEvidence* AddOwnShiftEvidence(absl::string_view metric, const char* gr
 
 void AddCanaryOwnShift(const std::vector<HostInput>& hosts, v1::Verdict* v,
                        v1::Objective::Metric objective) {
-  // The canary's own before/after change in p99, beside the DiD: a tuning
-  // trial's objective. Canary and control share the fabric, so a change on
-  // canary senders also moves the queues control hosts cross; the DiD
-  // subtracts that part, which a fleet-wide promotion would get.
+  // The canary's own before/after change in p99, beside the DiD (shown with a
+  // campaign's trials, not scored: fleet-wide drift moves it). Canary and
+  // control share the fabric, so a change on canary senders also moves the
+  // queues control hosts cross; the DiD subtracts that part, which a
+  // fleet-wide promotion would get.
   const std::optional<std::pair<double, int>> canary = OwnShift(hosts, true, objective);
   if (!canary) return;
   const double canary_ratio =

@@ -286,9 +286,10 @@ void CheckTuner(const v1::Policy& policy, const Report& report) {
            absl::StrCat("tuner.trial_budget ", t.trial_budget(), " is above ", kMaxTrialBudget));
   }
   if (!(t.min_improvement() >= 0 && t.min_improvement() < 1)) {
-    report("tuner.min_improvement", "min_improvement_out_of_range",
-           absl::StrCat("tuner.min_improvement ", t.min_improvement(),
-                        " must be in [0, 1) (0 = default 0.02)"));
+    report(
+        "tuner.min_improvement", "min_improvement_out_of_range",
+        absl::StrCat("tuner.min_improvement ", t.min_improvement(),
+                     " must be in [0, 1) (0 = unset: each trial's own noise band, at least 0.02)"));
   }
   if (t.kind() == v1::Tuner::FIXED && t.fixed().empty()) {
     report("tuner.kind", "fixed_empty", "tuner.kind is FIXED but tuner.fixed names no values");

@@ -254,6 +254,7 @@ class RolloutManager : public FleetListener, private TrialChanges {
   bool TrialRunning(const std::string& campaign_id) const override;
   void AbortCampaignChanges(const std::string& campaign_id, const Identity& who,
                             const std::string& reason) override;
+  uint32_t MaxTrialBakeSeconds(const v1::PolicyVersion& policy) const override;
   absl::StatusOr<v1::Change> BuildTrial(const v1::Campaign& t, const v1::PolicyVersion& policy,
                                         const KnobValues& knobs, uint32_t index,
                                         const std::string& reason, uint32_t bake_seconds) override;

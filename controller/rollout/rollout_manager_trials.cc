@@ -86,16 +86,8 @@ absl::StatusOr<v1::Change> RolloutManager::BuildTrial(const v1::Campaign& t,
       BuildChange(policy, knobs, Identity{t.proposer(), false}, reason, t.id());
   if (!c.ok()) return c.status();
   const v1::Policy full = WithDefaults(policy.policy());
-  if (bake_seconds > full.rollout().bake_seconds()) {
-    // The longest bake whose looks, with the HOLD limit, the telemetry still
-    // keeps (the bound the policy's own bake was checked against when applied).
-    const double looks = rollout_util::LooksOf(full);
-    const double room = absl::ToDoubleSeconds(options_.retention - options_.window) -
-                        full.guard().max_hold_seconds();
-    const uint32_t fits = room <= 0 ? 0 : static_cast<uint32_t>(std::floor(room / (1 + 1 / looks)));
-    bake_seconds = std::min(bake_seconds, fits);
-    if (bake_seconds > full.rollout().bake_seconds()) c->set_bake_seconds(bake_seconds);
-  }
+  bake_seconds = std::min(bake_seconds, MaxTrialBakeSeconds(policy));
+  if (bake_seconds > full.rollout().bake_seconds()) c->set_bake_seconds(bake_seconds);
   c->set_id(NextChangeId());
   c->set_campaign_id(t.id());
   c->set_trial(index);
@@ -105,6 +97,16 @@ absl::StatusOr<v1::Change> RolloutManager::BuildTrial(const v1::Campaign& t,
   proposed.set_from(v1::CHANGE_STATE_UNSPECIFIED);
   *c->add_transitions() = proposed;
   return c;
+}
+
+uint32_t RolloutManager::MaxTrialBakeSeconds(const v1::PolicyVersion& policy) const {
+  // The bound the policy's own bake was checked against when it was applied:
+  // bake + HOLD limit + one look interval + a window within --retention.
+  const v1::Policy full = WithDefaults(policy.policy());
+  const double looks = rollout_util::LooksOf(full);
+  const double room =
+      absl::ToDoubleSeconds(options_.retention - options_.window) - full.guard().max_hold_seconds();
+  return room <= 0 ? 0 : static_cast<uint32_t>(std::floor(room / (1 + 1 / looks)));
 }
 
 absl::Status RolloutManager::CommitTrial(v1::Change c) {

@@ -202,6 +202,7 @@ class SearchState {
     size_t knob = 0;
     int64_t value = 0;
     double objective_ratio = 1;
+    double min_improvement = 0;            // the bar this move was measured against
     std::map<std::string, double> ratios;  // per Limit metric, when measured
     bool feasible = true;                  // constraints_ok
     bool strong_infeasible = false;        // improves strongly but breaks a Limit
@@ -241,9 +242,10 @@ class SearchState {
     m.knob = *knob;
     m.value = measured.at(axes_[*knob].knob->parameter());
     m.objective_ratio = *trial.objective_ratio;
+    m.min_improvement = trial.min_improvement.value_or(min_improvement_);
     m.ratios = LimitRatios(trial);
     m.feasible = trial.constraints_ok;
-    if (!trial.constraints_ok && m.objective_ratio < 1 - min_improvement_) {
+    if (!trial.constraints_ok && m.objective_ratio < 1 - m.min_improvement) {
       for (const Limit& l : limits_) {
         auto it = m.ratios.find(l.metric);
         if (it != m.ratios.end() && !l.tolerance.Within(it->second)) m.strong_infeasible = true;
@@ -268,7 +270,8 @@ class SearchState {
         const SingleMove& mb = moves_[b];
         if (!mb.feasible || mb.knob == ma.knob) continue;
         const double objective = ma.objective_ratio * mb.objective_ratio;
-        if (!(objective < 1 - min_improvement_)) continue;
+        // A pair must clear the higher of its two moves' bars.
+        if (!(objective < 1 - std::max(ma.min_improvement, mb.min_improvement))) continue;
         double worst = std::numeric_limits<double>::infinity();
         std::string worst_metric;
         bool predictable = true;

@@ -154,7 +154,13 @@ std::string RehearsalRegression(const v1::RehearsalResult& current,
                                 const v1::RehearsalResult& proposed, double tolerance) {
   std::vector<std::string> reasons;
   auto worse = [&](const char* what, double cur, double prop) {
-    if (!(cur > 0) || !(prop > 0) || !(prop > cur * (1 + tolerance))) return;
+    if (!(cur > 0)) return;
+    if (!(prop > 0)) {
+      // The same scenario, and none completed with the proposed values.
+      reasons.push_back(absl::StrCat(what, ": none completed with the proposed values"));
+      return;
+    }
+    if (!(prop > cur * (1 + tolerance))) return;
     reasons.push_back(absl::StrFormat("%s p99 %+.1f%% (beyond %.1f%%)", what,
                                       100 * (prop / cur - 1), 100 * tolerance));
   };

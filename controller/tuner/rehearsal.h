@@ -44,7 +44,8 @@ v1::RehearsalResult SummaryFigures(const sim::SimSummary& summary, int hosts);
 
 // Why `proposed` is a regression against `current`, "" when it is not: the
 // probe p99 or one of the job's own figures (all-reduce step p99, incast burst
-// p99; compared when both runs have them) worse by more than `tolerance`
+// p99; compared when the current run has them, and a figure the proposed run
+// lacks then means none completed) worse by more than `tolerance`
 // (relative), or throughput down more than 5%. Better on the probe and worse
 // for the job is a regression.
 std::string RehearsalRegression(const v1::RehearsalResult& current,

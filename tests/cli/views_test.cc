@@ -198,6 +198,17 @@ TEST(ChangeViewTest, RehearsalSideBySide) {
   EXPECT_THAT(out, HasSubstr("REGRESSION predicted: all-reduce step p99 +39.0% (beyond 5.0%)"));
 }
 
+TEST(ChangeViewTest, ATrialNamesItsCampaignAndALongerBake) {
+  auto c = Parse<v1::Change>(
+      R"pb(
+        id: "c-5" campaign_id: "t-1" trial: 5 canary_only: true bake_seconds: 12
+      )pb");
+  EXPECT_THAT(RenderChange(c, absl::Now()),
+              HasSubstr("campaign    t-1 trial 5 (canary only), bake 12 s"));
+  c.clear_bake_seconds();
+  EXPECT_THAT(RenderChange(c, absl::Now()), Not(HasSubstr("bake")));
+}
+
 TEST(ChangeViewTest, ListShowsLastVerdictAndNextPage) {
   v1::ListChangesResponse r;
   *r.add_changes() = SampleChange();

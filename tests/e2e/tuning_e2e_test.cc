@@ -94,6 +94,10 @@ TEST(TuningE2E, CampaignFromFirmwareDefaultsPromotesOnlyWhatBeatsTrialNoise) {
     // Nothing beat its own noise: the campaign keeps the start values.
     std::printf("BENCH e2e_tuning trials=%d promoted=0\n", t->trials_size());
     for (const auto& [k, v] : t->start()) EXPECT_EQ(t->best().at(k), v) << k;
+    // And no trial's values were left on any host.
+    for (const v1::HostInfo& h : env.Hosts()) {
+      for (const auto& [k, v] : t->start()) EXPECT_EQ(ParameterOf(h, k), v) << h.host_id() << k;
+    }
     return;
   }
   const std::string promo = t->promotion_change_id();

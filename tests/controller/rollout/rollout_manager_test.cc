@@ -1698,8 +1698,18 @@ TEST_F(RolloutTest, AHoldTrialIsRetriedOnceWithTwiceTheBake) {
   // its step began, its last at the end.
   const v1::Change rc = Get(retry.change_id());
   EXPECT_EQ(rc.bake_seconds(), 12u);
-  ASSERT_GE(rc.verdicts_size(), 1);
-  EXPECT_EQ(rc.verdicts(rc.verdicts_size() - 1).looks(), 3u);
+  // Its looks are a third of its bake apart: its first came 4 s (12 s / 3)
+  // after the step's first window, the held trial's 2 s (6 s / 3).
+  auto first_look = [](const v1::Change& c) {
+    int64_t canary_at = 0;
+    for (const v1::ChangeTransition& x : c.transitions()) {
+      if (x.to() == v1::CANARY) canary_at = x.unix_nanos();
+    }
+    if (canary_at == 0 || c.verdicts_size() == 0) return absl::ZeroDuration();
+    return absl::FromUnixNanos(c.verdicts(0).unix_nanos()) - absl::FromUnixNanos(canary_at);
+  };
+  EXPECT_EQ(first_look(rc) - first_look(Get(held.change_id())), absl::Seconds(2))
+      << first_look(rc) << " " << first_look(Get(held.change_id()));
   // Only one retry per trial, and none for a retry: no trial after the first
   // repeats one, however it ended.
   for (int i = 2; i < now.trials_size(); ++i) {
@@ -1709,6 +1719,62 @@ TEST_F(RolloutTest, AHoldTrialIsRetriedOnceWithTwiceTheBake) {
   // measured at once: it still finds the lower values.
   EXPECT_LT(now.best().at("rpg_time_reset"), 300);
   ASSERT_FALSE(now.promotion_change_id().empty());
+}
+
+// A campaign that an earlier version left RUNNING with trials scored on the
+// canary's own shift (no bar, no interval recorded) is stopped when the
+// controller loads it, not continued on a mixed scale.
+TEST_F(RolloutTest, ACampaignScoredByAnEarlierVersionIsStoppedAtLoad) {
+  ApplyPolicy(PolicyText());
+  factor_ = [](int64_t v) { return 0.5 + 0.5 * std::min(1.0, std::max(0.0, (v - 20) / 280.0)); };
+  Run(6);
+  auto t = StartCampaign({"alice", false});
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_TRUE(ApproveCampaign(t->id(), {"bob", false}).ok());
+  v1::Campaign now;
+  for (int i = 0; i < 100; ++i) {
+    Run(1);
+    now = GetCampaign(t->id());
+    if (now.trials_size() >= 2) break;
+  }
+  ASSERT_GE(now.trials_size(), 2) << now.DebugString();
+  ASSERT_NE(now.trials(0).min_improvement(), 0) << now.trials(0).DebugString();
+  ASSERT_EQ(now.state(), v1::Campaign::RUNNING);
+  // The same campaign as an earlier version stored it.
+  v1::Campaign old = now;
+  old.mutable_trials(0)->clear_min_improvement();
+  old.mutable_trials(0)->clear_objective_lower();
+  old.mutable_trials(0)->clear_objective_upper();
+  ASSERT_TRUE(store_->SaveCampaign(old, nullptr).ok());
+  Restart();
+  Run(1);  // the first tick after the load
+  const v1::Campaign loaded = GetCampaign(t->id());
+  EXPECT_EQ(loaded.state(), v1::Campaign::STOPPED);
+  EXPECT_THAT(loaded.note(), HasSubstr("earlier version"));
+  // Its running trial was aborted with it, and the stop audited.
+  for (const v1::Trial& tr : loaded.trials()) {
+    EXPECT_NE(tr.outcome(), "running") << tr.DebugString();
+    if (!tr.change_id().empty()) {
+      EXPECT_FALSE(InFlightForTest(Get(tr.change_id()).state())) << tr.change_id();
+    }
+  }
+  v1::ListAuditRequest r;
+  r.set_newest_first(true);
+  absl::StatusOr<v1::ListAuditResponse> audit = store_->QueryAudit(r);
+  ASSERT_TRUE(audit.ok()) << audit.status();
+  bool stop_audited = false;
+  for (const v1::AuditEntry& e : audit->entries()) {
+    stop_audited |= e.action() == "campaign_stop" && e.subject() == t->id();
+  }
+  EXPECT_TRUE(stop_audited);
+  // A campaign of this version is continued after a restart.
+  auto t2 = StartCampaign({"alice", false});
+  ASSERT_TRUE(t2.ok()) << t2.status();
+  ASSERT_TRUE(ApproveCampaign(t2->id(), {"bob", false}).ok());
+  for (int i = 0; i < 100 && GetCampaign(t2->id()).trials_size() < 2; ++i) Run(1);
+  Restart();
+  EXPECT_EQ(GetCampaign(t2->id()).state(), v1::Campaign::RUNNING)
+      << GetCampaign(t2->id()).DebugString();
 }
 
 TEST_F(RolloutTest, StoppingACampaignBeforeItsApprovalRejectsIt) {

@@ -172,7 +172,7 @@ TEST(RehearsalTest, FlagsARegression) {
 }
 
 // Better on the probe and worse for the job is a regression: each of the
-// job's figures counts on its own, when both runs have it.
+// job's figures counts on its own.
 TEST(RehearsalTest, TheJobsOwnFiguresCountAsRegressions) {
   v1::RehearsalResult cur, prop;
   cur.set_probe_p99_seconds(20e-6);
@@ -190,9 +190,14 @@ TEST(RehearsalTest, TheJobsOwnFiguresCountAsRegressions) {
   prop.set_throughput_gbps(80);
   EXPECT_THAT(RehearsalRegression(cur, prop, 0.05),
               ::testing::HasSubstr("incast burst p99 +50.0% (beyond 5.0%); throughput -11.1%"));
-  // A figure one run lacks is not compared.
+  // No step completed with the proposed values: the worst regression.
   prop = cur;
   prop.set_step_time_seconds(0);
+  EXPECT_EQ(RehearsalRegression(cur, prop, 0.05),
+            "all-reduce step: none completed with the proposed values");
+  // A figure the current run lacks (the scenario has no such job) is not
+  // compared.
+  prop = cur;
   cur.set_incast_burst_seconds(0);
   prop.set_incast_burst_seconds(9e-3);
   EXPECT_EQ(RehearsalRegression(cur, prop, 0.05), "");
