@@ -291,6 +291,28 @@ class RolloutTest : public ::testing::Test {
       return manager_->campaigns().Approve(r, who);
     });
   }
+  // alice starts a campaign of test-policy and bob approves it: its id.
+  std::string StartApprovedCampaign() {
+    auto t = StartCampaign({"alice", false});
+    EXPECT_TRUE(t.ok()) << t.status();
+    if (!t.ok()) return "";
+    auto a = ApproveCampaign(t->id(), {"bob", false});
+    EXPECT_TRUE(a.ok()) << a.status();
+    return t->id();
+  }
+  // Feeds telemetry a second at a time (at most 400 s) until campaign `id` is
+  // no longer RUNNING, calling `each` with it after every second; returns it.
+  v1::Campaign RunCampaign(const std::string& id,
+                           const std::function<void(const v1::Campaign&)>& each = nullptr) {
+    v1::Campaign now;
+    for (int i = 0; i < 400; ++i) {
+      Run(1);
+      now = GetCampaign(id);
+      if (each) each(now);
+      if (now.state() != v1::Campaign::RUNNING) break;
+    }
+    return now;
+  }
   v1::Campaign GetCampaign(const std::string& id) {
     return *OnExec<absl::StatusOr<v1::Campaign>>([&] { return manager_->campaigns().Get(id); });
   }
@@ -1620,15 +1642,9 @@ TEST_F(RolloutTest, AFleetWideShiftDuringEveryTrialIsNotCountedAsAGain) {
   ApplyPolicy(absl::StrReplaceAll(PolicyText(), {{" min_improvement: 0.03", ""}}));
   factor_ = [this](int64_t) { return AnyChangeActive() ? 0.7 : 1.0; };
   Run(6);
-  auto t = StartCampaign({"alice", false});
-  ASSERT_TRUE(t.ok()) << t.status();
-  ASSERT_TRUE(ApproveCampaign(t->id(), {"bob", false}).ok());
-  v1::Campaign now;
-  for (int i = 0; i < 400; ++i) {
-    Run(1);
-    now = GetCampaign(t->id());
-    if (now.state() != v1::Campaign::RUNNING) break;
-  }
+  const std::string id = StartApprovedCampaign();
+  ASSERT_FALSE(id.empty());
+  const v1::Campaign now = RunCampaign(id);
   ASSERT_EQ(now.state(), v1::Campaign::FINISHED) << now.DebugString();
   int measured = 0;
   for (const v1::Trial& tr : now.trials()) {
@@ -1668,22 +1684,16 @@ TEST_F(RolloutTest, AHoldTrialIsRetriedOnceWithTwiceTheBake) {
                : kProbesPerWindow;
   };
   Run(6);
-  auto t = StartCampaign({"alice", false});
-  ASSERT_TRUE(t.ok()) << t.status();
-  ASSERT_TRUE(ApproveCampaign(t->id(), {"bob", false}).ok());
-  v1::Campaign now;
-  for (int i = 0; i < 400; ++i) {
-    Run(1);
-    now = GetCampaign(t->id());
-    if (first_trial.empty() && now.trials_size() > 0) {
-      first_trial = now.trials(0).change_id();
-      const v1::Change trial = Get(first_trial);
-      for (const v1::HostTarget& h : trial.hosts()) {
-        if (h.role() == v1::HostTarget::CANARY) first_canary.insert(h.host_id());
-      }
+  const std::string id = StartApprovedCampaign();
+  ASSERT_FALSE(id.empty());
+  const v1::Campaign now = RunCampaign(id, [&](const v1::Campaign& c) {
+    if (!first_trial.empty() || c.trials_size() == 0) return;
+    first_trial = c.trials(0).change_id();
+    const v1::Change trial = Get(first_trial);
+    for (const v1::HostTarget& h : trial.hosts()) {
+      if (h.role() == v1::HostTarget::CANARY) first_canary.insert(h.host_id());
     }
-    if (now.state() != v1::Campaign::RUNNING) break;
-  }
+  });
   ASSERT_EQ(now.state(), v1::Campaign::FINISHED) << now.DebugString();
   ASSERT_GE(now.trials_size(), 3) << now.DebugString();
   const v1::Trial& held = now.trials(0);
@@ -1728,14 +1738,12 @@ TEST_F(RolloutTest, ACampaignScoredByAnEarlierVersionIsStoppedAtLoad) {
   ApplyPolicy(PolicyText());
   factor_ = [](int64_t v) { return 0.5 + 0.5 * std::min(1.0, std::max(0.0, (v - 20) / 280.0)); };
   Run(6);
-  auto t = StartCampaign({"alice", false});
-  ASSERT_TRUE(t.ok()) << t.status();
-  ASSERT_TRUE(ApproveCampaign(t->id(), {"bob", false}).ok());
+  const std::string id = StartApprovedCampaign();
+  ASSERT_FALSE(id.empty());
   v1::Campaign now;
-  for (int i = 0; i < 100; ++i) {
+  for (int i = 0; i < 100 && now.trials_size() < 2; ++i) {
     Run(1);
-    now = GetCampaign(t->id());
-    if (now.trials_size() >= 2) break;
+    now = GetCampaign(id);
   }
   ASSERT_GE(now.trials_size(), 2) << now.DebugString();
   ASSERT_NE(now.trials(0).min_improvement(), 0) << now.trials(0).DebugString();
@@ -1748,7 +1756,7 @@ TEST_F(RolloutTest, ACampaignScoredByAnEarlierVersionIsStoppedAtLoad) {
   ASSERT_TRUE(store_->SaveCampaign(old, nullptr).ok());
   Restart();
   Run(1);  // the first tick after the load
-  const v1::Campaign loaded = GetCampaign(t->id());
+  const v1::Campaign loaded = GetCampaign(id);
   EXPECT_EQ(loaded.state(), v1::Campaign::STOPPED);
   EXPECT_THAT(loaded.note(), HasSubstr("earlier version"));
   // Its running trial was aborted with it, and the stop audited.
@@ -1764,17 +1772,15 @@ TEST_F(RolloutTest, ACampaignScoredByAnEarlierVersionIsStoppedAtLoad) {
   ASSERT_TRUE(audit.ok()) << audit.status();
   bool stop_audited = false;
   for (const v1::AuditEntry& e : audit->entries()) {
-    stop_audited |= e.action() == "campaign_stop" && e.subject() == t->id();
+    stop_audited |= e.action() == "campaign_stop" && e.subject() == id;
   }
   EXPECT_TRUE(stop_audited);
   // A campaign of this version is continued after a restart.
-  auto t2 = StartCampaign({"alice", false});
-  ASSERT_TRUE(t2.ok()) << t2.status();
-  ASSERT_TRUE(ApproveCampaign(t2->id(), {"bob", false}).ok());
-  for (int i = 0; i < 100 && GetCampaign(t2->id()).trials_size() < 2; ++i) Run(1);
+  const std::string id2 = StartApprovedCampaign();
+  ASSERT_FALSE(id2.empty());
+  for (int i = 0; i < 100 && GetCampaign(id2).trials_size() < 2; ++i) Run(1);
   Restart();
-  EXPECT_EQ(GetCampaign(t2->id()).state(), v1::Campaign::RUNNING)
-      << GetCampaign(t2->id()).DebugString();
+  EXPECT_EQ(GetCampaign(id2).state(), v1::Campaign::RUNNING) << GetCampaign(id2).DebugString();
 }
 
 TEST_F(RolloutTest, StoppingACampaignBeforeItsApprovalRejectsIt) {
