@@ -1306,13 +1306,13 @@ DesignPower EstimateDesignPower(const std::vector<HostInput>& aa, const JudgeCon
   out.ok = true;
   out.units = static_cast<int>(p99->rack_pairs());
   out.sd = p99->sd();
-  // The standard error from the evidence: the width bound is the mean plus
-  // t(1 - pass_alpha, df) standard errors (df = pairs - 1 within-rack, racks
-  // - 2 rack-level, where the se also depends on the group sizes).
+  // The standard error and degrees of freedom the test used (df = pairs - 1
+  // within-rack, racks - 2 rack-level, where the se also depends on the
+  // group sizes).
   const bool rack_level = p99->note().find("rack-level") != std::string::npos;
-  const double df = std::max(1, out.units - (rack_level ? 2 : 1));
+  const double df = std::max(1.0, p99->df());
+  const double se = p99->se();
   const double width_log = std::log(p99->ratio_upper()) - p99->mean();
-  const double se = width_log / stats::StudentTQuantile(1 - s.pass_alpha, df);
   const double z = stats::StudentTQuantile(1 - p99->alpha(), df) + stats::StudentTQuantile(0.8, df);
   out.mde_ratio = std::exp(std::log1p(s.tolerance) + z * se);
   out.pass_bound_ratio = std::exp(width_log);
