@@ -1,6 +1,9 @@
 #include "cli/campaign_view.h"
 
+#include <cstdint>
 #include <map>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -32,7 +35,35 @@ std::string Share(double x) { return x <= 0 ? "-" : absl::StrFormat("%.1f%%", 10
 
 std::string Outcome(const v1::Trial& t) {
   std::string out = OrDash(t.outcome());
+  if (t.confirms() != 0 && t.retry_of() == 0) {
+    absl::StrAppend(&out, " (confirms ", t.confirms(), ")");
+  }
   if (t.retry_of() != 0) absl::StrAppend(&out, " (retry of ", t.retry_of(), ")");
+  return out;
+}
+
+// The search's estimate of the winner and, once run, its confirmation: the
+// winner is the trial with the campaign's best values that improved; its
+// confirmation the newest trial that confirms it.
+std::string Estimates(const v1::Campaign& c) {
+  const v1::Trial* winner = nullptr;
+  const v1::Trial* confirmation = nullptr;
+  const std::map<std::string, int64_t> best(c.best().begin(), c.best().end());
+  for (const v1::Trial& tr : c.trials()) {
+    if (std::map<std::string, int64_t>(tr.knobs().begin(), tr.knobs().end()) != best) continue;
+    if (tr.confirms() != 0) {
+      confirmation = &tr;
+    } else if (tr.outcome() == "improved") {
+      winner = &tr;
+    }
+  }
+  if (winner == nullptr) return "";
+  std::string out = absl::StrCat("search      ", Objective(*winner), " (trial ", winner->index(),
+                                 "; the best of the search, measured once)\n");
+  if (confirmation == nullptr) return out;
+  absl::StrAppend(&out, "confirmed   ", Objective(*confirmation), " (trial ", confirmation->index(),
+                  ", ", confirmation->outcome(), "; ", confirmation->canary_hosts(),
+                  " canary hosts, ", confirmation->fresh_canary_hosts(), " of them fresh)\n");
   return out;
 }
 
@@ -53,25 +84,34 @@ std::string RenderCampaign(const v1::Campaign& c, absl::Time now) {
     absl::StrAppend(&out, "  ", a.approver(), a.authenticated() ? "" : " (unauthenticated)");
   }
   absl::StrAppend(&out, "\n");
-  // A HOLD trial's retry does not count against the budget.
-  int retries = 0;
-  for (const v1::Trial& tr : c.trials()) retries += tr.retry_of() != 0 ? 1 : 0;
+  // A HOLD trial's retry and a confirmation do not count against the budget.
+  int retries = 0, confirmations = 0;
+  for (const v1::Trial& tr : c.trials()) {
+    retries += tr.retry_of() != 0 ? 1 : 0;
+    confirmations += tr.confirms() != 0 && tr.retry_of() == 0 ? 1 : 0;
+  }
+  std::vector<std::string> extra;
+  if (retries > 0) extra.push_back(absl::StrCat(retries, " retried with a longer bake"));
+  if (confirmations > 0) {
+    extra.push_back(absl::StrCat(confirmations, " confirmation", confirmations == 1 ? "" : "s"));
+  }
   absl::StrAppend(
-      &out, "trials      ", c.trials_size() - retries, " of ", c.trial_budget(),
-      retries > 0 ? absl::StrCat(" (and ", retries, " retried with a longer bake)") : "", "\n");
+      &out, "trials      ", c.trials_size() - retries - confirmations, " of ", c.trial_budget(),
+      extra.empty() ? "" : absl::StrCat(" (and ", absl::StrJoin(extra, ", "), ")"), "\n");
   absl::StrAppend(&out, "start       ", FormatKnobs(c.start()), "\n");
   absl::StrAppend(&out, "best        ", FormatKnobs(c.best()), "  objective ratio ",
                   Ratio(c.best_objective_ratio()), "\n");
+  absl::StrAppend(&out, Estimates(c));
   if (!c.promotion_change_id().empty()) {
     absl::StrAppend(&out, "promotion   ", c.promotion_change_id(), "\n");
   }
   if (!c.note().empty()) absl::StrAppend(&out, "note        ", c.note(), "\n");
   if (c.trials_size() == 0) return out;
-  // The best trial: the improved one with the lowest objective ratio.
+  // The best trial: the improved search trial with the lowest objective ratio.
   int best = -1;
   for (int i = 0; i < c.trials_size(); ++i) {
     const v1::Trial& t = c.trials(i);
-    if (t.outcome() != "improved" || t.objective_ratio() <= 0) continue;
+    if (t.outcome() != "improved" || t.confirms() != 0 || t.objective_ratio() <= 0) continue;
     if (best < 0 || t.objective_ratio() < c.trials(best).objective_ratio()) best = i;
   }
   Table t({"  TRIAL", "KNOBS", "OUTCOME", "OBJECTIVE [90% CI]", "MIN GAIN", "OWN SHIFT", "BAKE",
@@ -89,7 +129,8 @@ std::string RenderCampaign(const v1::Campaign& c, absl::Time now) {
   absl::StrAppend(&out,
                   "  OBJECTIVE: the canary-versus-control difference in differences of the "
                   "objective's p99 (1 = no effect); OWN SHIFT: the canary's own after/before, not "
-                  "drift-corrected, not scored\n");
+                  "drift-corrected, not scored; a confirmation re-measures the winner against the "
+                  "start values on fresh canary hosts and only a confirmed winner is proposed\n");
   return out;
 }
 

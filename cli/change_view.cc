@@ -263,7 +263,9 @@ std::string RenderChange(const v1::Change& c, absl::Time now) {
   std::string out = absl::StrCat("change      ", c.id(), "  ", ChangeStateText(c), "\n");
   absl::StrAppend(&out, "policy      ", c.policy_name(), "@", OrDash(c.policy_version()), "\n");
   if (!c.campaign_id().empty()) {
-    absl::StrAppend(&out, "campaign    ", c.campaign_id(), " trial ", c.trial(),
+    // A campaign's promotion is linked to it with no trial number.
+    absl::StrAppend(&out, "campaign    ", c.campaign_id(),
+                    c.trial() == 0 ? " (its promotion)" : absl::StrCat(" trial ", c.trial()),
                     c.canary_only() ? " (canary only)" : "",
                     c.bake_seconds() > 0 ? absl::StrCat(", bake ", c.bake_seconds(), " s") : "",
                     "\n");

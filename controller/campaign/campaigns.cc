@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -323,6 +324,13 @@ void Campaigns::TrialFinished(v1::Change* c, bool restarted) {
       if (!exceeded.empty()) {
         tr.set_outcome("constraint_exceeded");
         tr.set_note(absl::StrCat(exceeded, " ", note));
+      } else if (tr.confirms() != 0) {
+        // Confirmed when the interval lies wholly below 1 (a gain at 95%
+        // one-sided confidence) and, when the policy sets a smallest gain
+        // worth taking, the estimate clears it.
+        const double bar = policy.tuner().min_improvement();
+        tr.set_outcome(est.upper < 1 && (bar <= 0 || *est.ratio <= 1 - bar) ? "confirmed"
+                                                                            : "not_confirmed");
       } else {
         tr.set_outcome(*est.ratio < next.best_objective_ratio() * (1 - tr.min_improvement())
                            ? "improved"
@@ -417,9 +425,9 @@ void Campaigns::Drive(v1::Campaign* t) {
     if (last.outcome() == "hold" && last.retry_of() == 0 && !retry_of.contains(last.index()) &&
         rule != "objective_no_data" && bake > ran) {
       StartTrial(t, *t, *pv, KnobValues(last.knobs().begin(), last.knobs().end()),
-                 absl::StrCat("retry of trial ", last.index(), " (", last.note(),
-                              ") with a bake of ", bake, " s"),
-                 bake, last.index());
+                 absl::StrCat("retry of ", last.confirms() != 0 ? "confirmation " : "trial ",
+                              last.index(), " (", last.note(), ") with a bake of ", bake, " s"),
+                 bake, last.index(), last.confirms());
       return;
     }
   }
@@ -428,6 +436,7 @@ void Campaigns::Drive(v1::Campaign* t) {
   std::vector<TrialResult> results;
   for (const v1::Trial& first : t->trials()) {
     if (first.retry_of() != 0) continue;  // in place of the trial it repeats
+    if (first.confirms() != 0) continue;  // a confirmation is not part of the search
     auto retry = retry_of.find(first.index());
     const v1::Trial& tr = retry != retry_of.end() ? *retry->second : first;
     if (tr.outcome() == "running") continue;
@@ -451,51 +460,11 @@ void Campaigns::Drive(v1::Campaign* t) {
   for (const auto& [k, v] : d.best) (*next.mutable_best())[k] = v;
   next.set_best_objective_ratio(d.best_ratio);
   if (!d.next.has_value()) {
-    next.set_state(v1::Campaign::FINISHED);
-    next.set_note(d.reason);
-    std::vector<v1::AuditEntry> audit;
-    v1::AuditEntry e;
-    e.set_unix_nanos(absl::ToUnixNanos(clock_->Now()));
-    e.set_actor("tuner");
-    e.set_action("campaign_finished");
-    e.set_subject(next.id());
-    e.set_reason(d.reason);
-    int retries = 0;
-    for (const v1::Trial& tr : next.trials()) retries += tr.retry_of() != 0 ? 1 : 0;
-    e.set_detail(absl::StrFormat("%d trials (and %d retries); best p99 ratio %.3f: %s",
-                                 next.trials_size() - retries, retries, d.best_ratio,
-                                 absl::StrJoin(d.best, ",", absl::PairFormatter("="))));
-    audit.push_back(e);
-    if (d.best != start) {
-      // Promoting the winner beyond the canary needs approval again.
-      // The trial that measured the winner: its drift-corrected estimate and
-      // interval are what approvers read (measured once, not yet confirmed).
-      std::string measured;
-      for (const v1::Trial& tr : next.trials()) {
-        if (tr.outcome() != "improved" ||
-            KnobValues(tr.knobs().begin(), tr.knobs().end()) != d.best) {
-          continue;
-        }
-        measured = tr.objective_lower() > 0
-                       ? absl::StrFormat(", 90%% interval [%.3f, %.3f], trial %u",
-                                         tr.objective_lower(), tr.objective_upper(), tr.index())
-                       : absl::StrFormat(", trial %u", tr.index());
-      }
-      absl::StatusOr<std::string> c = changes_->ProposePromotion(
-          next, d.best,
-          absl::StrFormat("promote the best of campaign %s (objective p99 ratio %.3f vs start "
-                          "against concurrent control%s; measured once)",
-                          next.id(), d.best_ratio, measured));
-      if (c.ok()) {
-        next.set_promotion_change_id(*c);
-      } else {
-        next.set_note(absl::StrCat(d.reason, "; promotion not proposed: ", c.status().message()));
-      }
+    if (d.best == start) {
+      Finish(t, std::move(next), d.reason, {}, "");
+    } else {
+      Conclude(t, std::move(next), *pv, d.best, d.reason);
     }
-    if (Save(next, audit).ok()) *t = next;
-    // Persist the promotion's campaign link.
-    if (!next.promotion_change_id().empty()) changes_->PersistChange(next.promotion_change_id());
-    Publish(*t, absl::StrCat("finished: ", d.reason));
     return;
   }
   const uint32_t index = static_cast<uint32_t>(t->trials_size() + 1);
@@ -517,14 +486,118 @@ void Campaigns::Drive(v1::Campaign* t) {
   // `next` carries the tuner's incumbent (best, best_objective_ratio): the
   // trial is scored against it when it ends.
   StartTrial(t, std::move(next), *pv, *d.next,
-             absl::StrCat("trial ", index, " of campaign ", t->id(), ": ", d.reason), 0, 0);
+             absl::StrCat("trial ", index, " of campaign ", t->id(), ": ", d.reason), 0, 0, 0);
+}
+
+namespace {
+
+// "0.912 [0.85, 0.98]": a trial's estimate with its 90% interval.
+std::string EstimateText(const v1::Trial& tr) {
+  if (tr.objective_ratio() <= 0) return "no estimate";
+  if (tr.objective_lower() <= 0) return absl::StrFormat("%.3f", tr.objective_ratio());
+  return absl::StrFormat("%.3f [%.3f, %.3f]", tr.objective_ratio(), tr.objective_lower(),
+                         tr.objective_upper());
+}
+
+}  // namespace
+
+void Campaigns::Conclude(v1::Campaign* t, v1::Campaign next, const v1::PolicyVersion& pv,
+                         const KnobValues& best, const std::string& reason) {
+  // The search trial that measured the winner (a retry stands in for its HOLD
+  // trial, and comes after it), and the newest confirmation of the winner.
+  std::optional<v1::Trial> winner, confirmation;
+  int attempts = 0;
+  for (const v1::Trial& tr : next.trials()) {
+    if (KnobValues(tr.knobs().begin(), tr.knobs().end()) != best) continue;
+    if (tr.confirms() != 0) {
+      confirmation = tr;
+      attempts += tr.retry_of() == 0 ? 1 : 0;
+    } else if (tr.outcome() == "improved") {
+      winner = tr;
+    }
+  }
+  const std::string knobs = absl::StrJoin(best, ",", absl::PairFormatter("="));
+  if (!winner.has_value()) {
+    Finish(t, std::move(next),
+           absl::StrCat(reason, "; no trial measured the best values ", knobs, ": not proposed"),
+           {}, "");
+    return;
+  }
+  // The winner is the best of many noisy measurements, so its own estimate
+  // flatters it: it is measured once more, against the start values, on
+  // canary hosts the search did not use. A confirmation lost to a controller
+  // restart is run again (at most three in all).
+  if (!confirmation.has_value() || (confirmation->outcome() == "aborted" && attempts < 3)) {
+    StartTrial(t, std::move(next), pv, best,
+               absl::StrCat("confirmation of trial ", winner->index(), " of campaign ", t->id(),
+                            ": ", knobs, " against the start values on fresh canary hosts"),
+               0, 0, winner->index());
+    return;
+  }
+  const std::string search = absl::StrCat(EstimateText(*winner), " (trial ", winner->index(), ")");
+  const std::string confirmed = absl::StrFormat(
+      "%s (trial %u, %u canary hosts, %u of them fresh)", EstimateText(*confirmation),
+      confirmation->index(), confirmation->canary_hosts(), confirmation->fresh_canary_hosts());
+  if (confirmation->outcome() != "confirmed") {
+    Finish(t, std::move(next),
+           absl::StrCat(reason, "; the winner ", knobs, " was not confirmed: confirmation ",
+                        confirmation->outcome(), ", ", confirmed, "; search estimate ", search,
+                        "; not proposed"),
+           {}, "");
+    return;
+  }
+  Finish(t, std::move(next), reason, best,
+         absl::StrCat("promote the best of campaign ", t->id(),
+                      ": confirmed objective p99 ratio vs start against concurrent control ",
+                      confirmed, "; search estimate ", search));
+}
+
+void Campaigns::Finish(v1::Campaign* t, v1::Campaign next, const std::string& note,
+                       const KnobValues& promote, const std::string& promotion_reason) {
+  next.set_state(v1::Campaign::FINISHED);
+  next.set_note(note);
+  int retries = 0, confirmations = 0;
+  for (const v1::Trial& tr : next.trials()) {
+    retries += tr.retry_of() != 0 ? 1 : 0;
+    confirmations += tr.confirms() != 0 && tr.retry_of() == 0 ? 1 : 0;
+  }
+  v1::AuditEntry e;
+  e.set_unix_nanos(absl::ToUnixNanos(clock_->Now()));
+  e.set_actor("tuner");
+  e.set_action("campaign_finished");
+  e.set_subject(next.id());
+  e.set_reason(note);
+  e.set_detail(absl::StrFormat(
+      "%d trials (and %d retries, %d confirmations); best p99 ratio %.3f: %s; %s",
+      next.trials_size() - retries - confirmations, retries, confirmations,
+      next.best_objective_ratio(), absl::StrJoin(next.best(), ",", absl::PairFormatter("=")),
+      promotion_reason.empty() ? "nothing proposed" : "proposed"));
+  if (!promotion_reason.empty()) {
+    // Promoting the winner beyond the canary needs approval again.
+    absl::StatusOr<std::string> c = changes_->ProposePromotion(next, promote, promotion_reason);
+    if (c.ok()) {
+      next.set_promotion_change_id(*c);
+    } else {
+      next.set_note(absl::StrCat(note, "; promotion not proposed: ", c.status().message()));
+    }
+  }
+  if (Save(next, {e}).ok()) *t = next;
+  // Persist the promotion's campaign link.
+  if (!next.promotion_change_id().empty()) changes_->PersistChange(next.promotion_change_id());
+  Publish(*t, absl::StrCat("finished: ", t->note()));
 }
 
 void Campaigns::StartTrial(v1::Campaign* t, v1::Campaign next, const v1::PolicyVersion& pv,
                            const KnobValues& knobs, const std::string& reason,
-                           uint32_t bake_seconds, uint32_t retry_of) {
+                           uint32_t bake_seconds, uint32_t retry_of, uint32_t confirms) {
   const uint32_t index = static_cast<uint32_t>(next.trials_size() + 1);
-  absl::StatusOr<v1::Change> c = changes_->BuildTrial(next, pv, knobs, index, reason, bake_seconds);
+  // A confirmation's canary avoids the canary of the trial it confirms.
+  std::string fresh_from;
+  for (const v1::Trial& tr : next.trials()) {
+    if (confirms != 0 && tr.index() == confirms) fresh_from = tr.change_id();
+  }
+  absl::StatusOr<v1::Change> c =
+      changes_->BuildTrial(next, pv, knobs, index, reason, bake_seconds, fresh_from);
   if (!c.ok()) {
     next.set_state(v1::Campaign::STOPPED);
     next.set_note(absl::StrCat("trial ", index, " could not be built: ", c.status().message()));
@@ -541,12 +614,31 @@ void Campaigns::StartTrial(v1::Campaign* t, v1::Campaign next, const v1::PolicyV
   tr->set_bake_seconds(c->bake_seconds() > 0 ? c->bake_seconds()
                                              : WithDefaults(pv.policy()).rollout().bake_seconds());
   tr->set_retry_of(retry_of);
+  tr->set_confirms(confirms);
+  if (confirms != 0) {
+    std::set<std::string> searched;
+    if (const v1::Change* w = changes_->FindChange(fresh_from); w != nullptr) {
+      for (const v1::HostTarget& h : w->hosts()) {
+        if (h.role() == v1::HostTarget::CANARY) searched.insert(h.host_id());
+      }
+    }
+    uint32_t canaries = 0, fresh = 0;
+    for (const v1::HostTarget& h : c->hosts()) {
+      if (h.role() != v1::HostTarget::CANARY) continue;
+      ++canaries;
+      fresh += searched.contains(h.host_id()) ? 0 : 1;
+    }
+    tr->set_canary_hosts(canaries);
+    tr->set_fresh_canary_hosts(fresh);
+  }
   const std::string id = c->id();
   if (!changes_->CommitTrial(*std::move(c)).ok()) return;  // the next tick tries again
   if (Save(next, {}).ok()) *t = next;
-  Publish(*t, absl::StrCat(retry_of != 0 ? absl::StrCat("retry of trial ", retry_of, ": ") : "",
-                           "trial ", index, " (", id,
-                           "): ", absl::StrJoin(knobs, ",", absl::PairFormatter("="))));
+  Publish(*t,
+          absl::StrCat(retry_of != 0 ? absl::StrCat("retry of trial ", retry_of, ": ") : "",
+                       confirms != 0 ? absl::StrCat("confirmation of trial ", confirms, ": ") : "",
+                       "trial ", index, " (", id,
+                       "): ", absl::StrJoin(knobs, ",", absl::PairFormatter("="))));
 }
 
 }  // namespace rocetune::controller

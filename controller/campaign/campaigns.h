@@ -50,12 +50,14 @@ class TrialChanges {
   virtual uint32_t MaxTrialBakeSeconds(const v1::PolicyVersion& policy) const = 0;
   // `bake_seconds` above the policy's rollout.bake_seconds makes the trial
   // bake longer (Change.bake_seconds), at most MaxTrialBakeSeconds; 0 = the
-  // policy's.
+  // policy's. `fresh_from` (a confirmation's): the change whose canary members
+  // the trial's canary avoids where the racks allow, under a seed of its own;
+  // "" = a search trial, planned as every search trial of the campaign.
   virtual absl::StatusOr<v1::Change> BuildTrial(const v1::Campaign& t,
                                                 const v1::PolicyVersion& policy,
                                                 const KnobValues& knobs, uint32_t index,
-                                                const std::string& reason,
-                                                uint32_t bake_seconds) = 0;
+                                                const std::string& reason, uint32_t bake_seconds,
+                                                const std::string& fresh_from) = 0;
   // Stores a built trial (audited trial_start) and makes it a change that the
   // next tick starts; an error (the store's) leaves nothing changed.
   virtual absl::Status CommitTrial(v1::Change trial) = 0;
@@ -82,7 +84,9 @@ inline constexpr double kMinImprovementFloor = 0.02;
 double TrialMinImprovement(const v1::Policy& policy, double noise);
 
 // Tuning campaigns: a policy's knobs searched by canary-only trials under one
-// approval, the winner proposed fleet-wide under a second. The search is the
+// approval; the winner measured once more against the start values on fresh
+// canary hosts (a confirmation) and, only when that confirms a gain, proposed
+// fleet-wide under a second approval. The search is the
 // tuner's (controller/tuner); each trial is a change of the state machine;
 // this class keeps the campaigns, decides their next trial and scores the
 // trials that ended.
@@ -118,11 +122,20 @@ class Campaigns {
   // Builds and commits trial number trials_size() + 1 of `next` (campaign
   // `t` as it is to be saved: the tuner's incumbent included) with `knobs`,
   // then stores `next` with the trial as `t`; `bake_seconds` 0 = the policy's;
-  // `retry_of` the index of the HOLD trial it repeats (0 = none). A trial that
-  // cannot be built stops the campaign.
+  // `retry_of` the index of the HOLD trial it repeats (0 = none); `confirms`
+  // the index of the trial whose winner it confirms (0 = a search trial). A
+  // trial that cannot be built stops the campaign.
   void StartTrial(v1::Campaign* t, v1::Campaign next, const v1::PolicyVersion& pv,
                   const KnobValues& knobs, const std::string& reason, uint32_t bake_seconds,
-                  uint32_t retry_of);
+                  uint32_t retry_of, uint32_t confirms);
+  // The search has ended on `best` (not the start values): confirms it, or
+  // proposes it once confirmed, or finishes the campaign without a proposal.
+  void Conclude(v1::Campaign* t, v1::Campaign next, const v1::PolicyVersion& pv,
+                const KnobValues& best, const std::string& reason);
+  // Ends the campaign (FINISHED) with `note`, proposing `promote` fleet-wide
+  // with `promotion_reason` when it is not empty.
+  void Finish(v1::Campaign* t, v1::Campaign next, const std::string& note,
+              const KnobValues& promote, const std::string& promotion_reason);
   absl::Status Save(const v1::Campaign& t, std::vector<v1::AuditEntry> audit);
   void Publish(const v1::Campaign& t, const std::string& detail);
 

@@ -170,7 +170,8 @@ absl::StatusOr<v1::ParameterSet> ApplyKnobs(const StoredHost& host,
 
 absl::StatusOr<std::vector<v1::HostTarget>> PlanHosts(const v1::Policy& policy,
                                                       const std::vector<StoredHost>& hosts,
-                                                      const std::string& seed) {
+                                                      const std::string& seed,
+                                                      const std::set<std::string>& avoid_canary) {
   const std::string rack_label =
       policy.rollout().rack_label().empty() ? "rack" : policy.rollout().rack_label();
   // rack -> hosts in seeded order
@@ -180,7 +181,15 @@ absl::StatusOr<std::vector<v1::HostTarget>> PlanHosts(const v1::Policy& policy,
     const std::string rack = it == h.info.labels().end() ? "" : it->second;
     racks[rack].emplace_back(OrderKey(seed, h.info.host_id()), h.info.host_id());
   }
-  for (auto& [rack, list] : racks) std::sort(list.begin(), list.end());
+  // Hosts to avoid last within their rack; the rest in seeded order.
+  std::map<std::string, size_t> avoided;  // rack -> hosts to avoid
+  for (auto& [rack, list] : racks) {
+    std::sort(list.begin(), list.end(), [&](const auto& a, const auto& b) {
+      return std::make_pair(avoid_canary.contains(a.second), a.first) <
+             std::make_pair(avoid_canary.contains(b.second), b.first);
+    });
+    for (const auto& [key, id] : list) avoided[rack] += avoid_canary.contains(id) ? 1 : 0;
+  }
   const size_t n = hosts.size();
   size_t pairable = 0;
   for (const auto& [rack, list] : racks) pairable += list.size() / 2;
@@ -200,7 +209,8 @@ absl::StatusOr<std::vector<v1::HostTarget>> PlanHosts(const v1::Policy& policy,
   // Racks in seeded order too, so small canaries do not always land on the
   // alphabetically first racks.
   std::sort(rack_order.begin(), rack_order.end(), [&](const std::string& a, const std::string& b) {
-    return OrderKey(seed, "rack:" + a) < OrderKey(seed, "rack:" + b);
+    return std::make_pair(avoided[a], OrderKey(seed, "rack:" + a)) <
+           std::make_pair(avoided[b], OrderKey(seed, "rack:" + b));
   });
   size_t canaries = 0;
   while (canaries < want) {

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -55,10 +56,14 @@ uint64_t PlanOrderKey(const std::string& seed, const std::string& text);
 //   also measures a rack's REST hosts as control until their stage);
 // - stage n holds the unchanged hosts up to the cumulative fraction
 //   stages[n-1] of N, control hosts last so they stay unchanged longest.
+// - hosts in `avoid_canary` (a confirmation's: the canary hosts of the trial
+//   it confirms) come last within their rack, and racks holding fewer of them
+//   first, so the canary and control hosts are fresh wherever the racks have
+//   room (a two-host rack swaps its canary and control).
 // kFailedPrecondition when no rack has two hosts.
-absl::StatusOr<std::vector<v1::HostTarget>> PlanHosts(const v1::Policy& policy,
-                                                      const std::vector<StoredHost>& hosts,
-                                                      const std::string& seed);
+absl::StatusOr<std::vector<v1::HostTarget>> PlanHosts(
+    const v1::Policy& policy, const std::vector<StoredHost>& hosts, const std::string& seed,
+    const std::set<std::string>& avoid_canary = {});
 
 }  // namespace rocetune::controller
 

@@ -691,7 +691,8 @@ absl::Status RolloutManager::CheckProbeRate(const v1::Policy& policy,
 absl::StatusOr<v1::Change> RolloutManager::BuildChange(const v1::PolicyVersion& pv,
                                                        const Knobs& knobs, const Identity& who,
                                                        const std::string& reason,
-                                                       const std::string& seed) {
+                                                       const std::string& seed,
+                                                       const std::set<std::string>& avoid_canary) {
   const v1::Policy policy = WithDefaults(pv.policy());
   if (absl::Status s = CheckKnobs(policy, knobs); !s.ok()) return s;
   if (absl::Status s = CheckObjectiveStillValid(pv); !s.ok()) return s;
@@ -714,8 +715,8 @@ absl::StatusOr<v1::Change> RolloutManager::BuildChange(const v1::PolicyVersion& 
   if (absl::Status s = CheckProbeRate(policy, selected); !s.ok()) return s;
   // Switch knobs: planned rack by rack (rollout_manager_switch.cc).
   absl::StatusOr<std::vector<v1::HostTarget>> plan =
-      HasSwitchKnobs(policy) ? PlanSwitchChange(policy, selected, knobs, seed)
-                             : PlanHosts(policy, selected, seed);
+      HasSwitchKnobs(policy) ? PlanSwitchChange(policy, selected, knobs, seed, avoid_canary)
+                             : PlanHosts(policy, selected, seed, avoid_canary);
   if (!plan.ok()) return plan.status();
   if (!HasSwitchKnobs(policy)) {
     if (absl::Status s = CheckJudgeable(policy, *plan); !s.ok()) return s;

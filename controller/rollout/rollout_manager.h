@@ -206,7 +206,8 @@ class RolloutManager : public FleetListener, private TrialChanges {
   // Builds a change for `knobs` under `policy` (not stored).
   absl::StatusOr<v1::Change> BuildChange(const v1::PolicyVersion& policy, const Knobs& knobs,
                                          const Identity& who, const std::string& reason,
-                                         const std::string& seed);
+                                         const std::string& seed,
+                                         const std::set<std::string>& avoid_canary = {});
   // The targets of a change of a policy with switch knobs (PlanRacks):
   // `selected` is the policy's selection of connected members. Switch-only
   // policies select switches; the connected hosts of their racks are
@@ -214,7 +215,7 @@ class RolloutManager : public FleetListener, private TrialChanges {
   // Every member must be outside other active changes.
   absl::StatusOr<std::vector<v1::HostTarget>> PlanSwitchChange(
       const v1::Policy& policy, const std::vector<StoredHost>& selected, const Knobs& knobs,
-      const std::string& seed) const;
+      const std::string& seed, const std::set<std::string>& avoid_canary) const;
   // `hosts` plus, for a policy with switch knobs, the switches of their racks:
   // where the knobs' current values are read (CurrentKnobValues).
   std::vector<std::string> WithRackSwitches(const v1::Policy& policy,
@@ -257,7 +258,8 @@ class RolloutManager : public FleetListener, private TrialChanges {
   uint32_t MaxTrialBakeSeconds(const v1::PolicyVersion& policy) const override;
   absl::StatusOr<v1::Change> BuildTrial(const v1::Campaign& t, const v1::PolicyVersion& policy,
                                         const KnobValues& knobs, uint32_t index,
-                                        const std::string& reason, uint32_t bake_seconds) override;
+                                        const std::string& reason, uint32_t bake_seconds,
+                                        const std::string& fresh_from) override;
   absl::Status CommitTrial(v1::Change trial) override;
   absl::StatusOr<std::string> ProposePromotion(const v1::Campaign& t, const KnobValues& knobs,
                                                const std::string& reason) override;

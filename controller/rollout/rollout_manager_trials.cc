@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -76,14 +77,24 @@ void RolloutManager::AbortCampaignChanges(const std::string& campaign_id, const 
   }
 }
 
-absl::StatusOr<v1::Change> RolloutManager::BuildTrial(const v1::Campaign& t,
-                                                      const v1::PolicyVersion& policy,
-                                                      const KnobValues& knobs, uint32_t index,
-                                                      const std::string& reason,
-                                                      uint32_t bake_seconds) {
-  // Seeded by the campaign: every trial of a campaign has the same canary.
+absl::StatusOr<v1::Change> RolloutManager::BuildTrial(
+    const v1::Campaign& t, const v1::PolicyVersion& policy, const KnobValues& knobs, uint32_t index,
+    const std::string& reason, uint32_t bake_seconds, const std::string& fresh_from) {
+  // Seeded by the campaign: every search trial of a campaign has the same
+  // canary. A confirmation is planned under its own seed, away from the
+  // canary members of the trial that found the winner.
+  std::string seed = t.id();
+  std::set<std::string> avoid;
+  if (!fresh_from.empty()) {
+    seed = absl::StrCat(t.id(), "/confirmation");
+    if (const v1::Change* w = Find(fresh_from); w != nullptr) {
+      for (const v1::HostTarget& h : w->hosts()) {
+        if (h.role() == v1::HostTarget::CANARY) avoid.insert(h.host_id());
+      }
+    }
+  }
   absl::StatusOr<v1::Change> c =
-      BuildChange(policy, knobs, Identity{t.proposer(), false}, reason, t.id());
+      BuildChange(policy, knobs, Identity{t.proposer(), false}, reason, seed, avoid);
   if (!c.ok()) return c.status();
   const v1::Policy full = WithDefaults(policy.policy());
   bake_seconds = std::min(bake_seconds, MaxTrialBakeSeconds(policy));

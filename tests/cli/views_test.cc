@@ -207,6 +207,9 @@ TEST(ChangeViewTest, ATrialNamesItsCampaignAndALongerBake) {
               HasSubstr("campaign    t-1 trial 5 (canary only), bake 12 s"));
   c.clear_bake_seconds();
   EXPECT_THAT(RenderChange(c, absl::Now()), Not(HasSubstr("bake")));
+  // A campaign's promotion has no trial number.
+  auto promo = Parse<v1::Change>(R"pb(id: "c-14" campaign_id: "t-1")pb");
+  EXPECT_THAT(RenderChange(promo, absl::Now()), HasSubstr("campaign    t-1 (its promotion)\n"));
 }
 
 TEST(ChangeViewTest, ListShowsLastVerdictAndNextPage) {
@@ -313,6 +316,57 @@ TEST(CampaignViewTest, TrialsTableMarksTheBest) {
   EXPECT_THAT(out, HasSubstr("120s"));
   EXPECT_THAT(out, HasSubstr("running (retry of 3)"));
   EXPECT_THAT(out, HasSubstr("not drift-corrected, not scored"));
+  // No winner confirmed yet: only the search's estimate.
+  EXPECT_THAT(out, HasSubstr("search      0.900 (trial 1;"));
+  EXPECT_THAT(out, Not(HasSubstr("confirmed   ")));
+}
+
+// Issue 24 item 4: `campaign show` prints the search's estimate of the winner
+// and the confirmation's, and a confirmation counts neither against the
+// budget nor as the best trial.
+TEST(CampaignViewTest, ShowsTheSearchEstimateAndTheConfirmedOne) {
+  auto c = Parse<v1::Campaign>(R"pb(
+    id: "t-2"
+    policy_name: "incast"
+    state: FINISHED
+    trial_budget: 4
+    best_objective_ratio: 0.62
+    best { key: "rpg_ai_rate" value: 10 }
+    trials {
+      index: 1
+      knobs { key: "rpg_ai_rate" value: 10 }
+      outcome: "improved"
+      objective_ratio: 0.62
+      objective_lower: 0.5
+      objective_upper: 0.77
+    }
+    trials {
+      index: 2
+      knobs { key: "rpg_ai_rate" value: 15 }
+      outcome: "not_improved"
+      objective_ratio: 0.98
+    }
+    trials {
+      index: 3
+      knobs { key: "rpg_ai_rate" value: 10 }
+      confirms: 1
+      outcome: "confirmed"
+      objective_ratio: 0.71
+      objective_lower: 0.64
+      objective_upper: 0.79
+      canary_hosts: 4
+      fresh_canary_hosts: 3
+    }
+    promotion_change_id: "c-9"
+  )pb");
+  std::string out = RenderCampaign(c, absl::Now());
+  EXPECT_THAT(out, HasSubstr("trials      2 of 4 (and 1 confirmation)"));
+  EXPECT_THAT(out, HasSubstr("search      0.620 [0.50, 0.77] (trial 1;"));
+  EXPECT_THAT(out, HasSubstr("confirmed   0.710 [0.64, 0.79] (trial 3, confirmed; 4 canary "
+                             "hosts, 3 of them fresh)"));
+  EXPECT_THAT(out, HasSubstr("confirmed (confirms 1)"));
+  EXPECT_THAT(out, HasSubstr("* 1"));
+  EXPECT_THAT(out, Not(HasSubstr("* 3")));
 }
 
 }  // namespace

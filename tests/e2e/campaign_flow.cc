@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 
 namespace rocetune::e2e {
@@ -22,6 +25,7 @@ double Median(std::vector<double> v) {
 
 FleetFigures MeasureFleet(Env& env, int n, const std::string& peer_class) {
   std::vector<double> all, cls;
+  std::map<std::string, std::vector<double>> jobs;
   double gbps = 0;
   int got = 0;
   for (int i = 0; i < n; ++i) {
@@ -34,10 +38,28 @@ FleetFigures MeasureFleet(Env& env, int n, const std::string& peer_class) {
       cls.push_back(c->probe_rtt_p99_seconds() * 1e6);
     }
     all.push_back(a->probe_rtt_p99_seconds() * 1e6);
+    for (const v1::JobSummary& j : a->jobs()) {
+      if (j.p99_seconds() > 0) jobs[j.op()].push_back(j.p99_seconds() * 1e6);
+    }
     gbps += a->tx_gbps_per_host();
     ++got;
   }
-  return FleetFigures{Median(all), Median(cls), got == 0 ? 0 : gbps / got};
+  FleetFigures out{Median(all), Median(cls), got == 0 ? 0 : gbps / got, {}};
+  for (auto& [op, v] : jobs) out.job_p99_us[op] = Median(v);
+  return out;
+}
+
+std::string JobFigures(const FleetFigures& before, const FleetFigures& after) {
+  std::string out;
+  for (const auto& [op, b] : before.job_p99_us) {
+    auto it = after.job_p99_us.find(op);
+    if (it == after.job_p99_us.end() || b <= 0) continue;
+    absl::StrAppendFormat(&out,
+                          " job_%s_p99_before_us=%.1f job_%s_p99_after_us=%.1f "
+                          "job_%s_p99_change_pct=%.1f",
+                          op, b, op, it->second, op, 100 * (it->second / b - 1));
+  }
+  return out.empty() ? " job_figures=none" : out;
 }
 
 std::string IdIn(const std::string& out, const std::string& prefix) {
@@ -107,9 +129,36 @@ absl::StatusOr<v1::Change> PromoteAndWait(Env& env, const std::string& change,
   return env.GetChange(change);
 }
 
+const v1::Trial* Confirmation(const v1::Campaign& t) {
+  const std::map<std::string, int64_t> best(t.best().begin(), t.best().end());
+  const v1::Trial* out = nullptr;
+  for (const v1::Trial& tr : t.trials()) {
+    if (tr.confirms() != 0 &&
+        std::map<std::string, int64_t>(tr.knobs().begin(), tr.knobs().end()) == best) {
+      out = &tr;
+    }
+  }
+  return out;
+}
+
+const v1::Trial* ConfirmedTrial(const v1::Campaign& t) {
+  const v1::Trial* c = Confirmation(t);
+  if (c == nullptr) return nullptr;
+  for (const v1::Trial& tr : t.trials()) {
+    if (tr.index() == c->confirms()) return &tr;
+  }
+  return nullptr;
+}
+
+std::string EstimateOf(const v1::Trial* tr) {
+  if (tr == nullptr) return "-";
+  return absl::StrFormat("%.3f[%.3f,%.3f]", tr->objective_ratio(), tr->objective_lower(),
+                         tr->objective_upper());
+}
+
 int BudgetedTrials(const v1::Campaign& t) {
   int n = 0;
-  for (const v1::Trial& tr : t.trials()) n += tr.retry_of() == 0 ? 1 : 0;
+  for (const v1::Trial& tr : t.trials()) n += tr.retry_of() == 0 && tr.confirms() == 0 ? 1 : 0;
   return n;
 }
 

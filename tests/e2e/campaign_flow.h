@@ -2,6 +2,7 @@
 #define ROCETUNE_TESTS_E2E_CAMPAIGN_FLOW_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -18,16 +19,31 @@ struct FleetFigures {
   double p99_us = 0;
   double class_p99_us = 0;  // 0 without a peer class
   double gbps = 0;
+  // The job signal's p99 (us) per op the simulated job reports
+  // ("incast_burst", "allreduce_step"): what the training job feels.
+  std::map<std::string, double> job_p99_us;
 };
 FleetFigures MeasureFleet(Env& env, int n, const std::string& peer_class = "");
+
+// " job_<op>_p99_before_us=.. job_<op>_p99_after_us=.. job_<op>_p99_change_pct=.." for every
+// op both measurements have: the job's figures for a BENCH line.
+std::string JobFigures(const FleetFigures& before, const FleetFigures& after);
 
 // The first id in rocetunectl's `out` that starts with `prefix` ("t-", "c-"),
 // or "".
 std::string IdIn(const std::string& out, const std::string& prefix);
 
 // The trials of campaign `t` that count against its budget: all but the
-// retries of HOLD trials.
+// retries of HOLD trials and the confirmations of a winner.
 int BudgetedTrials(const v1::Campaign& t);
+
+// The newest confirmation of campaign `t`'s best values and the search trial
+// it confirms (nullptr when there is none).
+const v1::Trial* Confirmation(const v1::Campaign& t);
+const v1::Trial* ConfirmedTrial(const v1::Campaign& t);
+
+// "ratio [lower, upper]" of a trial, for BENCH lines ("-" when null).
+std::string EstimateOf(const v1::Trial* tr);
 
 // The value `host` holds for parameter `name` on its first device that has it,
 // or -1.

@@ -132,6 +132,14 @@ TEST(JointTuningE2E, SwitchAndHostCampaignFromDefaultsMeetsTheP99Goal) {
   ASSERT_EQ(env.Ctl({"tuning", "show", campaign}, "carol", &out), 0);
   std::printf("%s\n", out.c_str());
   ASSERT_FALSE(t->promotion_change_id().empty()) << "the tuner found nothing better: " << out;
+  // Proposed only once confirmed against the start values on the other four
+  // racks: every canary member (ToR and hosts) of the confirmation is fresh.
+  const v1::Trial* conf = Confirmation(*t);
+  ASSERT_NE(conf, nullptr) << out;
+  EXPECT_EQ(conf->outcome(), "confirmed");
+  EXPECT_LT(conf->objective_upper(), 1.0);
+  EXPECT_GT(conf->canary_hosts(), 4u);
+  EXPECT_EQ(conf->fresh_canary_hosts(), conf->canary_hosts());
   const std::string promo = t->promotion_change_id();
   absl::StatusOr<v1::Change> c = PromoteAndWait(env, promo, absl::Seconds(120));
   ASSERT_TRUE(c.ok()) << c.status();
@@ -159,13 +167,15 @@ TEST(JointTuningE2E, SwitchAndHostCampaignFromDefaultsMeetsTheP99Goal) {
   std::printf(
       "BENCH e2e_joint_tuning p99_before_us=%.1f p99_after_us=%.1f improvement_pct=%.1f "
       "all_probes_p99_before_us=%.1f all_probes_p99_after_us=%.1f all_probes_improvement_pct=%.1f "
-      "throughput_change_pct=%.1f trials=%d best_trial_ratio=%.3f best=%s\n",
+      "throughput_change_pct=%.1f trials=%d best_trial_ratio=%.3f search_estimate=%s "
+      "confirmed_estimate=%s best=%s%s\n",
       before.class_p99_us, after.class_p99_us, 100 * improvement, before.p99_us, after.p99_us,
       100 * (1 - after.p99_us / before.p99_us), 100 * tput, t->trials_size(),
-      t->best_objective_ratio(),
+      t->best_objective_ratio(), EstimateOf(ConfirmedTrial(*t)).c_str(), EstimateOf(conf).c_str(),
       absl::StrCat(kKmin, "=", t->best().at(kKmin), " ", kKmax, "=", t->best().at(kKmax), " ",
                    kTimeReset, "=", t->best().at(kTimeReset))
-          .c_str());
+          .c_str(),
+      JobFigures(before, after).c_str());
   // The tuning loop's goal on the policy's objective (probes within each
   // rack, whose queues the tuned ToRs and hosts shape): p99 at least 30%
   // lower, at most 5% of the throughput lost, within the trial budget.

@@ -119,6 +119,14 @@ TEST(SwitchTuningE2E, CampaignOfTorEcnThresholdsLowersFleetP99) {
   ASSERT_EQ(env.Ctl({"tuning", "show", campaign}, "carol", &out), 0);
   std::printf("%s\n", out.c_str());
   ASSERT_FALSE(t->promotion_change_id().empty()) << "the tuner found nothing better: " << out;
+  // Proposed only once confirmed against the start values on the other four
+  // racks: every canary member of the confirmation is fresh.
+  const v1::Trial* conf = Confirmation(*t);
+  ASSERT_NE(conf, nullptr) << out;
+  EXPECT_EQ(conf->outcome(), "confirmed");
+  EXPECT_LT(conf->objective_upper(), 1.0);
+  EXPECT_GT(conf->canary_hosts(), 4u);
+  EXPECT_EQ(conf->fresh_canary_hosts(), conf->canary_hosts());
   const std::string promo = t->promotion_change_id();
   absl::StatusOr<v1::Change> c = PromoteAndWait(env, promo, absl::Seconds(120));
   ASSERT_TRUE(c.ok()) << c.status();
@@ -141,10 +149,12 @@ TEST(SwitchTuningE2E, CampaignOfTorEcnThresholdsLowersFleetP99) {
   const double tput = after.gbps / before.gbps - 1;
   std::printf(
       "BENCH e2e_switch_tuning p99_before_us=%.1f p99_after_us=%.1f improvement_pct=%.1f "
-      "throughput_change_pct=%.1f trials=%d best_trial_ratio=%.3f best=%s\n",
+      "throughput_change_pct=%.1f trials=%d best_trial_ratio=%.3f search_estimate=%s "
+      "confirmed_estimate=%s best=%s%s\n",
       before.p99_us, after.p99_us, 100 * improvement, 100 * tput, t->trials_size(),
-      t->best_objective_ratio(),
-      absl::StrCat(kKmin, "=", t->best().at(kKmin), " ", kKmax, "=", t->best().at(kKmax)).c_str());
+      t->best_objective_ratio(), EstimateOf(ConfirmedTrial(*t)).c_str(), EstimateOf(conf).c_str(),
+      absl::StrCat(kKmin, "=", t->best().at(kKmin), " ", kKmax, "=", t->best().at(kKmax)).c_str(),
+      JobFigures(before, after).c_str());
   // The requirement: p99 lower, at most 5% of the throughput lost.
   EXPECT_LT(after.p99_us, before.p99_us);
   EXPECT_GE(tput, -0.05);

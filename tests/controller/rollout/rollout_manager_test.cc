@@ -143,7 +143,8 @@ class RolloutTest : public ::testing::Test {
     for (int s = 0; s < seconds; ++s) {
       const absl::Time start = clock_.Now();
       for (const std::string& id : hosts_) {
-        const double factor = factor_(agents_[id]->Param("rpg_time_reset", 300));
+        const int64_t value = agents_[id]->Param("rpg_time_reset", 300);
+        const double factor = host_factor_ ? host_factor_(id, value) : factor_(value);
         v1::Report r;
         r.set_seq(++seq_);
         r.set_start_unix_nanos(absl::ToUnixNanos(start));
@@ -369,6 +370,8 @@ class RolloutTest : public ::testing::Test {
   uint64_t seq_ = 0;
   std::mt19937_64 rng_{42};
   std::function<double(int64_t)> factor_ = [](int64_t) { return 1.0; };
+  // When set, in place of factor_: the tail factor of a host at a value.
+  std::function<double(const std::string&, int64_t)> host_factor_;
   // Probes a host answers per window.
   std::function<int(const std::string&)> probes_ = [](const std::string&) {
     return kProbesPerWindow;
@@ -430,6 +433,44 @@ TEST(ChangePlannerTest, CanaryAndControlShareRacksAndStagesEndWithControl) {
   bool differs = false;
   for (size_t i = 0; i < plan->size(); ++i) differs |= (*plan)[i].role() != (*other)[i].role();
   EXPECT_TRUE(differs);
+}
+
+// Issue 24 item 4: a confirmation's canary and control hosts avoid the
+// canary hosts of the trial it confirms: fresh in racks of three or more, and
+// a two-host rack swaps its canary and control.
+TEST(ChangePlannerTest, AConfirmationAvoidsTheSearchsCanaryHosts) {
+  v1::Policy policy;
+  policy.mutable_rollout()->set_canary_fraction(0.25);
+  policy.mutable_rollout()->set_min_canary_hosts(6);
+  std::vector<StoredHost> hosts;
+  // Racks r0..r3 of four hosts, r4 and r5 of two.
+  for (int i = 0; i < 20; ++i) {
+    StoredHost h;
+    h.info.set_host_id(absl::StrCat("h", i));
+    (*h.info.mutable_labels())["rack"] = absl::StrCat("r", i < 16 ? i / 4 : 4 + (i - 16) / 2);
+    hosts.push_back(h);
+  }
+  auto search = PlanHosts(policy, hosts, "t-1");
+  ASSERT_TRUE(search.ok()) << search.status();
+  std::set<std::string> avoid;
+  for (const v1::HostTarget& t : *search) {
+    if (t.role() == v1::HostTarget::CANARY) avoid.insert(t.host_id());
+  }
+  ASSERT_EQ(avoid.size(), 6u);
+  auto confirm = PlanHosts(policy, hosts, "t-1/confirmation", avoid);
+  ASSERT_TRUE(confirm.ok()) << confirm.status();
+  int canaries = 0;
+  for (const v1::HostTarget& t : *confirm) {
+    if (t.role() != v1::HostTarget::CANARY && t.role() != v1::HostTarget::CONTROL) continue;
+    canaries += t.role() == v1::HostTarget::CANARY ? 1 : 0;
+    const bool small_rack = t.rack() == "r4" || t.rack() == "r5";
+    if (t.role() == v1::HostTarget::CANARY) {
+      EXPECT_FALSE(avoid.contains(t.host_id())) << t.host_id() << " " << t.rack();
+    } else if (!small_rack) {
+      EXPECT_FALSE(avoid.contains(t.host_id())) << t.host_id() << " " << t.rack();
+    }
+  }
+  EXPECT_EQ(canaries, 6);
 }
 
 TEST(ChangePlannerTest, RefusesWithoutARackOfTwo) {
@@ -1574,7 +1615,9 @@ TEST_F(RolloutTest, CampaignTrialsRunCanaryOnlyAndPromotionNeedsApproval) {
     }
   }
   ASSERT_EQ(now.state(), v1::Campaign::FINISHED) << now.DebugString();
-  EXPECT_LE(now.trials_size(), 8);
+  int searched = 0;
+  for (const v1::Trial& tr : now.trials()) searched += tr.confirms() == 0 ? 1 : 0;
+  EXPECT_LE(searched, 8) << "the budget counts the search's trials";
   EXPECT_LT(now.best().at("rpg_time_reset"), 300);
   // A trial is labelled improved against the incumbent of its time, as the
   // tuner decides: each improved trial beats the one before by its own bar,
@@ -1729,6 +1772,114 @@ TEST_F(RolloutTest, AHoldTrialIsRetriedOnceWithTwiceTheBake) {
   // measured at once: it still finds the lower values.
   EXPECT_LT(now.best().at("rpg_time_reset"), 300);
   ASSERT_FALSE(now.promotion_change_id().empty());
+}
+
+// Issue 24 item 4: the search's winner is the best of several noisy
+// measurements, so it is measured once more against the start values on canary
+// hosts the search did not use, and proposed only when that confirms a gain;
+// the promotion carries both estimates.
+TEST_F(RolloutTest, AWinnerIsConfirmedOnFreshCanaryHostsBeforeItIsProposed) {
+  ApplyPolicy(PolicyText());
+  factor_ = [](int64_t v) { return 0.5 + 0.5 * std::min(1.0, std::max(0.0, (v - 20) / 280.0)); };
+  Run(6);
+  const std::string id = StartApprovedCampaign();
+  ASSERT_FALSE(id.empty());
+  bool proposed_before_confirmed = false;
+  const v1::Campaign now = RunCampaign(id, [&](const v1::Campaign& c) {
+    const bool confirmed = std::any_of(c.trials().begin(), c.trials().end(),
+                                       [](const v1::Trial& tr) { return tr.confirms() != 0; });
+    proposed_before_confirmed |= !c.promotion_change_id().empty() && !confirmed;
+  });
+  ASSERT_EQ(now.state(), v1::Campaign::FINISHED) << now.DebugString();
+  EXPECT_FALSE(proposed_before_confirmed);
+  const v1::Trial& conf = now.trials(now.trials_size() - 1);
+  ASSERT_NE(conf.confirms(), 0u) << now.DebugString();
+  const v1::Trial& winner = now.trials(static_cast<int>(conf.confirms()) - 1);
+  EXPECT_EQ(winner.outcome(), "improved");
+  EXPECT_EQ(winner.knobs().at("rpg_time_reset"), now.best().at("rpg_time_reset"));
+  EXPECT_EQ(conf.knobs().at("rpg_time_reset"), now.best().at("rpg_time_reset"));
+  EXPECT_EQ(conf.outcome(), "confirmed") << conf.DebugString();
+  EXPECT_LT(conf.objective_upper(), 1.0);
+  // Eight racks of four hosts: every canary host of the confirmation is one
+  // the search did not use, and so is every control host.
+  EXPECT_EQ(conf.canary_hosts(), 8u);
+  EXPECT_EQ(conf.fresh_canary_hosts(), 8u);
+  std::set<std::string> searched;
+  const v1::Change wc = Get(winner.change_id());
+  for (const v1::HostTarget& h : wc.hosts()) {
+    if (h.role() == v1::HostTarget::CANARY) searched.insert(h.host_id());
+  }
+  const v1::Change cc = Get(conf.change_id());
+  EXPECT_TRUE(cc.canary_only());
+  for (const v1::HostTarget& h : cc.hosts()) {
+    if (h.role() == v1::HostTarget::CANARY || h.role() == v1::HostTarget::CONTROL) {
+      EXPECT_FALSE(searched.contains(h.host_id())) << h.host_id();
+    }
+  }
+  // The promotion names the confirmed estimate with its interval, then the
+  // search's.
+  ASSERT_FALSE(now.promotion_change_id().empty()) << now.DebugString();
+  const v1::Change promo = Get(now.promotion_change_id());
+  EXPECT_EQ(promo.state(), v1::PROPOSED);
+  EXPECT_THAT(promo.reason(), HasSubstr(absl::StrFormat("confirmed objective p99 ratio vs start "
+                                                        "against concurrent control %.3f [",
+                                                        conf.objective_ratio())));
+  EXPECT_THAT(promo.reason(),
+              HasSubstr(absl::StrFormat("search estimate %.3f [", winner.objective_ratio())));
+  EXPECT_THAT(promo.reason(), HasSubstr("8 of them fresh"));
+  EXPECT_EQ(Metric("rocetune_controller_campaign_trials_total{outcome=confirmed,}"), 1);
+}
+
+// Issue 24 item 4: a gain that only the search's canary hosts show (here the
+// knob helps those eight hosts and no other: what a lucky draw of hosts looks
+// like) is not confirmed on fresh hosts, and nothing is proposed.
+TEST_F(RolloutTest, AWinnerThatFreshCanaryHostsDoNotConfirmIsNotProposed) {
+  ApplyPolicy(PolicyText());
+  std::set<std::string> lucky;
+  host_factor_ = [&lucky](const std::string& h, int64_t v) {
+    if (!lucky.contains(h)) return 1.0;
+    return 0.5 + 0.5 * std::min(1.0, std::max(0.0, (v - 20) / 280.0));
+  };
+  Run(6);
+  const std::string id = StartApprovedCampaign();
+  ASSERT_FALSE(id.empty());
+  const v1::Campaign now = RunCampaign(id, [&](const v1::Campaign& c) {
+    if (!lucky.empty() || c.trials_size() == 0) return;
+    const v1::Change first = Get(c.trials(0).change_id());
+    for (const v1::HostTarget& h : first.hosts()) {
+      if (h.role() == v1::HostTarget::CANARY) lucky.insert(h.host_id());
+    }
+  });
+  ASSERT_EQ(now.state(), v1::Campaign::FINISHED) << now.DebugString();
+  ASSERT_EQ(lucky.size(), 8u);
+  // The search saw the gain...
+  EXPECT_LT(now.best().at("rpg_time_reset"), 300);
+  EXPECT_LT(now.best_objective_ratio(), 0.9);
+  // ...its confirmation on other hosts did not.
+  const v1::Trial& conf = now.trials(now.trials_size() - 1);
+  ASSERT_NE(conf.confirms(), 0u) << now.DebugString();
+  EXPECT_EQ(conf.outcome(), "not_confirmed") << conf.DebugString();
+  EXPECT_GT(conf.objective_upper(), 1.0) << conf.DebugString();
+  EXPECT_TRUE(now.promotion_change_id().empty()) << now.DebugString();
+  EXPECT_THAT(now.note(), HasSubstr("was not confirmed"));
+  EXPECT_THAT(now.note(), HasSubstr("not proposed"));
+  // Only one confirmation: a winner that was not confirmed is not re-measured.
+  int confirmations = 0;
+  for (const v1::Trial& tr : now.trials()) confirmations += tr.confirms() != 0 ? 1 : 0;
+  EXPECT_EQ(confirmations, 1);
+  // The campaign's end is audited with what was not proposed.
+  v1::ListAuditRequest r;
+  r.set_limit(10000);
+  absl::StatusOr<v1::ListAuditResponse> audit = store_->QueryAudit(r);
+  ASSERT_TRUE(audit.ok()) << audit.status();
+  v1::AuditEntry e;
+  for (const v1::AuditEntry& row : audit->entries()) {
+    if (row.subject() == id && row.action() == "campaign_finished") e = row;
+  }
+  EXPECT_EQ(e.action(), "campaign_finished");
+  EXPECT_THAT(e.reason(), HasSubstr("was not confirmed"));
+  EXPECT_THAT(e.detail(), HasSubstr("1 confirmations"));
+  EXPECT_THAT(e.detail(), HasSubstr("nothing proposed"));
 }
 
 // A campaign that an earlier version left RUNNING with trials scored on the

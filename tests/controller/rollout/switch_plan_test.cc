@@ -163,6 +163,26 @@ TEST(SwitchPlanTest, CanaryTorsAreDeterministicPerSeedAndIgnoreInputOrder) {
   EXPECT_GT(seen.size(), 1u);
 }
 
+// Issue 24 item 4: a confirmation's canary racks avoid the racks whose members
+// were canaries of the trial it confirms, while there are enough others.
+TEST(SwitchPlanTest, AConfirmationsCanaryRacksAreFreshWhereThereAreEnough) {
+  Fleet f = MakeFleet(8, 4);
+  auto search = PlanRacks(RackPolicy(), f.switches, f.hosts, {{kKmin, 100000}}, "t-7");
+  ASSERT_TRUE(search.ok()) << search.status();
+  std::set<std::string> avoid;
+  for (const v1::HostTarget& t : *search) {
+    if (t.role() == v1::HostTarget::CANARY) avoid.insert(t.host_id());
+  }
+  const std::set<std::string> searched = CanaryRacks(*search);
+  ASSERT_FALSE(searched.empty());
+  auto confirm =
+      PlanRacks(RackPolicy(), f.switches, f.hosts, {{kKmin, 100000}}, "t-7/confirmation", avoid);
+  ASSERT_TRUE(confirm.ok()) << confirm.status();
+  const std::set<std::string> fresh = CanaryRacks(*confirm);
+  EXPECT_EQ(fresh.size(), searched.size());
+  for (const std::string& r : fresh) EXPECT_FALSE(searched.contains(r)) << r;
+}
+
 TEST(SwitchPlanTest, JointChangeGivesACanaryRackBothItsSwitchAndHostKnobs) {
   Fleet f = MakeFleet(6, 3);
   auto plan = PlanRacks(RackPolicy(), f.switches, f.hosts,
