@@ -104,6 +104,8 @@ class SearchState {
         pk.units = std::clamp<int64_t>((axes_.back().hi - axes_.back().lo) / 4 / k.step(), 1,
                                        axes_.back().max_units);
       }
+      pk.initial_units = pk.units;
+      pk.initial_exponent = pk.exponent;
       per_knob_.push_back(pk);
     }
     dir_ = 1;
@@ -156,7 +158,17 @@ class SearchState {
     if (TrialImproves(trial, min_improvement_)) {
       incumbent_ = std::move(measured);
       best_ratio_ *= *trial.objective_ratio;
-      for (PerKnob& pk : per_knob_) pk.stuck = false;
+      // Knobs interact (an ECN Kmax that did nothing at one Kmin can matter
+      // at another): from the new incumbent every other knob is tried again
+      // at no less than its first step, whatever its failures at the old one
+      // had halved it to.
+      for (size_t k = 0; k < per_knob_.size(); ++k) {
+        PerKnob& pk = per_knob_[k];
+        pk.stuck = false;
+        if (!pair && had_proposal && k == cursor_) continue;
+        pk.units = std::max(pk.units, pk.initial_units);
+        pk.exponent = std::max(pk.exponent, pk.initial_exponent);
+      }
       incumbent_ratios_ = LimitRatios(trial);
       moves_.clear();
       if (pair) {
@@ -194,6 +206,8 @@ class SearchState {
     double exponent = 1;  // log_scale step: factor 2^exponent
     int last_dir = 1;
     bool stuck = false;
+    int64_t initial_units = 1;  // the step the search started with
+    double initial_exponent = 1;
   };
 
   // A single-knob move measured from the current incumbent (not an

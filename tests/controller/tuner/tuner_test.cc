@@ -249,6 +249,37 @@ TEST(CoordinateSearchTest, FindsTheOptimumOfASeparableBowlWithinTwentyTrials) {
   EXPECT_NEAR(last.best_ratio, Bowl(last.best) / Bowl(start), 1e-9);
 }
 
+// Knobs interact: like an ECN Kmax, which does nothing while Kmin sits near it
+// and pays once Kmin is low, and only well below its start. Its first move
+// (1.6 MB -> 800 KB) fails from the start; after Kmin moves, the search tries
+// it again at that first step, not at the step its failure halved (1.6 MB ->
+// 1.15 MB, which does nothing here), and finds the low Kmax (issue 24: in the joint e2e campaign
+// the search's path hung on that first, noisy Kmax trial).
+TEST(CoordinateSearchTest, AKnobThatFailedIsTriedAgainAtItsFirstStepAfterAnotherMoves) {
+  v1::Policy p = MakePolicy({MakeKnob("kmax", 450000, 1600000, 50000, 0, true),
+                             MakeKnob("kmin", 12500, 400000, 2500, 0, true)});
+  p.mutable_tuner()->set_min_improvement(0.03);
+  auto tuner = MustMake(p, 12);
+  auto f = [](const KnobValues& v) {
+    const double kmin = static_cast<double>(v.at("kmin"));
+    const double kmax = static_cast<double>(v.at("kmax"));
+    const double low_kmin = 1 - kmin / 400000;       // 0 at the start
+    const double low_kmax = kmax < 1000000 ? 1 : 0;  // pays only well below the start
+    return Measurement{(1 - 0.3 * low_kmin) * (1 - 0.4 * low_kmin * low_kmax)};
+  };
+  const KnobValues start = {{"kmax", 1600000}, {"kmin", 400000}};
+  TuningRun run = Drive(*tuner, start, f);
+  ASSERT_FALSE(run.trials.empty());
+  // The first trial moved Kmax alone and did not improve...
+  EXPECT_NE(run.trials[0].knobs.at("kmax"), 1600000);
+  EXPECT_NEAR(*run.trials[0].objective_ratio, 1.0, 1e-9);
+  // ...yet the search ends with both low.
+  const TunerDecision& last = run.decisions.back();
+  EXPECT_LE(last.best.at("kmax"), 800000) << last.reason;
+  EXPECT_LE(last.best.at("kmin"), 100000) << last.reason;
+  EXPECT_LT(f(last.best).objective, 0.6);
+}
+
 TEST(CoordinateSearchTest, FailedConstraintsCountAsWorse) {
   auto tuner = MustMake(MakePolicy({MakeKnob("a", 0, 100, 1)}), 50);
   // Higher is better, but anything above 40 breaks a constraint.
