@@ -450,12 +450,16 @@ class Fabric {
   std::vector<int> bg_hosts_;
   std::vector<int64_t> bg_next_ns_;
   double bg_mean_gap_ns_ = 0;
+  double bg_max_load_ = 0;  // the higher of background.load and step_load
+  // The background load in force at `t_ns` (workload.background's step).
+  double BackgroundLoadAt(int64_t t_ns) const;
   std::unique_ptr<FlowSizeCdf> bg_cdf_;
 
   std::vector<Probe> probes_;
   // Probe RTTs of the measurement window, at 0.5 % relative accuracy (quantile
   // steps of 1 %).
   QuantileSketch probe_rtt_{0.005};
+  QuantileSketch probe_rtt_intra_tor_{0.005};  // probes within one ToR
   std::vector<int> probe_hosts_;
 
   // Totals over the measurement window [warmup, now) (the hosts' NIC counters

@@ -76,7 +76,10 @@ void Fabric::RecordProbe(const Probe& p, int64_t done_ns) {
   const double rtt_s = static_cast<double>(done_ns - p.start_ns) * 1e-9;
   HostState& hs = hosts_[p.host];
   if (p.cls < static_cast<int>(hs.window.size())) hs.window[p.cls].Insert(rtt_s);
-  if (p.start_ns >= warmup_ns_) probe_rtt_.Insert(rtt_s);
+  if (p.start_ns >= warmup_ns_) {
+    probe_rtt_.Insert(rtt_s);
+    if (hs.tor == hosts_[p.peer].tor) probe_rtt_intra_tor_.Insert(rtt_s);
+  }
 }
 
 void Fabric::RunProbes() {

@@ -138,14 +138,17 @@ SimSummary Fabric::Summary(double wall_seconds) const {
     bin.p99 = Percentile(v, 0.99);
     s.fct_slowdown.push_back(bin);
   }
-  s.probe_rtt_us.count = probe_rtt_.count();
-  if (!probe_rtt_.empty()) {
-    s.probe_rtt_us.mean = probe_rtt_.sum() / static_cast<double>(probe_rtt_.count()) * 1e6;
-    s.probe_rtt_us.p50 = probe_rtt_.Quantile(0.5) * 1e6;
-    s.probe_rtt_us.p99 = probe_rtt_.Quantile(0.99) * 1e6;
-    s.probe_rtt_us.p999 = probe_rtt_.Quantile(0.999) * 1e6;
-    s.probe_rtt_us.max = probe_rtt_.max() * 1e6;
-  }
+  auto describe = [](const QuantileSketch& q, SimSummary::Distribution* d) {
+    d->count = q.count();
+    if (q.empty()) return;
+    d->mean = q.sum() / static_cast<double>(q.count()) * 1e6;
+    d->p50 = q.Quantile(0.5) * 1e6;
+    d->p99 = q.Quantile(0.99) * 1e6;
+    d->p999 = q.Quantile(0.999) * 1e6;
+    d->max = q.max() * 1e6;
+  };
+  describe(probe_rtt_, &s.probe_rtt_us);
+  describe(probe_rtt_intra_tor_, &s.probe_rtt_intra_tor_us);
   s.incast_burst_us = Describe(burst_us_);
   s.allreduce_step_us = Describe(ar_step_us_);
   s.flows_started = flows_started_;

@@ -110,8 +110,20 @@ absl::Status Fabric::ConfigureBackground(uint8_t* used) {
   if (bg_hosts_.size() < 2) return Invalid("workload.background.hosts", "need at least 2 hosts");
   if (auto st = CheckPriority("workload.background.priority", bg.priority()); !st.ok()) return st;
   *used |= 1 << PrioOr3(bg.priority());
+  if (bg.step_load() < 0 || bg.step_load() >= 1) {
+    return Invalid("workload.background.step_load", "must be in [0, 1)");
+  }
+  if (bg.step_at_us() < 0 || bg.step_period_us() < 0) {
+    return Invalid("workload.background.step_at_us", "step_at_us and step_period_us must be >= 0");
+  }
+  if (bg.step_load() > 0 && bg.step_period_us() > 0 && UsToNs(bg.step_period_us()) < step_ns_) {
+    return Invalid("workload.background.step_period_us", "must be at least one step (step_ns)");
+  }
   bg_cdf_ = std::make_unique<FlowSizeCdf>(FlowSizeCdf::For(bg.distribution()));
-  bg_mean_gap_ns_ = bg_cdf_->MeanBytes() * 8.0 / (host_gbps_ * bg.load());
+  // Arrivals are drawn at the higher of the two loads and thinned to the
+  // load in force (BackgroundLoadAt).
+  bg_max_load_ = std::max(bg.load(), bg.step_load());
+  bg_mean_gap_ns_ = bg_cdf_->MeanBytes() * 8.0 / (host_gbps_ * bg_max_load_);
   std::exponential_distribution<double> gap(1.0 / bg_mean_gap_ns_);
   for (size_t i = 0; i < bg_hosts_.size(); ++i) {
     bg_next_ns_.push_back(UsToNs(bg.start_us() + gap(rng_) / 1000));
@@ -282,6 +294,14 @@ void Fabric::StartAllReduceStep() {
   }
 }
 
+double Fabric::BackgroundLoadAt(int64_t t_ns) const {
+  const auto& bg = scenario_.workload().background();
+  if (bg.step_load() == 0 || t_ns < UsToNs(bg.step_at_us())) return bg.load();
+  if (bg.step_period_us() <= 0) return bg.step_load();
+  const int64_t phase = (t_ns - UsToNs(bg.step_at_us())) / UsToNs(bg.step_period_us());
+  return phase % 2 == 0 ? bg.step_load() : bg.load();
+}
+
 void Fabric::Generate() {
   const v1::Workload& w = scenario_.workload();
   const int64_t horizon = now_ns_ + step_ns_;  // events in [now, now + step) start now
@@ -330,12 +350,18 @@ void Fabric::Generate() {
     const int prio = PrioOr3(w.background().priority());
     std::exponential_distribution<double> gap(1.0 / bg_mean_gap_ns_);
     std::uniform_int_distribution<size_t> pick(0, bg_hosts_.size() - 2);
+    std::uniform_real_distribution<double> keep(0, 1);
+    const double share = BackgroundLoadAt(now_ns_) / bg_max_load_;
     for (size_t i = 0; i < bg_hosts_.size(); ++i) {
       while (bg_next_ns_[i] < horizon) {
         size_t d = pick(rng_);
         if (d >= i) ++d;
-        StartFlow(FlowKind::kBackground, -1, bg_hosts_[i], bg_hosts_[d], bg_cdf_->Sample(rng_),
-                  prio);
+        // Without a load step every arrival is kept and no draw is made, so
+        // such runs stay what they were for a seed.
+        if (share >= 1 || keep(rng_) < share) {
+          StartFlow(FlowKind::kBackground, -1, bg_hosts_[i], bg_hosts_[d], bg_cdf_->Sample(rng_),
+                    prio);
+        }
         bg_next_ns_[i] += std::max<int64_t>(1, static_cast<int64_t>(gap(rng_)));
       }
     }

@@ -61,6 +61,7 @@ std::string SimSummary::ToJson() const {
       ",\n  \"flows\": ", list(fs), ",\n  \"jain_index\": ", Num(jain_index),
       ",\n  \"delivered_gbps\": ", Num(delivered_gbps), ",\n  \"fct_slowdown\": ", list(bs),
       ",\n  \"probe_rtt_us\": ", Dist(probe_rtt_us),
+      ",\n  \"probe_rtt_intra_tor_us\": ", Dist(probe_rtt_intra_tor_us),
       ",\n  \"incast_burst_us\": ", Dist(incast_burst_us),
       ",\n  \"allreduce_step_us\": ", Dist(allreduce_step_us),
       ",\n  \"flows_started\": ", flows_started, ",\n  \"flows_completed\": ", flows_completed,

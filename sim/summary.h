@@ -58,7 +58,10 @@ struct SimSummary {
   double jain_index = 0;      // over `flows` throughputs (1 when fewer than 2)
   double delivered_gbps = 0;  // all flows, measured window
   std::vector<FctBin> fct_slowdown;
-  Distribution probe_rtt_us;     // quantiles within 0.5 %
+  Distribution probe_rtt_us;  // quantiles within 0.5 %
+  // The probes between two hosts of one ToR (the controller's "intra_tor"
+  // peer class): they cross only their own ToR's queues.
+  Distribution probe_rtt_intra_tor_us;
   Distribution incast_burst_us;  // first byte sent to last byte acked, per burst
   Distribution allreduce_step_us;
   uint64_t flows_started = 0;    // in the window

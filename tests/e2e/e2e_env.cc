@@ -192,6 +192,20 @@ absl::StatusOr<OfflineFigures> Env::SimulateOffline(const std::map<std::string, 
   };
   for (const std::string& s : options_.sets) args.push_back(absl::StrCat("--set=", s));
   for (const auto& [name, value] : dcqcn) {
+    // A switch knob (ecn.<profile>.<field>, as the switch agents name the
+    // ToRs' WRED fields) sets the ToRs' own marking, as the agents would.
+    if (absl::StartsWith(name, "ecn.")) {
+      if (absl::EndsWith(name, ".green_min_threshold")) {
+        args.push_back(absl::StrCat("--set=tor_ecn.kmin_bytes=", value));
+      } else if (absl::EndsWith(name, ".green_max_threshold")) {
+        args.push_back(absl::StrCat("--set=tor_ecn.kmax_bytes=", value));
+      } else if (absl::EndsWith(name, ".green_drop_probability")) {
+        args.push_back(absl::StrCat("--set=tor_ecn.pmax=", value / 100.0));
+      } else {
+        return absl::InvalidArgumentError(absl::StrCat("no offline equivalent of ", name));
+      }
+      continue;
+    }
     args.push_back(absl::StrCat("--set=dcqcn.", name, "=", value));
   }
   std::string out;
@@ -201,6 +215,7 @@ absl::StatusOr<OfflineFigures> Env::SimulateOffline(const std::map<std::string, 
     return absl::InternalError(absl::StrCat("rocetune-fabricsim exited ", rc, ": ", out));
   }
   std::optional<double> probe = SummaryField(out, "probe_rtt_us", "p99");
+  std::optional<double> intra = SummaryField(out, "probe_rtt_intra_tor_us", "p99");
   std::optional<double> burst = SummaryField(out, "incast_burst_us", "p99");
   size_t at = out.find("\"delivered_gbps\": ");
   double gbps = 0;
@@ -209,7 +224,7 @@ absl::StatusOr<OfflineFigures> Env::SimulateOffline(const std::map<std::string, 
                         &gbps)) {
     return absl::InternalError(absl::StrCat("no probe/burst p99 or throughput in: ", out));
   }
-  return OfflineFigures{*probe, *burst, gbps};
+  return OfflineFigures{*probe, intra.value_or(0), *burst, gbps};
 }
 
 std::string Env::WriteFile(const std::string& name, const std::string& text) {

@@ -23,6 +23,7 @@ namespace rocetune::e2e {
 // throughput.
 struct OfflineFigures {
   double probe_p99_us = 0;
+  double intra_tor_probe_p99_us = 0;  // probes between hosts of one ToR
   double burst_p99_us = 0;
   double delivered_gbps = 0;
 };
@@ -73,8 +74,11 @@ class Env {
                                                    const std::string& peer_class = "");
   // Runs rocetune-fabricsim offline on this environment's scenario (and its
   // --set overrides) with seed `seed`, every host's DCQCN parameters set to
-  // `dcqcn` (name -> value), for `sim_time` of simulated time. The same seed
-  // gives the same traffic, so two parameter sets compare paired.
+  // `dcqcn` (name -> value; a switch knob "ecn.<profile>.green_min_threshold",
+  // "...green_max_threshold" or "...green_drop_probability" sets every ToR's
+  // marking instead, through the scenario's tor_ecn), for `sim_time` of
+  // simulated time. The same seed gives the same traffic, so two parameter
+  // sets compare paired.
   absl::StatusOr<OfflineFigures> SimulateOffline(const std::map<std::string, int64_t>& dcqcn,
                                                  int seed, absl::Duration sim_time) const;
   bool WaitFor(const std::function<bool()>& cond, absl::Duration timeout,

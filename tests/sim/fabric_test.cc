@@ -8,12 +8,15 @@
 #include <string>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 #include "sim/scenario_loader.h"
 
 namespace rocetune::sim {
 namespace {
+
+using ::testing::HasSubstr;
 
 std::string ScenarioPath(const std::string& name) {
   return std::string(ROCETUNE_SOURCE_DIR) + "/sim/scenarios/" + name + ".textproto";
@@ -121,6 +124,79 @@ TEST(FabricTest, TuningTradeOffBetweenProbeLatencyAndThroughput) {
   EXPECT_LT(tight.probe_rtt_us.p99, loose.probe_rtt_us.p99);
   EXPECT_GT(loose.delivered_gbps, tight.delivered_gbps);
   EXPECT_LT(loose.allreduce_step_us.mean, tight.allreduce_step_us.mean);
+}
+
+// Issue 24: a fleet-wide load step (drift no knob causes): the background
+// load switches to step_load at step_at_us and, with a period, alternates.
+TEST(FabricTest, ABackgroundLoadStepChangesTheLoadFromItsTimeOn) {
+  const std::vector<std::string> o = {"duration_ms=20", "warmup_ms=2",
+                                      "workload.allreduce.start_us=1e9"};
+  auto with = [&o](std::vector<std::string> more) {
+    more.insert(more.begin(), o.begin(), o.end());
+    return RunScenario("allreduce_16_hosts_background", more);
+  };
+  const SimSummary base = with({});
+  const SimSummary high = with({"workload.background.step_load=0.6"});
+  const SimSummary late =
+      with({"workload.background.step_load=0.6", "workload.background.step_at_us=10000"});
+  const SimSummary wave =
+      with({"workload.background.step_load=0.6", "workload.background.step_period_us=2000"});
+  ASSERT_GT(base.delivered_gbps, 0);
+  // Twice the load from the start, from halfway, and half of the time.
+  EXPECT_GT(high.delivered_gbps, 1.6 * base.delivered_gbps);
+  EXPECT_GT(late.delivered_gbps, 1.2 * base.delivered_gbps);
+  EXPECT_LT(late.delivered_gbps, 0.9 * high.delivered_gbps);
+  EXPECT_GT(wave.delivered_gbps, 1.2 * base.delivered_gbps);
+  EXPECT_LT(wave.delivered_gbps, 0.9 * high.delivered_gbps);
+  // A step back to the same load changes nothing, not even the random draws.
+  EXPECT_EQ(with({"workload.background.step_load=0.3"}).ToJson(), base.ToJson());
+  // Out of range: refused, naming the field.
+  absl::StatusOr<v1::Scenario> bad = LoadScenario(ScenarioPath("allreduce_16_hosts_background"),
+                                                  {"workload.background.step_load=1.5"});
+  ASSERT_TRUE(bad.ok()) << bad.status();
+  absl::StatusOr<std::unique_ptr<Fabric>> refused = Fabric::Create(*bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("workload.background.step_load"));
+}
+
+// tor_ecn sets the ToRs' marking over the scenario's (what a switch agent
+// does live), field by field; spines keep `ecn`.
+TEST(FabricTest, TorEcnOverridesTheScenariosMarkingOnTheTorsOnly) {
+  const std::vector<std::string> o = {"duration_ms=10", "warmup_ms=1"};
+  std::vector<std::string> tor = o;
+  tor.push_back("tor_ecn.kmin_bytes=20000");
+  tor.push_back("tor_ecn.kmax_bytes=100000");
+  absl::StatusOr<v1::Scenario> scenario =
+      LoadScenario(ScenarioPath("allreduce_16_hosts_background"), tor);
+  ASSERT_TRUE(scenario.ok()) << scenario.status();
+  absl::StatusOr<std::unique_ptr<Fabric>> fabric = Fabric::Create(*scenario);
+  ASSERT_TRUE(fabric.ok()) << fabric.status();
+  for (int t = 0; t < 2; ++t) {
+    const v1::EcnSettings e = (*fabric)->TorEcn(t);
+    EXPECT_EQ(e.kmin_bytes(), 20000u);
+    EXPECT_EQ(e.kmax_bytes(), 100000u);
+    EXPECT_DOUBLE_EQ(e.pmax(), 0.2) << "unset fields keep the scenario's";
+  }
+  (*fabric)->RunToEnd();
+  const SimSummary tight_tors = (*fabric)->Summary(0);
+  const SimSummary loose = RunScenario("allreduce_16_hosts_background", o);
+  std::vector<std::string> same = o;
+  same.push_back("tor_ecn.kmax_bytes=1600000");
+  // Probes within a ToR are counted apart too (8 hosts per ToR: 7 of every
+  // 15 peers).
+  EXPECT_GT(loose.probe_rtt_intra_tor_us.count, loose.probe_rtt_us.count / 3);
+  EXPECT_LT(loose.probe_rtt_intra_tor_us.count, loose.probe_rtt_us.count * 2 / 3);
+  EXPECT_GT(loose.probe_rtt_intra_tor_us.p99, 0);
+  // Tighter ToR marking marks more; the scenario's own values change nothing.
+  EXPECT_GT(tight_tors.ecn_marked_packets, loose.ecn_marked_packets);
+  EXPECT_TRUE(RunScenario("allreduce_16_hosts_background", same).ToJson() == loose.ToJson());
+  // A ToR kmin above the ToRs' kmax is refused, naming the field.
+  absl::StatusOr<v1::Scenario> bad =
+      LoadScenario(ScenarioPath("allreduce_16_hosts_background"), {"tor_ecn.kmin_bytes=2000000"});
+  ASSERT_TRUE(bad.ok()) << bad.status();
+  absl::StatusOr<std::unique_ptr<Fabric>> refused = Fabric::Create(*bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("tor_ecn.kmin_bytes"));
 }
 
 TEST(FabricTest, SameSeedSameResultsOtherSeedOtherResults) {
