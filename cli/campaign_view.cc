@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -42,29 +43,43 @@ std::string Outcome(const v1::Trial& t) {
   return out;
 }
 
-// The search's estimate of the winner and, once run, its confirmation: the
-// winner is the trial with the campaign's best values that improved; its
-// confirmation the newest trial that confirms it.
-std::string Estimates(const v1::Campaign& c) {
+// The search trial that found the campaign's best values (the last improved
+// one with them) and the newest trial that confirms it (nullptr when none).
+std::pair<const v1::Trial*, const v1::Trial*> WinnerAndConfirmation(const v1::Campaign& c) {
   const v1::Trial* winner = nullptr;
   const v1::Trial* confirmation = nullptr;
   const std::map<std::string, int64_t> best(c.best().begin(), c.best().end());
   for (const v1::Trial& tr : c.trials()) {
-    if (std::map<std::string, int64_t>(tr.knobs().begin(), tr.knobs().end()) != best) continue;
-    if (tr.confirms() != 0) {
-      confirmation = &tr;
-    } else if (tr.outcome() == "improved") {
+    if (tr.confirms() == 0 && tr.outcome() == "improved" &&
+        std::map<std::string, int64_t>(tr.knobs().begin(), tr.knobs().end()) == best) {
       winner = &tr;
     }
   }
+  for (const v1::Trial& tr : c.trials()) {
+    if (winner != nullptr && tr.confirms() == winner->index()) confirmation = &tr;
+  }
+  return {winner, confirmation};
+}
+
+// The search's estimate of the winner and, once run, its confirmation's.
+std::string Estimates(const v1::Campaign& c) {
+  const auto [winner, confirmation] = WinnerAndConfirmation(c);
   if (winner == nullptr) return "";
   std::string out = absl::StrCat("search      ", Objective(*winner), " (trial ", winner->index(),
                                  "; the best of the search, measured once)\n");
   if (confirmation == nullptr) return out;
-  absl::StrAppend(&out, "confirmed   ", Objective(*confirmation), " (trial ", confirmation->index(),
-                  ", ", confirmation->outcome(), "; ", confirmation->canary_hosts(),
-                  " canary hosts, ", confirmation->fresh_canary_hosts(), " of them fresh)\n");
+  absl::StrAppend(&out, "confirmation ", Objective(*confirmation), " (trial ",
+                  confirmation->index(), ", ", confirmation->outcome(), "; ",
+                  confirmation->canary_hosts(), " canary members, ",
+                  confirmation->fresh_canary_hosts(), " of them fresh)\n");
   return out;
+}
+
+// Trials that count against the budget: all but HOLD retries and confirmations.
+int BudgetedTrials(const v1::Campaign& c) {
+  int n = 0;
+  for (const v1::Trial& tr : c.trials()) n += tr.retry_of() == 0 && tr.confirms() == 0 ? 1 : 0;
+  return n;
 }
 
 std::string StateName(const v1::Campaign& c) { return v1::Campaign::State_Name(c.state()); }
@@ -95,12 +110,18 @@ std::string RenderCampaign(const v1::Campaign& c, absl::Time now) {
   if (confirmations > 0) {
     extra.push_back(absl::StrCat(confirmations, " confirmation", confirmations == 1 ? "" : "s"));
   }
-  absl::StrAppend(
-      &out, "trials      ", c.trials_size() - retries - confirmations, " of ", c.trial_budget(),
-      extra.empty() ? "" : absl::StrCat(" (and ", absl::StrJoin(extra, ", "), ")"), "\n");
+  absl::StrAppend(&out, "trials      ", BudgetedTrials(c), " of ", c.trial_budget(),
+                  extra.empty() ? "" : absl::StrCat(" (and ", absl::StrJoin(extra, ", "), ")"),
+                  "\n");
   absl::StrAppend(&out, "start       ", FormatKnobs(c.start()), "\n");
+  const v1::Trial* confirmation = WinnerAndConfirmation(c).second;
   absl::StrAppend(&out, "best        ", FormatKnobs(c.best()), "  objective ratio ",
-                  Ratio(c.best_objective_ratio()), "\n");
+                  Ratio(c.best_objective_ratio()),
+                  confirmation != nullptr && confirmation->outcome() != "confirmed" &&
+                          confirmation->outcome() != "running"
+                      ? "  (not confirmed)"
+                      : "",
+                  "\n");
   absl::StrAppend(&out, Estimates(c));
   if (!c.promotion_change_id().empty()) {
     absl::StrAppend(&out, "promotion   ", c.promotion_change_id(), "\n");
@@ -130,7 +151,8 @@ std::string RenderCampaign(const v1::Campaign& c, absl::Time now) {
                   "  OBJECTIVE: the canary-versus-control difference in differences of the "
                   "objective's p99 (1 = no effect); OWN SHIFT: the canary's own after/before, not "
                   "drift-corrected, not scored; a confirmation re-measures the winner against the "
-                  "start values on fresh canary hosts and only a confirmed winner is proposed\n");
+                  "start values on fresh canary members and only a confirmed winner is proposed; "
+                  "its MIN GAIN is the smallest gain worth a fleet-wide change\n");
   return out;
 }
 
@@ -139,8 +161,9 @@ std::string RenderCampaignList(const v1::ListCampaignsResponse& r, absl::Time no
   Table t({"ID", "STATE", "POLICY", "TRIALS", "BEST RATIO", "BEST KNOBS", "PROPOSER", "CREATED"});
   for (const v1::Campaign& c : r.campaigns()) {
     t.AddRow({c.id(), StateName(c), c.policy_name(),
-              absl::StrCat(c.trials_size(), "/", c.trial_budget()), Ratio(c.best_objective_ratio()),
-              FormatKnobs(c.best()), OrDash(c.proposer()), FormatAgo(c.created_unix_nanos(), now)});
+              absl::StrCat(BudgetedTrials(c), "/", c.trial_budget()),
+              Ratio(c.best_objective_ratio()), FormatKnobs(c.best()), OrDash(c.proposer()),
+              FormatAgo(c.created_unix_nanos(), now)});
   }
   return t.Render();
 }

@@ -25,10 +25,17 @@ absl::Status Fabric::ConfigureQueues() {
   switch_ecn_.assign(num_tors_ + num_spines_, EcnMarker::FromSettings(ecn));
   // tor_ecn's fields over ecn (applied per ToR in Init).
   const v1::EcnSettings& tor = scenario_.tor_ecn();
-  if (tor.pmax() < 0 || tor.pmax() > 1) return Invalid("tor_ecn.pmax", "must be in [0, 1]");
+  if (!(tor.pmax() >= 0 && tor.pmax() <= 1)) return Invalid("tor_ecn.pmax", "must be in [0, 1]");
   const uint64_t kmin = tor.kmin_bytes() > 0 ? tor.kmin_bytes() : ecn.kmin_bytes();
   const uint64_t kmax = tor.kmax_bytes() > 0 ? tor.kmax_bytes() : ecn.kmax_bytes();
-  if (kmin > kmax) return Invalid("tor_ecn.kmin_bytes", "must be <= the ToRs' kmax_bytes");
+  if (kmin > kmax) {
+    // Name the field that was set.
+    return tor.kmin_bytes() > 0
+               ? Invalid("tor_ecn.kmin_bytes",
+                         absl::StrCat("must be <= the ToRs' kmax_bytes (", kmax, ")"))
+               : Invalid("tor_ecn.kmax_bytes",
+                         absl::StrCat("must be >= the ToRs' kmin_bytes (", kmin, ")"));
+  }
   const v1::PfcFabricSettings& pfc = scenario_.pfc();
   pfc_enabled_ = pfc.enabled();
   if (pfc.priority_mask() > 255) return Invalid("pfc.priority_mask", "must be in [0, 255]");

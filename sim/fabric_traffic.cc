@@ -95,11 +95,30 @@ absl::Status Fabric::ConfigureAllReduce(uint8_t* used) {
 
 absl::Status Fabric::ConfigureBackground(uint8_t* used) {
   const v1::Workload& w = scenario_.workload();
-  if (!w.has_background() || w.background().load() == 0) return absl::OkStatus();
+  if (!w.has_background()) return absl::OkStatus();
   const auto& bg = w.background();
-  if (bg.load() < 0 || bg.load() >= 1) {
+  // Checked before anything else, NaN included: a bad step is refused even
+  // when there is no background without it.
+  if (!(bg.load() >= 0 && bg.load() < 1)) {
     return Invalid("workload.background.load", "must be in [0, 1)");
   }
+  if (!(bg.step_load() >= 0 && bg.step_load() < 1)) {
+    return Invalid("workload.background.step_load", "must be in [0, 1)");
+  }
+  if (!(bg.step_at_us() >= 0 && bg.step_at_us() <= 1e12)) {
+    return Invalid("workload.background.step_at_us", "must be in [0, 1e12]");
+  }
+  if (!(bg.step_period_us() >= 0 && bg.step_period_us() <= 1e12)) {
+    return Invalid("workload.background.step_period_us", "must be in [0, 1e12]");
+  }
+  if (bg.step_load() == 0 && (bg.step_at_us() > 0 || bg.step_period_us() > 0)) {
+    return Invalid("workload.background.step_load",
+                   "must be set (> 0) when step_at_us or step_period_us is");
+  }
+  if (bg.step_load() > 0 && bg.step_period_us() > 0 && UsToNs(bg.step_period_us()) < step_ns_) {
+    return Invalid("workload.background.step_period_us", "must be at least one step (step_ns)");
+  }
+  if (bg.load() == 0 && bg.step_load() == 0) return absl::OkStatus();
   for (uint32_t h : bg.hosts()) {
     if (auto st = CheckHost("workload.background.hosts", h); !st.ok()) return st;
     bg_hosts_.push_back(static_cast<int>(h));
@@ -110,15 +129,6 @@ absl::Status Fabric::ConfigureBackground(uint8_t* used) {
   if (bg_hosts_.size() < 2) return Invalid("workload.background.hosts", "need at least 2 hosts");
   if (auto st = CheckPriority("workload.background.priority", bg.priority()); !st.ok()) return st;
   *used |= 1 << PrioOr3(bg.priority());
-  if (bg.step_load() < 0 || bg.step_load() >= 1) {
-    return Invalid("workload.background.step_load", "must be in [0, 1)");
-  }
-  if (bg.step_at_us() < 0 || bg.step_period_us() < 0) {
-    return Invalid("workload.background.step_at_us", "step_at_us and step_period_us must be >= 0");
-  }
-  if (bg.step_load() > 0 && bg.step_period_us() > 0 && UsToNs(bg.step_period_us()) < step_ns_) {
-    return Invalid("workload.background.step_period_us", "must be at least one step (step_ns)");
-  }
   bg_cdf_ = std::make_unique<FlowSizeCdf>(FlowSizeCdf::For(bg.distribution()));
   // Arrivals are drawn at the higher of the two loads and thinned to the
   // load in force (BackgroundLoadAt).

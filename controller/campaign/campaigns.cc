@@ -310,7 +310,9 @@ void Campaigns::TrialFinished(v1::Change* c, bool restarted) {
       tr.set_objective_ratio(*est.ratio);
       tr.set_objective_lower(est.lower);
       tr.set_objective_upper(est.upper);
-      tr.set_min_improvement(TrialMinImprovement(policy, est.noise));
+      // A confirmation is held to the smallest gain worth a fleet-wide
+      // change (the policy's, else the floor), not to a noise band.
+      tr.set_min_improvement(TrialMinImprovement(policy, tr.confirms() != 0 ? 0 : est.noise));
     }
     if (own_shift > 0) tr.set_own_shift_ratio(own_shift);
     if (outcome == "measured") {
@@ -326,11 +328,10 @@ void Campaigns::TrialFinished(v1::Change* c, bool restarted) {
         tr.set_note(absl::StrCat(exceeded, " ", note));
       } else if (tr.confirms() != 0) {
         // Confirmed when the interval lies wholly below 1 (a gain at 95%
-        // one-sided confidence) and, when the policy sets a smallest gain
-        // worth taking, the estimate clears it.
-        const double bar = policy.tuner().min_improvement();
-        tr.set_outcome(est.upper < 1 && (bar <= 0 || *est.ratio <= 1 - bar) ? "confirmed"
-                                                                            : "not_confirmed");
+        // one-sided confidence) and the estimate clears the smallest gain
+        // worth a fleet-wide change (the policy's min_improvement, else 2%).
+        tr.set_outcome(est.upper < 1 && *est.ratio <= 1 - tr.min_improvement() ? "confirmed"
+                                                                               : "not_confirmed");
       } else {
         tr.set_outcome(*est.ratio < next.best_objective_ratio() * (1 - tr.min_improvement())
                            ? "improved"
@@ -361,7 +362,7 @@ void Campaigns::Drive(v1::Campaign* t) {
   const bool old_scores = std::any_of(t->trials().begin(), t->trials().end(), [](const auto& tr) {
     return (tr.outcome() == "improved" || tr.outcome() == "not_improved" ||
             tr.outcome() == "constraint_exceeded") &&
-           tr.objective_ratio() > 0 && tr.min_improvement() == 0;
+           tr.confirms() == 0 && tr.objective_ratio() > 0 && tr.min_improvement() == 0;
   });
   if (old_scores) {
     const std::string note =
@@ -506,14 +507,17 @@ void Campaigns::Conclude(v1::Campaign* t, v1::Campaign next, const v1::PolicyVer
   // The search trial that measured the winner (a retry stands in for its HOLD
   // trial, and comes after it), and the newest confirmation of the winner.
   std::optional<v1::Trial> winner, confirmation;
+  for (const v1::Trial& tr : next.trials()) {
+    if (tr.confirms() == 0 && tr.outcome() == "improved" &&
+        KnobValues(tr.knobs().begin(), tr.knobs().end()) == best) {
+      winner = tr;
+    }
+  }
   int attempts = 0;
   for (const v1::Trial& tr : next.trials()) {
-    if (KnobValues(tr.knobs().begin(), tr.knobs().end()) != best) continue;
-    if (tr.confirms() != 0) {
+    if (winner.has_value() && tr.confirms() == winner->index()) {
       confirmation = tr;
       attempts += tr.retry_of() == 0 ? 1 : 0;
-    } else if (tr.outcome() == "improved") {
-      winner = tr;
     }
   }
   const std::string knobs = absl::StrJoin(best, ",", absl::PairFormatter("="));
@@ -526,17 +530,20 @@ void Campaigns::Conclude(v1::Campaign* t, v1::Campaign next, const v1::PolicyVer
   // The winner is the best of many noisy measurements, so its own estimate
   // flatters it: it is measured once more, against the start values, on
   // canary hosts the search did not use. A confirmation lost to a controller
-  // restart is run again (at most three in all).
-  if (!confirmation.has_value() || (confirmation->outcome() == "aborted" && attempts < 3)) {
+  // restart, or aborted or rolled back by hand (its trial then stays
+  // "running" with no change active), is run again (at most three in all).
+  const bool lost = confirmation.has_value() &&
+                    (confirmation->outcome() == "aborted" || confirmation->outcome() == "running");
+  if (!confirmation.has_value() || (lost && attempts < 3)) {
     StartTrial(t, std::move(next), pv, best,
                absl::StrCat("confirmation of trial ", winner->index(), " of campaign ", t->id(),
-                            ": ", knobs, " against the start values on fresh canary hosts"),
+                            ": ", knobs, " against the start values on fresh canary members"),
                0, 0, winner->index());
     return;
   }
   const std::string search = absl::StrCat(EstimateText(*winner), " (trial ", winner->index(), ")");
   const std::string confirmed = absl::StrFormat(
-      "%s (trial %u, %u canary hosts, %u of them fresh)", EstimateText(*confirmation),
+      "%s (trial %u, %u canary members, %u of them fresh)", EstimateText(*confirmation),
       confirmation->index(), confirmation->canary_hosts(), confirmation->fresh_canary_hosts());
   if (confirmation->outcome() != "confirmed") {
     Finish(t, std::move(next),
@@ -556,6 +563,15 @@ void Campaigns::Finish(v1::Campaign* t, v1::Campaign next, const std::string& no
                        const KnobValues& promote, const std::string& promotion_reason) {
   next.set_state(v1::Campaign::FINISHED);
   next.set_note(note);
+  if (!promotion_reason.empty()) {
+    // Promoting the winner beyond the canary needs approval again.
+    absl::StatusOr<std::string> c = changes_->ProposePromotion(next, promote, promotion_reason);
+    if (c.ok()) {
+      next.set_promotion_change_id(*c);
+    } else {
+      next.set_note(absl::StrCat(note, "; promotion not proposed: ", c.status().message()));
+    }
+  }
   int retries = 0, confirmations = 0;
   for (const v1::Trial& tr : next.trials()) {
     retries += tr.retry_of() != 0 ? 1 : 0;
@@ -566,21 +582,16 @@ void Campaigns::Finish(v1::Campaign* t, v1::Campaign next, const std::string& no
   e.set_actor("tuner");
   e.set_action("campaign_finished");
   e.set_subject(next.id());
-  e.set_reason(note);
-  e.set_detail(absl::StrFormat(
-      "%d trials (and %d retries, %d confirmations); best p99 ratio %.3f: %s; %s",
-      next.trials_size() - retries - confirmations, retries, confirmations,
-      next.best_objective_ratio(), absl::StrJoin(next.best(), ",", absl::PairFormatter("=")),
-      promotion_reason.empty() ? "nothing proposed" : "proposed"));
-  if (!promotion_reason.empty()) {
-    // Promoting the winner beyond the canary needs approval again.
-    absl::StatusOr<std::string> c = changes_->ProposePromotion(next, promote, promotion_reason);
-    if (c.ok()) {
-      next.set_promotion_change_id(*c);
-    } else {
-      next.set_note(absl::StrCat(note, "; promotion not proposed: ", c.status().message()));
-    }
-  }
+  e.set_reason(next.note());
+  e.set_detail(
+      absl::StrFormat("%d trials (and %d retries, %d confirmations); best p99 ratio %.3f: %s; %s",
+                      next.trials_size() - retries - confirmations, retries, confirmations,
+                      next.best_objective_ratio(),
+                      absl::StrJoin(KnobValues(next.best().begin(), next.best().end()), ",",
+                                    absl::PairFormatter("=")),
+                      next.promotion_change_id().empty()
+                          ? "nothing proposed"
+                          : absl::StrCat("proposed as ", next.promotion_change_id())));
   if (Save(next, {e}).ok()) *t = next;
   // Persist the promotion's campaign link.
   if (!next.promotion_change_id().empty()) changes_->PersistChange(next.promotion_change_id());
@@ -622,11 +633,13 @@ void Campaigns::StartTrial(v1::Campaign* t, v1::Campaign next, const v1::PolicyV
         if (h.role() == v1::HostTarget::CANARY) searched.insert(h.host_id());
       }
     }
+    // Fresh: not a canary member of the trial it confirms (none counted
+    // when that trial's change is no longer known).
     uint32_t canaries = 0, fresh = 0;
     for (const v1::HostTarget& h : c->hosts()) {
       if (h.role() != v1::HostTarget::CANARY) continue;
       ++canaries;
-      fresh += searched.contains(h.host_id()) ? 0 : 1;
+      fresh += searched.empty() || searched.contains(h.host_id()) ? 0 : 1;
     }
     tr->set_canary_hosts(canaries);
     tr->set_fresh_canary_hosts(fresh);

@@ -171,7 +171,7 @@ absl::StatusOr<v1::ParameterSet> ApplyKnobs(const StoredHost& host,
 absl::StatusOr<std::vector<v1::HostTarget>> PlanHosts(const v1::Policy& policy,
                                                       const std::vector<StoredHost>& hosts,
                                                       const std::string& seed,
-                                                      const std::set<std::string>& avoid_canary) {
+                                                      const PlanAvoid& avoid) {
   const std::string rack_label =
       policy.rollout().rack_label().empty() ? "rack" : policy.rollout().rack_label();
   // rack -> hosts in seeded order
@@ -181,14 +181,17 @@ absl::StatusOr<std::vector<v1::HostTarget>> PlanHosts(const v1::Policy& policy,
     const std::string rack = it == h.info.labels().end() ? "" : it->second;
     racks[rack].emplace_back(OrderKey(seed, h.info.host_id()), h.info.host_id());
   }
-  // Hosts to avoid last within their rack; the rest in seeded order.
-  std::map<std::string, size_t> avoided;  // rack -> hosts to avoid
+  // Within a rack, by avoid rank, then in seeded order.
+  auto rank = [&avoid](const std::string& id) {
+    auto it = avoid.find(id);
+    return it == avoid.end() ? 0 : it->second;
+  };
+  std::map<std::string, int> avoided;  // rack -> its hosts' total rank
   for (auto& [rack, list] : racks) {
     std::sort(list.begin(), list.end(), [&](const auto& a, const auto& b) {
-      return std::make_pair(avoid_canary.contains(a.second), a.first) <
-             std::make_pair(avoid_canary.contains(b.second), b.first);
+      return std::make_pair(rank(a.second), a.first) < std::make_pair(rank(b.second), b.first);
     });
-    for (const auto& [key, id] : list) avoided[rack] += avoid_canary.contains(id) ? 1 : 0;
+    for (const auto& [key, id] : list) avoided[rack] += rank(id);
   }
   const size_t n = hosts.size();
   size_t pairable = 0;

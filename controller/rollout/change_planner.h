@@ -42,6 +42,11 @@ v1::ParameterSet MergeParameterSets(const v1::ParameterSet& base, const v1::Para
 absl::StatusOr<v1::ParameterSet> ApplyKnobs(const StoredHost& host,
                                             const v1::ParameterSet& previous, const Knobs& knobs);
 
+// Members a plan should keep out of its canary and control groups where it
+// can: member id -> rank, higher = placed later (a confirmation's: the canary
+// members of the trial it confirms 2, its control members 1).
+using PlanAvoid = std::map<std::string, int>;
+
 // A stable 64-bit order key of `text` under `seed` (SHA-256): the planners'
 // seeded order of hosts and racks.
 uint64_t PlanOrderKey(const std::string& seed, const std::string& text);
@@ -56,14 +61,16 @@ uint64_t PlanOrderKey(const std::string& seed, const std::string& text);
 //   also measures a rack's REST hosts as control until their stage);
 // - stage n holds the unchanged hosts up to the cumulative fraction
 //   stages[n-1] of N, control hosts last so they stay unchanged longest.
-// - hosts in `avoid_canary` (a confirmation's: the canary hosts of the trial
-//   it confirms) come last within their rack, and racks holding fewer of them
-//   first, so the canary and control hosts are fresh wherever the racks have
-//   room (a two-host rack swaps its canary and control).
+// - within a rack, hosts come in order of their `avoid` rank, and racks in
+//   order of their hosts' total rank, so a confirmation's canary and control
+//   hosts are ones the confirmed trial did not use wherever a rack has four
+//   or more hosts; a rack of three gives a fresh canary against the old
+//   control, a rack of two swaps canary and control.
 // kFailedPrecondition when no rack has two hosts.
-absl::StatusOr<std::vector<v1::HostTarget>> PlanHosts(
-    const v1::Policy& policy, const std::vector<StoredHost>& hosts, const std::string& seed,
-    const std::set<std::string>& avoid_canary = {});
+absl::StatusOr<std::vector<v1::HostTarget>> PlanHosts(const v1::Policy& policy,
+                                                      const std::vector<StoredHost>& hosts,
+                                                      const std::string& seed,
+                                                      const PlanAvoid& avoid = {});
 
 }  // namespace rocetune::controller
 

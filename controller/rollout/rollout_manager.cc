@@ -692,7 +692,7 @@ absl::StatusOr<v1::Change> RolloutManager::BuildChange(const v1::PolicyVersion& 
                                                        const Knobs& knobs, const Identity& who,
                                                        const std::string& reason,
                                                        const std::string& seed,
-                                                       const std::set<std::string>& avoid_canary) {
+                                                       const PlanAvoid& avoid) {
   const v1::Policy policy = WithDefaults(pv.policy());
   if (absl::Status s = CheckKnobs(policy, knobs); !s.ok()) return s;
   if (absl::Status s = CheckObjectiveStillValid(pv); !s.ok()) return s;
@@ -715,8 +715,8 @@ absl::StatusOr<v1::Change> RolloutManager::BuildChange(const v1::PolicyVersion& 
   if (absl::Status s = CheckProbeRate(policy, selected); !s.ok()) return s;
   // Switch knobs: planned rack by rack (rollout_manager_switch.cc).
   absl::StatusOr<std::vector<v1::HostTarget>> plan =
-      HasSwitchKnobs(policy) ? PlanSwitchChange(policy, selected, knobs, seed, avoid_canary)
-                             : PlanHosts(policy, selected, seed, avoid_canary);
+      HasSwitchKnobs(policy) ? PlanSwitchChange(policy, selected, knobs, seed, avoid)
+                             : PlanHosts(policy, selected, seed, avoid);
   if (!plan.ok()) return plan.status();
   if (!HasSwitchKnobs(policy)) {
     if (absl::Status s = CheckJudgeable(policy, *plan); !s.ok()) return s;

@@ -206,8 +206,7 @@ class RolloutManager : public FleetListener, private TrialChanges {
   // Builds a change for `knobs` under `policy` (not stored).
   absl::StatusOr<v1::Change> BuildChange(const v1::PolicyVersion& policy, const Knobs& knobs,
                                          const Identity& who, const std::string& reason,
-                                         const std::string& seed,
-                                         const std::set<std::string>& avoid_canary = {});
+                                         const std::string& seed, const PlanAvoid& avoid = {});
   // The targets of a change of a policy with switch knobs (PlanRacks):
   // `selected` is the policy's selection of connected members. Switch-only
   // policies select switches; the connected hosts of their racks are
@@ -215,7 +214,7 @@ class RolloutManager : public FleetListener, private TrialChanges {
   // Every member must be outside other active changes.
   absl::StatusOr<std::vector<v1::HostTarget>> PlanSwitchChange(
       const v1::Policy& policy, const std::vector<StoredHost>& selected, const Knobs& knobs,
-      const std::string& seed, const std::set<std::string>& avoid_canary) const;
+      const std::string& seed, const PlanAvoid& avoid) const;
   // `hosts` plus, for a policy with switch knobs, the switches of their racks:
   // where the knobs' current values are read (CurrentKnobValues).
   std::vector<std::string> WithRackSwitches(const v1::Policy& policy,

@@ -16,7 +16,7 @@ namespace rocetune::controller {
 
 absl::StatusOr<std::vector<v1::HostTarget>> RolloutManager::PlanSwitchChange(
     const v1::Policy& policy, const std::vector<StoredHost>& selected, const Knobs& knobs,
-    const std::string& seed, const std::set<std::string>& avoid_canary) const {
+    const std::string& seed, const PlanAvoid& avoid) const {
   const std::string& rack_label = policy.rollout().rack_label();
   const bool joint = !SplitKnobs(knobs).host.empty();
   std::vector<StoredHost> switches, hosts;
@@ -52,7 +52,7 @@ absl::StatusOr<std::vector<v1::HostTarget>> RolloutManager::PlanSwitchChange(
     }
     (joint ? switches : hosts).push_back(*std::move(h));
   }
-  return PlanRacks(policy, switches, hosts, knobs, seed, avoid_canary);
+  return PlanRacks(policy, switches, hosts, knobs, seed, avoid);
 }
 
 std::vector<std::string> RolloutManager::WithRackSwitches(const v1::Policy& policy,

@@ -82,14 +82,16 @@ absl::StatusOr<v1::Change> RolloutManager::BuildTrial(
     const std::string& reason, uint32_t bake_seconds, const std::string& fresh_from) {
   // Seeded by the campaign: every search trial of a campaign has the same
   // canary. A confirmation is planned under its own seed, away from the
-  // canary members of the trial that found the winner.
+  // canary members, then the control members, of the trial that found the
+  // winner.
   std::string seed = t.id();
-  std::set<std::string> avoid;
+  PlanAvoid avoid;
   if (!fresh_from.empty()) {
     seed = absl::StrCat(t.id(), "/confirmation");
     if (const v1::Change* w = Find(fresh_from); w != nullptr) {
       for (const v1::HostTarget& h : w->hosts()) {
-        if (h.role() == v1::HostTarget::CANARY) avoid.insert(h.host_id());
+        if (h.role() == v1::HostTarget::CANARY) avoid[h.host_id()] = 2;
+        if (h.role() == v1::HostTarget::CONTROL) avoid[h.host_id()] = 1;
       }
     }
   }

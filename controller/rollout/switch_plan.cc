@@ -102,7 +102,7 @@ absl::StatusOr<std::vector<v1::HostTarget>> PlanRacks(const v1::Policy& policy,
                                                       const std::vector<StoredHost>& switches,
                                                       const std::vector<StoredHost>& hosts,
                                                       const Knobs& knobs, const std::string& seed,
-                                                      const std::set<std::string>& avoid_canary) {
+                                                      const PlanAvoid& avoid) {
   const std::string rack_label =
       policy.rollout().rack_label().empty() ? "rack" : policy.rollout().rack_label();
   const SplitKnobValues split = SplitKnobs(knobs);
@@ -133,18 +133,19 @@ absl::StatusOr<std::vector<v1::HostTarget>> PlanRacks(const v1::Policy& policy,
   for (const auto& [name, rack] : racks) {
     (rack.judgeable() ? judgeable : unjudgeable).push_back(name);
   }
-  auto avoided = [&](const std::string& name) {
-    const Rack& r = racks.at(name);
-    for (const auto* members : {&r.switches, &r.hosts}) {
+  std::map<std::string, int> rank;  // rack -> its members' highest avoid rank
+  for (const auto& [name, rack] : racks) {
+    int& r = rank[name];
+    for (const auto* members : {&rack.switches, &rack.hosts}) {
       for (const StoredHost* m : *members) {
-        if (avoid_canary.contains(m->info.host_id())) return true;
+        auto it = avoid.find(m->info.host_id());
+        if (it != avoid.end()) r = std::max(r, it->second);
       }
     }
-    return false;
-  };
+  }
   auto seeded = [&](const std::string& a, const std::string& b) {
-    return std::make_pair(avoided(a), PlanOrderKey(seed, "rack:" + a)) <
-           std::make_pair(avoided(b), PlanOrderKey(seed, "rack:" + b));
+    return std::make_pair(rank[a], PlanOrderKey(seed, "rack:" + a)) <
+           std::make_pair(rank[b], PlanOrderKey(seed, "rack:" + b));
   };
   std::sort(judgeable.begin(), judgeable.end(), seeded);
   std::sort(unjudgeable.begin(), unjudgeable.end(), seeded);

@@ -72,14 +72,15 @@ absl::StatusOr<v1::ParameterSet> ApplySwitchKnobs(const StoredHost& sw,
 // - Every member of a rack shares its role and stage; target, previous and
 //   previous_version are filled: switches get the switch knobs, hosts the
 //   host knobs (or, switch-only, an empty target: measured only).
-// - Racks with a member in `avoid_canary` (a confirmation's: the canary
-//   members of the trial it confirms) come after the others in the seeded
-//   order, so the canary racks are fresh wherever there are enough.
+// - Racks come in order of their members' highest `avoid` rank, then in
+//   seeded order: a confirmation's canary racks are ones the confirmed trial
+//   left alone, else its control racks, before its canary racks.
 // kInvalidArgument when a switch has no rack label or a knob cannot apply.
-absl::StatusOr<std::vector<v1::HostTarget>> PlanRacks(
-    const v1::Policy& policy, const std::vector<StoredHost>& switches,
-    const std::vector<StoredHost>& hosts, const Knobs& knobs, const std::string& seed,
-    const std::set<std::string>& avoid_canary = {});
+absl::StatusOr<std::vector<v1::HostTarget>> PlanRacks(const v1::Policy& policy,
+                                                      const std::vector<StoredHost>& switches,
+                                                      const std::vector<StoredHost>& hosts,
+                                                      const Knobs& knobs, const std::string& seed,
+                                                      const PlanAvoid& avoid = {});
 
 }  // namespace rocetune::controller
 

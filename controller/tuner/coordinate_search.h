@@ -21,10 +21,10 @@ namespace rocetune::controller {
 // the search moves to the next knob. An improvement (objective_ratio <
 // 1 - min_improvement with constraints_ok) becomes the incumbent, doubles that
 // knob's step and is followed by another step in the same direction; it also
-// clears every stuck mark and brings every other knob's step back to at least
-// its first size (knobs interact: a move that failed from the old incumbent
-// may pay from the new one). A trial without a verdict (no objective_ratio)
-// counts as not an improvement.
+// clears every stuck mark and brings every other knob's step (after a pair,
+// every knob's) back to at least its first size (knobs interact: a move that
+// failed from the old incumbent may pay from the new one). A trial without a verdict (no
+// objective_ratio) counts as not an improvement.
 //
 // Steps: additive knobs move by a multiple of Knob.step, starting at a quarter
 // of the range (rounded down to the step grid, at least one step, at most

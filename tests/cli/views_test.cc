@@ -318,7 +318,7 @@ TEST(CampaignViewTest, TrialsTableMarksTheBest) {
   EXPECT_THAT(out, HasSubstr("not drift-corrected, not scored"));
   // No winner confirmed yet: only the search's estimate.
   EXPECT_THAT(out, HasSubstr("search      0.900 (trial 1;"));
-  EXPECT_THAT(out, Not(HasSubstr("confirmed   ")));
+  EXPECT_THAT(out, Not(HasSubstr("\nconfirmation ")));
 }
 
 // Issue 24 item 4: `campaign show` prints the search's estimate of the winner
@@ -362,8 +362,16 @@ TEST(CampaignViewTest, ShowsTheSearchEstimateAndTheConfirmedOne) {
   std::string out = RenderCampaign(c, absl::Now());
   EXPECT_THAT(out, HasSubstr("trials      2 of 4 (and 1 confirmation)"));
   EXPECT_THAT(out, HasSubstr("search      0.620 [0.50, 0.77] (trial 1;"));
-  EXPECT_THAT(out, HasSubstr("confirmed   0.710 [0.64, 0.79] (trial 3, confirmed; 4 canary "
-                             "hosts, 3 of them fresh)"));
+  EXPECT_THAT(out, HasSubstr("confirmation 0.710 [0.64, 0.79] (trial 3, confirmed; 4 canary "
+                             "members, 3 of them fresh)"));
+  EXPECT_THAT(out, Not(HasSubstr("not confirmed")));
+  // Not confirmed: the best values are marked, and the list counts the
+  // budgeted trials only.
+  c.mutable_trials(2)->set_outcome("not_confirmed");
+  EXPECT_THAT(RenderCampaign(c, absl::Now()), HasSubstr("objective ratio 0.620  (not confirmed)"));
+  v1::ListCampaignsResponse list;
+  *list.add_campaigns() = c;
+  EXPECT_THAT(RenderCampaignList(list, absl::Now()), HasSubstr(" 2/4 "));
   EXPECT_THAT(out, HasSubstr("confirmed (confirms 1)"));
   EXPECT_THAT(out, HasSubstr("* 1"));
   EXPECT_THAT(out, Not(HasSubstr("* 3")));

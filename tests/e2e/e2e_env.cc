@@ -199,7 +199,8 @@ absl::StatusOr<OfflineFigures> Env::SimulateOffline(const std::map<std::string, 
         args.push_back(absl::StrCat("--set=tor_ecn.kmin_bytes=", value));
       } else if (absl::EndsWith(name, ".green_max_threshold")) {
         args.push_back(absl::StrCat("--set=tor_ecn.kmax_bytes=", value));
-      } else if (absl::EndsWith(name, ".green_drop_probability")) {
+      } else if (absl::EndsWith(name, ".green_drop_probability") && value > 0) {
+        // (tor_ecn.pmax 0 means "the scenario's": 0% has no equivalent.)
         args.push_back(absl::StrCat("--set=tor_ecn.pmax=", value / 100.0));
       } else {
         return absl::InvalidArgumentError(absl::StrCat("no offline equivalent of ", name));
@@ -219,12 +220,12 @@ absl::StatusOr<OfflineFigures> Env::SimulateOffline(const std::map<std::string, 
   std::optional<double> burst = SummaryField(out, "incast_burst_us", "p99");
   size_t at = out.find("\"delivered_gbps\": ");
   double gbps = 0;
-  if (!probe || !burst || at == std::string::npos ||
+  if (!probe || !intra || !burst || at == std::string::npos ||
       !absl::SimpleAtod(absl::string_view(out).substr(at + 18, out.find(',', at) - at - 18),
                         &gbps)) {
     return absl::InternalError(absl::StrCat("no probe/burst p99 or throughput in: ", out));
   }
-  return OfflineFigures{*probe, intra.value_or(0), *burst, gbps};
+  return OfflineFigures{*probe, *intra, *burst, gbps};
 }
 
 std::string Env::WriteFile(const std::string& name, const std::string& text) {

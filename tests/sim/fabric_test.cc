@@ -6,6 +6,7 @@
 #include <functional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -148,15 +149,26 @@ TEST(FabricTest, ABackgroundLoadStepChangesTheLoadFromItsTimeOn) {
   EXPECT_LT(late.delivered_gbps, 0.9 * high.delivered_gbps);
   EXPECT_GT(wave.delivered_gbps, 1.2 * base.delivered_gbps);
   EXPECT_LT(wave.delivered_gbps, 0.9 * high.delivered_gbps);
+  // A step down thins the arrivals drawn at the higher load.
+  const SimSummary down = with({"workload.background.step_load=0.1"});
+  EXPECT_LT(down.delivered_gbps, 0.6 * base.delivered_gbps);
+  EXPECT_GT(down.delivered_gbps, 0.1 * base.delivered_gbps);
   // A step back to the same load changes nothing, not even the random draws.
   EXPECT_EQ(with({"workload.background.step_load=0.3"}).ToJson(), base.ToJson());
-  // Out of range: refused, naming the field.
-  absl::StatusOr<v1::Scenario> bad = LoadScenario(ScenarioPath("allreduce_16_hosts_background"),
-                                                  {"workload.background.step_load=1.5"});
-  ASSERT_TRUE(bad.ok()) << bad.status();
-  absl::StatusOr<std::unique_ptr<Fabric>> refused = Fabric::Create(*bad);
-  ASSERT_FALSE(refused.ok());
-  EXPECT_THAT(refused.status().message(), HasSubstr("workload.background.step_load"));
+  // Out of range, or a period without a load to step to: refused, naming
+  // the field.
+  for (const auto& [set, field] : std::vector<std::pair<std::string, std::string>>{
+           {"workload.background.step_load=1.5", "workload.background.step_load"},
+           {"workload.background.step_load=nan", "workload.background.step_load"},
+           {"workload.background.step_period_us=1000", "workload.background.step_load"},
+           {"workload.background.step_at_us=-1", "workload.background.step_at_us"}}) {
+    absl::StatusOr<v1::Scenario> bad =
+        LoadScenario(ScenarioPath("allreduce_16_hosts_background"), {set});
+    ASSERT_TRUE(bad.ok()) << set << ": " << bad.status();
+    absl::StatusOr<std::unique_ptr<Fabric>> refused = Fabric::Create(*bad);
+    ASSERT_FALSE(refused.ok()) << set;
+    EXPECT_THAT(refused.status().message(), HasSubstr(field)) << set;
+  }
 }
 
 // tor_ecn sets the ToRs' marking over the scenario's (what a switch agent
@@ -190,13 +202,18 @@ TEST(FabricTest, TorEcnOverridesTheScenariosMarkingOnTheTorsOnly) {
   // Tighter ToR marking marks more; the scenario's own values change nothing.
   EXPECT_GT(tight_tors.ecn_marked_packets, loose.ecn_marked_packets);
   EXPECT_TRUE(RunScenario("allreduce_16_hosts_background", same).ToJson() == loose.ToJson());
-  // A ToR kmin above the ToRs' kmax is refused, naming the field.
-  absl::StatusOr<v1::Scenario> bad =
-      LoadScenario(ScenarioPath("allreduce_16_hosts_background"), {"tor_ecn.kmin_bytes=2000000"});
-  ASSERT_TRUE(bad.ok()) << bad.status();
-  absl::StatusOr<std::unique_ptr<Fabric>> refused = Fabric::Create(*bad);
-  ASSERT_FALSE(refused.ok());
-  EXPECT_THAT(refused.status().message(), HasSubstr("tor_ecn.kmin_bytes"));
+  // Out of range or crossed thresholds are refused, naming the field set.
+  for (const auto& [set, field] : std::vector<std::pair<std::string, std::string>>{
+           {"tor_ecn.kmin_bytes=2000000", "tor_ecn.kmin_bytes"},
+           {"tor_ecn.kmax_bytes=100000", "tor_ecn.kmax_bytes"},
+           {"tor_ecn.pmax=1.5", "tor_ecn.pmax"}}) {
+    absl::StatusOr<v1::Scenario> bad =
+        LoadScenario(ScenarioPath("allreduce_16_hosts_background"), {set});
+    ASSERT_TRUE(bad.ok()) << set << ": " << bad.status();
+    absl::StatusOr<std::unique_ptr<Fabric>> refused = Fabric::Create(*bad);
+    ASSERT_FALSE(refused.ok()) << set;
+    EXPECT_THAT(refused.status().message(), HasSubstr(field)) << set;
+  }
 }
 
 TEST(FabricTest, SameSeedSameResultsOtherSeedOtherResults) {

@@ -436,41 +436,56 @@ TEST(ChangePlannerTest, CanaryAndControlShareRacksAndStagesEndWithControl) {
 }
 
 // Issue 24 item 4: a confirmation's canary and control hosts avoid the
-// canary hosts of the trial it confirms: fresh in racks of three or more, and
-// a two-host rack swaps its canary and control.
-TEST(ChangePlannerTest, AConfirmationAvoidsTheSearchsCanaryHosts) {
+// hosts of the trial it confirms: both fresh in racks of four, a fresh canary
+// against the old control in racks of three, canary and control swapped in
+// racks of two.
+TEST(ChangePlannerTest, AConfirmationAvoidsTheHostsOfTheTrialItConfirms) {
   v1::Policy policy;
   policy.mutable_rollout()->set_canary_fraction(0.25);
   policy.mutable_rollout()->set_min_canary_hosts(6);
   std::vector<StoredHost> hosts;
-  // Racks r0..r3 of four hosts, r4 and r5 of two.
-  for (int i = 0; i < 20; ++i) {
-    StoredHost h;
-    h.info.set_host_id(absl::StrCat("h", i));
-    (*h.info.mutable_labels())["rack"] = absl::StrCat("r", i < 16 ? i / 4 : 4 + (i - 16) / 2);
-    hosts.push_back(h);
+  // Racks r0..r3 of four hosts, r4 of three, r5 of two.
+  const std::vector<std::pair<std::string, int>> racks = {{"r0", 4}, {"r1", 4}, {"r2", 4},
+                                                          {"r3", 4}, {"r4", 3}, {"r5", 2}};
+  for (const auto& [rack, n] : racks) {
+    for (int i = 0; i < n; ++i) {
+      StoredHost h;
+      h.info.set_host_id(absl::StrCat(rack, "-h", i));
+      (*h.info.mutable_labels())["rack"] = rack;
+      hosts.push_back(h);
+    }
   }
   auto search = PlanHosts(policy, hosts, "t-1");
   ASSERT_TRUE(search.ok()) << search.status();
-  std::set<std::string> avoid;
+  PlanAvoid avoid;
+  std::map<std::string, std::string> old_canary, old_control;  // rack -> host
   for (const v1::HostTarget& t : *search) {
-    if (t.role() == v1::HostTarget::CANARY) avoid.insert(t.host_id());
-  }
-  ASSERT_EQ(avoid.size(), 6u);
-  auto confirm = PlanHosts(policy, hosts, "t-1/confirmation", avoid);
-  ASSERT_TRUE(confirm.ok()) << confirm.status();
-  int canaries = 0;
-  for (const v1::HostTarget& t : *confirm) {
-    if (t.role() != v1::HostTarget::CANARY && t.role() != v1::HostTarget::CONTROL) continue;
-    canaries += t.role() == v1::HostTarget::CANARY ? 1 : 0;
-    const bool small_rack = t.rack() == "r4" || t.rack() == "r5";
     if (t.role() == v1::HostTarget::CANARY) {
-      EXPECT_FALSE(avoid.contains(t.host_id())) << t.host_id() << " " << t.rack();
-    } else if (!small_rack) {
-      EXPECT_FALSE(avoid.contains(t.host_id())) << t.host_id() << " " << t.rack();
+      avoid[t.host_id()] = 2;
+      old_canary[t.rack()] = t.host_id();
+    }
+    if (t.role() == v1::HostTarget::CONTROL) {
+      avoid[t.host_id()] = 1;
+      old_control[t.rack()] = t.host_id();
     }
   }
-  EXPECT_EQ(canaries, 6);
+  ASSERT_EQ(old_canary.size(), 6u) << "one canary per rack";
+  auto confirm = PlanHosts(policy, hosts, "t-1/confirmation", avoid);
+  ASSERT_TRUE(confirm.ok()) << confirm.status();
+  std::map<std::string, std::string> canary, control;
+  for (const v1::HostTarget& t : *confirm) {
+    if (t.role() == v1::HostTarget::CANARY) canary[t.rack()] = t.host_id();
+    if (t.role() == v1::HostTarget::CONTROL) control[t.rack()] = t.host_id();
+  }
+  ASSERT_EQ(canary.size(), 6u);
+  for (const std::string r : {"r0", "r1", "r2", "r3"}) {
+    EXPECT_FALSE(avoid.contains(canary[r])) << r;
+    EXPECT_FALSE(avoid.contains(control[r])) << r;
+  }
+  EXPECT_FALSE(avoid.contains(canary["r4"]));
+  EXPECT_EQ(control["r4"], old_control["r4"]);
+  EXPECT_EQ(canary["r5"], old_control["r5"]);
+  EXPECT_EQ(control["r5"], old_canary["r5"]);
 }
 
 TEST(ChangePlannerTest, RefusesWithoutARackOfTwo) {
@@ -1786,8 +1801,9 @@ TEST_F(RolloutTest, AWinnerIsConfirmedOnFreshCanaryHostsBeforeItIsProposed) {
   ASSERT_FALSE(id.empty());
   bool proposed_before_confirmed = false;
   const v1::Campaign now = RunCampaign(id, [&](const v1::Campaign& c) {
-    const bool confirmed = std::any_of(c.trials().begin(), c.trials().end(),
-                                       [](const v1::Trial& tr) { return tr.confirms() != 0; });
+    const bool confirmed = std::any_of(
+        c.trials().begin(), c.trials().end(),
+        [](const v1::Trial& tr) { return tr.confirms() != 0 && tr.outcome() == "confirmed"; });
     proposed_before_confirmed |= !c.promotion_change_id().empty() && !confirmed;
   });
   ASSERT_EQ(now.state(), v1::Campaign::FINISHED) << now.DebugString();
@@ -1804,10 +1820,12 @@ TEST_F(RolloutTest, AWinnerIsConfirmedOnFreshCanaryHostsBeforeItIsProposed) {
   // the search did not use, and so is every control host.
   EXPECT_EQ(conf.canary_hosts(), 8u);
   EXPECT_EQ(conf.fresh_canary_hosts(), 8u);
-  std::set<std::string> searched;
+  std::set<std::string> searched;  // the winning trial's canary and control hosts
   const v1::Change wc = Get(winner.change_id());
   for (const v1::HostTarget& h : wc.hosts()) {
-    if (h.role() == v1::HostTarget::CANARY) searched.insert(h.host_id());
+    if (h.role() == v1::HostTarget::CANARY || h.role() == v1::HostTarget::CONTROL) {
+      searched.insert(h.host_id());
+    }
   }
   const v1::Change cc = Get(conf.change_id());
   EXPECT_TRUE(cc.canary_only());
@@ -1826,8 +1844,37 @@ TEST_F(RolloutTest, AWinnerIsConfirmedOnFreshCanaryHostsBeforeItIsProposed) {
                                                         conf.objective_ratio())));
   EXPECT_THAT(promo.reason(),
               HasSubstr(absl::StrFormat("search estimate %.3f [", winner.objective_ratio())));
-  EXPECT_THAT(promo.reason(), HasSubstr("8 of them fresh"));
+  EXPECT_THAT(promo.reason(), HasSubstr("8 canary members, 8 of them fresh"));
   EXPECT_EQ(Metric("rocetune_controller_campaign_trials_total{outcome=confirmed,}"), 1);
+}
+
+// A confirmation an operator aborts is not read as "not confirmed": it is run
+// again, and the winner is proposed once a confirmation confirms it.
+TEST_F(RolloutTest, AnAbortedConfirmationIsRunAgain) {
+  ApplyPolicy(PolicyText());
+  factor_ = [](int64_t v) { return 0.5 + 0.5 * std::min(1.0, std::max(0.0, (v - 20) / 280.0)); };
+  Run(6);
+  const std::string id = StartApprovedCampaign();
+  ASSERT_FALSE(id.empty());
+  std::string aborted;
+  const v1::Campaign now = RunCampaign(id, [&](const v1::Campaign& c) {
+    if (!aborted.empty() || c.trials_size() == 0) return;
+    const v1::Trial& last = c.trials(c.trials_size() - 1);
+    if (last.confirms() == 0 || last.outcome() != "running") return;
+    if (Get(last.change_id()).state() != v1::CANARY) return;
+    auto a = Act("abort", last.change_id(), {"carol", false});
+    ASSERT_TRUE(a.ok()) << a.status();
+    aborted = last.change_id();
+  });
+  ASSERT_FALSE(aborted.empty()) << now.DebugString();
+  ASSERT_EQ(now.state(), v1::Campaign::FINISHED) << now.DebugString();
+  int confirmations = 0;
+  for (const v1::Trial& tr : now.trials()) confirmations += tr.confirms() != 0 ? 1 : 0;
+  EXPECT_EQ(confirmations, 2) << now.DebugString();
+  const v1::Trial& last = now.trials(now.trials_size() - 1);
+  EXPECT_NE(last.change_id(), aborted);
+  EXPECT_EQ(last.outcome(), "confirmed") << last.DebugString();
+  EXPECT_FALSE(now.promotion_change_id().empty()) << now.DebugString();
 }
 
 // Issue 24 item 4: a gain that only the search's canary hosts show (here the

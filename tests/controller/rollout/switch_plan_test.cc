@@ -164,14 +164,16 @@ TEST(SwitchPlanTest, CanaryTorsAreDeterministicPerSeedAndIgnoreInputOrder) {
 }
 
 // Issue 24 item 4: a confirmation's canary racks avoid the racks whose members
-// were canaries of the trial it confirms, while there are enough others.
+// were canaries of the trial it confirms: with every rack in the search, the
+// search's control racks become the canary racks.
 TEST(SwitchPlanTest, AConfirmationsCanaryRacksAreFreshWhereThereAreEnough) {
   Fleet f = MakeFleet(8, 4);
   auto search = PlanRacks(RackPolicy(), f.switches, f.hosts, {{kKmin, 100000}}, "t-7");
   ASSERT_TRUE(search.ok()) << search.status();
-  std::set<std::string> avoid;
+  PlanAvoid avoid;
   for (const v1::HostTarget& t : *search) {
-    if (t.role() == v1::HostTarget::CANARY) avoid.insert(t.host_id());
+    if (t.role() == v1::HostTarget::CANARY) avoid[t.host_id()] = 2;
+    if (t.role() == v1::HostTarget::CONTROL) avoid[t.host_id()] = 1;
   }
   const std::set<std::string> searched = CanaryRacks(*search);
   ASSERT_FALSE(searched.empty());
