@@ -56,31 +56,6 @@ const std::vector<std::string> kDrift = {"workload.background.step_load=0.5",
 constexpr char kKmin[] = "ecn.AZURE_LOSSLESS.green_min_threshold";
 constexpr char kKmax[] = "ecn.AZURE_LOSSLESS.green_max_threshold";
 
-// The rollout and guard sections both policies share: 6-second bakes on 1 s
-// windows, judged per rack.
-std::string Rollout(double canary_fraction) {
-  return absl::StrCat(R"(rollout {
-  canary_fraction: )",
-                      canary_fraction, R"(
-  min_canary_hosts: 8
-  bake_seconds: 6
-  baseline_seconds: 4
-  looks: 2
-  stages: [1.0]
-  rack_label: "tor"
-}
-guard {
-  max_p99_regression: 0.05
-  pass_max_ucb_regression: 0.2
-  confidence: 0.995
-  min_samples: 300
-  min_rack_pairs: 4
-  max_hold_seconds: 12
-}
-approval { approvers: 1 }
-)");
-}
-
 std::string TorEcnPolicy(int budget) {
   return absl::StrCat(R"(name: "bench-tor-ecn"
 selector { match_labels { key: "role" value: "switch" } }
@@ -89,7 +64,7 @@ constraints { metric: "throughput_gbps" max_ratio: 1.12 }
 knobs { parameter: "ecn.AZURE_LOSSLESS.green_max_threshold" min: 450000 max: 1600000 step: 50000 log_scale: true }
 knobs { parameter: "ecn.AZURE_LOSSLESS.green_min_threshold" min: 12500 max: 400000 step: 2500 log_scale: true }
 tuner { kind: COORDINATE_DESCENT trial_budget: )",
-                      budget, " min_improvement: 0.03 }\n", Rollout(0.5));
+                      budget, " min_improvement: 0.03 }\n", RackLevelRollout(0.5));
 }
 
 std::string AaPolicy(int budget) {
@@ -99,7 +74,7 @@ objective { metric: PROBE_RTT_P99 peer_class: "intra_tor" }
 constraints { metric: "throughput_gbps" max_ratio: 1.12 }
 knobs { parameter: "cnp_dscp" min: 0 max: 63 step: 4 }
 tuner { kind: COORDINATE_DESCENT trial_budget: )",
-                      budget, " min_improvement: 0.03 }\n", Rollout(0.25));
+                      budget, " min_improvement: 0.03 }\n", RackLevelRollout(0.25));
 }
 
 struct Outcome {

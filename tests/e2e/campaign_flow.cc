@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "gtest/gtest.h"
 
 namespace rocetune::e2e {
 namespace {
@@ -148,6 +149,41 @@ const v1::Trial* ConfirmedTrial(const v1::Campaign& t) {
     if (tr.index() == c->confirms()) return &tr;
   }
   return nullptr;
+}
+
+void ExpectConfirmedOnFreshRacks(const v1::Trial* conf, const std::string& out) {
+  ASSERT_NE(conf, nullptr) << out;
+  EXPECT_EQ(conf->outcome(), "confirmed") << out;
+  EXPECT_LT(conf->objective_upper(), 1.0) << out;
+  EXPECT_GT(conf->canary_hosts(), 4u) << out;
+  EXPECT_EQ(conf->fresh_canary_hosts(), conf->canary_hosts()) << out;
+}
+
+std::string RackLevelRollout(double canary_fraction) {
+  return absl::StrCat(R"(rollout {
+  canary_fraction: )",
+                      canary_fraction, R"(
+  min_canary_hosts: 8
+  bake_seconds: 6
+  baseline_seconds: 4
+  looks: 2
+  # Straight from the canary racks to all: an intermediate stage of 6 racks
+  # would leave 2 control racks, too few for the rack-level judge to bound
+  # the p99 ratio (it HOLDs until the limit aborts the change). The last
+  # stage, with no control left, is judged by the fleet guard.
+  stages: [1.0]
+  rack_label: "tor"
+}
+guard {
+  max_p99_regression: 0.05
+  pass_max_ucb_regression: 0.2
+  confidence: 0.995
+  min_samples: 300
+  min_rack_pairs: 4
+  max_hold_seconds: 12
+}
+approval { approvers: 1 }
+)");
 }
 
 std::string EstimateOf(const v1::Trial* tr) {

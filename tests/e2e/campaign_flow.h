@@ -42,6 +42,16 @@ int BudgetedTrials(const v1::Campaign& t);
 const v1::Trial* Confirmation(const v1::Campaign& t);
 const v1::Trial* ConfirmedTrial(const v1::Campaign& t);
 
+// A rack-level campaign's confirmation (`conf`, Confirmation()) confirmed the
+// winner on fresh racks: every canary member (ToR and hosts) new to it, its
+// interval below 1. `out` (tuning show) goes into the failure messages.
+void ExpectConfirmedOnFreshRacks(const v1::Trial* conf, const std::string& out);
+
+// The rollout, guard and approval sections of the rack-level campaign
+// policies (e2e tests, campaign_bench): `canary_fraction` of the racks whole
+// against the rest, 6-second bakes on 1 s windows, straight to all racks.
+std::string RackLevelRollout(double canary_fraction);
+
 // "ratio [lower, upper]" of a trial, for BENCH lines ("-" when null).
 std::string EstimateOf(const v1::Trial* tr);
 

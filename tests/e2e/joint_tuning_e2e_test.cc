@@ -52,29 +52,8 @@ knobs { parameter: "ecn.AZURE_LOSSLESS.green_min_threshold" min: 12500 max: 4000
 knobs { parameter: "rpg_time_reset" min: 30 max: 300 step: 5 log_scale: true }
 tuner { kind: COORDINATE_DESCENT trial_budget: )",
                       trial_budget, R"( min_improvement: 0.03 }
-rollout {
-  canary_fraction: 0.5
-  min_canary_hosts: 8
-  bake_seconds: 6
-  baseline_seconds: 4
-  looks: 2
-  # Straight from the canary racks to all: an intermediate stage of 6 racks
-  # would leave 2 control racks, too few for the rack-level judge to bound
-  # the p99 ratio (it HOLDs until the limit aborts the change). The last
-  # stage, with no control left, is judged by the fleet guard.
-  stages: [1.0]
-  rack_label: "tor"
-}
-guard {
-  max_p99_regression: 0.05
-  pass_max_ucb_regression: 0.2
-  confidence: 0.995
-  min_samples: 300
-  min_rack_pairs: 4
-  max_hold_seconds: 12
-}
-approval { approvers: 1 }
-)");
+)",
+                      RackLevelRollout(0.5));
 }
 
 TEST(JointTuningE2E, SwitchAndHostCampaignFromDefaultsMeetsTheP99Goal) {
@@ -135,11 +114,7 @@ TEST(JointTuningE2E, SwitchAndHostCampaignFromDefaultsMeetsTheP99Goal) {
   // Proposed only once confirmed against the start values on the other four
   // racks: every canary member (ToR and hosts) of the confirmation is fresh.
   const v1::Trial* conf = Confirmation(*t);
-  ASSERT_NE(conf, nullptr) << out;
-  EXPECT_EQ(conf->outcome(), "confirmed");
-  EXPECT_LT(conf->objective_upper(), 1.0);
-  EXPECT_GT(conf->canary_hosts(), 4u);
-  EXPECT_EQ(conf->fresh_canary_hosts(), conf->canary_hosts());
+  ExpectConfirmedOnFreshRacks(conf, out);
   const std::string promo = t->promotion_change_id();
   absl::StatusOr<v1::Change> c = PromoteAndWait(env, promo, absl::Seconds(120));
   ASSERT_TRUE(c.ok()) << c.status();

@@ -47,6 +47,17 @@ SimSummary RunText(const std::string& text) {
   return (*fabric)->Summary(0);
 }
 
+// allreduce_16_hosts_background with `set` loads but the fabric refuses it,
+// naming `field`.
+void ExpectRefused(const std::string& set, const std::string& field) {
+  absl::StatusOr<v1::Scenario> bad =
+      LoadScenario(ScenarioPath("allreduce_16_hosts_background"), {set});
+  ASSERT_TRUE(bad.ok()) << set << ": " << bad.status();
+  absl::StatusOr<std::unique_ptr<Fabric>> refused = Fabric::Create(*bad);
+  ASSERT_FALSE(refused.ok()) << set;
+  EXPECT_THAT(refused.status().message(), HasSubstr(field)) << set;
+}
+
 double MaxQueueMean(const SimSummary& s) {
   double m = 0;
   for (const auto& q : s.queues) m = std::max(m, q.mean_bytes);
@@ -157,18 +168,10 @@ TEST(FabricTest, ABackgroundLoadStepChangesTheLoadFromItsTimeOn) {
   EXPECT_EQ(with({"workload.background.step_load=0.3"}).ToJson(), base.ToJson());
   // Out of range, or a period without a load to step to: refused, naming
   // the field.
-  for (const auto& [set, field] : std::vector<std::pair<std::string, std::string>>{
-           {"workload.background.step_load=1.5", "workload.background.step_load"},
-           {"workload.background.step_load=nan", "workload.background.step_load"},
-           {"workload.background.step_period_us=1000", "workload.background.step_load"},
-           {"workload.background.step_at_us=-1", "workload.background.step_at_us"}}) {
-    absl::StatusOr<v1::Scenario> bad =
-        LoadScenario(ScenarioPath("allreduce_16_hosts_background"), {set});
-    ASSERT_TRUE(bad.ok()) << set << ": " << bad.status();
-    absl::StatusOr<std::unique_ptr<Fabric>> refused = Fabric::Create(*bad);
-    ASSERT_FALSE(refused.ok()) << set;
-    EXPECT_THAT(refused.status().message(), HasSubstr(field)) << set;
-  }
+  ExpectRefused("workload.background.step_load=1.5", "workload.background.step_load");
+  ExpectRefused("workload.background.step_load=nan", "workload.background.step_load");
+  ExpectRefused("workload.background.step_period_us=1000", "workload.background.step_load");
+  ExpectRefused("workload.background.step_at_us=-1", "workload.background.step_at_us");
 }
 
 // tor_ecn sets the ToRs' marking over the scenario's (what a switch agent
@@ -203,17 +206,9 @@ TEST(FabricTest, TorEcnOverridesTheScenariosMarkingOnTheTorsOnly) {
   EXPECT_GT(tight_tors.ecn_marked_packets, loose.ecn_marked_packets);
   EXPECT_TRUE(RunScenario("allreduce_16_hosts_background", same).ToJson() == loose.ToJson());
   // Out of range or crossed thresholds are refused, naming the field set.
-  for (const auto& [set, field] : std::vector<std::pair<std::string, std::string>>{
-           {"tor_ecn.kmin_bytes=2000000", "tor_ecn.kmin_bytes"},
-           {"tor_ecn.kmax_bytes=100000", "tor_ecn.kmax_bytes"},
-           {"tor_ecn.pmax=1.5", "tor_ecn.pmax"}}) {
-    absl::StatusOr<v1::Scenario> bad =
-        LoadScenario(ScenarioPath("allreduce_16_hosts_background"), {set});
-    ASSERT_TRUE(bad.ok()) << set << ": " << bad.status();
-    absl::StatusOr<std::unique_ptr<Fabric>> refused = Fabric::Create(*bad);
-    ASSERT_FALSE(refused.ok()) << set;
-    EXPECT_THAT(refused.status().message(), HasSubstr(field)) << set;
-  }
+  ExpectRefused("tor_ecn.kmin_bytes=2000000", "tor_ecn.kmin_bytes");
+  ExpectRefused("tor_ecn.kmax_bytes=100000", "tor_ecn.kmax_bytes");
+  ExpectRefused("tor_ecn.pmax=1.5", "tor_ecn.pmax");
 }
 
 TEST(FabricTest, SameSeedSameResultsOtherSeedOtherResults) {
