@@ -75,11 +75,14 @@ void ExpectDaemonSeries(const std::string& body, const std::string& component) {
   EXPECT_TRUE(absl::StrContains(
       body, absl::StrCat("rocetune_build_info{component=\"", component, "\",revision=\"")))
       << body;
-  for (const char* name : {"process_cpu_seconds_total", "process_resident_memory_bytes",
-                           "process_virtual_memory_bytes", "process_open_fds", "process_max_fds",
-                           "process_start_time_seconds"}) {
+  for (const char* name : {"process_resident_memory_bytes", "process_virtual_memory_bytes",
+                           "process_open_fds", "process_max_fds", "process_start_time_seconds"}) {
     EXPECT_GT(MetricValue(body, name), 0) << component << " " << name;
   }
+  // Present, but may still read 0: /proc counts CPU time in 10 ms ticks, and
+  // a daemon scraped soon after its start on a busy machine has used fewer
+  // (this failed 1 run in 8 under ctest -j2).
+  EXPECT_GE(MetricValue(body, "process_cpu_seconds_total"), 0) << component;
 }
 
 // Every sample line of a rocetune_ series other than build_info has a host label.
