@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <map>
 #include <string>
 #include <vector>
@@ -157,6 +158,16 @@ void ExpectConfirmedOnFreshRacks(const v1::Trial* conf, const std::string& out) 
   EXPECT_LT(conf->objective_upper(), 1.0) << out;
   EXPECT_GT(conf->canary_hosts(), 4u) << out;
   EXPECT_EQ(conf->fresh_canary_hosts(), conf->canary_hosts()) << out;
+}
+
+void ExpectUnconfirmedEnd(const v1::Campaign& t, const std::string& out, const std::string& bench) {
+  const v1::Trial* conf = Confirmation(t);
+  ASSERT_NE(conf, nullptr) << "the tuner found nothing better: " << out;
+  EXPECT_NE(conf->outcome(), "confirmed") << out;
+  EXPECT_TRUE(absl::StrContains(t.note(), "was not confirmed")) << out;
+  std::printf("BENCH %s promoted=0 search_estimate=%s confirmed_estimate=%s confirmation=%s\n",
+              bench.c_str(), EstimateOf(ConfirmedTrial(t)).c_str(), EstimateOf(conf).c_str(),
+              conf->outcome().c_str());
 }
 
 std::string RackLevelRollout(double canary_fraction) {

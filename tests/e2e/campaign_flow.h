@@ -47,6 +47,12 @@ const v1::Trial* ConfirmedTrial(const v1::Campaign& t);
 // interval below 1. `out` (tuning show) goes into the failure messages.
 void ExpectConfirmedOnFreshRacks(const v1::Trial* conf, const std::string& out);
 
+// Campaign `t` ended without a promotion because its confirmation did not
+// confirm the search's winner (a noisy constraint reading, or a gain that did
+// not hold up): by design nothing is proposed. Anything else without a
+// promotion fails. Prints `bench`'s BENCH line with both estimates.
+void ExpectUnconfirmedEnd(const v1::Campaign& t, const std::string& out, const std::string& bench);
+
 // The rollout, guard and approval sections of the rack-level campaign
 // policies (e2e tests, campaign_bench): `canary_fraction` of the racks whole
 // against the rest, 6-second bakes on 1 s windows, straight to all racks.

@@ -97,19 +97,8 @@ TEST(SwitchTuningE2E, CampaignOfTorEcnThresholdsLowersFleetP99) {
   }
   ASSERT_EQ(env.Ctl({"tuning", "show", campaign}, "carol", &out), 0);
   std::printf("%s\n", out.c_str());
-  const char* bench = "e2e_switch_tuning";
   if (t->promotion_change_id().empty()) {
-    // The search found a winner but its confirmation on the other racks did
-    // not confirm it (a noisy constraint reading, or a gain that did not
-    // hold up): by design nothing is proposed and every member keeps the
-    // start values. Anything else without a promotion is a failure.
-    const v1::Trial* conf = Confirmation(*t);
-    ASSERT_NE(conf, nullptr) << "the tuner found nothing better: " << out;
-    EXPECT_NE(conf->outcome(), "confirmed") << out;
-    EXPECT_THAT(t->note(), ::testing::HasSubstr("was not confirmed")) << out;
-    std::printf("BENCH %s promoted=0 search_estimate=%s confirmed_estimate=%s confirmation=%s\n",
-                bench, EstimateOf(ConfirmedTrial(*t)).c_str(), EstimateOf(conf).c_str(),
-                conf->outcome().c_str());
+    ExpectUnconfirmedEnd(*t, out, "e2e_switch_tuning");
     return;
   }
   // Proposed only once confirmed against the start values on the other four
