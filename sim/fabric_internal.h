@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "rocetune/v1/scenario.pb.h"
 
 namespace rocetune::sim::fabric_internal {
 
@@ -33,6 +34,18 @@ inline int64_t UsToNs(double us) {
 
 // A priority field where 0 means the default data priority 3.
 inline int PrioOr3(uint32_t p) { return p == 0 ? 3 : static_cast<int>(p); }
+
+// The ToRs' own marking: the scenario's `ecn` with `tor_ecn`'s nonzero
+// fields (and `disabled`) over it.
+inline v1::EcnSettings TorEcnOf(const v1::Scenario& s) {
+  v1::EcnSettings out = s.ecn();
+  const v1::EcnSettings& over = s.tor_ecn();
+  if (over.kmin_bytes() > 0) out.set_kmin_bytes(over.kmin_bytes());
+  if (over.kmax_bytes() > 0) out.set_kmax_bytes(over.kmax_bytes());
+  if (over.pmax() > 0) out.set_pmax(over.pmax());
+  if (over.disabled()) out.set_disabled(true);
+  return out;
+}
 
 }  // namespace rocetune::sim::fabric_internal
 

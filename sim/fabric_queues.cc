@@ -23,11 +23,12 @@ absl::Status Fabric::ConfigureQueues() {
     return Invalid("ecn.kmin_bytes", "must be <= ecn.kmax_bytes");
   }
   switch_ecn_.assign(num_tors_ + num_spines_, EcnMarker::FromSettings(ecn));
-  // tor_ecn's fields over ecn (applied per ToR in Init).
+  // The ToRs' own marking (applied per ToR in Init).
   const v1::EcnSettings& tor = scenario_.tor_ecn();
   if (!(tor.pmax() >= 0 && tor.pmax() <= 1)) return Invalid("tor_ecn.pmax", "must be in [0, 1]");
-  const uint64_t kmin = tor.kmin_bytes() > 0 ? tor.kmin_bytes() : ecn.kmin_bytes();
-  const uint64_t kmax = tor.kmax_bytes() > 0 ? tor.kmax_bytes() : ecn.kmax_bytes();
+  const v1::EcnSettings merged = fabric_internal::TorEcnOf(scenario_);
+  const uint64_t kmin = merged.kmin_bytes();
+  const uint64_t kmax = merged.kmax_bytes();
   if (kmin > kmax) {
     // Name the field that was set.
     return tor.kmin_bytes() > 0

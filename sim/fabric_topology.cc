@@ -50,13 +50,7 @@ absl::Status Fabric::Init() {
   for (Shared& sh : shared_) sh.dcqcn = scenario_.dcqcn();
   pending_ecn_ = scenario_.ecn();
   tor_shared_.resize(num_tors_);
-  // The ToRs' own marking: the scenario's, with tor_ecn's fields over it.
-  v1::EcnSettings tor_ecn = scenario_.ecn();
-  const v1::EcnSettings& over = scenario_.tor_ecn();
-  if (over.kmin_bytes() > 0) tor_ecn.set_kmin_bytes(over.kmin_bytes());
-  if (over.kmax_bytes() > 0) tor_ecn.set_kmax_bytes(over.kmax_bytes());
-  if (over.pmax() > 0) tor_ecn.set_pmax(over.pmax());
-  if (over.disabled()) tor_ecn.set_disabled(true);
+  const v1::EcnSettings tor_ecn = fabric_internal::TorEcnOf(scenario_);
   for (int t = 0; t < num_tors_; ++t) {
     tor_shared_[t].ecn = tor_ecn;
     tor_shared_[t].ecn_dirty = scenario_.has_tor_ecn();
