@@ -2,7 +2,8 @@
 """Runs `make demo`'s script (scripts/demo) against BUILD_DIR, with two campaign trials instead
 of ten (DEMO_TRIALS=2, the script's one knob; about a minute instead of three), and checks what
 the demo is there to show: it exits 0, the bad change is ROLLED_BACK, the campaign's promotion
-(when the campaign found something better) is DONE, and the audit chain verifies.
+(when the campaign found something better and its confirmation trial confirmed it) is DONE, or
+else the demo says that the campaign found nothing better, and the audit chain verifies.
 
 On a pass the demo's log directory is removed; on a failure it is kept and its path printed.
 On a timeout the demo gets SIGTERM (its trap stops what it started, by PID), then its own
