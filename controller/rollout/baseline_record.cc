@@ -1,5 +1,6 @@
 #include "controller/rollout/baseline_record.h"
 
+#include <cmath>
 #include <iterator>
 
 #include "absl/strings/str_cat.h"
@@ -73,6 +74,7 @@ v1::StepBaseline ToRecord(const std::string& change_id, const StepBaselines& b) 
   for (const auto& [id, p] : b.hosts) *r.add_hosts() = Encode(id, p);
   for (const auto& [id, p] : b.fleet.hosts) *r.add_fleet() = Encode(id, p);
   if (!b.fleet.rtt.empty()) b.fleet.rtt.ToProto(r.mutable_fleet_rtt());
+  if (b.fleet.spread.periods() > 0) *r.mutable_fleet_spread() = b.fleet.spread;
   return r;
 }
 
@@ -93,6 +95,14 @@ absl::StatusOr<StepBaselines> FromRecord(const v1::StepBaseline& record) {
     }
     b.fleet.rtt = *std::move(sketch);
   }
+  for (const v1::FleetSpread::Metric& m : record.fleet_spread().metrics()) {
+    if (!std::isfinite(m.rms_ln_ratio()) || m.rms_ln_ratio() < 0) {
+      return absl::DataLossError(absl::StrCat("step baseline of ", record.change_id(),
+                                              ": fleet spread of ", m.metric(), ": rms ln ratio ",
+                                              m.rms_ln_ratio(), " is not a finite value >= 0"));
+    }
+  }
+  b.fleet.spread = record.fleet_spread();
   return b;
 }
 

@@ -112,13 +112,93 @@ v1::GroupEvidence Group(const std::string& name, const std::vector<const HostPer
   return g;
 }
 
+// The hosts with data in both periods, in the same order.
+void Matched(const std::map<std::string, HostPeriod>& first,
+             const std::map<std::string, HostPeriod>& second, std::vector<const HostPeriod*>* a,
+             std::vector<const HostPeriod*>* b) {
+  a->clear();
+  b->clear();
+  for (const auto& [id, p] : first) {
+    auto q = second.find(id);
+    if (q == second.end() || !HasExposure(p) || !HasExposure(q->second)) continue;
+    a->push_back(&p);
+    b->push_back(&q->second);
+  }
+}
+
+size_t Needed(size_t hosts) {
+  return static_cast<size_t>(std::ceil(kFleetGuardMinCoverage * static_cast<double>(hosts)));
+}
+
+double MeanRatioValue(Kind kind, const std::vector<const HostPeriod*>& periods) {
+  double sum = 0;
+  for (const HostPeriod* p : periods) sum += RatioValue(kind, *p);
+  return periods.empty() ? 0 : sum / static_cast<double>(periods.size());
+}
+
+double MeanEvents(Kind kind, const std::vector<const HostPeriod*>& periods) {
+  double sum = 0;
+  for (const HostPeriod* p : periods) sum += Events(kind, *p);
+  return periods.empty() ? 0 : sum / static_cast<double>(periods.size());
+}
+
+constexpr uint32_t kFleetSpreadMinPairs = kFleetSpreadMinPeriods * (kFleetSpreadMinPeriods - 1) / 2;
+
+// The spread measured for `metric`, or null when it rests on too few periods.
+const v1::FleetSpread::Metric* Measured(const v1::FleetSpread& spread, const std::string& metric) {
+  if (spread.periods() < static_cast<uint32_t>(kFleetSpreadMinPeriods)) return nullptr;
+  for (const v1::FleetSpread::Metric& m : spread.metrics()) {
+    if (m.metric() == metric && m.pairs() >= kFleetSpreadMinPairs) return &m;
+  }
+  return nullptr;
+}
+
+// A threshold and where it came from, for the evidence's note.
+struct Threshold {
+  double value = 0;
+  std::string how;
+};
+
+std::string NotMeasured(const v1::FleetSpread& spread) {
+  return absl::StrFormat(
+      "default: the fleet's A/A spread not measured (%d pre-change periods of %.0f s with data, "
+      "%d needed)",
+      spread.periods(), spread.period_seconds(), kFleetSpreadMinPeriods);
+}
+
+std::string MeasuredFrom(const v1::FleetSpread& spread, const v1::FleetSpread::Metric& m) {
+  return absl::StrFormat(
+      "from the fleet's A/A spread: rms ln ratio %.4f over %d pairs of %d pre-change periods of "
+      "%.0f s",
+      m.rms_ln_ratio(), m.pairs(), spread.periods(), spread.period_seconds());
+}
+
+Threshold MarginOf(const v1::FleetSpread& spread, const std::string& metric, double fallback) {
+  if (const v1::FleetSpread::Metric* m = Measured(spread, metric); m != nullptr) {
+    return {std::clamp(std::exp(kFleetSpreadZ * m->rms_ln_ratio()) - 1, kFleetMarginFloor,
+                       kFleetMarginCap),
+            MeasuredFrom(spread, *m)};
+  }
+  return {std::max(0.0, fallback), NotMeasured(spread)};
+}
+
+Threshold P99RatioOf(const v1::FleetSpread& spread) {
+  if (const v1::FleetSpread::Metric* m = Measured(spread, "p99"); m != nullptr) {
+    return {std::clamp(std::exp(kFleetSpreadZ * m->rms_ln_ratio()), kFleetP99RatioFloor,
+                       kFleetP99RatioCap),
+            MeasuredFrom(spread, *m)};
+  }
+  return {kFleetP99RegressionRatio, NotMeasured(spread)};
+}
+
 // The fleet's p99 before and since the change (see kFleetP99RegressionRatio).
 enum class P99Check { kPass, kFail, kIncident };
 
 // Sets `figures` to the FAIL or HOLD summary; kPass also when the p99 cannot
 // be judged.
 P99Check CheckP99(const QuantileSketch& before, const FleetPeriod& now,
-                  const FleetGuardConfig& config, v1::Verdict* v, std::string* figures) {
+                  const FleetGuardConfig& config, const Threshold& fail_at, v1::Verdict* v,
+                  std::string* figures) {
   const QuantileSketch& after = now.rtt;
   const bool job = config.objective == v1::Objective::STEP_TIME_P99;
   const char* samples = job ? "job step times" : "probes";
@@ -134,14 +214,15 @@ P99Check CheckP99(const QuantileSketch& before, const FleetPeriod& now,
   const double p_before = before.Quantile(0.99);
   const double p_after = after.Quantile(0.99);
   const double ratio = p_before > 0 ? p_after / p_before : 1.0;
-  bool fail = ratio >= kFleetP99RegressionRatio;
+  bool fail = ratio >= fail_at.value;
   m->set_mean(std::log(ratio));
   m->set_ratio(ratio);
-  m->set_ratio_upper(kFleetP99RegressionRatio);
+  m->set_ratio_upper(fail_at.value);
   *figures = absl::StrFormat(
-      "fleet %s p99: baseline %.1f us (%d %s), now %.1f us (%d %s), ratio %.3f; FAIL at %.2f",
+      "fleet %s p99: baseline %.1f us (%d %s), now %.1f us (%d %s), ratio %.3f; FAIL at %.2f "
+      "(%s)",
       job ? "job step time" : "probe", p_before * 1e6, before.count(), samples, p_after * 1e6,
-      after.count(), samples, ratio, kFleetP99RegressionRatio);
+      after.count(), samples, ratio, fail_at.value, fail_at.how);
   // A rise that was not there in the step's first part (less than the FAIL
   // ratio and less than kOnsetShareOfRise of the whole rise, in ln terms)
   // began after the change took effect, as a fleet incident's does (a change
@@ -152,7 +233,7 @@ P99Check CheckP99(const QuantileSketch& before, const FleetPeriod& now,
     absl::StrAppendFormat(figures, "; in the step's first part %.1f us (%d %s), ratio %.3f",
                           now.onset_rtt.Quantile(0.99) * 1e6, now.onset_rtt.count(), samples,
                           onset);
-    incident = RiseBeganAfterOnset(std::log(onset), std::log(ratio), kFleetP99RegressionRatio);
+    incident = RiseBeganAfterOnset(std::log(onset), std::log(ratio), fail_at.value);
     fail = !incident;
   }
   m->set_outcome(fail ? "fail" : incident ? "hold" : "pass");
@@ -170,6 +251,63 @@ void SetP99(const QuantileSketch& rtt, v1::GroupEvidence* g) {
 
 }  // namespace
 
+v1::FleetSpread MeasureFleetSpread(const std::vector<FleetPeriod>& periods, double period_seconds,
+                                   const std::vector<v1::Constraint>& constraints,
+                                   uint64_t min_rtt_samples) {
+  v1::FleetSpread out;
+  out.set_period_seconds(period_seconds);
+  std::vector<const FleetPeriod*> kept;
+  for (const FleetPeriod& p : periods) {
+    const size_t with = static_cast<size_t>(std::count_if(
+        p.hosts.begin(), p.hosts.end(), [](const auto& h) { return HasExposure(h.second); }));
+    if (with > 0 && with >= Needed(p.hosts.size())) kept.push_back(&p);
+  }
+  out.set_periods(static_cast<uint32_t>(kept.size()));
+  std::vector<const HostPeriod*> a, b;
+  for (const Guarded& g : GuardedMetrics(constraints)) {
+    const bool counted = g.kind == Kind::kCnp || g.kind == Kind::kRetransmits;
+    double sum = 0;
+    uint32_t pairs = 0;
+    for (size_t i = 0; i < kept.size(); ++i) {
+      for (size_t j = i + 1; j < kept.size(); ++j) {
+        Matched(kept[i]->hosts, kept[j]->hosts, &a, &b);
+        if (a.empty() || a.size() < Needed(std::max(kept[i]->hosts.size(), kept[j]->hosts.size())))
+          continue;
+        if (counted && (MeanEvents(g.kind, a) < kFleetGuardMinEventsPerHost ||
+                        MeanEvents(g.kind, b) < kFleetGuardMinEventsPerHost))
+          continue;
+        const double x = MeanRatioValue(g.kind, a), y = MeanRatioValue(g.kind, b);
+        if (!(x > 0) || !(y > 0) || !std::isfinite(x) || !std::isfinite(y)) continue;
+        const double d = std::log(y / x);
+        sum += d * d;
+        ++pairs;
+      }
+    }
+    v1::FleetSpread::Metric* m = out.add_metrics();
+    m->set_metric(g.metric);
+    m->set_pairs(pairs);
+    m->set_rms_ln_ratio(pairs > 0 ? std::sqrt(sum / pairs) : 0);
+  }
+  const uint64_t need = std::max<uint64_t>(min_rtt_samples, 1);
+  double sum = 0;
+  uint32_t pairs = 0;
+  for (size_t i = 0; i < kept.size(); ++i) {
+    for (size_t j = i + 1; j < kept.size(); ++j) {
+      if (kept[i]->rtt.count() < need || kept[j]->rtt.count() < need) continue;
+      const double x = kept[i]->rtt.Quantile(0.99), y = kept[j]->rtt.Quantile(0.99);
+      if (!(x > 0) || !(y > 0)) continue;
+      const double d = std::log(y / x);
+      sum += d * d;
+      ++pairs;
+    }
+  }
+  v1::FleetSpread::Metric* m = out.add_metrics();
+  m->set_metric("p99");
+  m->set_pairs(pairs);
+  m->set_rms_ln_ratio(pairs > 0 ? std::sqrt(sum / pairs) : 0);
+  return out;
+}
+
 v1::Verdict FleetGuard(const FleetPeriod& baseline_period, const FleetPeriod& now_period, int hosts,
                        const FleetGuardConfig& config) {
   const std::map<std::string, HostPeriod>& baseline = baseline_period.hosts;
@@ -179,12 +317,7 @@ v1::Verdict FleetGuard(const FleetPeriod& baseline_period, const FleetPeriod& no
   v.set_unix_nanos(config.now_unix_nanos);
   v.set_stage(config.stage);
   std::vector<const HostPeriod*> before, after;
-  for (const auto& [id, b] : baseline) {
-    auto a = now.find(id);
-    if (a == now.end() || !HasExposure(b) || !HasExposure(a->second)) continue;
-    before.push_back(&b);
-    after.push_back(&a->second);
-  }
+  Matched(baseline, now, &before, &after);
   SetP99(baseline_period.rtt, &(*v.add_groups() = Group("fleet_baseline", before)));
   SetP99(now_period.rtt, &(*v.add_groups() = Group("fleet", after)));
   const size_t needed = static_cast<size_t>(std::ceil(kFleetGuardMinCoverage * std::max(hosts, 1)));
@@ -198,7 +331,7 @@ v1::Verdict FleetGuard(const FleetPeriod& baseline_period, const FleetPeriod& no
     return v;
   }
   const double n = static_cast<double>(before.size());
-  const double margin = std::max(0.0, config.margin);
+  const v1::FleetSpread& spread = baseline_period.spread;
   std::string failed;
   std::string passed;
   for (const Guarded& g : GuardedMetrics(config.constraints)) {
@@ -224,6 +357,8 @@ v1::Verdict FleetGuard(const FleetPeriod& baseline_period, const FleetPeriod& no
     }
     const double ratio = cur / base;
     const double tol = g.tolerance.ratio;
+    const Threshold margin_of = MarginOf(spread, g.metric, config.margin);
+    const double margin = margin_of.value;
     const double threshold = g.tolerance.higher_is_worse ? tol * (1 + margin) : tol / (1 + margin);
     const bool beyond = g.tolerance.higher_is_worse ? ratio > threshold : ratio < threshold;
     const bool counted = g.kind == Kind::kCnp || g.kind == Kind::kRetransmits;
@@ -236,8 +371,8 @@ v1::Verdict FleetGuard(const FleetPeriod& baseline_period, const FleetPeriod& no
     m->set_ratio_upper(g.tolerance.higher_is_worse ? threshold : 0);
     const std::string figures = absl::StrFormat(
         "fleet %s per host: baseline %.4g, now %.4g, ratio %.3f; tolerance %.3f, noise margin "
-        "%.0f%%: FAIL %s %.3f (%d hosts)",
-        g.metric, base_shown, cur_shown, ratio, tol, 100 * margin,
+        "%.1f%% (%s): FAIL %s %.3f (%d hosts)",
+        g.metric, base_shown, cur_shown, ratio, tol, 100 * margin, margin_of.how,
         g.tolerance.higher_is_worse ? "above" : "below", threshold, static_cast<int>(n));
     m->set_note(figures);
     if (fail && failed.empty()) failed = figures;
@@ -279,9 +414,9 @@ v1::Verdict FleetGuard(const FleetPeriod& baseline_period, const FleetPeriod& no
   }
   // A lost constraint is named first; the p99 is checked when none is.
   std::string p99;
-  const P99Check p99_check = failed.empty()
-                                 ? CheckP99(baseline_period.rtt, now_period, config, &v, &p99)
-                                 : P99Check::kPass;
+  const P99Check p99_check = failed.empty() ? CheckP99(baseline_period.rtt, now_period, config,
+                                                       P99RatioOf(spread), &v, &p99)
+                                            : P99Check::kPass;
   if (p99_check == P99Check::kIncident) {
     v.set_outcome(v1::Verdict::HOLD);
     v.set_rule("fleet_shift");

@@ -14,11 +14,27 @@ namespace rocetune::controller {
 // The noise margin of the fleet guard: a fleet ratio FAILs only when it lies
 // beyond the constraint's tolerance by more than this factor (in ratio terms:
 // below tolerance / (1 + margin) for throughput, above tolerance x (1 + margin)
-// for the others). Measured on the simulator with neutral changes (A/A, 30
-// checks over 6-second bakes): the fleet's before/after throughput ratio had
-// mean 0.999, sd 0.021, range 0.954-1.031 (docs/tuning-loop.md, "The fleet
-// guard").
+// for the others). The margin is set from the fleet's own A/A spread measured
+// before the change (FleetSpread below); this constant is the default used
+// when too little pre-change history was kept to measure it. Measured on the
+// simulator with neutral changes (A/A, 30 checks over 6-second bakes): the
+// fleet's before/after throughput ratio had mean 0.999, sd 0.021, range
+// 0.954-1.031 (docs/tuning-loop.md, "The fleet guard").
 inline constexpr double kFleetGuardNoiseMargin = 0.10;
+// The measured spread: pre-change periods of the baseline's length, at most
+// kFleetSpreadMaxPeriods back; it is used for a metric when at least
+// kFleetSpreadMinPeriods of them had data (every pair of them compared:
+// at least 6 pairs). A threshold lies kFleetSpreadZ root-mean-square ln
+// ratios beyond the tolerance (margin = e^(z rms) - 1), within
+// [kFleetMarginFloor, kFleetMarginCap]; the fleet p99's FAIL ratio is
+// e^(z rms) within [kFleetP99RatioFloor, kFleetP99RatioCap].
+inline constexpr int kFleetSpreadMinPeriods = 4;
+inline constexpr int kFleetSpreadMaxPeriods = 8;
+inline constexpr double kFleetSpreadZ = 4;
+inline constexpr double kFleetMarginFloor = 0.03;
+inline constexpr double kFleetMarginCap = 0.5;
+inline constexpr double kFleetP99RatioFloor = 1.2;
+inline constexpr double kFleetP99RatioCap = 3.0;
 // Hosts with data in both periods, as a share of the change's hosts, below
 // which the guard cannot judge (HOLD).
 inline constexpr double kFleetGuardMinCoverage = 0.8;
@@ -31,7 +47,8 @@ inline constexpr double kFleetGuardPauseRatioFloor = 1e-4;
 // judge's shared-fabric regression rule: at the last stage no control is left,
 // so a before/after comparison is the only p99 evidence, and it is confounded
 // by whatever else changed in that time; only a large rise is taken as the
-// change's doing.
+// change's doing. The default, as the noise margin's, when the fleet's A/A
+// spread could not be measured.
 inline constexpr double kFleetP99RegressionRatio = 1.5;
 
 // The fleet over one period: each host's counters (and, in a change's fleet
@@ -45,14 +62,32 @@ struct FleetPeriod {
   // The same merge over the period's first part (the step's onset: the first
   // quarter of the bake, at least two windows); empty when not measured.
   QuantileSketch onset_rtt;
+  // In a change's fleet baseline: the fleet's A/A spread before the change
+  // (MeasureFleetSpread); empty (no periods) when not measured.
+  v1::FleetSpread spread;
 };
+
+// The fleet's A/A spread over `periods` (the change's hosts over consecutive
+// pre-change periods of `period_seconds` each, in any order): for each metric
+// the guard would check under `constraints` (throughput always) and for "p99"
+// (the merged objective samples), the root mean square of ln(ratio) over every
+// pair of periods, each pair compared as FleetGuard compares before and since
+// (the hosts with data in both, the same per-host rates; a pair is skipped
+// when fewer than kFleetGuardMinCoverage of the hosts have data in both, a
+// CNP or retransmit pair when the hosts average fewer than
+// kFleetGuardMinEventsPerHost events in either period, a p99 pair when either
+// period holds fewer than `min_rtt_samples` samples). `periods` counts the
+// periods that had data from kFleetGuardMinCoverage of their hosts.
+v1::FleetSpread MeasureFleetSpread(const std::vector<FleetPeriod>& periods, double period_seconds,
+                                   const std::vector<v1::Constraint>& constraints,
+                                   uint64_t min_rtt_samples);
 
 struct FleetGuardConfig {
   // The policy's constraints. Throughput is always guarded: with the policy's
   // throughput constraint when it has one, else with the judge's default
   // tolerance.
   std::vector<v1::Constraint> constraints;
-  double margin = kFleetGuardNoiseMargin;
+  double margin = kFleetGuardNoiseMargin;  // when the spread was not measured
   // Probes needed in each period's merged sketch before the p99 is judged
   // (the policy's guard.min_samples).
   uint64_t min_rtt_samples = 1000;
@@ -71,13 +106,18 @@ struct FleetGuardConfig {
 // per-host rates (throughput from tx bytes, CNPs and retransmits per second,
 // worst-priority pause ratio) averaged over those hosts.
 //
+// The margin and the p99's FAIL ratio are set from `baseline.spread` for each
+// metric it measured from at least kFleetSpreadMinPeriods periods, else they
+// are `config.margin` and kFleetP99RegressionRatio; each metric's note says
+// which, and from what.
+//
 // Returns PASS with rule "fleet_constraint" when every metric is within its
 // tolerance widened by the margin, FAIL with rule "fleet_constraint" naming
 // the first metric beyond it (baseline, now, ratio, tolerance in the summary
 // and evidence), FAIL with rule "fleet_p99" when the constraints hold but the
 // fleet's p99 of the objective's samples (`config.objective`: probe RTT or
 // the job signal; merged sketches, at least min_rtt_samples in each period)
-// rose by kFleetP99RegressionRatio or more (HOLD "fleet_shift" instead, the
+// rose by the FAIL ratio or more (HOLD "fleet_shift" instead, the
 // metric's outcome "hold", when `now.onset_rtt` holds min_rtt_samples probes
 // whose p99 had risen less than that and less than kOnsetShareOfRise of the
 // whole rise in ln terms: the rise began after the change took effect, as a

@@ -3,6 +3,7 @@
 // the StepEvaluator's (step_evaluator.h).
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "controller/policy/policy_loader.h"
@@ -24,9 +25,21 @@ void RolloutManager::TakeFleetBaseline(const v1::Change& c, absl::Time step_star
   const absl::Duration baseline = Secs(policy.rollout().baseline_seconds());
   const int expected =
       std::max<int>(1, static_cast<int>(std::ceil(absl::FDivDuration(baseline, options_.window))));
-  fleet_baselines_[c.id()] =
-      evaluator_.FleetPeriods(c, boundary - baseline, boundary, expected, policy.objective(),
-                              /*keep_host_rtt=*/true);
+  FleetPeriod fleet = evaluator_.FleetPeriods(c, boundary - baseline, boundary, expected,
+                                              policy.objective(), /*keep_host_rtt=*/true);
+  // The fleet's own A/A spread: the same hosts over the periods of the
+  // baseline's length before it, as far back as the telemetry keeps them
+  // (periods without data from enough hosts are not counted).
+  std::vector<FleetPeriod> periods;
+  periods.push_back(fleet);
+  for (int k = 1; k < kFleetSpreadMaxPeriods; ++k) {
+    const absl::Time to = boundary - k * baseline;
+    periods.push_back(evaluator_.FleetPeriods(c, to - baseline, to, expected, policy.objective()));
+  }
+  fleet.spread = MeasureFleetSpread(periods, absl::ToDoubleSeconds(baseline),
+                                    {policy.constraints().begin(), policy.constraints().end()},
+                                    policy.guard().min_samples());
+  fleet_baselines_[c.id()] = std::move(fleet);
 }
 
 }  // namespace rocetune::controller

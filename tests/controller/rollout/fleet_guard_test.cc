@@ -3,6 +3,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "controller/rollout/baseline_record.h"
@@ -211,6 +212,109 @@ TEST(FleetGuardTest, AP99RiseThatBeganAfterTheOnsetHoldsAsAFleetIncident) {
   EXPECT_EQ(FleetGuard(before, after, 32, cfg).rule(), "fleet_p99");
 }
 
+// Issue 25 item 4: the thresholds come from the fleet's own A/A spread.
+// `gbps` and `p99_us` per pre-change period (32 hosts, 5000 probes each).
+std::vector<FleetPeriod> History(const std::vector<double>& gbps,
+                                 const std::vector<double>& p99_us) {
+  std::vector<FleetPeriod> out;
+  for (size_t i = 0; i < gbps.size(); ++i) {
+    FleetPeriod p = Fleet(32, gbps[i]);
+    p.rtt = Probes(5000, p99_us[i]);
+    out.push_back(p);
+  }
+  return out;
+}
+
+const v1::FleetSpread::Metric* SpreadOf(const v1::FleetSpread& s, const std::string& metric) {
+  for (const v1::FleetSpread::Metric& m : s.metrics()) {
+    if (m.metric() == metric) return &m;
+  }
+  return nullptr;
+}
+
+TEST(FleetSpreadTest, EveryPairOfPeriodsWithEnoughHostsIsCompared) {
+  std::vector<FleetPeriod> h = History({10, 10.2, 9.9, 10.1}, {40, 41, 40, 42});
+  // A period from which 2 of 32 hosts reported is not counted.
+  FleetPeriod sparse = Fleet(32, 5);
+  for (int i = 2; i < 32; ++i) sparse.hosts[absl::StrCat("h", i)].covered_seconds = 0;
+  h.push_back(sparse);
+  const v1::FleetSpread s = MeasureFleetSpread(h, 4, {}, 2000);
+  EXPECT_EQ(s.periods(), 4u);
+  EXPECT_DOUBLE_EQ(s.period_seconds(), 4);
+  const v1::FleetSpread::Metric* t = SpreadOf(s, "throughput_gbps");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->pairs(), 6u);
+  // ln ratios of the 6 pairs: 0.0198, -0.0101, 0.0100, -0.0299, -0.0099,
+  // 0.0200; their root mean square 0.0182.
+  EXPECT_NEAR(t->rms_ln_ratio(), 0.0182, 0.0003);
+  const v1::FleetSpread::Metric* p = SpreadOf(s, "p99");
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->pairs(), 6u);
+  EXPECT_GT(p->rms_ln_ratio(), 0);
+  EXPECT_LT(p->rms_ln_ratio(), 0.06);
+  // Too few probes: no p99 pair.
+  EXPECT_EQ(SpreadOf(MeasureFleetSpread(h, 4, {}, 6000), "p99")->pairs(), 0u);
+  // CNPs below the guard's floor (10 per host) are not compared.
+  std::vector<FleetPeriod> quiet;
+  for (int i = 0; i < 4; ++i) quiet.push_back(Fleet(8, 10, /*cnp=*/5 + i));
+  const v1::FleetSpread q = MeasureFleetSpread(quiet, 4, {Constraint("cnp_per_second", 1.5)}, 1);
+  ASSERT_NE(SpreadOf(q, "cnp_per_second"), nullptr);
+  EXPECT_EQ(SpreadOf(q, "cnp_per_second")->pairs(), 0u);
+  EXPECT_EQ(SpreadOf(q, "throughput_gbps")->pairs(), 6u);
+}
+
+TEST(FleetSpreadTest, AQuietFleetTightensTheThresholdsANoisyOneWidensThem) {
+  FleetGuardConfig cfg;
+  cfg.min_rtt_samples = 2000;
+  // Quiet: the margin is its floor, 3%: 0.9 / 1.03 = 0.874. The default (10%)
+  // passes a 15% loss (first test above); this fleet fails it.
+  FleetPeriod before = P99Period(40);
+  before.spread = MeasureFleetSpread(History({10, 10, 10, 10}, {40, 40, 40, 40}), 4, {}, 2000);
+  FleetPeriod after = Fleet(32, 8.5);
+  after.rtt = Probes(5000, 40);
+  v1::Verdict v = FleetGuard(before, after, 32, cfg);
+  EXPECT_EQ(v.outcome(), v1::Verdict::FAIL) << v.summary();
+  EXPECT_EQ(v.rule(), "fleet_constraint");
+  EXPECT_THAT(v.summary(), HasSubstr("noise margin 3.0% (from the fleet's A/A spread: rms ln "
+                                     "ratio 0.0000 over 6 pairs of 4 pre-change periods of 4 s)"));
+  EXPECT_THAT(v.summary(), HasSubstr("FAIL below 0.874"));
+  // Its p99: FAIL at the floor, x1.2, where the default (x1.5) passes +30%.
+  after = P99Period(52);
+  v = FleetGuard(before, after, 32, cfg);
+  EXPECT_EQ(v.outcome(), v1::Verdict::FAIL) << v.summary();
+  EXPECT_EQ(v.rule(), "fleet_p99");
+  EXPECT_THAT(v.summary(), HasSubstr("FAIL at 1.20 (from the fleet's A/A spread"));
+  after = P99Period(46);  // +15%
+  EXPECT_EQ(FleetGuard(before, after, 32, cfg).outcome(), v1::Verdict::PASS);
+
+  // Noisy (rms ln ratio 0.243): the margin is capped at 50%, 0.9 / 1.5 = 0.6,
+  // and a 20% loss that the default fails passes.
+  before.spread = MeasureFleetSpread(History({10, 8, 12, 9}, {40, 40, 40, 40}), 4, {}, 2000);
+  EXPECT_NEAR(SpreadOf(before.spread, "throughput_gbps")->rms_ln_ratio(), 0.243, 0.002);
+  after = Fleet(32, 8);
+  after.rtt = Probes(5000, 40);
+  v = FleetGuard(before, after, 32, cfg);
+  EXPECT_EQ(v.outcome(), v1::Verdict::PASS) << v.summary();
+  EXPECT_THAT(Find(v, "fleet_throughput_gbps")->note(), HasSubstr("noise margin 50.0%"));
+  EXPECT_NEAR(Find(v, "fleet_throughput_gbps")->ratio_lower(), 0.6, 1e-9);
+}
+
+TEST(FleetSpreadTest, TooLittleHistoryKeepsTheDefaultsAndSaysSo) {
+  FleetGuardConfig cfg;
+  cfg.min_rtt_samples = 2000;
+  FleetPeriod before = P99Period(40);
+  before.spread = MeasureFleetSpread(History({10, 10, 10}, {40, 40, 40}), 4, {}, 2000);
+  EXPECT_EQ(before.spread.periods(), 3u);
+  FleetPeriod after = Fleet(32, 8.5);
+  after.rtt = Probes(5000, 56);  // +40%
+  v1::Verdict v = FleetGuard(before, after, 32, cfg);
+  EXPECT_EQ(v.outcome(), v1::Verdict::PASS) << v.summary();
+  EXPECT_THAT(Find(v, "fleet_throughput_gbps")->note(),
+              HasSubstr("noise margin 10.0% (default: the fleet's A/A spread not measured (3 "
+                        "pre-change periods of 4 s with data, 4 needed))"));
+  EXPECT_THAT(Find(v, "fleet_p99")->note(), HasSubstr("FAIL at 1.50 (default"));
+}
+
 TEST(BaselineRecordTest, RoundTripKeepsWhatTheJudgeReads) {
   StepBaselines b;
   b.stage = 2;
@@ -231,6 +335,12 @@ TEST(BaselineRecordTest, RoundTripKeepsWhatTheJudgeReads) {
   b.fleet.hosts["h1"] = f;
   b.fleet.hosts["h2"] = f;
   b.fleet.rtt = p.rtt;
+  b.fleet.spread.set_periods(5);
+  b.fleet.spread.set_period_seconds(60);
+  v1::FleetSpread::Metric* m = b.fleet.spread.add_metrics();
+  m->set_metric("throughput_gbps");
+  m->set_pairs(10);
+  m->set_rms_ln_ratio(0.02);
   const v1::StepBaseline record = ToRecord("c-7", b);
   EXPECT_EQ(record.change_id(), "c-7");
   EXPECT_FALSE(record.fleet(0).has_rtt());
@@ -256,6 +366,9 @@ TEST(BaselineRecordTest, RoundTripKeepsWhatTheJudgeReads) {
   EXPECT_EQ(q.pause_us[3], 42u);
   EXPECT_EQ(q.pause_us[7], 0u);
   EXPECT_TRUE(back->fleet.hosts.at("h2").rtt.empty());
+  EXPECT_EQ(back->fleet.spread.periods(), 5u);
+  ASSERT_EQ(back->fleet.spread.metrics_size(), 1);
+  EXPECT_DOUBLE_EQ(back->fleet.spread.metrics(0).rms_ln_ratio(), 0.02);
 }
 
 TEST(BaselineRecordTest, ABadRecordIsRefusedNamingTheChangeAndHost) {
@@ -276,6 +389,13 @@ TEST(BaselineRecordTest, ABadRecordIsRefusedNamingTheChangeAndHost) {
   b = FromRecord(r);
   EXPECT_EQ(b.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(b.status().message(), HasSubstr("fleet rtt"));
+  r.clear_fleet_rtt();
+  v1::FleetSpread::Metric* m = r.mutable_fleet_spread()->add_metrics();
+  m->set_metric("p99");
+  m->set_rms_ln_ratio(-1);
+  b = FromRecord(r);
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(b.status().message(), HasSubstr("fleet spread of p99"));
 }
 
 }  // namespace
