@@ -8,18 +8,37 @@
 // and worst of each over the runs (default 20; ROCETUNE_BENCH_ARGS="--runs=N").
 // Exits 1 when the fleet does not start; a run that is not rolled back counts
 // in `not_rolled_back`.
+//
+// Then (--mode=both, the default; --mode=plain or --mode=partition runs one)
+// the partitioned runs (issue 25 item 2): the same with one canary host cut off. The
+// bench moves into a network namespace of its own; every simulated host's
+// agent reaches the controller at a loopback address of its own (h<i> at
+// 127.0.0.<i+2>, mapped to the controller's by an nftables DNAT rule), so one
+// host can be cut alone. As soon as the first canary host has applied the bad
+// set, every packet of its connection is dropped (silent, as a cut link). The
+// rest of the fleet is restored as before; the cut host gives the set up by
+// itself when the change's provisional lease (10 s) runs out without the
+// controller (`self_restored`), and once the cut heals (right after that) the
+// controller confirms its restore (`confirmed`). Needs root, nft and ip;
+// without them it prints a SKIPPED line (exit 77 when it was the only mode).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "tests/e2e/campaign_flow.h"
 #include "tests/e2e/e2e_env.h"
+#include "tests/e2e/fault_checks.h"
 
 namespace rocetune::e2e {
 namespace {
@@ -35,19 +54,93 @@ double Quantile(std::vector<double> v, double q) {
   return v[i];
 }
 
-// Every host acked its desired version and holds `value` for the knob.
-bool Restored(Env& env) {
+// The e2e policy with a 10 s provisional lease (the policy default is 300 s):
+// a canary host cut off from the controller gives the set up 10 s after its
+// agent lost the stream.
+constexpr int kLeaseSeconds = 10;
+std::string BenchPolicy() {
+  return absl::StrReplaceAll(
+      TestPolicy("bench-bad", kBakeSeconds),
+      {{"guard {", absl::StrCat("guard {\n  provisional_lease_seconds: ", kLeaseSeconds)}});
+}
+
+constexpr char kExpired[] = "provisional lease expired without the controller";
+constexpr char kCutTable[] = "rocetune_bench_cut";
+
+// Every host (but `except`) acked its desired version and holds the knob's
+// value from before.
+bool Restored(Env& env, const std::string& except = "") {
   for (const v1::HostInfo& h : env.Hosts()) {
+    if (h.host_id() == except) continue;
     if (!h.desired_version().empty() && h.current_version() != h.desired_version()) return false;
     if (ParameterOf(h, kKnob) != kBefore) return false;
   }
   return true;
 }
 
-int Main(int runs) {
+int Count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+double Max(const std::vector<double>& v) {
+  return v.empty() ? 0 : *std::max_element(v.begin(), v.end());
+}
+
+std::string LoopbackOf(int host) { return absl::StrCat("127.0.0.", host + 2); }
+
+// The first canary host of change `id` that has applied its pushed version,
+// once there is one ("" after `timeout`).
+std::string AppliedCanaryHost(Env& env, const std::string& id, absl::Duration timeout) {
+  std::string found;
+  env.WaitFor(
+      [&] {
+        absl::StatusOr<v1::Change> c = env.GetChange(id);
+        if (!c.ok()) return false;
+        std::map<std::string, std::string> applied;
+        for (const v1::HostInfo& h : env.Hosts()) applied[h.host_id()] = h.current_version();
+        for (const v1::HostTarget& t : c->hosts()) {
+          if (t.role() == v1::HostTarget::CANARY && !t.pushed_version().empty() &&
+              applied[t.host_id()] == t.pushed_version()) {
+            found = t.host_id();
+            return true;
+          }
+        }
+        return false;
+      },
+      timeout, absl::Milliseconds(20));
+  return found;
+}
+
+int Main(int runs, bool partition) {
   EnvOptions opt;
   // The judge decides, not the agents' guard.
   opt.fabricsim_flags = {"--guard_max_pfc_pause_ratio=0", "--guard_max_cnp_rate=0"};
+  std::unique_ptr<NftTable> nat, cut;
+  if (partition) {
+    if (absl::Status s = EnterPrivateNetns(); !s.ok()) {
+      std::printf("BENCH rollback_partition status=SKIPPED reason=\"%s\"\n",
+                  std::string(s.message()).c_str());
+      return 77;
+    }
+    const std::string nft = SystemTool("nft");
+    for (int h = 0; h < 32; ++h) opt.controller_address_of[absl::StrCat("h", h)] = LoopbackOf(h);
+    // Every other loopback address reaches the controller's (and any) port.
+    nat = std::make_unique<NftTable>(nft, "rocetune_bench_nat");
+    if (absl::Status s = nat->Install(
+            testing::MakeTempDir("rollback-nat"),
+            "  chain output {\n"
+            "    type nat hook output priority -100; policy accept;\n"
+            "    ip daddr != 127.0.0.1 ip daddr 127.0.0.0/8 dnat ip to 127.0.0.1\n"
+            "  }\n"
+            "  chain input {\n    type nat hook input priority 100; policy accept;\n  }\n");
+        !s.ok()) {
+      std::fprintf(stderr, "rollback_bench --partition: %s\n", std::string(s.message()).c_str());
+      return 1;
+    }
+    cut = std::make_unique<NftTable>(nft, kCutTable);
+  }
   Env env(opt);
   if (!env.Start()) {
     std::fprintf(stderr, "rollback_bench: the fleet did not start\n%s\n%s\n",
@@ -55,15 +148,13 @@ int Main(int runs) {
     return 1;
   }
   std::string out;
-  if (env.Ctl(
-          {"policy", "apply", env.WriteFile("bad.textproto", TestPolicy("bench-bad", kBakeSeconds)),
-           "--reason=bench"},
-          "alice", &out) != 0) {
+  if (env.Ctl({"policy", "apply", env.WriteFile("bad.textproto", BenchPolicy()), "--reason=bench"},
+              "alice", &out) != 0) {
     std::fprintf(stderr, "rollback_bench: policy apply: %s\n", out.c_str());
     return 1;
   }
-  std::vector<double> decided, restored;
-  int not_rolled_back = 0;
+  std::vector<double> decided, restored, self_restored, confirmed, after_heal;
+  int not_rolled_back = 0, not_cut = 0;
   for (int i = 0; i < runs; ++i) {
     // A baseline of the fleet on its own set (the previous run's restore included).
     absl::SleepFor(absl::Seconds(kBakeSeconds));
@@ -80,6 +171,28 @@ int Main(int runs) {
       std::fprintf(stderr, "rollback_bench: approve: %s\n", out.c_str());
       return 1;
     }
+    // --partition: cut the first canary host that runs the bad set.
+    std::string cut_host;
+    int expired_before = 0;
+    if (partition) {
+      cut_host = AppliedCanaryHost(env, id, absl::Seconds(30));
+      int index = -1;
+      if (cut_host.empty() || !absl::SimpleAtoi(cut_host.substr(1), &index)) {
+        std::fprintf(stderr, "run %d: no canary host applied the set\n", i);
+      } else {
+        expired_before = Count(env.FabricLog(), kExpired);
+        const std::string address = LoopbackOf(index);
+        if (absl::Status s = cut->Install(
+                env.dir(), absl::StrCat("  chain output {\n"
+                                        "    type filter hook output priority 0; policy accept;\n"
+                                        "    ct original ip daddr ",
+                                        address, " drop\n  }\n"));
+            !s.ok()) {
+          std::fprintf(stderr, "rollback_bench: %s\n", std::string(s.message()).c_str());
+          return 1;
+        }
+      }
+    }
     absl::StatusOr<v1::Change> c;
     env.WaitFor(
         [&] {
@@ -90,6 +203,7 @@ int Main(int runs) {
         absl::Seconds(120));
     if (!c.ok() || c->state() != v1::ROLLED_BACK) {
       ++not_rolled_back;
+      if (cut != nullptr) cut->Delete().IgnoreError();
       if (c.ok() && (c->state() == v1::CANARY || c->state() == v1::STAGE)) {
         env.Ctl({"change", "rollback", id, "--reason=bench: not decided"}, "bob", &out);
       }
@@ -101,23 +215,75 @@ int Main(int runs) {
       if (t.to() == v1::CANARY) canary = t.unix_nanos();
       if (t.to() == v1::ROLLED_BACK) back = t.unix_nanos();
     }
-    if (!env.WaitFor([&] { return Restored(env); }, absl::Seconds(60), absl::Milliseconds(50))) {
+    const absl::Time canary_at = absl::FromUnixNanos(canary);
+    auto since_canary = [&] { return absl::ToDoubleSeconds(absl::Now() - canary_at); };
+    if (!env.WaitFor([&] { return Restored(env, cut_host); }, absl::Seconds(60),
+                     absl::Milliseconds(50))) {
       ++not_rolled_back;
+      if (cut != nullptr) cut->Delete().IgnoreError();
       continue;
     }
     decided.push_back((back - canary) / 1e9);
-    restored.push_back(absl::ToDoubleSeconds(absl::Now() - absl::FromUnixNanos(canary)));
-    std::fprintf(stderr, "run %d: decided %.2f s, restored %.2f s after the canary started\n", i,
-                 decided.back(), restored.back());
+    restored.push_back(since_canary());
+    std::string line = absl::StrFormat("run %d: decided %.2f s, restored %.2f s", i, decided.back(),
+                                       restored.back());
+    if (partition && cut->installed()) {
+      // The cut host gives the set up by itself once the lease runs out.
+      if (env.WaitFor([&] { return Count(env.FabricLog(), kExpired) > expired_before; },
+                      absl::Seconds(90), absl::Milliseconds(50))) {
+        self_restored.push_back(since_canary());
+        absl::StrAppendFormat(&line, ", %s gave the set up by itself at %.2f s", cut_host,
+                              self_restored.back());
+      } else {
+        absl::StrAppendFormat(&line, ", %s did not give the set up within 90 s", cut_host);
+        // What the fabric said meanwhile: its warnings and the lines naming the host.
+        std::vector<std::string> said;
+        for (absl::string_view l : absl::StrSplit(env.FabricLog(), '\n')) {
+          if (absl::StrContains(l, cut_host) || absl::StrContains(l, "level=warn"))
+            said.emplace_back(l);
+        }
+        for (size_t k = said.size() > 30 ? said.size() - 30 : 0; k < said.size(); ++k) {
+          std::fprintf(stderr, "  %s\n", said[k].c_str());
+        }
+      }
+      const absl::Time healed = absl::Now();
+      if (absl::Status s = cut->Delete(); !s.ok()) {
+        std::fprintf(stderr, "rollback_bench: %s\n", std::string(s.message()).c_str());
+        return 1;
+      }
+      if (env.WaitFor([&] { return Restored(env); }, absl::Seconds(60), absl::Milliseconds(50))) {
+        confirmed.push_back(since_canary());
+        after_heal.push_back(absl::ToDoubleSeconds(absl::Now() - healed));
+        absl::StrAppendFormat(&line, ", its restore confirmed at %.2f s (%.2f s after the heal)",
+                              confirmed.back(), after_heal.back());
+      } else {
+        absl::StrAppend(&line, ", its restore not confirmed within 60 s of the heal");
+      }
+    } else if (partition) {
+      ++not_cut;
+    }
+    std::fprintf(stderr, "%s (after the canary started)\n", line.c_str());
   }
+  if (!partition) {
+    std::printf(
+        "BENCH rollback runs=%d rolled_back=%zu not_rolled_back=%d decided_median_s=%.2f "
+        "decided_max_s=%.2f restored_median_s=%.2f restored_max_s=%.2f judge_window_s=%.1f\n",
+        runs, decided.size(), not_rolled_back, Quantile(decided, 0.5), Max(decided),
+        Quantile(restored, 0.5), Max(restored), kBakeSeconds / 3.0);
+    return 0;
+  }
+  // `restored`: every host but the cut one; `self_restored`: the cut host
+  // gave the set up (lease); `confirmed`: its restore acked after the heal.
   std::printf(
-      "BENCH rollback runs=%d rolled_back=%zu not_rolled_back=%d decided_median_s=%.2f "
-      "decided_max_s=%.2f restored_median_s=%.2f restored_max_s=%.2f judge_window_s=%.1f\n",
-      runs, decided.size(), not_rolled_back, Quantile(decided, 0.5),
-      decided.empty() ? 0 : *std::max_element(decided.begin(), decided.end()),
-      Quantile(restored, 0.5),
-      restored.empty() ? 0 : *std::max_element(restored.begin(), restored.end()),
-      kBakeSeconds / 3.0);
+      "BENCH rollback_partition runs=%d rolled_back=%zu not_rolled_back=%d not_cut=%d "
+      "decided_median_s=%.2f decided_max_s=%.2f restored_others_median_s=%.2f "
+      "restored_others_max_s=%.2f self_restored=%zu self_restored_median_s=%.2f "
+      "self_restored_max_s=%.2f confirmed=%zu confirmed_median_s=%.2f confirmed_max_s=%.2f "
+      "confirmed_after_heal_median_s=%.2f confirmed_after_heal_max_s=%.2f lease_s=%d\n",
+      runs, decided.size(), not_rolled_back, not_cut, Quantile(decided, 0.5), Max(decided),
+      Quantile(restored, 0.5), Max(restored), self_restored.size(), Quantile(self_restored, 0.5),
+      Max(self_restored), confirmed.size(), Quantile(confirmed, 0.5), Max(confirmed),
+      Quantile(after_heal, 0.5), Max(after_heal), kLeaseSeconds);
   return 0;
 }
 
@@ -126,12 +292,26 @@ int Main(int runs) {
 
 int main(int argc, char** argv) {
   int runs = 20;
+  std::string mode = "both";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (absl::StartsWith(a, "--runs=") && absl::SimpleAtoi(a.substr(7), &runs) && runs > 0)
       continue;
-    std::fprintf(stderr, "rollback_bench: unknown argument %s (--runs=N)\n", a.c_str());
+    if (absl::StartsWith(a, "--mode=")) {
+      mode = a.substr(7);
+      if (mode == "plain" || mode == "partition" || mode == "both") continue;
+    }
+    std::fprintf(stderr,
+                 "rollback_bench: unknown argument %s (--runs=N, --mode=plain|partition|both)\n",
+                 a.c_str());
     return 2;
   }
-  return rocetune::e2e::Main(runs);
+  // The plain runs first: the partitioned ones move this thread into a
+  // network namespace of its own.
+  if (mode != "partition") {
+    const int rc = rocetune::e2e::Main(runs, /*partition=*/false);
+    if (rc != 0 || mode == "plain") return rc;
+  }
+  const int rc = rocetune::e2e::Main(runs, /*partition=*/true);
+  return rc == 77 && mode == "both" ? 0 : rc;
 }

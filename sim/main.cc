@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -19,6 +20,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "agent/agent.h"
@@ -55,6 +57,11 @@ ABSL_FLAG(std::string, job_name, "",
           "With --job_signal: the job's name in its events; empty = the scenario's name.");
 ABSL_FLAG(std::string, controller, "127.0.0.1:7070",
           "Controller address (host:port) for --agents.");
+ABSL_FLAG(std::vector<std::string>, controller_of, {},
+          "With --agents: host=address pairs (comma-separated) giving a simulated host's agent "
+          "another controller address than --controller, e.g. h3=127.0.0.3:7070; a fault test "
+          "maps that address to the controller and cuts it alone with nftables. Each host must "
+          "be one of the scenario's.");
 ABSL_FLAG(double, pace, 0,
           "Simulated seconds per wall-clock second; 0 = as fast as possible. --agents defaults "
           "to 1.0 when this is 0.");
@@ -226,12 +233,25 @@ int RunAgents(Fabric* fabric) {
     }
     return true;
   };
+  std::map<std::string, std::string> controller_of;
+  for (const std::string& pair : absl::GetFlag(FLAGS_controller_of)) {
+    const std::vector<std::string> kv = absl::StrSplit(pair, absl::MaxSplits('=', 1));
+    if (kv.size() != 2 || kv[0].empty() || kv[1].empty()) {
+      std::fprintf(stderr, "--controller_of=%s: want host=host:port\n", pair.c_str());
+      return 2;
+    }
+    controller_of[kv[0]] = kv[1];
+  }
   for (int h = 0; h < fabric->host_count(); ++h) {
     hosts.push_back(std::make_unique<SimHost>(fabric, h));
     SimHost* host = hosts.back().get();
     AgentOptions opt;
     opt.host_id = host->host_id();
     opt.controller = absl::GetFlag(FLAGS_controller);
+    if (auto it = controller_of.find(opt.host_id); it != controller_of.end()) {
+      opt.controller = it->second;
+      controller_of.erase(it);
+    }
     opt.labels = extra;
     opt.labels.emplace_back("sim", "1");
     // The controller plans probes within one fabric; sim hosts are probed through
@@ -265,6 +285,11 @@ int RunAgents(Fabric* fabric) {
       return StartupExitCode(agent.status());
     }
     agents.push_back(std::move(*agent));
+  }
+  if (!controller_of.empty()) {
+    std::fprintf(stderr, "--controller_of: %s is not a host of the scenario\n",
+                 controller_of.begin()->first.c_str());
+    return 2;
   }
   if (absl::GetFlag(FLAGS_switch_agents)) {
     for (int t = 0; t < fabric->tor_count(); ++t) {

@@ -10,12 +10,7 @@
 // causing a PFC pause storm pushed just before the cut is rolled back by the
 // agents' local guard during it and recorded as rejected afterwards.
 // Needs root (CAP_SYS_ADMIN for the namespace); skipped otherwise.
-#include <sched.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <fstream>
 #include <map>
 #include <set>
@@ -36,21 +31,6 @@ namespace rocetune::e2e {
 namespace {
 
 constexpr char kTable[] = "rocetune_cut";
-
-// The path of the tool `name` in the usual system directories ("" if none).
-std::string SystemTool(const std::string& name) {
-  for (const char* dir : {"/usr/sbin", "/sbin", "/usr/bin", "/bin"}) {
-    const std::string path = absl::StrCat(dir, "/", name);
-    if (access(path.c_str(), X_OK) == 0) return path;
-  }
-  return "";
-}
-
-std::string NetnsOf(const std::string& pid) {
-  char buf[128] = {};
-  const ssize_t n = readlink(absl::StrCat("/proc/", pid, "/ns/net").c_str(), buf, sizeof buf - 1);
-  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
-}
 
 // Sum of the samples of `name` in a Prometheus text page whose labels contain
 // `label` (all samples when empty), per `host` label when `per_host` is set.
@@ -108,39 +88,27 @@ int64_t TcpOutRsts() {
 // gone with the namespace once the test's processes exit).
 class Cut {
  public:
-  explicit Cut(std::string nft) : nft_(std::move(nft)) {}
-  ~Cut() { Heal(); }
+  explicit Cut(std::string nft) : table_(std::move(nft), kTable) {}
   // Drops TCP to and from `port` (loopback packets pass the output hook once);
   // resets are counted apart.
-  bool Install(Env& env, int port, std::string* out) {
-    const std::string rules = absl::StrCat(  //
-        "table inet ", kTable,
-        " {\n"
-        "  counter resets {}\n"
-        "  counter dropped {}\n"
-        "  chain output {\n"
-        "    type filter hook output priority 0; policy accept;\n"
-        "    tcp dport ",
-        port, " tcp flags & rst == rst counter name resets drop\n    tcp sport ", port,
-        " tcp flags & rst == rst counter name resets drop\n    tcp dport ", port,
-        " counter name dropped drop\n    tcp sport ", port,
-        " counter name dropped drop\n"
-        "  }\n"
-        "}\n");
-    installed_ = testing::RunCommand(nft_, {"-f", env.WriteFile("cut.nft", rules)}, out) == 0;
-    return installed_;
+  absl::Status Install(Env& env, int port) {
+    return table_.Install(
+        env.dir(),
+        absl::StrCat("  counter resets {}\n"
+                     "  counter dropped {}\n"
+                     "  chain output {\n"
+                     "    type filter hook output priority 0; policy accept;\n"
+                     "    tcp dport ",
+                     port, " tcp flags & rst == rst counter name resets drop\n    tcp sport ", port,
+                     " tcp flags & rst == rst counter name resets drop\n    tcp dport ", port,
+                     " counter name dropped drop\n    tcp sport ", port,
+                     " counter name dropped drop\n"
+                     "  }\n"));
   }
-  bool Heal() {
-    if (!installed_) return true;
-    std::string out;
-    installed_ = testing::RunCommand(nft_, {"delete", "table", "inet", kTable}, &out) != 0;
-    if (installed_) ADD_FAILURE() << "cannot delete nft table " << kTable << ": " << out;
-    return !installed_;
-  }
+  absl::Status Heal() { return table_.Delete(); }
 
  private:
-  std::string nft_;
-  bool installed_ = false;
+  NftTable table_;
 };
 
 int64_t Param(const v1::HostInfo& h, const std::string& name) {
@@ -153,18 +121,9 @@ int64_t Param(const v1::HostInfo& h, const std::string& name) {
 
 TEST(ControllerCutE2E, SilentCutAgentsStallHoldReportsAndReconnect) {
   const std::string nft = SystemTool("nft");
-  const std::string ip = SystemTool("ip");
-  if (nft.empty() || ip.empty()) GTEST_SKIP() << "needs nft (nftables) and ip (iproute2)";
-  const std::string outer_ns = NetnsOf("thread-self");
-  // Only this thread changes namespace: the Env's children are forked from it.
-  if (unshare(CLONE_NEWNET) != 0) {
-    GTEST_SKIP() << "unshare(CLONE_NEWNET): " << std::strerror(errno)
-                 << " (needs root / CAP_SYS_ADMIN)";
-  }
+  if (absl::Status s = EnterPrivateNetns(); !s.ok()) GTEST_SKIP() << s.message();
   const std::string inner_ns = NetnsOf("thread-self");
-  ASSERT_NE(inner_ns, outer_ns);
   std::string out;
-  ASSERT_EQ(testing::RunCommand(ip, {"link", "set", "lo", "up"}, &out), 0) << out;
 
   EnvOptions opt;
   const std::string ready = absl::StrCat(testing::MakeTempDir("cut"), "/fabric.ready");
@@ -232,7 +191,9 @@ TEST(ControllerCutE2E, SilentCutAgentsStallHoldReportsAndReconnect) {
   // --stale_after. No admin call crosses it (they use the same port).
   constexpr absl::Duration kCut = absl::Seconds(18);
   Cut cut(nft);
-  ASSERT_TRUE(cut.Install(env, env.port(), &out)) << out;
+  if (absl::Status installed = cut.Install(env, env.port()); !installed.ok()) {
+    FAIL() << installed;
+  }
   const absl::Time cut_at = absl::Now();
   absl::Time first_stall = absl::InfinitePast(), all_stalled = absl::InfinitePast();
   double received_1s = -1, held_max = 0;
@@ -260,7 +221,7 @@ TEST(ControllerCutE2E, SilentCutAgentsStallHoldReportsAndReconnect) {
   page = fabric_page();
   const double guard_during = Metric(page, "rocetune_agent_guard_rollbacks_total") - guard0;
   const double rounds = Metric(page, "rocetune_agent_sampling_duration_seconds_count") - rounds0;
-  ASSERT_TRUE(cut.Heal());
+  if (absl::Status healed = cut.Heal(); !healed.ok()) FAIL() << healed;
   const absl::Time healed_at = absl::Now();
 
   // The cut was real and silent.

@@ -134,6 +134,13 @@ bool Env::Start() {
       absl::StrCat("--switch_agents=", options_.switch_agents ? "true" : "false"),
   };
   for (const std::string& s : options_.sets) args.push_back(absl::StrCat("--set=", s));
+  if (!options_.controller_address_of.empty()) {
+    std::string pairs;
+    for (const auto& [host, address] : options_.controller_address_of) {
+      absl::StrAppend(&pairs, pairs.empty() ? "" : ",", host, "=", address, ":", port_);
+    }
+    args.push_back(absl::StrCat("--controller_of=", pairs));
+  }
   args.insert(args.end(), options_.fabricsim_flags.begin(), options_.fabricsim_flags.end());
   mkdir(absl::StrCat(dir_, "/agents").c_str(), 0700);
   fabric_ = std::make_unique<testing::Subprocess>(testing::BuiltBinary("sim/rocetune-fabricsim"),

@@ -40,6 +40,10 @@ struct EnvOptions {
   int probe_peers = 8;
   std::vector<std::string> fabricsim_flags;  // e.g. guard thresholds
   std::vector<std::string> controller_flags;
+  // Hosts whose agents reach the controller's port at another loopback
+  // address (host id -> "127.0.0.N"; fabricsim --controller_of), for a fault
+  // test that maps it to the controller and cuts that host alone.
+  std::map<std::string, std::string> controller_address_of;
   // One switch agent per simulated ToR (role=switch); off unless a test uses them.
   bool switch_agents = false;
   int expect_hosts = 32;  // hosts and switches

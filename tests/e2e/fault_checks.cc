@@ -1,7 +1,13 @@
 #include "tests/e2e/fault_checks.h"
 
+#include <sched.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <fstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -147,6 +153,66 @@ v1::ChangeState StateAt(const v1::Change& c, absl::Time t) {
     s = tr.to();
   }
   return s;
+}
+
+std::string SystemTool(const std::string& name) {
+  for (const char* dir : {"/usr/sbin", "/sbin", "/usr/bin", "/bin"}) {
+    const std::string path = absl::StrCat(dir, "/", name);
+    if (access(path.c_str(), X_OK) == 0) return path;
+  }
+  return "";
+}
+
+std::string NetnsOf(const std::string& pid) {
+  char buf[128] = {};
+  const ssize_t n = readlink(absl::StrCat("/proc/", pid, "/ns/net").c_str(), buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+}
+
+absl::Status EnterPrivateNetns() {
+  const std::string ip = SystemTool("ip");
+  if (SystemTool("nft").empty() || ip.empty()) {
+    return absl::FailedPreconditionError("needs nft (nftables) and ip (iproute2)");
+  }
+  const std::string outer = NetnsOf("thread-self");
+  // Only this thread changes namespace: the Env's children are forked from it.
+  if (unshare(CLONE_NEWNET) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "unshare(CLONE_NEWNET): ", std::strerror(errno), " (needs root / CAP_SYS_ADMIN)"));
+  }
+  if (NetnsOf("thread-self") == outer) {
+    return absl::InternalError("unshare(CLONE_NEWNET) left the thread in its namespace");
+  }
+  std::string out;
+  if (testing::RunCommand(ip, {"link", "set", "lo", "up"}, &out) != 0) {
+    return absl::InternalError(absl::StrCat("ip link set lo up: ", out));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NftTable::Install(const std::string& dir, const std::string& body) {
+  const std::string file = absl::StrCat(dir, "/", name_, ".nft");
+  {
+    std::ofstream f(file, std::ios::trunc);
+    f << "table inet " << name_ << " {\n" << body << "}\n";
+    if (!f.flush()) return absl::InternalError(absl::StrCat("cannot write ", file));
+  }
+  std::string out;
+  if (testing::RunCommand(nft_, {"-f", file}, &out) != 0) {
+    return absl::InternalError(absl::StrCat("nft -f ", file, ": ", out));
+  }
+  installed_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status NftTable::Delete() {
+  if (!installed_) return absl::OkStatus();
+  std::string out;
+  if (testing::RunCommand(nft_, {"delete", "table", "inet", name_}, &out) != 0) {
+    return absl::InternalError(absl::StrCat("cannot delete nft table ", name_, ": ", out));
+  }
+  installed_ = false;
+  return absl::OkStatus();
 }
 
 }  // namespace rocetune::e2e

@@ -4,8 +4,10 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "rocetune/v1/admin.pb.h"
 #include "tests/e2e/e2e_env.h"
@@ -55,6 +57,40 @@ std::string SmallFleetPolicy(const std::string& name, int bake_seconds,
 
 // The change's state at `t`, from its transitions (PROPOSED before the first).
 v1::ChangeState StateAt(const v1::Change& c, absl::Time t);
+
+// ---- Network faults with nftables, in a network namespace of the caller's own.
+
+// The path of the tool `name` in the usual system directories ("" if none).
+std::string SystemTool(const std::string& name);
+
+// The network namespace of process `pid` ("thread-self" for the calling thread).
+std::string NetnsOf(const std::string& pid);
+
+// Moves the calling thread into a new network namespace with its loopback up,
+// so the processes it starts share a private loopback that nftables rules can
+// cut without touching the machine's own. Fails (naming what) without root,
+// nft or ip.
+absl::Status EnterPrivateNetns();
+
+// An nftables table (family inet) installed from a ruleset text and deleted on
+// Delete() or destruction; gone with the namespace anyway.
+class NftTable {
+ public:
+  NftTable(std::string nft, std::string name) : nft_(std::move(nft)), name_(std::move(name)) {}
+  ~NftTable() { Delete().IgnoreError(); }
+  NftTable(const NftTable&) = delete;
+  NftTable& operator=(const NftTable&) = delete;
+  const std::string& name() const { return name_; }
+  bool installed() const { return installed_; }
+  // Loads "table inet <name> { `body` }" (its file written into `dir`).
+  absl::Status Install(const std::string& dir, const std::string& body);
+  absl::Status Delete();
+
+ private:
+  std::string nft_;
+  std::string name_;
+  bool installed_ = false;
+};
 
 }  // namespace rocetune::e2e
 

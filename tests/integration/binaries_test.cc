@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tests/integration/subprocess.h"
@@ -85,6 +86,24 @@ TEST(DaemonExitCodesTest, ConfigurationErrorsExitTwoAndAPortInUseExitsOne) {
   EXPECT_NE(out.find("cannot listen"), std::string::npos) << out;
 }
 
+// fabricsim --controller_of: a malformed pair or a host the scenario does not
+// have is a usage error naming it (exit 2), before any agent connects.
+TEST(FabricsimFlagsTest, ControllerOfRefusesAMalformedPairAndAnUnknownHost) {
+  const std::string scenario =
+      std::string(ROCETUNE_SOURCE_DIR) + "/sim/scenarios/incast_background_32_hosts.textproto";
+  std::string out;
+  for (const auto& [pair, says] : std::vector<std::pair<std::string, std::string>>{
+           {"h3", "--controller_of=h3: want host=host:port"},
+           {"h99=127.0.0.5:1", "--controller_of: h99 is not a host of the scenario"}}) {
+    const int rc = RunCommand(BuiltBinary("sim/rocetune-fabricsim"),
+                              {"--scenario=" + scenario, "--agents", "--controller=127.0.0.1:1",
+                               "--controller_of=" + pair, "--duration=1s", "--output=none"},
+                              &out);
+    EXPECT_EQ(rc, 2) << pair << ":\n" << out;
+    EXPECT_NE(out.find(says), std::string::npos) << out;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     All, BinariesTest,
     ::testing::Values(
@@ -104,7 +123,7 @@ INSTANTIATE_TEST_SUITE_P(
                    {"observe_only", "rollout_tick"},
                    "--max_message_bytes=lots"},
         BinaryCase{"cli/rocetunectl", {"controller", "output", "selector"}, "--timeout=never"},
-        BinaryCase{"sim/rocetune-fabricsim", {"scenario", "set"}, "--pace=fast"},
+        BinaryCase{"sim/rocetune-fabricsim", {"scenario", "set", "controller_of"}, "--pace=fast"},
         BinaryCase{"agent/probe/rocetune-probe",
                    {"mode", "transport", "listen", "peers", "rate", "log_level"},
                    "--rate=many"}));
