@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,7 +65,6 @@ std::string BenchPolicy() {
       {{"guard {", absl::StrCat("guard {\n  provisional_lease_seconds: ", kLeaseSeconds)}});
 }
 
-constexpr char kExpired[] = "provisional lease expired without the controller";
 constexpr char kCutTable[] = "rocetune_bench_cut";
 
 // Every host (but `except`) acked its desired version and holds the knob's
@@ -76,12 +76,6 @@ bool Restored(Env& env, const std::string& except = "") {
     if (ParameterOf(h, kKnob) != kBefore) return false;
   }
   return true;
-}
-
-int Count(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
 }
 
 double Max(const std::vector<double>& v) {
@@ -97,7 +91,8 @@ std::string AppliedCanaryHost(Env& env, const std::string& id, absl::Duration ti
   env.WaitFor(
       [&] {
         absl::StatusOr<v1::Change> c = env.GetChange(id);
-        if (!c.ok()) return false;
+        // Only while the canary runs: after a rollback there is nothing to cut.
+        if (!c.ok() || c->state() != v1::CANARY) return false;
         std::map<std::string, std::string> applied;
         for (const v1::HostInfo& h : env.Hosts()) applied[h.host_id()] = h.current_version();
         for (const v1::HostTarget& t : c->hosts()) {
@@ -113,15 +108,17 @@ std::string AppliedCanaryHost(Env& env, const std::string& id, absl::Duration ti
   return found;
 }
 
-int Main(int runs, bool partition) {
+// `netns`: whether the process entered a network namespace of its own (the
+// partitioned runs need it; main enters it before any run).
+int Main(int runs, bool partition, const absl::Status& netns) {
   EnvOptions opt;
   // The judge decides, not the agents' guard.
   opt.fabricsim_flags = {"--guard_max_pfc_pause_ratio=0", "--guard_max_cnp_rate=0"};
   std::unique_ptr<NftTable> nat, cut;
   if (partition) {
-    if (absl::Status s = EnterPrivateNetns(); !s.ok()) {
+    if (!netns.ok()) {
       std::printf("BENCH rollback_partition status=SKIPPED reason=\"%s\"\n",
-                  std::string(s.message()).c_str());
+                  std::string(netns.message()).c_str());
       return 77;
     }
     const std::string nft = SystemTool("nft");
@@ -180,7 +177,7 @@ int Main(int runs, bool partition) {
       if (cut_host.empty() || !absl::SimpleAtoi(cut_host.substr(1), &index)) {
         std::fprintf(stderr, "run %d: no canary host applied the set\n", i);
       } else {
-        expired_before = Count(env.FabricLog(), kExpired);
+        expired_before = CountOf(env.FabricLog(), kLeaseExpiredLog);
         const std::string address = LoopbackOf(index);
         if (absl::Status s = cut->Install(
                 env.dir(), absl::StrCat("  chain output {\n"
@@ -203,7 +200,10 @@ int Main(int runs, bool partition) {
         absl::Seconds(120));
     if (!c.ok() || c->state() != v1::ROLLED_BACK) {
       ++not_rolled_back;
-      if (cut != nullptr) cut->Delete().IgnoreError();
+      if (absl::Status s = cut != nullptr ? cut->Delete() : absl::OkStatus(); !s.ok()) {
+        std::fprintf(stderr, "rollback_bench: %s\n", std::string(s.message()).c_str());
+        return 1;
+      }
       if (c.ok() && (c->state() == v1::CANARY || c->state() == v1::STAGE)) {
         env.Ctl({"change", "rollback", id, "--reason=bench: not decided"}, "bob", &out);
       }
@@ -220,7 +220,10 @@ int Main(int runs, bool partition) {
     if (!env.WaitFor([&] { return Restored(env, cut_host); }, absl::Seconds(60),
                      absl::Milliseconds(50))) {
       ++not_rolled_back;
-      if (cut != nullptr) cut->Delete().IgnoreError();
+      if (absl::Status s = cut != nullptr ? cut->Delete() : absl::OkStatus(); !s.ok()) {
+        std::fprintf(stderr, "rollback_bench: %s\n", std::string(s.message()).c_str());
+        return 1;
+      }
       continue;
     }
     decided.push_back((back - canary) / 1e9);
@@ -229,9 +232,14 @@ int Main(int runs, bool partition) {
                                        restored.back());
     if (partition && cut->installed()) {
       // The cut host gives the set up by itself once the lease runs out.
-      if (env.WaitFor([&] { return Count(env.FabricLog(), kExpired) > expired_before; },
+      if (env.WaitFor([&] { return CountOf(env.FabricLog(), kLeaseExpiredLog) > expired_before; },
                       absl::Seconds(90), absl::Milliseconds(50))) {
-        self_restored.push_back(since_canary());
+        // When it happened, from the agent's log line (the wait above may
+        // have begun after it).
+        const std::optional<absl::Time> at =
+            NthLogTime(env.FabricLog(), kLeaseExpiredLog, expired_before + 1);
+        self_restored.push_back(at.has_value() ? absl::ToDoubleSeconds(*at - canary_at)
+                                               : since_canary());
         absl::StrAppendFormat(&line, ", %s gave the set up by itself at %.2f s", cut_host,
                               self_restored.back());
       } else {
@@ -306,12 +314,15 @@ int main(int argc, char** argv) {
                  a.c_str());
     return 2;
   }
-  // The plain runs first: the partitioned ones move this thread into a
-  // network namespace of its own.
+  // Both modes run in a network namespace of their own when the partitioned
+  // runs are asked for (entered before any thread or channel is made; the
+  // plain runs only use loopback). Without it the plain runs still run.
+  const absl::Status netns = mode == "plain" ? absl::FailedPreconditionError("not asked for")
+                                             : rocetune::e2e::EnterPrivateNetns();
   if (mode != "partition") {
-    const int rc = rocetune::e2e::Main(runs, /*partition=*/false);
+    const int rc = rocetune::e2e::Main(runs, /*partition=*/false, netns);
     if (rc != 0 || mode == "plain") return rc;
   }
-  const int rc = rocetune::e2e::Main(runs, /*partition=*/true);
+  const int rc = rocetune::e2e::Main(runs, /*partition=*/true, netns);
   return rc == 77 && mode == "both" ? 0 : rc;
 }

@@ -74,7 +74,7 @@ v1::StepBaseline ToRecord(const std::string& change_id, const StepBaselines& b) 
   for (const auto& [id, p] : b.hosts) *r.add_hosts() = Encode(id, p);
   for (const auto& [id, p] : b.fleet.hosts) *r.add_fleet() = Encode(id, p);
   if (!b.fleet.rtt.empty()) b.fleet.rtt.ToProto(r.mutable_fleet_rtt());
-  if (b.fleet.spread.periods() > 0) *r.mutable_fleet_spread() = b.fleet.spread;
+  if (b.fleet.spread.metrics_size() > 0) *r.mutable_fleet_spread() = b.fleet.spread;
   return r;
 }
 

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <iterator>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -173,22 +175,40 @@ std::string MeasuredFrom(const v1::FleetSpread& spread, const v1::FleetSpread::M
       m.rms_ln_ratio(), m.pairs(), spread.periods(), spread.period_seconds());
 }
 
-Threshold MarginOf(const v1::FleetSpread& spread, const std::string& metric, double fallback) {
-  if (const v1::FleetSpread::Metric* m = Measured(spread, metric); m != nullptr) {
-    return {std::clamp(std::exp(kFleetSpreadZ * m->rms_ln_ratio()) - 1, kFleetMarginFloor,
-                       kFleetMarginCap),
-            MeasuredFrom(spread, *m)};
-  }
-  return {std::max(0.0, fallback), NotMeasured(spread)};
+// The measured spread scaled to a `since` period shorter than its periods.
+double ScaledRms(const v1::FleetSpread& spread, const v1::FleetSpread::Metric& m,
+                 double since_seconds) {
+  const double period = spread.period_seconds();
+  if (!(since_seconds > 0) || !(period > since_seconds)) return m.rms_ln_ratio();
+  return m.rms_ln_ratio() * std::sqrt((1 + period / since_seconds) / 2);
 }
 
-Threshold P99RatioOf(const v1::FleetSpread& spread) {
-  if (const v1::FleetSpread::Metric* m = Measured(spread, "p99"); m != nullptr) {
-    return {std::clamp(std::exp(kFleetSpreadZ * m->rms_ln_ratio()), kFleetP99RatioFloor,
-                       kFleetP99RatioCap),
-            MeasuredFrom(spread, *m)};
+// A threshold from the measured spread, within [floor, fallback].
+Threshold FromSpread(const v1::FleetSpread& spread, const std::string& metric, double fallback,
+                     double floor, double since_seconds, bool margin) {
+  const v1::FleetSpread::Metric* m = Measured(spread, metric);
+  if (m == nullptr) return {fallback, NotMeasured(spread)};
+  const double rms = ScaledRms(spread, *m, since_seconds);
+  const double wanted = std::exp(kFleetSpreadZ * rms) - (margin ? 1 : 0);
+  std::string how = MeasuredFrom(spread, *m);
+  if (rms != m->rms_ln_ratio()) absl::StrAppendFormat(&how, ", %.4f for a shorter period", rms);
+  if (wanted > fallback) {
+    absl::StrAppendFormat(&how, "; it asks for %.3g, more than the default %.3g, which is kept",
+                          wanted, fallback);
+    return {fallback, how};
   }
-  return {kFleetP99RegressionRatio, NotMeasured(spread)};
+  return {std::max(wanted, std::min(floor, fallback)), how};
+}
+
+Threshold MarginOf(const v1::FleetSpread& spread, const std::string& metric, double fallback,
+                   double since_seconds) {
+  return FromSpread(spread, metric, std::max(0.0, fallback), kFleetMarginFloor, since_seconds,
+                    /*margin=*/true);
+}
+
+Threshold P99RatioOf(const v1::FleetSpread& spread, double since_seconds) {
+  return FromSpread(spread, "p99", kFleetP99RegressionRatio, kFleetP99RatioFloor, since_seconds,
+                    /*margin=*/false);
 }
 
 // The fleet's p99 before and since the change (see kFleetP99RegressionRatio).
@@ -263,48 +283,50 @@ v1::FleetSpread MeasureFleetSpread(const std::vector<FleetPeriod>& periods, doub
     if (with > 0 && with >= Needed(p.hosts.size())) kept.push_back(&p);
   }
   out.set_periods(static_cast<uint32_t>(kept.size()));
-  std::vector<const HostPeriod*> a, b;
-  for (const Guarded& g : GuardedMetrics(constraints)) {
-    const bool counted = g.kind == Kind::kCnp || g.kind == Kind::kRetransmits;
+  // ln(ratio) of each pair of kept periods (nullopt: the pair is skipped)
+  // into one metric's root mean square.
+  auto add = [&](const std::string& metric,
+                 const std::function<std::optional<double>(const FleetPeriod&, const FleetPeriod&)>&
+                     ln_ratio) {
     double sum = 0;
     uint32_t pairs = 0;
     for (size_t i = 0; i < kept.size(); ++i) {
       for (size_t j = i + 1; j < kept.size(); ++j) {
-        Matched(kept[i]->hosts, kept[j]->hosts, &a, &b);
-        if (a.empty() || a.size() < Needed(std::max(kept[i]->hosts.size(), kept[j]->hosts.size())))
-          continue;
-        if (counted && (MeanEvents(g.kind, a) < kFleetGuardMinEventsPerHost ||
-                        MeanEvents(g.kind, b) < kFleetGuardMinEventsPerHost))
-          continue;
-        const double x = MeanRatioValue(g.kind, a), y = MeanRatioValue(g.kind, b);
-        if (!(x > 0) || !(y > 0) || !std::isfinite(x) || !std::isfinite(y)) continue;
-        const double d = std::log(y / x);
-        sum += d * d;
-        ++pairs;
+        if (std::optional<double> d = ln_ratio(*kept[i], *kept[j]); d.has_value()) {
+          sum += *d * *d;
+          ++pairs;
+        }
       }
     }
     v1::FleetSpread::Metric* m = out.add_metrics();
-    m->set_metric(g.metric);
+    m->set_metric(metric);
     m->set_pairs(pairs);
     m->set_rms_ln_ratio(pairs > 0 ? std::sqrt(sum / pairs) : 0);
+  };
+  std::vector<const HostPeriod*> a, b;
+  for (const Guarded& g : GuardedMetrics(constraints)) {
+    const bool counted = g.kind == Kind::kCnp || g.kind == Kind::kRetransmits;
+    add(g.metric, [&](const FleetPeriod& x, const FleetPeriod& y) -> std::optional<double> {
+      Matched(x.hosts, y.hosts, &a, &b);
+      if (a.empty() || a.size() < Needed(std::max(x.hosts.size(), y.hosts.size()))) {
+        return std::nullopt;
+      }
+      if (counted && (MeanEvents(g.kind, a) < kFleetGuardMinEventsPerHost ||
+                      MeanEvents(g.kind, b) < kFleetGuardMinEventsPerHost)) {
+        return std::nullopt;
+      }
+      const double u = MeanRatioValue(g.kind, a), w = MeanRatioValue(g.kind, b);
+      if (!(u > 0) || !(w > 0) || !std::isfinite(u) || !std::isfinite(w)) return std::nullopt;
+      return std::log(w / u);
+    });
   }
   const uint64_t need = std::max<uint64_t>(min_rtt_samples, 1);
-  double sum = 0;
-  uint32_t pairs = 0;
-  for (size_t i = 0; i < kept.size(); ++i) {
-    for (size_t j = i + 1; j < kept.size(); ++j) {
-      if (kept[i]->rtt.count() < need || kept[j]->rtt.count() < need) continue;
-      const double x = kept[i]->rtt.Quantile(0.99), y = kept[j]->rtt.Quantile(0.99);
-      if (!(x > 0) || !(y > 0)) continue;
-      const double d = std::log(y / x);
-      sum += d * d;
-      ++pairs;
-    }
-  }
-  v1::FleetSpread::Metric* m = out.add_metrics();
-  m->set_metric("p99");
-  m->set_pairs(pairs);
-  m->set_rms_ln_ratio(pairs > 0 ? std::sqrt(sum / pairs) : 0);
+  add("p99", [&](const FleetPeriod& x, const FleetPeriod& y) -> std::optional<double> {
+    if (x.rtt.count() < need || y.rtt.count() < need) return std::nullopt;
+    const double u = x.rtt.Quantile(0.99), w = y.rtt.Quantile(0.99);
+    if (!(u > 0) || !(w > 0)) return std::nullopt;
+    return std::log(w / u);
+  });
   return out;
 }
 
@@ -320,7 +342,7 @@ v1::Verdict FleetGuard(const FleetPeriod& baseline_period, const FleetPeriod& no
   Matched(baseline, now, &before, &after);
   SetP99(baseline_period.rtt, &(*v.add_groups() = Group("fleet_baseline", before)));
   SetP99(now_period.rtt, &(*v.add_groups() = Group("fleet", after)));
-  const size_t needed = static_cast<size_t>(std::ceil(kFleetGuardMinCoverage * std::max(hosts, 1)));
+  const size_t needed = Needed(static_cast<size_t>(std::max(hosts, 1)));
   if (before.size() < needed || before.empty()) {
     v.set_outcome(v1::Verdict::HOLD);
     v.set_rule("fleet_data");
@@ -357,7 +379,7 @@ v1::Verdict FleetGuard(const FleetPeriod& baseline_period, const FleetPeriod& no
     }
     const double ratio = cur / base;
     const double tol = g.tolerance.ratio;
-    const Threshold margin_of = MarginOf(spread, g.metric, config.margin);
+    const Threshold margin_of = MarginOf(spread, g.metric, config.margin, config.since_seconds);
     const double margin = margin_of.value;
     const double threshold = g.tolerance.higher_is_worse ? tol * (1 + margin) : tol / (1 + margin);
     const bool beyond = g.tolerance.higher_is_worse ? ratio > threshold : ratio < threshold;
@@ -414,9 +436,10 @@ v1::Verdict FleetGuard(const FleetPeriod& baseline_period, const FleetPeriod& no
   }
   // A lost constraint is named first; the p99 is checked when none is.
   std::string p99;
-  const P99Check p99_check = failed.empty() ? CheckP99(baseline_period.rtt, now_period, config,
-                                                       P99RatioOf(spread), &v, &p99)
-                                            : P99Check::kPass;
+  const P99Check p99_check = failed.empty()
+                                 ? CheckP99(baseline_period.rtt, now_period, config,
+                                            P99RatioOf(spread, config.since_seconds), &v, &p99)
+                                 : P99Check::kPass;
   if (p99_check == P99Check::kIncident) {
     v.set_outcome(v1::Verdict::HOLD);
     v.set_rule("fleet_shift");

@@ -24,17 +24,18 @@ inline constexpr double kFleetGuardNoiseMargin = 0.10;
 // The measured spread: pre-change periods of the baseline's length, at most
 // kFleetSpreadMaxPeriods back; it is used for a metric when at least
 // kFleetSpreadMinPeriods of them had data (every pair of them compared:
-// at least 6 pairs). A threshold lies kFleetSpreadZ root-mean-square ln
-// ratios beyond the tolerance (margin = e^(z rms) - 1), within
-// [kFleetMarginFloor, kFleetMarginCap]; the fleet p99's FAIL ratio is
-// e^(z rms) within [kFleetP99RatioFloor, kFleetP99RatioCap].
-inline constexpr int kFleetSpreadMinPeriods = 4;
+// at least 15 pairs). A threshold lies kFleetSpreadZ root-mean-square ln
+// ratios beyond the tolerance (margin = e^(z rms) - 1), at least
+// kFleetMarginFloor; the fleet p99's FAIL ratio is e^(z rms), at least
+// kFleetP99RatioFloor. The measured spread only tightens: neither exceeds its
+// default (kFleetGuardNoiseMargin, kFleetP99RegressionRatio), so a disturbed
+// history (an earlier change, a job starting) cannot loosen the guard; when
+// the spread asks for more, the note says so (false FAILs are then likely).
+inline constexpr int kFleetSpreadMinPeriods = 6;
 inline constexpr int kFleetSpreadMaxPeriods = 8;
 inline constexpr double kFleetSpreadZ = 4;
 inline constexpr double kFleetMarginFloor = 0.03;
-inline constexpr double kFleetMarginCap = 0.5;
 inline constexpr double kFleetP99RatioFloor = 1.2;
-inline constexpr double kFleetP99RatioCap = 3.0;
 // Hosts with data in both periods, as a share of the change's hosts, below
 // which the guard cannot judge (HOLD).
 inline constexpr double kFleetGuardMinCoverage = 0.8;
@@ -96,6 +97,10 @@ struct FleetGuardConfig {
   // What FleetPeriod::rtt holds, for the evidence's words ("probe" or "job
   // step time").
   v1::Objective::Metric objective = v1::Objective::PROBE_RTT_P99;
+  // The length of the period since the change, in seconds (0: not known).
+  // When it is shorter than the spread's periods, the spread is scaled up by
+  // sqrt((1 + period / since) / 2): a shorter period holds fewer samples.
+  double since_seconds = 0;
 };
 
 // The fleet-wide guard over a change's stages: a pure function. Compares each
@@ -107,9 +112,9 @@ struct FleetGuardConfig {
 // worst-priority pause ratio) averaged over those hosts.
 //
 // The margin and the p99's FAIL ratio are set from `baseline.spread` for each
-// metric it measured from at least kFleetSpreadMinPeriods periods, else they
-// are `config.margin` and kFleetP99RegressionRatio; each metric's note says
-// which, and from what.
+// metric it measured from at least kFleetSpreadMinPeriods periods, never
+// above `config.margin` and kFleetP99RegressionRatio, which they are
+// otherwise; each metric's note says which, and from what.
 //
 // Returns PASS with rule "fleet_constraint" when every metric is within its
 // tolerance widened by the margin, FAIL with rule "fleet_constraint" naming

@@ -299,6 +299,7 @@ v1::Verdict StepEvaluator::Fleet(const StepLook& in) const {
     return v;
   }
   const absl::Time to = CompleteUntil(in.now);
+  cfg.since_seconds = std::max(0.0, absl::ToDoubleSeconds(to - in.after_start));
   const int expected =
       static_cast<int>(telemetry_->WindowIndex(to) - telemetry_->WindowIndex(in.after_start));
   FleetPeriod since =

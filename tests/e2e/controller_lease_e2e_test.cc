@@ -26,7 +26,7 @@ namespace rocetune::e2e {
 namespace {
 
 constexpr int kLeaseSeconds = 10;
-constexpr char kExpired[] = "provisional lease expired without the controller";
+constexpr const char* kExpired = kLeaseExpiredLog;
 constexpr char kUnreachable[] = "controller unreachable; retrying with backoff";
 
 // 4 canary and 4 control hosts in 4 ToRs; a bake far longer than the test,
@@ -35,12 +35,6 @@ std::string LeasePolicy() {
   return SmallFleetPolicy(
       "lease", 150,
       absl::StrCat("provisional_lease_seconds: ", kLeaseSeconds, " max_hold_seconds: 20"));
-}
-
-int Count(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
 }
 
 // Proposes and approves rpg_time_reset=`value`; waits until every canary
@@ -100,11 +94,11 @@ TEST(ControllerLeaseE2E, CanaryHostsGiveUpTheSetWhenTheControllerStaysAwayPastTh
   ASSERT_FALSE(first.empty());
   ASSERT_EQ(env.Ctl({"host", *canary.begin()}, "carol", &out), 0) << out;
   EXPECT_THAT(out, ::testing::HasSubstr("provisional until its change is done"));
-  const int unreachable = Count(env.FabricLog(), kUnreachable);
+  const int unreachable = CountOf(env.FabricLog(), kUnreachable);
   env.KillController();
   // Back as soon as the agents have seen it go (their streams ended): an
   // outage well inside the lease.
-  ASSERT_TRUE(env.WaitFor([&] { return Count(env.FabricLog(), kUnreachable) > unreachable; },
+  ASSERT_TRUE(env.WaitFor([&] { return CountOf(env.FabricLog(), kUnreachable) > unreachable; },
                           absl::Seconds(30), absl::Milliseconds(100)));
   ASSERT_TRUE(env.StartController()) << env.ControllerLog();
   ASSERT_TRUE(env.WaitFor(
@@ -114,7 +108,7 @@ TEST(ControllerLeaseE2E, CanaryHostsGiveUpTheSetWhenTheControllerStaysAwayPastTh
         return n == 8;
       },
       absl::Seconds(30)));
-  EXPECT_EQ(Count(env.FabricLog(), kExpired), 0);
+  EXPECT_EQ(CountOf(env.FabricLog(), kExpired), 0);
   absl::StatusOr<v1::Change> c = env.GetChange(first);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->state(), v1::CANARY) << "a short outage must not end the canary";
@@ -138,14 +132,14 @@ TEST(ControllerLeaseE2E, CanaryHostsGiveUpTheSetWhenTheControllerStaysAwayPastTh
   int seen = 0;
   const bool all = env.WaitFor(
       [&] {
-        const int n = Count(env.FabricLog(), kExpired);
+        const int n = CountOf(env.FabricLog(), kExpired);
         for (; seen < n; ++seen) given_up_s.push_back(absl::ToDoubleSeconds(absl::Now() - killed));
         return n >= static_cast<int>(canary.size());
       },
       absl::Seconds(6 * kLeaseSeconds), absl::Milliseconds(100));
   ASSERT_TRUE(all) << "canary hosts that gave up: " << seen << " of " << canary.size() << "\n"
                    << env.FabricLog().substr(0, 6000);
-  EXPECT_EQ(Count(env.FabricLog(), kExpired), static_cast<int>(canary.size()))
+  EXPECT_EQ(CountOf(env.FabricLog(), kExpired), static_cast<int>(canary.size()))
       << "only the canary's hosts hold a provisional set";
   for (double s : given_up_s) EXPECT_GE(s, kLeaseSeconds - 0.5) << "given up before the lease";
 

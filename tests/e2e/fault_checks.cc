@@ -10,8 +10,10 @@
 #include <fstream>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 
 namespace rocetune::e2e {
 
@@ -153,6 +155,27 @@ v1::ChangeState StateAt(const v1::Change& c, absl::Time t) {
     s = tr.to();
   }
   return s;
+}
+
+int CountOf(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+std::optional<absl::Time> NthLogTime(const std::string& log, const std::string& what, int n) {
+  for (absl::string_view line : absl::StrSplit(log, '\n')) {
+    if (!absl::StrContains(line, what) || --n > 0) continue;
+    const size_t at = line.find("ts=");
+    if (at == absl::string_view::npos) return std::nullopt;
+    const absl::string_view rest = line.substr(at + 3);
+    const std::string stamp(rest.substr(0, rest.find(' ')));
+    absl::Time t;
+    std::string err;
+    if (!absl::ParseTime(absl::RFC3339_full, stamp, &t, &err)) return std::nullopt;
+    return t;
+  }
+  return std::nullopt;
 }
 
 std::string SystemTool(const std::string& name) {

@@ -2,6 +2,7 @@
 #define ROCETUNE_TESTS_E2E_FAULT_CHECKS_H_
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -57,6 +58,17 @@ std::string SmallFleetPolicy(const std::string& name, int bake_seconds,
 
 // The change's state at `t`, from its transitions (PROPOSED before the first).
 v1::ChangeState StateAt(const v1::Change& c, absl::Time t);
+
+// What an agent logs when it gives a provisional set up because the change's
+// lease ran out without the controller (agent/apply/nic_owner.cc).
+inline constexpr char kLeaseExpiredLog[] = "provisional lease expired without the controller";
+
+// Occurrences of `what` in `text`.
+int CountOf(const std::string& text, const std::string& what);
+
+// The time stamp (ts=...) of the `n`-th line (1-based) of a daemon log that
+// contains `what`; nullopt when there is none or it has no readable stamp.
+std::optional<absl::Time> NthLogTime(const std::string& log, const std::string& what, int n);
 
 // ---- Network faults with nftables, in a network namespace of the caller's own.
 

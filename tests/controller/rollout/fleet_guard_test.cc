@@ -1,6 +1,7 @@
 // The fleet guard (pure) and the step baseline record's round trip.
 #include "controller/rollout/fleet_guard.h"
 
+#include <cmath>
 #include <map>
 #include <string>
 #include <vector>
@@ -253,30 +254,44 @@ TEST(FleetSpreadTest, EveryPairOfPeriodsWithEnoughHostsIsCompared) {
   EXPECT_GT(p->rms_ln_ratio(), 0);
   EXPECT_LT(p->rms_ln_ratio(), 0.06);
   // Too few probes: no p99 pair.
-  EXPECT_EQ(SpreadOf(MeasureFleetSpread(h, 4, {}, 6000), "p99")->pairs(), 0u);
-  // CNPs below the guard's floor (10 per host) are not compared.
-  std::vector<FleetPeriod> quiet;
-  for (int i = 0; i < 4; ++i) quiet.push_back(Fleet(8, 10, /*cnp=*/5 + i));
-  const v1::FleetSpread q = MeasureFleetSpread(quiet, 4, {Constraint("cnp_per_second", 1.5)}, 1);
+  const v1::FleetSpread thin = MeasureFleetSpread(h, 4, {}, 6000);
+  ASSERT_NE(SpreadOf(thin, "p99"), nullptr);
+  EXPECT_EQ(SpreadOf(thin, "p99")->pairs(), 0u);
+  // CNPs below the guard's floor (10 per host) are not compared; above it
+  // they are: 20, 22, 24, 26 per host, ln ratios up to ln(26/20).
+  const std::vector<v1::Constraint> cnp = {Constraint("cnp_per_second", 1.5)};
+  std::vector<FleetPeriod> quiet, busy;
+  for (int i = 0; i < 4; ++i) {
+    quiet.push_back(Fleet(8, 10, /*cnp=*/5 + i));
+    busy.push_back(Fleet(8, 10, /*cnp=*/20 + 2 * i));
+  }
+  const v1::FleetSpread q = MeasureFleetSpread(quiet, 4, cnp, 1);
   ASSERT_NE(SpreadOf(q, "cnp_per_second"), nullptr);
   EXPECT_EQ(SpreadOf(q, "cnp_per_second")->pairs(), 0u);
+  ASSERT_NE(SpreadOf(q, "throughput_gbps"), nullptr);
   EXPECT_EQ(SpreadOf(q, "throughput_gbps")->pairs(), 6u);
+  const v1::FleetSpread c = MeasureFleetSpread(busy, 4, cnp, 1);
+  ASSERT_NE(SpreadOf(c, "cnp_per_second"), nullptr);
+  EXPECT_EQ(SpreadOf(c, "cnp_per_second")->pairs(), 6u);
+  EXPECT_GT(SpreadOf(c, "cnp_per_second")->rms_ln_ratio(), 0.09);
+  EXPECT_LT(SpreadOf(c, "cnp_per_second")->rms_ln_ratio(), 0.2);
 }
 
-TEST(FleetSpreadTest, AQuietFleetTightensTheThresholdsANoisyOneWidensThem) {
+TEST(FleetSpreadTest, AQuietFleetTightensTheThresholdsANoisyOneKeepsTheDefaults) {
   FleetGuardConfig cfg;
   cfg.min_rtt_samples = 2000;
   // Quiet: the margin is its floor, 3%: 0.9 / 1.03 = 0.874. The default (10%)
   // passes a 15% loss (first test above); this fleet fails it.
   FleetPeriod before = P99Period(40);
-  before.spread = MeasureFleetSpread(History({10, 10, 10, 10}, {40, 40, 40, 40}), 4, {}, 2000);
+  before.spread =
+      MeasureFleetSpread(History({10, 10, 10, 10, 10, 10}, {40, 40, 40, 40, 40, 40}), 4, {}, 2000);
   FleetPeriod after = Fleet(32, 8.5);
   after.rtt = Probes(5000, 40);
   v1::Verdict v = FleetGuard(before, after, 32, cfg);
   EXPECT_EQ(v.outcome(), v1::Verdict::FAIL) << v.summary();
   EXPECT_EQ(v.rule(), "fleet_constraint");
   EXPECT_THAT(v.summary(), HasSubstr("noise margin 3.0% (from the fleet's A/A spread: rms ln "
-                                     "ratio 0.0000 over 6 pairs of 4 pre-change periods of 4 s)"));
+                                     "ratio 0.0000 over 15 pairs of 6 pre-change periods of 4 s)"));
   EXPECT_THAT(v.summary(), HasSubstr("FAIL below 0.874"));
   // Its p99: FAIL at the floor, x1.2, where the default (x1.5) passes +30%.
   after = P99Period(52);
@@ -287,31 +302,63 @@ TEST(FleetSpreadTest, AQuietFleetTightensTheThresholdsANoisyOneWidensThem) {
   after = P99Period(46);  // +15%
   EXPECT_EQ(FleetGuard(before, after, 32, cfg).outcome(), v1::Verdict::PASS);
 
-  // Noisy (rms ln ratio 0.243): the margin is capped at 50%, 0.9 / 1.5 = 0.6,
-  // and a 20% loss that the default fails passes.
-  before.spread = MeasureFleetSpread(History({10, 8, 12, 9}, {40, 40, 40, 40}), 4, {}, 2000);
-  EXPECT_NEAR(SpreadOf(before.spread, "throughput_gbps")->rms_ln_ratio(), 0.243, 0.002);
+  // Noisy (rms ln ratio about 0.2: e^0.8 - 1 = 120%): the spread never
+  // loosens the guard; the default 10% is kept (FAIL below 0.818) and the
+  // note says what the spread asked for.
+  before.spread =
+      MeasureFleetSpread(History({10, 8, 12, 9, 11, 10}, {40, 40, 40, 40, 40, 40}), 4, {}, 2000);
+  ASSERT_NE(SpreadOf(before.spread, "throughput_gbps"), nullptr);
+  EXPECT_GT(SpreadOf(before.spread, "throughput_gbps")->rms_ln_ratio(), 0.15);
   after = Fleet(32, 8);
   after.rtt = Probes(5000, 40);
   v = FleetGuard(before, after, 32, cfg);
-  EXPECT_EQ(v.outcome(), v1::Verdict::PASS) << v.summary();
-  EXPECT_THAT(Find(v, "fleet_throughput_gbps")->note(), HasSubstr("noise margin 50.0%"));
-  EXPECT_NEAR(Find(v, "fleet_throughput_gbps")->ratio_lower(), 0.6, 1e-9);
+  EXPECT_EQ(v.outcome(), v1::Verdict::FAIL) << v.summary();
+  ASSERT_NE(Find(v, "fleet_throughput_gbps"), nullptr);
+  EXPECT_THAT(Find(v, "fleet_throughput_gbps")->note(), HasSubstr("noise margin 10.0%"));
+  EXPECT_THAT(Find(v, "fleet_throughput_gbps")->note(),
+              HasSubstr("more than the default 0.1, which is kept"));
+  EXPECT_NEAR(Find(v, "fleet_throughput_gbps")->ratio_lower(), 0.9 / 1.1, 1e-9);
+}
+
+// A `since` period shorter than the spread's periods holds fewer samples:
+// the spread is scaled up by sqrt((1 + 60 / 10) / 2) = 1.87.
+TEST(FleetSpreadTest, AShorterPeriodSinceTheChangeWidensTheMeasuredMargin) {
+  FleetGuardConfig cfg;
+  FleetPeriod before = Fleet(32, 10);
+  before.spread.set_periods(6);
+  before.spread.set_period_seconds(60);
+  v1::FleetSpread::Metric* m = before.spread.add_metrics();
+  m->set_metric("throughput_gbps");
+  m->set_pairs(15);
+  m->set_rms_ln_ratio(0.01);
+  cfg.since_seconds = 60;  // e^0.04 - 1 = 4.1%: FAIL below 0.9 / 1.041
+  v1::Verdict v = FleetGuard(before, Fleet(32, 10), 32, cfg);
+  ASSERT_NE(Find(v, "fleet_throughput_gbps"), nullptr);
+  EXPECT_NEAR(Find(v, "fleet_throughput_gbps")->ratio_lower(), 0.9 / std::exp(0.04), 1e-9);
+  cfg.since_seconds = 10;  // 0.0187: e^0.0748 - 1 = 7.8%
+  v = FleetGuard(before, Fleet(32, 10), 32, cfg);
+  ASSERT_NE(Find(v, "fleet_throughput_gbps"), nullptr);
+  EXPECT_NEAR(Find(v, "fleet_throughput_gbps")->ratio_lower(),
+              0.9 / std::exp(4 * 0.01 * std::sqrt(3.5)), 1e-9);
+  EXPECT_THAT(Find(v, "fleet_throughput_gbps")->note(), HasSubstr("0.0187 for a shorter period"));
 }
 
 TEST(FleetSpreadTest, TooLittleHistoryKeepsTheDefaultsAndSaysSo) {
   FleetGuardConfig cfg;
   cfg.min_rtt_samples = 2000;
   FleetPeriod before = P99Period(40);
-  before.spread = MeasureFleetSpread(History({10, 10, 10}, {40, 40, 40}), 4, {}, 2000);
-  EXPECT_EQ(before.spread.periods(), 3u);
+  before.spread =
+      MeasureFleetSpread(History({10, 10, 10, 10, 10}, {40, 40, 40, 40, 40}), 4, {}, 2000);
+  EXPECT_EQ(before.spread.periods(), 5u);
   FleetPeriod after = Fleet(32, 8.5);
   after.rtt = Probes(5000, 56);  // +40%
   v1::Verdict v = FleetGuard(before, after, 32, cfg);
   EXPECT_EQ(v.outcome(), v1::Verdict::PASS) << v.summary();
+  ASSERT_NE(Find(v, "fleet_throughput_gbps"), nullptr);
   EXPECT_THAT(Find(v, "fleet_throughput_gbps")->note(),
-              HasSubstr("noise margin 10.0% (default: the fleet's A/A spread not measured (3 "
-                        "pre-change periods of 4 s with data, 4 needed))"));
+              HasSubstr("noise margin 10.0% (default: the fleet's A/A spread not measured (5 "
+                        "pre-change periods of 4 s with data, 6 needed))"));
+  ASSERT_NE(Find(v, "fleet_p99"), nullptr);
   EXPECT_THAT(Find(v, "fleet_p99")->note(), HasSubstr("FAIL at 1.50 (default"));
 }
 
