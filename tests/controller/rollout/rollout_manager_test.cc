@@ -2257,20 +2257,31 @@ TEST_F(RolloutTest, FleetLossAtAStageRollsBackBeforeTheLastStage) {
 // baseline, no spread) the margin is its 3% floor and the loss is rolled back
 // at the last stage; with 6 s of history (the next test) the spread is not
 // measured and the default 10% margin (FAIL below 0.818) lets it through.
-TEST_F(RolloutTest, TheFleetGuardsMarginComesFromTheFleetsMeasuredSpread) {
-  ApplyPolicy(PolicyText());
-  tx_bytes_ = [this](const std::string&) {
-    size_t with = 0;
-    for (const std::string& h : hosts_) with += agents_[h]->Param("rpg_time_reset", 300) == 8;
-    return with == hosts_.size() ? 8'500'000'000ull : 10'000'000'000ull;
-  };
-  Run(40);
-  auto c = Propose(8);
-  ASSERT_TRUE(c.ok()) << c.status();
-  ASSERT_TRUE(Act("approve", c->id(), {"bob", false}).ok());
-  Tick();
-  for (int i = 0; i < 60 && InFlightForTest(Get(c->id()).state()); ++i) Run(1);
-  v1::Change now = Get(c->id());
+class FleetSpreadRolloutTest : public RolloutTest {
+ protected:
+  // Every host loses 15% of its throughput once all run rpg_time_reset=8;
+  // the change is proposed after `history_seconds` of telemetry and run to
+  // its end.
+  v1::Change LastStageLoss(int history_seconds) {
+    ApplyPolicy(PolicyText());
+    tx_bytes_ = [this](const std::string&) {
+      size_t with = 0;
+      for (const std::string& h : hosts_) with += agents_[h]->Param("rpg_time_reset", 300) == 8;
+      return with == hosts_.size() ? 8'500'000'000ull : 10'000'000'000ull;
+    };
+    Run(history_seconds);
+    auto c = Propose(8);
+    EXPECT_TRUE(c.ok()) << c.status();
+    if (!c.ok()) return v1::Change();
+    EXPECT_TRUE(Act("approve", c->id(), {"bob", false}).ok());
+    Tick();
+    for (int i = 0; i < 60 && InFlightForTest(Get(c->id()).state()); ++i) Run(1);
+    return Get(c->id());
+  }
+};
+
+TEST_F(FleetSpreadRolloutTest, TheFleetGuardsMarginComesFromTheFleetsMeasuredSpread) {
+  const v1::Change now = LastStageLoss(40);
   ASSERT_EQ(now.state(), v1::ROLLED_BACK) << now.DebugString().substr(0, 4000);
   const v1::Verdict& v = now.verdicts(now.verdicts_size() - 1);
   EXPECT_EQ(v.rule(), "fleet_constraint") << v.summary();
@@ -2284,21 +2295,8 @@ TEST_F(RolloutTest, TheFleetGuardsMarginComesFromTheFleetsMeasuredSpread) {
 }
 
 // The counterpart: the same loss after 6 s of history passes.
-
-TEST_F(RolloutTest, WithTooLittleHistoryTheFleetGuardKeepsItsDefaultMargin) {
-  ApplyPolicy(PolicyText());
-  tx_bytes_ = [this](const std::string&) {
-    size_t with = 0;
-    for (const std::string& h : hosts_) with += agents_[h]->Param("rpg_time_reset", 300) == 8;
-    return with == hosts_.size() ? 8'500'000'000ull : 10'000'000'000ull;
-  };
-  Run(6);
-  auto c = Propose(8);
-  ASSERT_TRUE(c.ok()) << c.status();
-  ASSERT_TRUE(Act("approve", c->id(), {"bob", false}).ok());
-  Tick();
-  for (int i = 0; i < 60 && InFlightForTest(Get(c->id()).state()); ++i) Run(1);
-  v1::Change now = Get(c->id());
+TEST_F(FleetSpreadRolloutTest, WithTooLittleHistoryTheFleetGuardKeepsItsDefaultMargin) {
+  const v1::Change now = LastStageLoss(6);
   ASSERT_EQ(now.state(), v1::DONE) << now.DebugString().substr(0, 4000);
   bool last_stage_checked = false;
   for (const v1::Verdict& v : now.verdicts()) {
