@@ -75,6 +75,8 @@ v1::StepBaseline ToRecord(const std::string& change_id, const StepBaselines& b) 
   for (const auto& [id, p] : b.fleet.hosts) *r.add_fleet() = Encode(id, p);
   if (!b.fleet.rtt.empty()) b.fleet.rtt.ToProto(r.mutable_fleet_rtt());
   if (b.fleet.spread.metrics_size() > 0) *r.mutable_fleet_spread() = b.fleet.spread;
+  r.set_fleet_other_metric(b.fleet.other_metric);
+  if (!b.fleet.other.empty()) b.fleet.other.ToProto(r.mutable_fleet_other());
   return r;
 }
 
@@ -94,6 +96,16 @@ absl::StatusOr<StepBaselines> FromRecord(const v1::StepBaseline& record) {
                                               ": fleet rtt sketch: ", sketch.status().message()));
     }
     b.fleet.rtt = *std::move(sketch);
+  }
+  b.fleet.other_metric = record.fleet_other_metric();
+  if (record.has_fleet_other()) {
+    absl::StatusOr<QuantileSketch> sketch = QuantileSketch::FromProto(record.fleet_other());
+    if (!sketch.ok()) {
+      return absl::DataLossError(absl::StrCat("step baseline of ", record.change_id(), ": fleet ",
+                                              record.fleet_other_metric(),
+                                              " sketch: ", sketch.status().message()));
+    }
+    b.fleet.other = *std::move(sketch);
   }
   for (const v1::FleetSpread::Metric& m : record.fleet_spread().metrics()) {
     if (!std::isfinite(m.rms_ln_ratio()) || m.rms_ln_ratio() < 0) {

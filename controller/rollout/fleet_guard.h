@@ -63,15 +63,29 @@ struct FleetPeriod {
   // The same merge over the period's first part (the step's onset: the first
   // quarter of the bake, at least two windows); empty when not measured.
   QuantileSketch onset_rtt;
+  // The p99 series the objective is not, merged as `rtt` is: the job
+  // signal's under PROBE_RTT_P99 (other_metric "step_time_p99"), the probes'
+  // under STEP_TIME_P99 ("probe_rtt_p99"). The guard reads it for a policy
+  // constraint of that name (OtherP99Constraint): at the last stage no
+  // control is left to hold the change to it.
+  std::string other_metric;
+  QuantileSketch other;
   // In a change's fleet baseline: the fleet's A/A spread before the change
   // (MeasureFleetSpread); empty (no periods) when not measured.
   v1::FleetSpread spread;
 };
 
+// The first of `constraints` on the series `period.other` holds (a
+// "step_time_p99" constraint under a probe objective, "probe_rtt_p99" under
+// the job's), or null: the objective's own p99 is the guard's fleet_p99 check.
+const v1::Constraint* OtherP99Constraint(const std::vector<v1::Constraint>& constraints,
+                                         const FleetPeriod& period);
+
 // The fleet's A/A spread over `periods` (the change's hosts over consecutive
 // pre-change periods of `period_seconds` each, in any order): for each metric
-// the guard would check under `constraints` (throughput always) and for "p99"
-// (the merged objective samples), the root mean square of ln(ratio) over every
+// the guard would check under `constraints` (throughput always; a p99
+// constraint on `other` as its merged p99) and for "p99" (the merged
+// objective samples), the root mean square of ln(ratio) over every
 // pair of periods, each pair compared as FleetGuard compares before and since
 // (the hosts with data in both, the same per-host rates; a pair is skipped
 // when fewer than kFleetGuardMinCoverage of the hosts have data in both, a
@@ -115,6 +129,13 @@ struct FleetGuardConfig {
 // metric it measured from at least kFleetSpreadMinPeriods periods, never
 // above `config.margin` and kFleetP99RegressionRatio, which they are
 // otherwise; each metric's note says which, and from what.
+//
+// A p99 constraint on the series that is not the objective
+// (OtherP99Constraint: the job signal's step_time_p99 under a probe
+// objective) is checked the same way on the merged sketches `other`: the
+// fleet's p99 since over before, against the constraint's max_ratio widened by
+// the margin (not evaluated when either period holds fewer than
+// min_rtt_samples samples).
 //
 // Returns PASS with rule "fleet_constraint" when every metric is within its
 // tolerance widened by the margin, FAIL with rule "fleet_constraint" naming

@@ -375,6 +375,13 @@ FleetPeriod StepEvaluator::FleetPeriods(const v1::Change& c, absl::Time from, ab
                                         int expected, const v1::Objective& objective,
                                         bool keep_host_rtt) const {
   FleetPeriod out;
+  const bool job_objective = objective.metric() == v1::Objective::STEP_TIME_P99;
+  // The job signal is the other series only when the policy names one.
+  if (job_objective) {
+    out.other_metric = "probe_rtt_p99";
+  } else if (!objective.op().empty()) {
+    out.other_metric = "step_time_p99";
+  }
   for (const v1::HostTarget& h : c.hosts()) {
     // Switches report levels, not tx_bytes: as in the judge's baseline, they
     // are not part of the fleet's host evidence.
@@ -387,6 +394,10 @@ FleetPeriod StepEvaluator::FleetPeriods(const v1::Change& c, absl::Time from, ab
     // host that somehow could not merge is left out of the fleet's p99 only.
     if (const QuantileSketch& x = ObjectiveSamples(p, objective.metric()); !x.empty()) {
       out.rtt.Merge(x).IgnoreError();
+    }
+    if (const QuantileSketch& y = job_objective ? p.rtt : p.job;
+        !out.other_metric.empty() && !y.empty()) {
+      out.other.Merge(y).IgnoreError();
     }
     if (!keep_host_rtt) {  // per host, the guard reads counters only
       p.rtt = QuantileSketch();

@@ -102,7 +102,9 @@ class StepEvaluator {
                                                const v1::GuardEvent& event, absl::Time now);
 
   // Every host of `c` (switches excepted) over [from, to): counters per host,
-  // and the probes of objective.peer_class merged over all of them; with
+  // the objective's samples merged over all of them (`rtt`), the other p99
+  // series too (`other`: the job signal's under a probe objective that names
+  // an op, the probes' under STEP_TIME_P99); with
   // `keep_host_rtt` each host's probes and job-signal series (ToHostPeriod)
   // too (the fleet baseline, which the cumulative test reads).
   FleetPeriod FleetPeriods(const v1::Change& c, absl::Time from, absl::Time to, int expected,

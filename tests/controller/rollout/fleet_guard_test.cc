@@ -213,6 +213,66 @@ TEST(FleetGuardTest, AP99RiseThatBeganAfterTheOnsetHoldsAsAFleetIncident) {
   EXPECT_EQ(FleetGuard(before, after, 32, cfg).rule(), "fleet_p99");
 }
 
+// A policy that tunes the probes' p99 and holds the job's step time as a
+// constraint: at the last stage no control is left, so the guard holds the
+// fleet's merged job p99 (`other`) to the constraint's ratio widened by the
+// margin. Better on the probe and worse for the job is a regression.
+FleetPeriod JobPeriod(double probe_p99_us, int job_events, double job_p99_us) {
+  FleetPeriod p = P99Period(probe_p99_us);
+  p.other_metric = "step_time_p99";
+  p.other = Probes(job_events, job_p99_us);
+  return p;
+}
+
+TEST(FleetGuardTest, AJobStepTimeConstraintHoldsTheFleetsJobP99AtTheLastStage) {
+  FleetGuardConfig cfg;
+  cfg.min_rtt_samples = 2000;
+  cfg.constraints = {Constraint("step_time_p99", 1.05)};
+  const FleetPeriod before = JobPeriod(40, 3000, 400);
+  // The probes' p99 fell by a third; the job's rose 20%: beyond 1.05 x 1.10.
+  v1::Verdict worse = FleetGuard(before, JobPeriod(27, 3000, 480), 32, cfg);
+  EXPECT_EQ(worse.outcome(), v1::Verdict::FAIL) << worse.summary();
+  EXPECT_EQ(worse.rule(), "fleet_constraint");
+  EXPECT_THAT(worse.summary(),
+              HasSubstr("fleet step_time_p99 (merged): baseline 397.5 us (3000 job events)"));
+  EXPECT_THAT(worse.summary(), HasSubstr("ratio 1.197; tolerance 1.050, noise margin 10.0%"));
+  EXPECT_THAT(worse.summary(), HasSubstr("FAIL above 1.155"));
+  ASSERT_NE(Find(worse, "fleet_step_time_p99"), nullptr);
+  EXPECT_EQ(Find(worse, "fleet_step_time_p99")->outcome(), "fail");
+  EXPECT_NEAR(Find(worse, "fleet_step_time_p99")->ratio(), 1.2, 0.03);
+
+  // +5%: within the tolerance.
+  v1::Verdict ok = FleetGuard(before, JobPeriod(27, 3000, 420), 32, cfg);
+  EXPECT_EQ(ok.outcome(), v1::Verdict::PASS) << ok.summary();
+  EXPECT_EQ(Find(ok, "fleet_step_time_p99")->outcome(), "pass");
+  EXPECT_THAT(ok.summary(), HasSubstr("step_time_p99 1.0"));
+
+  // Too few job events in either period: not judged, and said so.
+  v1::Verdict thin = FleetGuard(before, JobPeriod(27, 500, 448), 32, cfg);
+  EXPECT_EQ(thin.outcome(), v1::Verdict::PASS) << thin.summary();
+  EXPECT_EQ(Find(thin, "fleet_step_time_p99")->outcome(), "not_evaluated");
+  EXPECT_THAT(Find(thin, "fleet_step_time_p99")->note(), HasSubstr("since 500"));
+
+  // Without the constraint the job's p99 is not the guard's business.
+  cfg.constraints.clear();
+  v1::Verdict none = FleetGuard(before, JobPeriod(27, 3000, 480), 32, cfg);
+  EXPECT_EQ(none.outcome(), v1::Verdict::PASS) << none.summary();
+  EXPECT_EQ(Find(none, "fleet_step_time_p99"), nullptr);
+
+  // Under STEP_TIME_P99 a step_time_p99 constraint is the objective's own
+  // series (fleet_p99 checks it); the other series is the probes'.
+  cfg.objective = v1::Objective::STEP_TIME_P99;
+  cfg.constraints = {Constraint("probe_rtt_p99", 1.1)};
+  FleetPeriod job_before = before, job_after = JobPeriod(80, 3000, 400);
+  job_before.other_metric = job_after.other_metric = "probe_rtt_p99";
+  std::swap(job_before.rtt, job_before.other);
+  std::swap(job_after.rtt, job_after.other);
+  v1::Verdict probes = FleetGuard(job_before, job_after, 32, cfg);
+  EXPECT_EQ(probes.outcome(), v1::Verdict::FAIL) << probes.summary();
+  EXPECT_THAT(probes.summary(), HasSubstr("fleet probe_rtt_p99 (merged)"));
+  EXPECT_THAT(probes.summary(), HasSubstr("probes)"));
+}
+
 // Issue 25 item 4: the thresholds come from the fleet's own A/A spread.
 // `gbps` and `p99_us` per pre-change period (32 hosts, 5000 probes each).
 std::vector<FleetPeriod> History(const std::vector<double>& gbps,
@@ -253,6 +313,18 @@ TEST(FleetSpreadTest, EveryPairOfPeriodsWithEnoughHostsIsCompared) {
   EXPECT_EQ(p->pairs(), 6u);
   EXPECT_GT(p->rms_ln_ratio(), 0);
   EXPECT_LT(p->rms_ln_ratio(), 0.06);
+  // No job-signal constraint: its series is not measured.
+  EXPECT_EQ(SpreadOf(s, "step_time_p99"), nullptr);
+  // With one, its merged p99 is compared over the same pairs.
+  for (size_t i = 0; i < 4; ++i) {
+    h[i].other_metric = "step_time_p99";
+    h[i].other = Probes(3000, 400 + 10 * static_cast<double>(i));
+  }
+  const v1::FleetSpread job = MeasureFleetSpread(h, 4, {Constraint("step_time_p99", 1.05)}, 2000);
+  ASSERT_NE(SpreadOf(job, "step_time_p99"), nullptr);
+  EXPECT_EQ(SpreadOf(job, "step_time_p99")->pairs(), 6u);
+  EXPECT_GT(SpreadOf(job, "step_time_p99")->rms_ln_ratio(), 0.01);
+  EXPECT_LT(SpreadOf(job, "step_time_p99")->rms_ln_ratio(), 0.06);
   // Too few probes: no p99 pair.
   const v1::FleetSpread thin = MeasureFleetSpread(h, 4, {}, 6000);
   ASSERT_NE(SpreadOf(thin, "p99"), nullptr);
@@ -388,6 +460,8 @@ TEST(BaselineRecordTest, RoundTripKeepsWhatTheJudgeReads) {
   m->set_metric("throughput_gbps");
   m->set_pairs(10);
   m->set_rms_ln_ratio(0.02);
+  b.fleet.other_metric = "step_time_p99";
+  for (int i = 1; i <= 300; ++i) b.fleet.other.Insert(i * 1e-4);
   const v1::StepBaseline record = ToRecord("c-7", b);
   EXPECT_EQ(record.change_id(), "c-7");
   EXPECT_FALSE(record.fleet(0).has_rtt());
@@ -416,6 +490,9 @@ TEST(BaselineRecordTest, RoundTripKeepsWhatTheJudgeReads) {
   EXPECT_EQ(back->fleet.spread.periods(), 5u);
   ASSERT_EQ(back->fleet.spread.metrics_size(), 1);
   EXPECT_DOUBLE_EQ(back->fleet.spread.metrics(0).rms_ln_ratio(), 0.02);
+  EXPECT_EQ(back->fleet.other_metric, "step_time_p99");
+  EXPECT_EQ(back->fleet.other.count(), 300u);
+  EXPECT_DOUBLE_EQ(back->fleet.other.Quantile(0.99), b.fleet.other.Quantile(0.99));
 }
 
 TEST(BaselineRecordTest, ABadRecordIsRefusedNamingTheChangeAndHost) {
@@ -443,6 +520,12 @@ TEST(BaselineRecordTest, ABadRecordIsRefusedNamingTheChangeAndHost) {
   b = FromRecord(r);
   EXPECT_EQ(b.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(b.status().message(), HasSubstr("fleet spread of p99"));
+  r.clear_fleet_spread();
+  r.set_fleet_other_metric("step_time_p99");
+  r.mutable_fleet_other()->set_relative_accuracy(2);
+  b = FromRecord(r);
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(b.status().message(), HasSubstr("fleet step_time_p99 sketch"));
 }
 
 }  // namespace

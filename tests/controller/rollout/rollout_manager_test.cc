@@ -176,6 +176,19 @@ class RolloutTest : public ::testing::Test {
         add("tx_bytes", -1, tx_bytes_(id));
         add("cnp_handled", -1, 1000);
         add("rx_pfc_pause_duration_us", 3, pause_us_(id));
+        if (job_tail_factor_) {
+          // The job signal: 300 steps of job "train" a second, 3% of them in
+          // a tail scaled by job_tail_factor_.
+          QuantileSketch steps;
+          std::lognormal_distribution<double> step(std::log(1e-3), 0.1);
+          std::lognormal_distribution<double> slow(std::log(3e-3), 0.3);
+          const double f = job_tail_factor_(id);
+          for (int i = 0; i < 300; ++i) steps.Insert(u(rng_) < 0.03 ? slow(rng_) * f : step(rng_));
+          v1::JobTiming* j = r.add_jobs();
+          j->set_job("train");
+          j->set_op("step");
+          steps.ToProto(j->mutable_seconds());
+        }
         ASSERT_TRUE(telem_[id]->AddReport(r, start + absl::Milliseconds(500)).ok());
       }
       clock_.Advance(absl::Seconds(1));
@@ -372,6 +385,9 @@ class RolloutTest : public ::testing::Test {
   std::function<double(int64_t)> factor_ = [](int64_t) { return 1.0; };
   // When set, in place of factor_: the tail factor of a host at a value.
   std::function<double(const std::string&, int64_t)> host_factor_;
+  // When set, every report carries the job signal (job "train", op "step"),
+  // its tail scaled by this factor per host.
+  std::function<double(const std::string&)> job_tail_factor_;
   // Probes a host answers per window.
   std::function<int(const std::string&)> probes_ = [](const std::string&) {
     return kProbesPerWindow;
@@ -2308,6 +2324,53 @@ TEST_F(FleetSpreadRolloutTest, WithTooLittleHistoryTheFleetGuardKeepsItsDefaultM
                                      "measured"));
   }
   EXPECT_TRUE(last_stage_checked);
+}
+
+// Better on the probe and worse for the job is a regression. A policy that
+// tunes the probes' p99 holds the job's step time with a step_time_p99
+// constraint; a value that slows the job's steps only once every host runs
+// it (the job is lockstep: no control is left to see it) passes the canary,
+// whose fleet check shows the job's p99 unchanged, and is rolled back at the
+// last stage by the fleet guard's check of the job's merged p99.
+TEST_F(RolloutTest, AJobStepTimeConstraintRollsBackAtTheLastStageWhatSlowsTheWholeJob) {
+  ApplyPolicy(absl::StrReplaceAll(PolicyText(),
+                                  {{"objective { metric: PROBE_RTT_P99 }",
+                                    "objective { metric: PROBE_RTT_P99 op: \"step\" }\n"
+                                    "constraints { metric: \"step_time_p99\" max_ratio: 1.05 }"}}));
+  job_tail_factor_ = [this](const std::string&) {
+    size_t with = 0;
+    for (const std::string& h : hosts_) with += agents_[h]->Param("rpg_time_reset", 300) == 8;
+    return with == hosts_.size() ? 1.4 : 1.0;
+  };
+  Run(40);
+  auto c = Propose(8);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(Act("approve", c->id(), {"bob", false}).ok());
+  Tick();
+  for (int i = 0; i < 60 && InFlightForTest(Get(c->id()).state()); ++i) Run(1);
+  const v1::Change now = Get(c->id());
+  ASSERT_EQ(now.state(), v1::ROLLED_BACK) << now.DebugString().substr(0, 4000);
+  const v1::Verdict& v = now.verdicts(now.verdicts_size() - 1);
+  EXPECT_EQ(v.rule(), "fleet_constraint") << v.summary();
+  EXPECT_EQ(v.stage(), 2u);
+  EXPECT_THAT(v.summary(), HasSubstr("fleet step_time_p99 (merged)"));
+  const v1::MetricEvidence* m = FleetMetric(v, "fleet_step_time_p99");
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->outcome(), "fail");
+  EXPECT_GT(m->ratio(), 1.2);
+  // The measured spread of the job's p99 set the margin.
+  EXPECT_THAT(m->note(), HasSubstr("from the fleet's A/A spread"));
+  // Earlier steps' fleet checks saw the job's p99 unchanged.
+  bool canary_checked = false;
+  for (const v1::Verdict& e : now.verdicts()) {
+    const v1::MetricEvidence* j = FleetMetric(e, "fleet_step_time_p99");
+    if (j == nullptr || e.stage() != 0) continue;
+    canary_checked = true;
+    EXPECT_EQ(j->outcome(), "pass") << j->note();
+    EXPECT_NEAR(j->ratio(), 1.0, 0.1);
+  }
+  EXPECT_TRUE(canary_checked) << now.DebugString().substr(0, 4000);
+  for (const std::string& h : hosts_) EXPECT_EQ(agents_[h]->Param("rpg_time_reset", 0), 300) << h;
 }
 
 TEST_F(RolloutTest, NeutralChangePassesTheFleetGuardAtEveryStepToDone) {
