@@ -20,8 +20,10 @@
 // - tor_ecn_job: tor_ecn whose policy also holds the job: a step_time_p99
 //   constraint (max_ratio 1.1) on the incast bursts' completion times, as
 //   policies/sim_fabric_joint has, with 8 s baselines and bakes (each host
-//   reports about 16 bursts a second; a host's p99 needs 100). Not in the
-//   default run (--scenarios=tor_ecn_job).
+//   reports about 16 bursts a second; a host's p99 needs 100). A proposed
+//   winner is then promoted (approved, canary racks, all racks): how its
+//   promotion ends, and the fleet guard's last figure on the job's merged
+//   burst p99 (and its stage). Not in the default run (--scenarios=tor_ecn_job).
 // - a_a: a campaign of a knob the simulator ignores (cnp_dscp: the DSCP of
 //   the CNPs a host sends, which the fabric model does not route by), on host
 //   canaries: nothing can be gained, so a proposed winner is a false one (the
@@ -101,7 +103,35 @@ struct Outcome {
   double truth = 0;  // true fleet-wide ratio of the objective (tor_ecn)
   double burst = 0;  // true fleet-wide ratio of the incast bursts' p99
   double gbps = 0;   // true fleet-wide ratio of the throughput
+  // tor_ecn_job: how the promotion ended ("" when none ran), its last
+  // verdict's rule, and the fleet guard's last job ratio and the stage it was
+  // taken at (0: the canary; ratio 0: not measured).
+  std::string promotion, promotion_rule;
+  double fleet_job_ratio = 0;
+  int fleet_job_stage = 0;
 };
+
+// Promotes campaign `t`'s proposed winner through the real flow and records
+// how it ended.
+void Promote(Env& env, const v1::Campaign& t, Outcome* o) {
+  absl::StatusOr<v1::Change> c = PromoteAndWait(env, t.promotion_change_id(), absl::Seconds(180));
+  if (!c.ok()) {
+    std::fprintf(stderr, "campaign_bench: promotion: %s\n",
+                 std::string(c.status().message()).c_str());
+    o->promotion = "error";
+    return;
+  }
+  o->promotion = v1::ChangeState_Name(c->state());
+  if (c->verdicts_size() > 0) o->promotion_rule = c->verdicts(c->verdicts_size() - 1).rule();
+  for (const v1::Verdict& v : c->verdicts()) {
+    for (const v1::MetricEvidence& m : v.metrics()) {
+      if (m.metric() == "fleet_step_time_p99" && m.ratio() > 0) {
+        o->fleet_job_ratio = m.ratio();
+        o->fleet_job_stage = static_cast<int>(v.stage());
+      }
+    }
+  }
+}
 
 EnvOptions Options(int seed, bool switches) {
   EnvOptions opt;
@@ -178,6 +208,7 @@ bool RunOne(const std::string& scenario, int seed, int budget, Outcome* o) {
     o->search_lower = w->objective_lower();
     o->search_upper = w->objective_upper();
   }
+  if (scenario == "tor_ecn_job" && o->proposed) Promote(env, *t, o);
   if (tor && o->proposed) {
     const std::map<std::string, int64_t> start(t->start().begin(), t->start().end());
     const std::map<std::string, int64_t> best(t->best().begin(), t->best().end());
@@ -189,7 +220,7 @@ bool RunOne(const std::string& scenario, int seed, int budget, Outcome* o) {
       "BENCH campaign_live_%s_run seed=%d trials=%d proposed=%d confirmation=%s "
       "claim=%.3f claim_lower=%.3f claim_upper=%.3f search=%.3f search_lower=%.3f "
       "search_upper=%.3f true_ratio=%.3f covered=%d search_covered=%d "
-      "true_incast_burst_p99_ratio=%.3f true_throughput_ratio=%.3f best=%s\n",
+      "true_incast_burst_p99_ratio=%.3f true_throughput_ratio=%.3f best=%s%s\n",
       scenario.c_str(), seed, BudgetedTrials(*t), o->proposed ? 1 : 0,
       Confirmation(*t) == nullptr ? "none" : Confirmation(*t)->outcome().c_str(), o->claim,
       o->lower, o->upper, o->search, o->search_lower, o->search_upper, o->truth,
@@ -198,7 +229,14 @@ bool RunOne(const std::string& scenario, int seed, int budget, Outcome* o) {
       o->gbps,
       absl::StrJoin(std::map<std::string, int64_t>(t->best().begin(), t->best().end()), ",",
                     absl::PairFormatter("="))
-          .c_str());
+          .c_str(),
+      o->promotion.empty()
+          ? ""
+          : absl::StrFormat(
+                " promotion=%s promotion_rule=%s fleet_guard_job_ratio=%.3f fleet_guard_stage=%d",
+                o->promotion, o->promotion_rule.empty() ? "-" : o->promotion_rule,
+                o->fleet_job_ratio, o->fleet_job_stage)
+                .c_str());
   std::fflush(stdout);
   return true;
 }
@@ -214,11 +252,14 @@ int Main() {
       return 2;
     }
     int ran = 0, proposed = 0, judged = 0, covered = 0, search_covered = 0;
+    int done = 0, rolled_back = 0;  // promotions (tor_ecn_job)
     double ln_burst = 0;
     for (int s = 0; s < seeds; ++s) {
       Outcome o;
       if (!RunOne(scenario, 101 + s, budget, &o)) return 1;
       ran += o.ran ? 1 : 0;
+      done += o.promotion == "DONE" ? 1 : 0;
+      rolled_back += o.promotion == "ROLLED_BACK" ? 1 : 0;
       proposed += o.proposed ? 1 : 0;
       if (o.proposed && o.truth > 0) {
         ++judged;
@@ -231,9 +272,13 @@ int Main() {
       std::printf(
           "BENCH campaign_live_%s campaigns=%d finished=%d proposed=%d "
           "claims_covering_true_effect=%d/%d search_estimates_covering=%d/%d "
-          "mean_true_incast_burst_p99_change_pct=%.1f\n",
+          "mean_true_incast_burst_p99_change_pct=%.1f%s\n",
           scenario.c_str(), seeds, ran, proposed, covered, judged, search_covered, judged,
-          judged > 0 ? 100 * std::expm1(ln_burst / judged) : 0.0);
+          judged > 0 ? 100 * std::expm1(ln_burst / judged) : 0.0,
+          scenario == "tor_ecn_job"
+              ? absl::StrFormat(" promotions_done=%d promotions_rolled_back=%d", done, rolled_back)
+                    .c_str()
+              : "");
     } else {
       std::printf("BENCH campaign_live_a_a campaigns=%d finished=%d false_winners_proposed=%d\n",
                   seeds, ran, proposed);
