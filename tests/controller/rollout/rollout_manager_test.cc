@@ -392,6 +392,23 @@ class RolloutTest : public ::testing::Test {
   std::function<int(const std::string&)> probes_ = [](const std::string&) {
     return kProbesPerWindow;
   };
+  // Hosts whose agent holds rpg_time_reset = `value` now.
+  size_t HostsWith(int64_t value) {
+    size_t n = 0;
+    for (const std::string& h : hosts_) n += agents_[h]->Param("rpg_time_reset", 300) == value;
+    return n;
+  }
+  // Proposes rpg_time_reset = `value`, has bob approve it, and feeds
+  // telemetry until the change ends (at most 60 s); its final state.
+  v1::Change RunChange(int64_t value) {
+    auto c = Propose(value);
+    EXPECT_TRUE(c.ok()) << c.status();
+    if (!c.ok()) return v1::Change();
+    EXPECT_TRUE(Act("approve", c->id(), {"bob", false}).ok());
+    Tick();
+    for (int i = 0; i < 60 && InFlightForTest(Get(c->id()).state()); ++i) Run(1);
+    return Get(c->id());
+  }
   // True while any host runs a change (a trial in flight).
   bool AnyChangeActive() {
     for (const std::string& h : hosts_) {
@@ -2245,17 +2262,11 @@ TEST_F(RolloutTest, FleetLossAtAStageRollsBackBeforeTheLastStage) {
   // rpg_time_reset=8: 12% at the canary (within the tolerance and margin),
   // 24% at stage 1 (beyond).
   tx_bytes_ = [this](const std::string&) {
-    double with = 0;
-    for (const std::string& h : hosts_) with += agents_[h]->Param("rpg_time_reset", 300) == 8;
+    const double with = static_cast<double>(HostsWith(8));
     return static_cast<uint64_t>(10e9 * (1 - 0.48 * with / static_cast<double>(hosts_.size())));
   };
   Run(6);
-  auto c = Propose(8);
-  ASSERT_TRUE(c.ok()) << c.status();
-  ASSERT_TRUE(Act("approve", c->id(), {"bob", false}).ok());
-  Tick();
-  for (int i = 0; i < 60 && InFlightForTest(Get(c->id()).state()); ++i) Run(1);
-  v1::Change now = Get(c->id());
+  const v1::Change now = RunChange(8);
   ASSERT_EQ(now.state(), v1::ROLLED_BACK) << now.DebugString().substr(0, 4000);
   const v1::Verdict& v = now.verdicts(now.verdicts_size() - 1);
   EXPECT_EQ(v.rule(), "fleet_constraint");
@@ -2281,18 +2292,10 @@ class FleetSpreadRolloutTest : public RolloutTest {
   v1::Change LastStageLoss(int history_seconds) {
     ApplyPolicy(PolicyText());
     tx_bytes_ = [this](const std::string&) {
-      size_t with = 0;
-      for (const std::string& h : hosts_) with += agents_[h]->Param("rpg_time_reset", 300) == 8;
-      return with == hosts_.size() ? 8'500'000'000ull : 10'000'000'000ull;
+      return HostsWith(8) == hosts_.size() ? 8'500'000'000ull : 10'000'000'000ull;
     };
     Run(history_seconds);
-    auto c = Propose(8);
-    EXPECT_TRUE(c.ok()) << c.status();
-    if (!c.ok()) return v1::Change();
-    EXPECT_TRUE(Act("approve", c->id(), {"bob", false}).ok());
-    Tick();
-    for (int i = 0; i < 60 && InFlightForTest(Get(c->id()).state()); ++i) Run(1);
-    return Get(c->id());
+    return RunChange(8);
   }
 };
 
@@ -2338,17 +2341,10 @@ TEST_F(RolloutTest, AJobStepTimeConstraintRollsBackAtTheLastStageWhatSlowsTheWho
                                     "objective { metric: PROBE_RTT_P99 op: \"step\" }\n"
                                     "constraints { metric: \"step_time_p99\" max_ratio: 1.05 }"}}));
   job_tail_factor_ = [this](const std::string&) {
-    size_t with = 0;
-    for (const std::string& h : hosts_) with += agents_[h]->Param("rpg_time_reset", 300) == 8;
-    return with == hosts_.size() ? 1.4 : 1.0;
+    return HostsWith(8) == hosts_.size() ? 1.4 : 1.0;
   };
   Run(40);
-  auto c = Propose(8);
-  ASSERT_TRUE(c.ok()) << c.status();
-  ASSERT_TRUE(Act("approve", c->id(), {"bob", false}).ok());
-  Tick();
-  for (int i = 0; i < 60 && InFlightForTest(Get(c->id()).state()); ++i) Run(1);
-  const v1::Change now = Get(c->id());
+  const v1::Change now = RunChange(8);
   ASSERT_EQ(now.state(), v1::ROLLED_BACK) << now.DebugString().substr(0, 4000);
   const v1::Verdict& v = now.verdicts(now.verdicts_size() - 1);
   EXPECT_EQ(v.rule(), "fleet_constraint") << v.summary();
