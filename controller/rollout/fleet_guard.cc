@@ -423,8 +423,7 @@ v1::Verdict FleetGuard(const FleetPeriod& baseline_period, const FleetPeriod& no
   }
   // A p99 constraint on the series the objective is not, on the merged
   // sketches (see OtherP99Constraint).
-  if (const v1::Constraint* c = OtherP99Constraint(config.constraints, baseline_period);
-      c != nullptr) {
+  if (const v1::Constraint* c = OtherP99Constraint(config.constraints, now_period); c != nullptr) {
     const QuantileSketch& x = baseline_period.other;
     const QuantileSketch& y = now_period.other;
     const uint64_t need = std::max<uint64_t>(config.min_rtt_samples, 1);

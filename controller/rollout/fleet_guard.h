@@ -46,7 +46,9 @@ inline constexpr double kFleetGuardPauseRatioFloor = 1e-4;
 // The fleet's probe RTT p99 since the change over its p99 before it, at or
 // above which the guard FAILs (rule "fleet_p99"). The same ratio as the
 // judge's shared-fabric regression rule: at the last stage no control is left,
-// so a before/after comparison is the only p99 evidence, and it is confounded
+// so a before/after comparison is the only evidence on the objective's p99
+// (a p99 constraint on the other series is checked on its own, below), and it
+// is confounded
 // by whatever else changed in that time; only a large rise is taken as the
 // change's doing. The default, as the noise margin's, when the fleet's A/A
 // spread could not be measured.
@@ -135,7 +137,10 @@ struct FleetGuardConfig {
 // objective) is checked the same way on the merged sketches `other`: the
 // fleet's p99 since over before, against the constraint's max_ratio widened by
 // the margin (not evaluated when either period holds fewer than
-// min_rtt_samples samples).
+// min_rtt_samples samples, as when a baseline recorded before this check
+// carries no `other`). Unlike fleet_p99 it has no onset test: a fleet
+// incident that slows the job FAILs the change (safety first), and a FAIL
+// here, as any constraint's, is named before the objective's p99 is checked.
 //
 // Returns PASS with rule "fleet_constraint" when every metric is within its
 // tolerance widened by the margin, FAIL with rule "fleet_constraint" naming

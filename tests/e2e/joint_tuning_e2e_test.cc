@@ -51,7 +51,7 @@ description: "ToR ECN thresholds and host DCQCN together, from HPCC values and f
 selector { match_labels { key: "role" value: "trainer" } }
 objective { metric: PROBE_RTT_P99 peer_class: "intra_tor" op: "incast" }
 constraints { metric: "step_time_p99" max_ratio: 1.1 }
-# Racks differ in load, so a 6-second rack-level trial measures the
+# Racks differ in load, so a 6-second rack-level trial (the bake then) measured the
 # canary/control throughput ratio to about +-8% (two of four runs refused a
 # Kmax of 800 KB at a 0.926 floor); the fleet-wide figure below is held to 5%.
 constraints { metric: "throughput_gbps" max_ratio: 1.12 }

@@ -245,7 +245,17 @@ TEST(FleetGuardTest, AJobStepTimeConstraintHoldsTheFleetsJobP99AtTheLastStage) {
   v1::Verdict ok = FleetGuard(before, JobPeriod(27, 3000, 420), 32, cfg);
   EXPECT_EQ(ok.outcome(), v1::Verdict::PASS) << ok.summary();
   EXPECT_EQ(Find(ok, "fleet_step_time_p99")->outcome(), "pass");
+  EXPECT_NEAR(Find(ok, "fleet_step_time_p99")->ratio(), 1.05, 0.02);
   EXPECT_THAT(ok.summary(), HasSubstr("step_time_p99 1.0"));
+
+  // A baseline recorded before this check carries no job sketch: shown as
+  // not evaluated, not skipped.
+  FleetPeriod old_record = before;
+  old_record.other = QuantileSketch();
+  old_record.other_metric.clear();
+  v1::Verdict old = FleetGuard(old_record, JobPeriod(27, 3000, 480), 32, cfg);
+  ASSERT_NE(Find(old, "fleet_step_time_p99"), nullptr);
+  EXPECT_EQ(Find(old, "fleet_step_time_p99")->outcome(), "not_evaluated");
 
   // Too few job events in either period: not judged, and said so.
   v1::Verdict thin = FleetGuard(before, JobPeriod(27, 500, 448), 32, cfg);
@@ -262,6 +272,11 @@ TEST(FleetGuardTest, AJobStepTimeConstraintHoldsTheFleetsJobP99AtTheLastStage) {
   // Under STEP_TIME_P99 a step_time_p99 constraint is the objective's own
   // series (fleet_p99 checks it); the other series is the probes'.
   cfg.objective = v1::Objective::STEP_TIME_P99;
+  cfg.constraints = {Constraint("step_time_p99", 1.05)};
+  FleetPeriod own_before = before, own_after = JobPeriod(27, 3000, 480);
+  own_before.other_metric = own_after.other_metric = "probe_rtt_p99";
+  EXPECT_EQ(Find(FleetGuard(own_before, own_after, 32, cfg), "fleet_step_time_p99"), nullptr)
+      << "the objective's own series is fleet_p99's";
   cfg.constraints = {Constraint("probe_rtt_p99", 1.1)};
   FleetPeriod job_before = before, job_after = JobPeriod(80, 3000, 400);
   job_before.other_metric = job_after.other_metric = "probe_rtt_p99";
