@@ -115,6 +115,16 @@ int Main(int runs, bool partition, const absl::Status& netns) {
   // The judge decides, not the agents' guard.
   opt.fabricsim_flags = {"--guard_max_pfc_pause_ratio=0", "--guard_max_cnp_rate=0"};
   std::unique_ptr<NftTable> nat, cut;
+  // Removes the cut's rules when there are any; false, having said why, when
+  // nft failed (the run must not go on with a host still cut off).
+  auto uncut = [&cut]() {
+    if (cut == nullptr) return true;
+    if (absl::Status s = cut->Delete(); !s.ok()) {
+      std::fprintf(stderr, "rollback_bench: %s\n", std::string(s.message()).c_str());
+      return false;
+    }
+    return true;
+  };
   if (partition) {
     if (!netns.ok()) {
       std::printf("BENCH rollback_partition status=SKIPPED reason=\"%s\"\n",
@@ -200,10 +210,7 @@ int Main(int runs, bool partition, const absl::Status& netns) {
         absl::Seconds(120));
     if (!c.ok() || c->state() != v1::ROLLED_BACK) {
       ++not_rolled_back;
-      if (absl::Status s = cut != nullptr ? cut->Delete() : absl::OkStatus(); !s.ok()) {
-        std::fprintf(stderr, "rollback_bench: %s\n", std::string(s.message()).c_str());
-        return 1;
-      }
+      if (!uncut()) return 1;
       if (c.ok() && (c->state() == v1::CANARY || c->state() == v1::STAGE)) {
         env.Ctl({"change", "rollback", id, "--reason=bench: not decided"}, "bob", &out);
       }
@@ -220,10 +227,7 @@ int Main(int runs, bool partition, const absl::Status& netns) {
     if (!env.WaitFor([&] { return Restored(env, cut_host); }, absl::Seconds(60),
                      absl::Milliseconds(50))) {
       ++not_rolled_back;
-      if (absl::Status s = cut != nullptr ? cut->Delete() : absl::OkStatus(); !s.ok()) {
-        std::fprintf(stderr, "rollback_bench: %s\n", std::string(s.message()).c_str());
-        return 1;
-      }
+      if (!uncut()) return 1;
       continue;
     }
     decided.push_back((back - canary) / 1e9);
@@ -255,10 +259,7 @@ int Main(int runs, bool partition, const absl::Status& netns) {
         }
       }
       const absl::Time healed = absl::Now();
-      if (absl::Status s = cut->Delete(); !s.ok()) {
-        std::fprintf(stderr, "rollback_bench: %s\n", std::string(s.message()).c_str());
-        return 1;
-      }
+      if (!uncut()) return 1;
       if (env.WaitFor([&] { return Restored(env); }, absl::Seconds(60), absl::Milliseconds(50))) {
         confirmed.push_back(since_canary());
         after_heal.push_back(absl::ToDoubleSeconds(absl::Now() - healed));

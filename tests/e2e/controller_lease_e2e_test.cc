@@ -26,7 +26,6 @@ namespace rocetune::e2e {
 namespace {
 
 constexpr int kLeaseSeconds = 10;
-constexpr const char* kExpired = kLeaseExpiredLog;
 constexpr char kUnreachable[] = "controller unreachable; retrying with backoff";
 
 // 4 canary and 4 control hosts in 4 ToRs; a bake far longer than the test,
@@ -108,7 +107,7 @@ TEST(ControllerLeaseE2E, CanaryHostsGiveUpTheSetWhenTheControllerStaysAwayPastTh
         return n == 8;
       },
       absl::Seconds(30)));
-  EXPECT_EQ(CountOf(env.FabricLog(), kExpired), 0);
+  EXPECT_EQ(CountOf(env.FabricLog(), kLeaseExpiredLog), 0);
   absl::StatusOr<v1::Change> c = env.GetChange(first);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->state(), v1::CANARY) << "a short outage must not end the canary";
@@ -132,14 +131,14 @@ TEST(ControllerLeaseE2E, CanaryHostsGiveUpTheSetWhenTheControllerStaysAwayPastTh
   int seen = 0;
   const bool all = env.WaitFor(
       [&] {
-        const int n = CountOf(env.FabricLog(), kExpired);
+        const int n = CountOf(env.FabricLog(), kLeaseExpiredLog);
         for (; seen < n; ++seen) given_up_s.push_back(absl::ToDoubleSeconds(absl::Now() - killed));
         return n >= static_cast<int>(canary.size());
       },
       absl::Seconds(6 * kLeaseSeconds), absl::Milliseconds(100));
   ASSERT_TRUE(all) << "canary hosts that gave up: " << seen << " of " << canary.size() << "\n"
                    << env.FabricLog().substr(0, 6000);
-  EXPECT_EQ(CountOf(env.FabricLog(), kExpired), static_cast<int>(canary.size()))
+  EXPECT_EQ(CountOf(env.FabricLog(), kLeaseExpiredLog), static_cast<int>(canary.size()))
       << "only the canary's hosts hold a provisional set";
   for (double s : given_up_s) EXPECT_GE(s, kLeaseSeconds - 0.5) << "given up before the lease";
 
