@@ -37,8 +37,6 @@ bool SplitHostPort(const std::string& address, std::string* host, int* port) {
   return true;
 }
 
-// Refused TLS handshakes: counted in `metrics`, their aggregated audit rows
-// written on the control loop, never on gRPC's handshake thread.
 // Logs failed store writes: the first at once, then at most one line every
 // 10 s carrying how many failed meanwhile (a full disk fails every write).
 // Called under the store's lock, so never concurrently.
@@ -59,6 +57,8 @@ class StoreErrorLog {
   uint64_t failed_ = 0;
 };
 
+// Refused TLS handshakes: counted in `metrics`, their aggregated audit rows
+// written on the control loop, never on gRPC's handshake thread.
 std::shared_ptr<TlsRefusalLog> NewTlsRefusalLog(Store* store, ControlLoop* loop,
                                                 ControllerMetrics* metrics, Clock* clock,
                                                 absl::Duration period) {
@@ -91,8 +91,10 @@ bool IsLoopbackAddress(const std::string& address) {
   return false;
 }
 
-absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(const ControllerOptions& options,
-                                                              Clock* clock) {
+namespace {
+
+// The options Start refuses, before anything is opened.
+absl::Status CheckOptions(const ControllerOptions& options) {
   std::string host;
   int port = 0;
   if (!SplitHostPort(options.listen, &host, &port)) {
@@ -131,11 +133,17 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(const ControllerOp
   if (options.stream_threads < 0 || options.stream_threads > 256) {
     return absl::InvalidArgumentError("--stream_threads must be 0 (automatic) to 256");
   }
-  std::shared_ptr<grpc::ServerCredentials> creds;
-  std::unique_ptr<Authorizer> authorizer;
-  std::string listen = options.listen;
+  return absl::OkStatus();
+}
+
+// Who may call and how the port is secured: mutual TLS with a roles file (the
+// credentials are made once the audit path exists), or plaintext on a
+// loopback --listen address, resolved into `listen`.
+absl::Status CheckSecurity(const ControllerOptions& options,
+                           std::unique_ptr<Authorizer>* authorizer,
+                           std::shared_ptr<grpc::ServerCredentials>* creds, std::string* listen) {
+  *listen = options.listen;
   if (options.tls.enabled()) {
-    // The credentials are made once the audit path exists (below).
     if (absl::Status s = CheckTlsOptions(options.tls); !s.ok()) return s;
     if (options.tls_refusal_audit_period <= absl::ZeroDuration()) {
       return absl::InvalidArgumentError("the TLS refusal audit period must be positive");
@@ -147,23 +155,35 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(const ControllerOp
     }
     absl::StatusOr<std::unique_ptr<Authorizer>> a = Authorizer::Load(options.roles_file);
     if (!a.ok()) return a.status();
-    authorizer = *std::move(a);
-  } else {
-    if (!options.insecure_loopback) {
-      return absl::FailedPreconditionError(
-          "no TLS files given: pass --tls_cert, --tls_key and --tls_ca, or --insecure_loopback "
-          "for plaintext on a loopback --listen address");
-    }
-    if (!options.roles_file.empty()) {
-      return absl::InvalidArgumentError(
-          "--roles_file needs mutual TLS: without certificates no identity is verified and "
-          "roles are not enforced");
-    }
-    absl::StatusOr<std::string> resolved = ResolveLoopback(options.listen, "--listen");
-    if (!resolved.ok()) return resolved.status();
-    listen = *resolved;
-    creds = grpc::InsecureServerCredentials();
+    *authorizer = *std::move(a);
+    return absl::OkStatus();
   }
+  if (!options.insecure_loopback) {
+    return absl::FailedPreconditionError(
+        "no TLS files given: pass --tls_cert, --tls_key and --tls_ca, or --insecure_loopback "
+        "for plaintext on a loopback --listen address");
+  }
+  if (!options.roles_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--roles_file needs mutual TLS: without certificates no identity is verified and "
+        "roles are not enforced");
+  }
+  absl::StatusOr<std::string> resolved = ResolveLoopback(options.listen, "--listen");
+  if (!resolved.ok()) return resolved.status();
+  *listen = *resolved;
+  *creds = grpc::InsecureServerCredentials();
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(const ControllerOptions& options,
+                                                              Clock* clock) {
+  if (absl::Status s = CheckOptions(options); !s.ok()) return s;
+  std::shared_ptr<grpc::ServerCredentials> creds;
+  std::unique_ptr<Authorizer> authorizer;
+  std::string listen;
+  if (absl::Status s = CheckSecurity(options, &authorizer, &creds, &listen); !s.ok()) return s;
 
   std::unique_ptr<Controller> c(new Controller(options, clock));
   c->authorizer_ = std::move(authorizer);
@@ -238,37 +258,7 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(const ControllerOp
     creds = *std::move(tls);
   }
 
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort(listen, creds, &c->grpc_port_);
-  c->agent_service_->AddTo(&builder);
-  builder.RegisterService(c->admin_service_.get());
-  // The agent streams check --max_message_bytes themselves (and count what they
-  // refuse); gRPC's own limit sits above it and stops anything far larger.
-  builder.SetMaxReceiveMessageSize(
-      static_cast<int>(std::min<int64_t>(int64_t{4} * options.max_message_bytes, INT32_MAX)));
-  builder.SetMaxSendMessageSize(options.max_message_bytes);
-  // Another process on the same port must be an error, not a shared listener.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  // No HTTP/2 keepalive pings from the controller. This gRPC re-arms a
-  // connection's keepalive timer on every read, and Debian's build (asserts
-  // on) walks a debug hash chain of all live timers each time: about 12% of
-  // the controller's CPU at 10k agents. Agents report every second; one
-  // silent for --gone_after has its stream closed by the fleet sweep.
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, INT_MAX);
-  // No HTTP/2 BDP probing either. It sizes receive windows for bulk
-  // transfers; an agent sends about 18 KB a second. Each probe is a PING the
-  // agent answers (a capture of 20 agents at 5 Reports/s: one PING each way
-  // per 3 Reports). Without it the controller's CPU per Report at 10k agents
-  // fell from about 100 to 70 µs (bench/controller_load_bench, paced phase).
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
-  c->server_ = builder.BuildAndStart();
-  if (c->server_ == nullptr || c->grpc_port_ == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", options.listen, " (address in use or not local?)"));
-  }
-  // Admin calls ride on the first stream queue (see AgentService).
-  c->admin_service_->Start(c->agent_service_->queue(0), c->agent_service_.get());
-  c->agent_service_->Start();
+  if (absl::Status s = c->Serve(listen, creds); !s.ok()) return s;
   if (!options.metrics_address.empty()) {
     auto exposer = MetricsExposer::Start(options.metrics_address, c->metrics_->registry());
     if (!exposer.ok()) return exposer.status();
@@ -286,6 +276,42 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(const ControllerOp
     });
   }
   return c;
+}
+
+absl::Status Controller::Serve(const std::string& listen,
+                               std::shared_ptr<grpc::ServerCredentials> creds) {
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(listen, creds, &grpc_port_);
+  agent_service_->AddTo(&builder);
+  builder.RegisterService(admin_service_.get());
+  // The agent streams check --max_message_bytes themselves (and count what they
+  // refuse); gRPC's own limit sits above it and stops anything far larger.
+  builder.SetMaxReceiveMessageSize(
+      static_cast<int>(std::min<int64_t>(int64_t{4} * options_.max_message_bytes, INT32_MAX)));
+  builder.SetMaxSendMessageSize(options_.max_message_bytes);
+  // Another process on the same port must be an error, not a shared listener.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // No HTTP/2 keepalive pings from the controller. This gRPC re-arms a
+  // connection's keepalive timer on every read, and Debian's build (asserts
+  // on) walks a debug hash chain of all live timers each time: about 12% of
+  // the controller's CPU at 10k agents. Agents report every second; one
+  // silent for --gone_after has its stream closed by the fleet sweep.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, INT_MAX);
+  // No HTTP/2 BDP probing either. It sizes receive windows for bulk
+  // transfers; an agent sends about 18 KB a second. Each probe is a PING the
+  // agent answers (a capture of 20 agents at 5 Reports/s: one PING each way
+  // per 3 Reports). Without it the controller's CPU per Report at 10k agents
+  // fell from about 100 to 70 µs (bench/controller_load_bench, paced phase).
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || grpc_port_ == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", options_.listen, " (address in use or not local?)"));
+  }
+  // Admin calls ride on the first stream queue (see AgentService).
+  admin_service_->Start(agent_service_->queue(0), agent_service_.get());
+  agent_service_->Start();
+  return absl::OkStatus();
 }
 
 void Controller::Tick() {

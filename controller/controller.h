@@ -100,6 +100,9 @@ class Controller {
 
  private:
   Controller(const ControllerOptions& options, Clock* clock) : options_(options), clock_(clock) {}
+  // Builds the gRPC server on `listen` with the services made by Start, and
+  // starts them.
+  absl::Status Serve(const std::string& listen, std::shared_ptr<grpc::ServerCredentials> creds);
 
   const ControllerOptions options_;
   Clock* const clock_;

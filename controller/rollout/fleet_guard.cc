@@ -351,32 +351,37 @@ const v1::Constraint* OtherP99Constraint(const std::vector<v1::Constraint>& cons
   return nullptr;
 }
 
-v1::Verdict FleetGuard(const FleetPeriod& baseline_period, const FleetPeriod& now_period, int hosts,
-                       const FleetGuardConfig& config) {
-  const std::map<std::string, HostPeriod>& baseline = baseline_period.hosts;
-  const std::map<std::string, HostPeriod>& now = now_period.hosts;
-  v1::Verdict v;
-  v.set_samples(config.objective == v1::Objective::STEP_TIME_P99 ? "job_step_time" : "probe_rtt");
-  v.set_unix_nanos(config.now_unix_nanos);
-  v.set_stage(config.stage);
-  std::vector<const HostPeriod*> before, after;
-  Matched(baseline, now, &before, &after);
-  SetP99(baseline_period.rtt, &(*v.add_groups() = Group("fleet_baseline", before)));
-  SetP99(now_period.rtt, &(*v.add_groups() = Group("fleet", after)));
-  const size_t needed = Needed(static_cast<size_t>(std::max(hosts, 1)));
-  if (before.size() < needed || before.empty()) {
-    v.set_outcome(v1::Verdict::HOLD);
-    v.set_rule("fleet_data");
-    v.set_summary(absl::StrFormat(
-        "HOLD: the fleet guard needs data before and since the change from %d of %d hosts, has "
-        "%d",
-        needed, hosts, before.size()));
-    return v;
-  }
-  const double n = static_cast<double>(before.size());
-  const v1::FleetSpread& spread = baseline_period.spread;
+namespace {
+
+// What the constraint checks found: the first FAIL's figures, and the
+// metrics that passed with their ratios (for the PASS summary).
+struct Tally {
   std::string failed;
   std::string passed;
+
+  void Add(bool fail, const std::string& metric, double ratio, const std::string& figures) {
+    if (fail && failed.empty()) failed = figures;
+    if (!fail) absl::StrAppend(&passed, passed.empty() ? "" : "; ", metric, " ", ratio);
+  }
+};
+
+// A ratio judged against its threshold into `m`'s outcome, mean, ratio and
+// bound (the lower bound when lower is worse, the upper one otherwise).
+void SetRatio(double ratio, double threshold, bool higher_is_worse, bool fail,
+              v1::MetricEvidence* m) {
+  m->set_outcome(fail ? "fail" : "pass");
+  m->set_mean(std::log(ratio));
+  m->set_ratio(ratio);
+  m->set_ratio_lower(higher_is_worse ? 0 : threshold);
+  m->set_ratio_upper(higher_is_worse ? threshold : 0);
+}
+
+// The rate constraints (throughput always): each metric's fleet mean per host
+// since the change against before it, on the same hosts.
+void CheckRates(const std::vector<const HostPeriod*>& before,
+                const std::vector<const HostPeriod*>& after, const v1::FleetSpread& spread,
+                const FleetGuardConfig& config, v1::Verdict* v, Tally* tally) {
+  const double n = static_cast<double>(before.size());
   for (const Guarded& g : GuardedMetrics(config.constraints)) {
     double base = 0, cur = 0, base_shown = 0, cur_shown = 0, events = 0;
     for (size_t i = 0; i < before.size(); ++i) {
@@ -391,7 +396,7 @@ v1::Verdict FleetGuard(const FleetPeriod& baseline_period, const FleetPeriod& no
     base_shown /= n;
     cur_shown /= n;
     events /= n;
-    v1::MetricEvidence* m = v.add_metrics();
+    v1::MetricEvidence* m = v->add_metrics();
     m->set_metric(absl::StrCat("fleet_", g.metric));
     if (!(base > 0) || !std::isfinite(base) || !std::isfinite(cur)) {
       m->set_outcome("not_evaluated");
@@ -400,70 +405,71 @@ v1::Verdict FleetGuard(const FleetPeriod& baseline_period, const FleetPeriod& no
     }
     const double ratio = cur / base;
     const double tol = g.tolerance.ratio;
-    const Threshold margin_of = MarginOf(spread, g.metric, config.margin, config.since_seconds);
-    const double margin = margin_of.value;
-    const double threshold = g.tolerance.higher_is_worse ? tol * (1 + margin) : tol / (1 + margin);
-    const bool beyond = g.tolerance.higher_is_worse ? ratio > threshold : ratio < threshold;
+    const Threshold margin = MarginOf(spread, g.metric, config.margin, config.since_seconds);
+    const bool worse_up = g.tolerance.higher_is_worse;
+    const double threshold = worse_up ? tol * (1 + margin.value) : tol / (1 + margin.value);
+    const bool beyond = worse_up ? ratio > threshold : ratio < threshold;
     const bool counted = g.kind == Kind::kCnp || g.kind == Kind::kRetransmits;
     const bool fail = beyond && (!counted || events >= kFleetGuardMinEventsPerHost);
-    m->set_outcome(fail ? "fail" : "pass");
+    SetRatio(ratio, threshold, worse_up, fail, m);
     m->set_rack_pairs(static_cast<uint32_t>(before.size()));  // hosts compared
-    m->set_mean(std::log(ratio));
-    m->set_ratio(ratio);
-    m->set_ratio_lower(g.tolerance.higher_is_worse ? 0 : threshold);
-    m->set_ratio_upper(g.tolerance.higher_is_worse ? threshold : 0);
     const std::string figures = absl::StrFormat(
         "fleet %s per host: baseline %.4g, now %.4g, ratio %.3f; tolerance %.3f, noise margin "
         "%.1f%% (%s): FAIL %s %.3f (%d hosts)",
-        g.metric, base_shown, cur_shown, ratio, tol, 100 * margin, margin_of.how,
-        g.tolerance.higher_is_worse ? "above" : "below", threshold, static_cast<int>(n));
+        g.metric, base_shown, cur_shown, ratio, tol, 100 * margin.value, margin.how,
+        worse_up ? "above" : "below", threshold, static_cast<int>(n));
     m->set_note(figures);
-    if (fail && failed.empty()) failed = figures;
-    if (!fail) absl::StrAppend(&passed, passed.empty() ? "" : "; ", g.metric, " ", ratio);
+    tally->Add(fail, g.metric, ratio, figures);
   }
-  // A p99 constraint on the series the objective is not, on the merged
-  // sketches (see OtherP99Constraint).
-  if (const v1::Constraint* c = OtherP99Constraint(config.constraints, now_period); c != nullptr) {
-    const QuantileSketch& x = baseline_period.other;
-    const QuantileSketch& y = now_period.other;
-    const uint64_t need = std::max<uint64_t>(config.min_rtt_samples, 1);
-    const char* samples =
-        config.objective == v1::Objective::STEP_TIME_P99 ? "probes" : "job events";
-    v1::MetricEvidence* m = v.add_metrics();
-    m->set_metric(absl::StrCat("fleet_", c->metric()));
-    const std::optional<double> ln = LnP99Ratio(x, y, need);
-    if (!ln.has_value()) {
-      m->set_outcome("not_evaluated");
-      m->set_note(absl::StrFormat("%s before %d, since %d: the fleet %s needs %d in each", samples,
-                                  x.count(), y.count(), c->metric(), need));
-    } else {
-      const double ratio = std::exp(*ln);
-      const double tol = ToleranceOf(*c).ratio;
-      const Threshold margin_of =
-          MarginOf(spread, c->metric(), config.margin, config.since_seconds);
-      const double threshold = tol * (1 + margin_of.value);
-      const bool fail = ratio > threshold;
-      m->set_outcome(fail ? "fail" : "pass");
-      m->set_mean(*ln);
-      m->set_ratio(ratio);
-      m->set_ratio_upper(threshold);
-      const std::string figures = absl::StrFormat(
-          "fleet %s (merged): baseline %.1f us (%d %s), now %.1f us (%d %s), ratio %.3f; "
-          "tolerance %.3f, noise margin %.1f%% (%s): FAIL above %.3f",
-          c->metric(), x.Quantile(0.99) * 1e6, x.count(), samples, y.Quantile(0.99) * 1e6,
-          y.count(), samples, ratio, tol, 100 * margin_of.value, margin_of.how, threshold);
-      m->set_note(figures);
-      if (fail && failed.empty()) failed = figures;
-      if (!fail) absl::StrAppend(&passed, passed.empty() ? "" : "; ", c->metric(), " ", ratio);
-    }
+}
+
+// A p99 constraint on the series the objective is not, on the merged
+// sketches (see OtherP99Constraint); nothing when the policy has none.
+void CheckOtherP99(const FleetPeriod& baseline_period, const FleetPeriod& now_period,
+                   const FleetGuardConfig& config, v1::Verdict* v, Tally* tally) {
+  const v1::Constraint* c = OtherP99Constraint(config.constraints, now_period);
+  if (c == nullptr) return;
+  const QuantileSketch& x = baseline_period.other;
+  const QuantileSketch& y = now_period.other;
+  const uint64_t need = std::max<uint64_t>(config.min_rtt_samples, 1);
+  const char* samples =
+      config.objective == v1::Objective::STEP_TIME_P99 ? "probes" : "job step times";
+  v1::MetricEvidence* m = v->add_metrics();
+  m->set_metric(absl::StrCat("fleet_", c->metric()));
+  const std::optional<double> ln = LnP99Ratio(x, y, need);
+  if (!ln.has_value()) {
+    m->set_outcome("not_evaluated");
+    m->set_note(absl::StrFormat("%s before %d, since %d: the fleet %s needs %d in each", samples,
+                                x.count(), y.count(), c->metric(), need));
+    return;
   }
-  // The constraints' absolute bounds, on the fleet's mean since the change:
-  // a bound the fleet met before the change and breaks now. (The judge checks
-  // them canary against control; at the last stage no control is left.)
-  std::string bound;
-  for (const v1::Constraint& c : config.constraints) {
+  const double ratio = std::exp(*ln);
+  const double tol = ToleranceOf(*c).ratio;
+  const Threshold margin =
+      MarginOf(baseline_period.spread, c->metric(), config.margin, config.since_seconds);
+  const double threshold = tol * (1 + margin.value);
+  const bool fail = ratio > threshold;
+  SetRatio(ratio, threshold, /*higher_is_worse=*/true, fail, m);
+  const std::string figures = absl::StrFormat(
+      "fleet %s (merged): baseline %.1f us (%d %s), now %.1f us (%d %s), ratio %.3f; "
+      "tolerance %.3f, noise margin %.1f%% (%s): FAIL above %.3f",
+      c->metric(), x.Quantile(0.99) * 1e6, x.count(), samples, y.Quantile(0.99) * 1e6, y.count(),
+      samples, ratio, tol, 100 * margin.value, margin.how, threshold);
+  m->set_note(figures);
+  tally->Add(fail, c->metric(), ratio, figures);
+}
+
+// The constraints' absolute bounds, on the fleet's mean since the change: the
+// first bound the fleet met before the change and breaks now, or "". (The
+// judge checks them canary against control; at the last stage no control is
+// left.)
+std::string BrokenBound(const std::vector<v1::Constraint>& constraints,
+                        const std::vector<const HostPeriod*>& before,
+                        const std::vector<const HostPeriod*>& after) {
+  const double n = static_cast<double>(before.size());
+  for (const v1::Constraint& c : constraints) {
     const Kind kind = KindOf(c.metric());
-    if (kind == Kind::kUnknown || (!c.has_min() && !c.has_max()) || !bound.empty()) continue;
+    if (kind == Kind::kUnknown || (!c.has_min() && !c.has_max())) continue;
     double base = 0, cur = 0;
     for (size_t i = 0; i < before.size(); ++i) {
       base += Value(kind, *before[i]);
@@ -475,14 +481,43 @@ v1::Verdict FleetGuard(const FleetPeriod& baseline_period, const FleetPeriod& no
       return (c.has_max() && x > c.max()) || (c.has_min() && x < c.min());
     };
     if (violates(cur) && !violates(base)) {
-      bound = absl::StrFormat(
+      return absl::StrFormat(
           "fleet %s per host: %.4g since the change, outside the policy's bounds [%s, %s], "
           "%.4g before it (%d hosts)",
           c.metric(), cur, c.has_min() ? absl::StrFormat("%g", c.min()) : "-",
           c.has_max() ? absl::StrFormat("%g", c.max()) : "-", base, static_cast<int>(n));
     }
   }
-  if (failed.empty() && !bound.empty()) {
+  return "";
+}
+
+}  // namespace
+
+v1::Verdict FleetGuard(const FleetPeriod& baseline_period, const FleetPeriod& now_period, int hosts,
+                       const FleetGuardConfig& config) {
+  v1::Verdict v;
+  v.set_samples(config.objective == v1::Objective::STEP_TIME_P99 ? "job_step_time" : "probe_rtt");
+  v.set_unix_nanos(config.now_unix_nanos);
+  v.set_stage(config.stage);
+  std::vector<const HostPeriod*> before, after;
+  Matched(baseline_period.hosts, now_period.hosts, &before, &after);
+  SetP99(baseline_period.rtt, &(*v.add_groups() = Group("fleet_baseline", before)));
+  SetP99(now_period.rtt, &(*v.add_groups() = Group("fleet", after)));
+  const size_t needed = Needed(static_cast<size_t>(std::max(hosts, 1)));
+  if (before.size() < needed || before.empty()) {
+    v.set_outcome(v1::Verdict::HOLD);
+    v.set_rule("fleet_data");
+    v.set_summary(absl::StrFormat(
+        "HOLD: the fleet guard needs data before and since the change from %d of %d hosts, has "
+        "%d",
+        needed, hosts, before.size()));
+    return v;
+  }
+  Tally tally;
+  CheckRates(before, after, baseline_period.spread, config, &v, &tally);
+  CheckOtherP99(baseline_period, now_period, config, &v, &tally);
+  if (const std::string bound = BrokenBound(config.constraints, before, after);
+      tally.failed.empty() && !bound.empty()) {
     v.set_outcome(v1::Verdict::FAIL);
     v.set_rule("fleet_constraint_bound");
     v.set_summary(
@@ -493,10 +528,11 @@ v1::Verdict FleetGuard(const FleetPeriod& baseline_period, const FleetPeriod& no
   }
   // A lost constraint is named first; the p99 is checked when none is.
   std::string p99;
-  const P99Check p99_check = failed.empty()
-                                 ? CheckP99(baseline_period.rtt, now_period, config,
-                                            P99RatioOf(spread, config.since_seconds), &v, &p99)
-                                 : P99Check::kPass;
+  const P99Check p99_check =
+      tally.failed.empty()
+          ? CheckP99(baseline_period.rtt, now_period, config,
+                     P99RatioOf(baseline_period.spread, config.since_seconds), &v, &p99)
+          : P99Check::kPass;
   if (p99_check == P99Check::kIncident) {
     v.set_outcome(v1::Verdict::HOLD);
     v.set_rule("fleet_shift");
@@ -507,8 +543,8 @@ v1::Verdict FleetGuard(const FleetPeriod& baseline_period, const FleetPeriod& no
         p99));
     return v;
   }
-  if (!failed.empty() || p99_check == P99Check::kFail) {
-    const bool constraint = !failed.empty();
+  if (!tally.failed.empty() || p99_check == P99Check::kFail) {
+    const bool constraint = !tally.failed.empty();
     v.set_outcome(v1::Verdict::FAIL);
     v.set_rule(constraint ? "fleet_constraint" : "fleet_p99");
     v.set_summary(absl::StrCat(
@@ -516,13 +552,13 @@ v1::Verdict FleetGuard(const FleetPeriod& baseline_period, const FleetPeriod& no
                      "hosts before and after, no control needed): "
                    : "FAIL: the fleet's p99 rose since the change started (same fleet "
                      "before and after, no control left to compare with): ",
-        constraint ? failed : p99));
+        constraint ? tally.failed : p99));
     return v;
   }
   v.set_outcome(v1::Verdict::PASS);
   v.set_rule("fleet_constraint");
   v.set_summary(absl::StrFormat("fleet within its constraints since the change started (%s)",
-                                passed.empty() ? "nothing measured" : passed));
+                                tally.passed.empty() ? "nothing measured" : tally.passed));
   return v;
 }
 

@@ -109,37 +109,9 @@ absl::Status CheckName(absl::string_view name, size_t max_len, const char* field
       absl::StrCat(what, " is ", name.size(), " bytes long (limit ", max_len, ")"));
 }
 
-}  // namespace
-
-void WindowAggregate::AddCounter(int32_t id, uint64_t delta) {
-  auto it = std::lower_bound(counter_deltas.begin(), counter_deltas.end(), id,
-                             [](const auto& e, int32_t v) { return e.first < v; });
-  if (it != counter_deltas.end() && it->first == id) {
-    it->second += delta;
-  } else {
-    counter_deltas.insert(it, {id, delta});
-  }
-}
-
-void CountersOf(const v1::Report& report, std::vector<CounterInput>* out) {
-  out->resize(report.counters_size());
-  for (int i = 0; i < report.counters_size(); ++i) {
-    const v1::CounterSample& c = report.counters(i);
-    (*out)[i] = CounterInput{c.name(), c.delta(), c.rate_per_second(), c.priority()};
-  }
-}
-
-absl::Status HostTelemetry::AddReport(const v1::Report& report, absl::Time received,
-                                      ReportFiling* filing) {
-  thread_local std::vector<CounterInput> counters;
-  CountersOf(report, &counters);
-  return AddReport(report, counters, received, filing);
-}
-
-absl::Status HostTelemetry::AddReport(const v1::Report& report,
-                                      absl::Span<const CounterInput> counters, absl::Time received,
-                                      ReportFiling* filing) {
-  const TelemetryOptions& opt = store_->options();
+// The report's limits and counters: the checks that need no decoding.
+absl::Status CheckReport(const v1::Report& report, absl::Span<const CounterInput> counters,
+                         const TelemetryOptions& opt) {
   if (report.held_nanos() < 0) {
     return absl::InvalidArgumentError(absl::StrCat("report ", report.seq(), ": held_nanos ",
                                                    report.held_nanos(), " is negative"));
@@ -172,8 +144,13 @@ absl::Status HostTelemetry::AddReport(const v1::Report& report,
                                                      " is not a finite non-negative number"));
     }
   }
-  std::vector<DecodedLatency> latency;
-  latency.reserve(report.latency_size());
+  return absl::OkStatus();
+}
+
+// The report's latency windows, their sketches decoded and checked.
+absl::Status DecodeLatency(const v1::Report& report, const TelemetryOptions& opt,
+                           std::vector<DecodedLatency>* latency) {
+  latency->reserve(report.latency_size());
   for (int i = 0; i < report.latency_size(); ++i) {
     const v1::LatencyWindow& w = report.latency(i);
     if (absl::Status s =
@@ -200,14 +177,19 @@ absl::Status HostTelemetry::AddReport(const v1::Report& report,
                                                      "]: sketch relative_accuracy must be ",
                                                      QuantileSketch::kDefaultRelativeAccuracy));
     }
-    latency.push_back({&w, *std::move(rtt), *std::move(delay)});
+    latency->push_back({&w, *std::move(rtt), *std::move(delay)});
   }
+  return absl::OkStatus();
+}
+
+// The report's job timings' sketches, decoded and checked, in their order.
+absl::Status DecodeJobs(const v1::Report& report, const TelemetryOptions& opt,
+                        std::vector<QuantileSketch>* job_seconds) {
   if (report.jobs_size() > opt.max_jobs_per_report) {
     return absl::InvalidArgumentError(absl::StrCat(
         "report.jobs has ", report.jobs_size(), " entries (limit ", opt.max_jobs_per_report, ")"));
   }
-  std::vector<QuantileSketch> job_seconds;
-  job_seconds.reserve(report.jobs_size());
+  job_seconds->reserve(report.jobs_size());
   for (int i = 0; i < report.jobs_size(); ++i) {
     const v1::JobTiming& j = report.jobs(i);
     for (const absl::Status& s : {CheckJobName(j.job()), CheckJobOp(j.op())}) {
@@ -225,8 +207,47 @@ absl::Status HostTelemetry::AddReport(const v1::Report& report,
                                                      "].seconds: relative_accuracy must be ",
                                                      QuantileSketch::kDefaultRelativeAccuracy));
     }
-    job_seconds.push_back(*std::move(seconds));
+    job_seconds->push_back(*std::move(seconds));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void WindowAggregate::AddCounter(int32_t id, uint64_t delta) {
+  auto it = std::lower_bound(counter_deltas.begin(), counter_deltas.end(), id,
+                             [](const auto& e, int32_t v) { return e.first < v; });
+  if (it != counter_deltas.end() && it->first == id) {
+    it->second += delta;
+  } else {
+    counter_deltas.insert(it, {id, delta});
+  }
+}
+
+void CountersOf(const v1::Report& report, std::vector<CounterInput>* out) {
+  out->resize(report.counters_size());
+  for (int i = 0; i < report.counters_size(); ++i) {
+    const v1::CounterSample& c = report.counters(i);
+    (*out)[i] = CounterInput{c.name(), c.delta(), c.rate_per_second(), c.priority()};
+  }
+}
+
+absl::Status HostTelemetry::AddReport(const v1::Report& report, absl::Time received,
+                                      ReportFiling* filing) {
+  thread_local std::vector<CounterInput> counters;
+  CountersOf(report, &counters);
+  return AddReport(report, counters, received, filing);
+}
+
+absl::Status HostTelemetry::AddReport(const v1::Report& report,
+                                      absl::Span<const CounterInput> counters, absl::Time received,
+                                      ReportFiling* filing) {
+  const TelemetryOptions& opt = store_->options();
+  if (absl::Status s = CheckReport(report, counters, opt); !s.ok()) return s;
+  std::vector<DecodedLatency> latency;
+  if (absl::Status s = DecodeLatency(report, opt, &latency); !s.ok()) return s;
+  std::vector<QuantileSketch> job_seconds;
+  if (absl::Status s = DecodeJobs(report, opt, &job_seconds); !s.ok()) return s;
 
   thread_local std::vector<int32_t> ids;
   store_->names().Resolve(counters, &ids);

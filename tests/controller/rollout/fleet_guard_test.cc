@@ -234,7 +234,7 @@ TEST(FleetGuardTest, AJobStepTimeConstraintHoldsTheFleetsJobP99AtTheLastStage) {
   EXPECT_EQ(worse.outcome(), v1::Verdict::FAIL) << worse.summary();
   EXPECT_EQ(worse.rule(), "fleet_constraint");
   EXPECT_THAT(worse.summary(),
-              HasSubstr("fleet step_time_p99 (merged): baseline 397.5 us (3000 job events)"));
+              HasSubstr("fleet step_time_p99 (merged): baseline 397.5 us (3000 job step times)"));
   EXPECT_THAT(worse.summary(), HasSubstr("ratio 1.197; tolerance 1.050, noise margin 10.0%"));
   EXPECT_THAT(worse.summary(), HasSubstr("FAIL above 1.155"));
   ASSERT_NE(Find(worse, "fleet_step_time_p99"), nullptr);
@@ -257,7 +257,7 @@ TEST(FleetGuardTest, AJobStepTimeConstraintHoldsTheFleetsJobP99AtTheLastStage) {
   ASSERT_NE(Find(old, "fleet_step_time_p99"), nullptr);
   EXPECT_EQ(Find(old, "fleet_step_time_p99")->outcome(), "not_evaluated");
 
-  // Too few job events in either period: not judged, and said so.
+  // Too few job step times in either period: not judged, and said so.
   v1::Verdict thin = FleetGuard(before, JobPeriod(27, 500, 448), 32, cfg);
   EXPECT_EQ(thin.outcome(), v1::Verdict::PASS) << thin.summary();
   EXPECT_EQ(Find(thin, "fleet_step_time_p99")->outcome(), "not_evaluated");
