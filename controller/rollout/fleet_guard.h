@@ -69,7 +69,8 @@ struct FleetPeriod {
   // signal's under PROBE_RTT_P99 (other_metric "step_time_p99"), the probes'
   // under STEP_TIME_P99 ("probe_rtt_p99"). The guard reads it for a policy
   // constraint of that name (OtherP99Constraint): at the last stage no
-  // control is left to hold the change to it.
+  // control is left to hold the change to it. Both are empty when the policy
+  // has no such constraint (StepEvaluator::FleetPeriods merges nothing then).
   std::string other_metric;
   QuantileSketch other;
   // In a change's fleet baseline: the fleet's A/A spread before the change

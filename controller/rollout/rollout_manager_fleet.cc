@@ -25,8 +25,8 @@ void RolloutManager::TakeFleetBaseline(const v1::Change& c, absl::Time step_star
   const absl::Duration baseline = Secs(policy.rollout().baseline_seconds());
   const int expected =
       std::max<int>(1, static_cast<int>(std::ceil(absl::FDivDuration(baseline, options_.window))));
-  FleetPeriod fleet = evaluator_.FleetPeriods(c, boundary - baseline, boundary, expected,
-                                              policy.objective(), /*keep_host_rtt=*/true);
+  FleetPeriod fleet = evaluator_.FleetPeriods(c, boundary - baseline, boundary, expected, policy,
+                                              /*keep_host_rtt=*/true);
   // The fleet's own A/A spread: the same hosts over the periods of the
   // baseline's length before it, as far back as the telemetry keeps them
   // (periods without data from enough hosts are not counted).
@@ -34,7 +34,7 @@ void RolloutManager::TakeFleetBaseline(const v1::Change& c, absl::Time step_star
   periods.push_back(fleet);
   for (int k = 1; k < kFleetSpreadMaxPeriods; ++k) {
     const absl::Time to = boundary - k * baseline;
-    periods.push_back(evaluator_.FleetPeriods(c, to - baseline, to, expected, policy.objective()));
+    periods.push_back(evaluator_.FleetPeriods(c, to - baseline, to, expected, policy));
   }
   fleet.spread = MeasureFleetSpread(periods, absl::ToDoubleSeconds(baseline),
                                     {policy.constraints().begin(), policy.constraints().end()},

@@ -303,14 +303,14 @@ v1::Verdict StepEvaluator::Fleet(const StepLook& in) const {
   const int expected =
       static_cast<int>(telemetry_->WindowIndex(to) - telemetry_->WindowIndex(in.after_start));
   FleetPeriod since =
-      FleetPeriods(*in.change, in.after_start, to, std::max(1, expected), in.policy.objective());
+      FleetPeriods(*in.change, in.after_start, to, std::max(1, expected), in.policy);
   const absl::Time onset_to = OnsetEnd(in, to);
   if (onset_to > in.after_start) {
     const int onset_windows = static_cast<int>(telemetry_->WindowIndex(onset_to) -
                                                telemetry_->WindowIndex(in.after_start));
-    since.onset_rtt = FleetPeriods(*in.change, in.after_start, onset_to, std::max(1, onset_windows),
-                                   in.policy.objective())
-                          .rtt;
+    since.onset_rtt =
+        FleetPeriods(*in.change, in.after_start, onset_to, std::max(1, onset_windows), in.policy)
+            .rtt;
   }
   // FleetPeriods lists every host the change measures (switches excepted),
   // with or without data: the coverage rule's denominator.
@@ -372,15 +372,18 @@ std::optional<v1::Verdict> StepEvaluator::GuardEvent(const v1::Change& c,
 }
 
 FleetPeriod StepEvaluator::FleetPeriods(const v1::Change& c, absl::Time from, absl::Time to,
-                                        int expected, const v1::Objective& objective,
+                                        int expected, const v1::Policy& policy,
                                         bool keep_host_rtt) const {
   FleetPeriod out;
+  const v1::Objective& objective = policy.objective();
   const bool job_objective = objective.metric() == v1::Objective::STEP_TIME_P99;
-  // The job signal is the other series only when the policy names one.
-  if (job_objective) {
-    out.other_metric = "probe_rtt_p99";
-  } else if (!objective.op().empty()) {
-    out.other_metric = "step_time_p99";
+  // The other series, merged only when a constraint of the policy names it
+  // (the job signal only when the objective names its op).
+  const std::string other = job_objective            ? "probe_rtt_p99"
+                            : objective.op().empty() ? ""
+                                                     : "step_time_p99";
+  for (const v1::Constraint& c : policy.constraints()) {
+    if (!other.empty() && c.metric() == other) out.other_metric = other;
   }
   for (const v1::HostTarget& h : c.hosts()) {
     // Switches report levels, not tx_bytes: as in the judge's baseline, they

@@ -102,13 +102,14 @@ class StepEvaluator {
                                                const v1::GuardEvent& event, absl::Time now);
 
   // Every host of `c` (switches excepted) over [from, to): counters per host,
-  // the objective's samples merged over all of them (`rtt`), the other p99
-  // series too (`other`: the job signal's under a probe objective that names
-  // an op, the probes' under STEP_TIME_P99); with
-  // `keep_host_rtt` each host's probes and job-signal series (ToHostPeriod)
-  // too (the fleet baseline, which the cumulative test reads).
+  // the policy objective's samples merged over all of them (`rtt`), the other
+  // p99 series too when a constraint of the policy names it (`other`: the job
+  // signal's step_time_p99 under a probe objective that names an op, the
+  // probes' probe_rtt_p99 under STEP_TIME_P99); with `keep_host_rtt` each
+  // host's probes and job-signal series (ToHostPeriod) too (the fleet
+  // baseline, which the cumulative test reads).
   FleetPeriod FleetPeriods(const v1::Change& c, absl::Time from, absl::Time to, int expected,
-                           const v1::Objective& objective, bool keep_host_rtt = false) const;
+                           const v1::Policy& policy, bool keep_host_rtt = false) const;
   // The end of the last complete window at `now`: it closed at least the
   // report grace ago, so the reports that span its end have arrived.
   absl::Time CompleteUntil(absl::Time now) const;

@@ -166,6 +166,51 @@ TEST_F(StepEvaluatorTest, HoldLooksPastThePolicysHoldLimitDecideNothing) {
   EXPECT_EQ(v[0].rule(), "hold_looks_spent") << v[0].summary();
 }
 
+// The fleet's other p99 series (the job's under a probe objective with an
+// op) is merged only when a constraint of the policy names it: the guard
+// reads it for nothing else.
+TEST_F(StepEvaluatorTest, TheOtherP99IsMergedOnlyForAConstraintOnIt) {
+  const v1::Change c =
+      ChangeAt(v1::STAGE, 1, false, {{v1::HostTarget::CANARY, 0}, {v1::HostTarget::CONTROL, 1}});
+  const absl::Time start = absl::FromUnixSeconds(1'700'000'000);
+  for (const char* host : {"h1", "h2"}) {
+    for (int second = 0; second < 4; ++second) {
+      v1::Report r;
+      r.set_seq(static_cast<uint64_t>(second + 1));
+      const absl::Time at = start + absl::Seconds(second);
+      r.set_start_unix_nanos(absl::ToUnixNanos(at));
+      r.set_end_unix_nanos(absl::ToUnixNanos(at + absl::Seconds(1)));
+      v1::JobTiming* j = r.add_jobs();
+      j->set_job("run1");
+      j->set_op("incast");
+      QuantileSketch seconds;
+      seconds.Insert(2e-3, 25);
+      seconds.ToProto(j->mutable_seconds());
+      ASSERT_TRUE(telemetry_.ForHost(host)->AddReport(r, at + absl::Milliseconds(500)).ok());
+    }
+  }
+  v1::Policy policy;
+  policy.mutable_objective()->set_op("incast");
+  const absl::Time to = start + absl::Seconds(4);
+  const FleetPeriod without = evaluator_.FleetPeriods(c, start, to, 4, policy);
+  EXPECT_EQ(without.other_metric, "");
+  EXPECT_TRUE(without.other.empty());
+
+  v1::Constraint* job = policy.add_constraints();
+  job->set_metric("step_time_p99");
+  job->set_max_ratio(1.1);
+  const FleetPeriod with = evaluator_.FleetPeriods(c, start, to, 4, policy);
+  EXPECT_EQ(with.other_metric, "step_time_p99");
+  EXPECT_EQ(with.other.count(), 200u);  // 2 hosts x 4 s x 25 events
+  const std::vector<v1::Constraint> constraints(policy.constraints().begin(),
+                                                policy.constraints().end());
+  EXPECT_EQ(OtherP99Constraint(constraints, with), &constraints[0]);
+
+  // Without an op the probe objective has no job series to hold.
+  policy.mutable_objective()->clear_op();
+  EXPECT_TRUE(evaluator_.FleetPeriods(c, start, to, 4, policy).other.empty());
+}
+
 TEST_F(StepEvaluatorTest, ATrialIsNotFleetGuarded) {
   const v1::Change c = ChangeAt(v1::CANARY, 0, true, {{v1::HostTarget::CANARY, 0}});
   const std::vector<v1::Verdict> v = evaluator_.Look(LookAt(c, 2, 2));
