@@ -213,7 +213,8 @@ absl::StatusOr<std::vector<std::string>> Agent::InitParameters() {
   guard_ =
       std::make_unique<LocalGuard>(options_.guard, seams_.clock, active_applier_, journal_.get());
   intent_ = std::make_unique<ApplyIntent>(options_.state_dir);
-  owner_ = std::make_unique<NicOwner>(active_applier_, journal_.get(), guard_.get(), intent_.get());
+  owner_ = std::make_unique<NicOwner>(active_applier_, journal_.get(), guard_.get(), intent_.get(),
+                                      options_.host_id);
   std::vector<std::string> drift;
   std::optional<LkgEntry> lkg = journal_->Get();
   if (!lkg.has_value()) {

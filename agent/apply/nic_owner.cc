@@ -28,8 +28,12 @@ std::string DriftItem::Text() const {
 }
 
 NicOwner::NicOwner(ParameterApplier* applier, LkgJournal* journal, LocalGuard* guard,
-                   ApplyIntent* intent)
-    : applier_(applier), journal_(journal), guard_(guard), intent_(intent) {}
+                   ApplyIntent* intent, std::string host_id)
+    : applier_(applier),
+      journal_(journal),
+      guard_(guard),
+      intent_(intent),
+      host_id_(std::move(host_id)) {}
 
 void NicOwner::SetExpected(const std::string& version, const v1::ParameterSet& parameters) {
   absl::MutexLock lock(&mu_);
@@ -53,7 +57,7 @@ absl::StatusOr<ApplyResult> NicOwner::Apply(const std::string& version, const v1
   if (lease_seconds > 0) {
     if (absl::Status s = journal_->SaveProvisional(version, lease_seconds, set); !s.ok()) {
       LogWarning("cannot record the set as provisional before the apply",
-                 {{"version", version}, {"error", std::string(s.message())}});
+                 {{"host", host_id_}, {"version", version}, {"error", std::string(s.message())}});
     }
   }
   absl::StatusOr<ApplyResult> result = applier_->Apply(set);
@@ -84,7 +88,7 @@ void NicOwner::SetLeaseLocked(uint32_t lease_seconds) {
                                      : journal_->ClearProvisional();
   if (!s.ok()) {
     LogWarning("cannot record whether the applied set is provisional",
-               {{"version", version_}, {"error", std::string(s.message())}});
+               {{"host", host_id_}, {"version", version_}, {"error", std::string(s.message())}});
   }
 }
 
@@ -141,8 +145,9 @@ std::optional<v1::GuardEvent> NicOwner::ExpireLease(absl::Duration without_contr
     absl::StatusOr<ApplyResult> r = applier_->Apply(lkg->parameters);
     if (!r.ok()) {
       // Tried again at the next round: the lease stays expired.
-      LogError("lease expired: restoring last-known-good failed; trying again next round",
-               {{"version", judged}, {"error", std::string(r.status().message())}});
+      LogError(
+          "lease expired: restoring last-known-good failed; trying again next round",
+          {{"host", host_id_}, {"version", judged}, {"error", std::string(r.status().message())}});
       return std::nullopt;
     }
     guard_->Abandon();
@@ -155,7 +160,8 @@ std::optional<v1::GuardEvent> NicOwner::ExpireLease(absl::Duration without_contr
     SetLeaseLocked(0);
   }
   event.set_detail(detail);
-  LogWarning("provisional lease expired without the controller", {{"detail", detail}});
+  LogWarning("provisional lease expired without the controller",
+             {{"host", host_id_}, {"detail", detail}});
   return event;
 }
 

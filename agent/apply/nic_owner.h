@@ -45,8 +45,10 @@ class NicOwner {
  public:
   // `intent` (optional) records each apply in progress, so that a restart
   // after a kill inside an apply can tell which set the host holds.
+  // `host_id` names the host in the owner's log lines (in-process simulated
+  // agents share one log).
   NicOwner(ParameterApplier* applier, LkgJournal* journal, LocalGuard* guard,
-           ApplyIntent* intent = nullptr);
+           ApplyIntent* intent = nullptr, std::string host_id = "");
 
   // What the start found of an apply the previous process did not finish.
   struct Resolution {
@@ -134,6 +136,7 @@ class NicOwner {
   LkgJournal* journal_;
   LocalGuard* guard_;
   ApplyIntent* intent_;
+  const std::string host_id_;
   mutable absl::Mutex mu_;
   // Records the applied set as provisional (> 0) or final, in memory and in
   // the journal's provisional record.

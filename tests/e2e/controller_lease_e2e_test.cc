@@ -15,6 +15,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -141,6 +143,15 @@ TEST(ControllerLeaseE2E, CanaryHostsGiveUpTheSetWhenTheControllerStaysAwayPastTh
   EXPECT_EQ(CountOf(env.FabricLog(), kLeaseExpiredLog), static_cast<int>(canary.size()))
       << "only the canary's hosts hold a provisional set";
   for (double s : given_up_s) EXPECT_GE(s, kLeaseSeconds - 0.5) << "given up before the lease";
+  // Each line names its host (the simulated agents share one log).
+  for (const std::string& host : canary) {
+    bool named = false;
+    for (absl::string_view line : absl::StrSplit(env.FabricLog(), '\n')) {
+      named = named || (absl::StrContains(line, kLeaseExpiredLog) &&
+                        absl::StrContains(line, absl::StrCat(" host=", host, " ")));
+    }
+    EXPECT_TRUE(named) << "no lease-expired line names " << host;
+  }
 
   // 3. The controller is back: the change is rolled back for it and every
   // host is on its set from before the change.

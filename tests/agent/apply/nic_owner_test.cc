@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "agent/host/cc_param_store.h"
+#include "daemon/logging.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -102,7 +103,7 @@ class NicOwnerTest : public ::testing::Test {
     o.max_pfc_pause_ratio = 0;
     o.rounds_over = 1;
     guard_ = std::make_unique<LocalGuard>(o, &clock_, &applier_, journal_.get());
-    owner_ = std::make_unique<NicOwner>(&applier_, journal_.get(), guard_.get());
+    owner_ = std::make_unique<NicOwner>(&applier_, journal_.get(), guard_.get(), nullptr, "h7");
     v1::ParameterSet base = applier_.ReadCurrent();
     EXPECT_TRUE(journal_->Save("baseline", base).ok());
     owner_->SetExpected("baseline", base);
@@ -212,7 +213,12 @@ TEST_F(NicOwnerTest, AProvisionalSetIsRestoredOnlyOnceItsLeaseRunsOutWithoutTheC
   EXPECT_FALSE(owner_->ExpireLease(absl::ZeroDuration()).has_value());
   EXPECT_FALSE(owner_->ExpireLease(absl::Seconds(29)).has_value());
   EXPECT_EQ(store_.Get("rpg_ai_rate"), 40);
+  std::string log;
+  SetLogSinkForTest(&log);
   std::optional<v1::GuardEvent> ev = owner_->ExpireLease(absl::Seconds(31));
+  SetLogSinkForTest(nullptr);
+  // The log line names the host: simulated agents share one log.
+  EXPECT_THAT(log, HasSubstr("msg=\"provisional lease expired without the controller\" host=h7"));
   ASSERT_TRUE(ev.has_value());
   EXPECT_EQ(ev->kind(), "lease_expired");
   EXPECT_EQ(ev->judged_version(), "9");
