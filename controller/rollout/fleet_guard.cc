@@ -5,6 +5,7 @@
 #include <functional>
 #include <iterator>
 #include <optional>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -342,6 +343,20 @@ v1::FleetSpread MeasureFleetSpread(const std::vector<FleetPeriod>& periods, doub
   return out;
 }
 
+std::string OtherP99Metric(const v1::Objective& objective) {
+  if (objective.metric() == v1::Objective::STEP_TIME_P99) return "probe_rtt_p99";
+  return objective.op().empty() ? "" : "step_time_p99";
+}
+
+bool HoldsOtherP99(const v1::Policy& policy) {
+  const std::string other = OtherP99Metric(policy.objective());
+  if (other.empty()) return false;
+  for (const v1::Constraint& c : policy.constraints()) {
+    if (c.metric() == other) return true;
+  }
+  return false;
+}
+
 const v1::Constraint* OtherP99Constraint(const std::vector<v1::Constraint>& constraints,
                                          const FleetPeriod& period) {
   if (period.other_metric.empty()) return nullptr;
@@ -491,6 +506,26 @@ std::string BrokenBound(const std::vector<v1::Constraint>& constraints,
   return "";
 }
 
+// A trial's fleet-wide check: the other p99's constraint only.
+v1::Verdict TrialGuard(const FleetPeriod& baseline_period, const FleetPeriod& now_period,
+                       const FleetGuardConfig& config, v1::Verdict v) {
+  Tally tally;
+  CheckOtherP99(baseline_period, now_period, config, &v, &tally);
+  v.set_rule("fleet_constraint");
+  if (!tally.failed.empty()) {
+    v.set_outcome(v1::Verdict::FAIL);
+    v.set_summary(absl::StrCat(
+        "FAIL: the fleet moved beyond a constraint during the trial (the whole fleet before "
+        "and during it: a cost that crosses racks is not seen canary against control): ",
+        tally.failed));
+    return v;
+  }
+  v.set_outcome(v1::Verdict::PASS);
+  v.set_summary(absl::StrFormat("fleet within its constraints during the trial (%s)",
+                                tally.passed.empty() ? "nothing measured" : tally.passed));
+  return v;
+}
+
 }  // namespace
 
 v1::Verdict FleetGuard(const FleetPeriod& baseline_period, const FleetPeriod& now_period, int hosts,
@@ -499,6 +534,7 @@ v1::Verdict FleetGuard(const FleetPeriod& baseline_period, const FleetPeriod& no
   v.set_samples(config.objective == v1::Objective::STEP_TIME_P99 ? "job_step_time" : "probe_rtt");
   v.set_unix_nanos(config.now_unix_nanos);
   v.set_stage(config.stage);
+  if (config.trial) return TrialGuard(baseline_period, now_period, config, std::move(v));
   std::vector<const HostPeriod*> before, after;
   Matched(baseline_period.hosts, now_period.hosts, &before, &after);
   SetP99(baseline_period.rtt, &(*v.add_groups() = Group("fleet_baseline", before)));

@@ -78,6 +78,15 @@ struct FleetPeriod {
   v1::FleetSpread spread;
 };
 
+// The p99 series that is not `objective`'s: "probe_rtt_p99" under
+// STEP_TIME_P99, "step_time_p99" under a probe objective that names an op
+// (the job signal's series), else "" (no other series).
+std::string OtherP99Metric(const v1::Objective& objective);
+
+// Whether `policy` has a constraint on OtherP99Metric (the fleet guard holds
+// it, and a trial is checked on it fleet-wide: FleetGuardConfig::trial).
+bool HoldsOtherP99(const v1::Policy& policy);
+
 // The first of `constraints` on the series `period.other` holds (a
 // "step_time_p99" constraint under a probe objective, "probe_rtt_p99" under
 // the job's), or null: the objective's own p99 is the guard's fleet_p99 check.
@@ -118,6 +127,12 @@ struct FleetGuardConfig {
   // When it is shorter than the spread's periods, the spread is scaled up by
   // sqrt((1 + period / since) / 2): a shorter period holds fewer samples.
   double since_seconds = 0;
+  // A canary-only trial (a campaign's): only the p99 constraint on the other
+  // series is checked, fleet-wide. The trial's canary-versus-control test
+  // cannot see a cost that crosses racks, as a job's does when its ranks sit
+  // in canary and control racks alike (a lockstep job runs at the pace of its
+  // slowest exchange); the fleet before and during the trial can.
+  bool trial = false;
 };
 
 // The fleet-wide guard over a change's stages: a pure function. Compares each
@@ -159,6 +174,11 @@ struct FleetGuardConfig {
 // and samples) and one metric "fleet_<metric>" per guarded metric (ratio =
 // now / baseline, ratio_lower = the FAIL threshold, note with the figures),
 // and "fleet_p99" (not_evaluated when a period has too few probes).
+//
+// With `config.trial`: the other p99's constraint only (nothing else, and no
+// coverage HOLD: the merged sketches need no host coverage). FAIL with rule
+// "fleet_constraint" above its threshold, else PASS with that rule (the
+// metric's evidence says whether it was evaluated).
 v1::Verdict FleetGuard(const FleetPeriod& baseline, const FleetPeriod& now, int hosts,
                        const FleetGuardConfig& config);
 

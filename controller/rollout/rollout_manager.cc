@@ -1137,8 +1137,8 @@ absl::Status RolloutManager::StartStep(v1::Change* c, uint32_t stage) {
   // Every step's set is provisional until the change is DONE: a host that
   // loses the controller for the policy's lease restores its last-known-good.
   absl::StatusOr<v1::PolicyVersion> pv = policies_.Get(c->policy_name(), c->policy_version());
-  const uint32_t lease =
-      WithDefaults(pv.ok() ? pv->policy() : v1::Policy()).guard().provisional_lease_seconds();
+  const v1::Policy policy = WithDefaults(pv.ok() ? pv->policy() : v1::Policy());
+  const uint32_t lease = policy.guard().provisional_lease_seconds();
   std::vector<DesiredUpdate> updates;
   for (const v1::HostTarget& h : c->hosts()) {
     const bool now_changed = stage == 0 ? h.role() == v1::HostTarget::CANARY : h.stage() == stage;
@@ -1148,7 +1148,9 @@ absl::Status RolloutManager::StartStep(v1::Change* c, uint32_t stage) {
   }
   const absl::Time now = clock_->Now();
   TakeBaseline(*c, stage, now);
-  if (stage == 0 && !c->canary_only()) TakeFleetBaseline(*c, now);
+  // A trial's too when its policy holds the other p99 series (its fleet-wide
+  // check: FleetGuardConfig::trial).
+  if (stage == 0 && (!c->canary_only() || HoldsOtherP99(policy))) TakeFleetBaseline(*c, now);
   v1::Change next = *c;
   const v1::ChangeState to = stage == 0 ? v1::CANARY : v1::STAGE;
   v1::ChangeTransition t =

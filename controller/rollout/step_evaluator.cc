@@ -61,7 +61,9 @@ std::vector<v1::Verdict> StepEvaluator::Look(const StepLook& in) const {
     return out;
   }
   if (!final || out.back().outcome() != v1::Verdict::PASS) return out;
-  if (!in.change->canary_only()) {
+  // A trial is checked fleet-wide when it has a fleet baseline: one taken for
+  // a policy that holds the other p99 series (FleetGuardConfig::trial).
+  if (!in.change->canary_only() || in.fleet_baseline != nullptr) {
     v1::Verdict fleet = Fleet(in);
     fleet.set_look(out.back().look());
     fleet.set_looks(out.back().looks());
@@ -289,6 +291,7 @@ v1::Verdict StepEvaluator::Fleet(const StepLook& in) const {
   cfg.min_rtt_samples = in.policy.guard().min_samples();
   cfg.now_unix_nanos = absl::ToUnixNanos(in.now);
   cfg.objective = in.policy.objective().metric();
+  cfg.trial = in.change->canary_only();
   if (in.fleet_baseline == nullptr) {
     v1::Verdict v;
     v.set_outcome(v1::Verdict::HOLD);
@@ -377,14 +380,8 @@ FleetPeriod StepEvaluator::FleetPeriods(const v1::Change& c, absl::Time from, ab
   FleetPeriod out;
   const v1::Objective& objective = policy.objective();
   const bool job_objective = objective.metric() == v1::Objective::STEP_TIME_P99;
-  // The other series, merged only when a constraint of the policy names it
-  // (the job signal only when the objective names its op).
-  const std::string other = job_objective            ? "probe_rtt_p99"
-                            : objective.op().empty() ? ""
-                                                     : "step_time_p99";
-  for (const v1::Constraint& c : policy.constraints()) {
-    if (!other.empty() && c.metric() == other) out.other_metric = other;
-  }
+  // The other series, merged only when a constraint of the policy names it.
+  if (HoldsOtherP99(policy)) out.other_metric = OtherP99Metric(objective);
   for (const v1::HostTarget& h : c.hosts()) {
     // Switches report levels, not tx_bytes: as in the judge's baseline, they
     // are not part of the fleet's host evidence.

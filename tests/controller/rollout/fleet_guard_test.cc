@@ -224,6 +224,46 @@ FleetPeriod JobPeriod(double probe_p99_us, int job_events, double job_p99_us) {
   return p;
 }
 
+// A canary-only trial: only the other p99's constraint is checked, fleet-wide
+// (the trial's DiD cannot see a cost that crosses racks). Throughput, the
+// objective's own p99 and the hosts' coverage are the trial judge's, not this.
+TEST(FleetGuardTest, ATrialIsHeldOnlyToTheOtherP99sConstraint) {
+  FleetGuardConfig cfg;
+  cfg.min_rtt_samples = 2000;
+  cfg.trial = true;
+  cfg.constraints = {Constraint("step_time_p99", 1.05)};
+  const FleetPeriod before = JobPeriod(40, 3000, 400);
+
+  v1::Verdict worse = FleetGuard(before, JobPeriod(27, 3000, 480), 32, cfg);
+  EXPECT_EQ(worse.outcome(), v1::Verdict::FAIL) << worse.summary();
+  EXPECT_EQ(worse.rule(), "fleet_constraint");
+  EXPECT_THAT(worse.summary(), HasSubstr("during the trial"));
+  EXPECT_THAT(worse.summary(), HasSubstr("FAIL above 1.155"));
+  ASSERT_EQ(worse.metrics_size(), 1) << worse.DebugString();
+  EXPECT_EQ(worse.metrics(0).metric(), "fleet_step_time_p99");
+
+  // The fleet's throughput halved and its probe p99 doubled: not this
+  // check's (the trial's own judge holds them canary against control).
+  FleetPeriod slow = Fleet(32, 5);
+  slow.rtt = Probes(5000, 80);
+  slow.other_metric = "step_time_p99";
+  slow.other = Probes(3000, 410);
+  v1::Verdict ok = FleetGuard(before, slow, 32, cfg);
+  EXPECT_EQ(ok.outcome(), v1::Verdict::PASS) << ok.summary();
+  EXPECT_THAT(ok.summary(), HasSubstr("during the trial (step_time_p99 1.0"));
+  ASSERT_EQ(ok.metrics_size(), 1) << ok.DebugString();
+
+  // No host data in either period: no coverage HOLD, the merged sketches decide.
+  FleetPeriod no_hosts = JobPeriod(27, 3000, 480);
+  no_hosts.hosts.clear();
+  EXPECT_EQ(FleetGuard(before, no_hosts, 32, cfg).outcome(), v1::Verdict::FAIL);
+
+  // Thin job data: not evaluated, and the trial is not failed for it.
+  v1::Verdict thin = FleetGuard(before, JobPeriod(27, 500, 600), 32, cfg);
+  EXPECT_EQ(thin.outcome(), v1::Verdict::PASS) << thin.summary();
+  EXPECT_EQ(thin.metrics(0).outcome(), "not_evaluated");
+}
+
 TEST(FleetGuardTest, AJobStepTimeConstraintHoldsTheFleetsJobP99AtTheLastStage) {
   FleetGuardConfig cfg;
   cfg.min_rtt_samples = 2000;

@@ -2369,6 +2369,69 @@ TEST_F(RolloutTest, AJobStepTimeConstraintRollsBackAtTheLastStageWhatSlowsTheWho
   for (const std::string& h : hosts_) EXPECT_EQ(agents_[h]->Param("rpg_time_reset", 0), 300) << h;
 }
 
+// A trial's canary-versus-control test cannot see a cost that crosses racks:
+// here every host's job slows by 40% whenever a trial runs (its ranks sit in
+// canary and control racks alike), while the probes' tail falls on the
+// canary. The job's DiD is 1; the fleet's job p99 before and during the
+// trial is not, so every trial FAILs on the job's constraint, no trial
+// improves and nothing is proposed.
+TEST_F(RolloutTest, ATrialThatSlowsTheJobFleetWideFailsOnTheJobsConstraint) {
+  ApplyPolicy(absl::StrReplaceAll(PolicyText(),
+                                  {{"objective { metric: PROBE_RTT_P99 }",
+                                    "objective { metric: PROBE_RTT_P99 op: \"step\" }\n"
+                                    "constraints { metric: \"step_time_p99\" max_ratio: 1.05 }"}}));
+  factor_ = [](int64_t v) { return 0.5 + 0.5 * std::min(1.0, std::max(0.0, (v - 20) / 280.0)); };
+  job_tail_factor_ = [this](const std::string&) { return AnyChangeActive() ? 1.4 : 1.0; };
+  Run(40);
+  const std::string id = StartApprovedCampaign();
+  ASSERT_FALSE(id.empty());
+  const v1::Campaign now = RunCampaign(id);
+  ASSERT_EQ(now.state(), v1::Campaign::FINISHED) << now.DebugString();
+  ASSERT_GE(now.trials_size(), 1);
+  for (const v1::Trial& tr : now.trials()) {
+    EXPECT_NE(tr.outcome(), "improved") << tr.DebugString();
+    const v1::Change c = Get(tr.change_id());
+    ASSERT_GT(c.verdicts_size(), 0) << c.DebugString();
+    const v1::Verdict& v = c.verdicts(c.verdicts_size() - 1);
+    EXPECT_EQ(v.outcome(), v1::Verdict::FAIL) << v.summary();
+    EXPECT_EQ(v.rule(), "fleet_constraint") << v.summary();
+    EXPECT_THAT(v.summary(), HasSubstr("during the trial"));
+    const v1::MetricEvidence* m = FleetMetric(v, "fleet_step_time_p99");
+    ASSERT_NE(m, nullptr) << v.DebugString();
+    EXPECT_GT(m->ratio(), 1.2);
+  }
+  EXPECT_TRUE(now.promotion_change_id().empty()) << now.DebugString();
+}
+
+// The same campaign without the job's cost: the fleet check passes each trial
+// and its evidence joins the trial's verdict.
+TEST_F(RolloutTest, ATrialThatLeavesTheJobAlonePassesItsFleetCheck) {
+  ApplyPolicy(absl::StrReplaceAll(PolicyText(),
+                                  {{"objective { metric: PROBE_RTT_P99 }",
+                                    "objective { metric: PROBE_RTT_P99 op: \"step\" }\n"
+                                    "constraints { metric: \"step_time_p99\" max_ratio: 1.05 }"}}));
+  factor_ = [](int64_t v) { return 0.5 + 0.5 * std::min(1.0, std::max(0.0, (v - 20) / 280.0)); };
+  job_tail_factor_ = [](const std::string&) { return 1.0; };
+  Run(40);
+  const std::string id = StartApprovedCampaign();
+  ASSERT_FALSE(id.empty());
+  const v1::Campaign now = RunCampaign(id);
+  ASSERT_EQ(now.state(), v1::Campaign::FINISHED) << now.DebugString();
+  int improved = 0;
+  for (const v1::Trial& tr : now.trials()) {
+    improved += tr.outcome() == "improved" ? 1 : 0;
+    const v1::Change c = Get(tr.change_id());
+    const v1::Verdict& v = c.verdicts(c.verdicts_size() - 1);
+    if (v.outcome() != v1::Verdict::PASS) continue;
+    const v1::MetricEvidence* m = FleetMetric(v, "fleet_step_time_p99");
+    ASSERT_NE(m, nullptr) << v.DebugString();
+    EXPECT_EQ(m->outcome(), "pass") << m->note();
+    EXPECT_NEAR(m->ratio(), 1.0, 0.1);
+  }
+  EXPECT_GE(improved, 1) << now.DebugString();
+  EXPECT_FALSE(now.promotion_change_id().empty()) << now.DebugString();
+}
+
 TEST_F(RolloutTest, NeutralChangePassesTheFleetGuardAtEveryStepToDone) {
   ApplyPolicy(PolicyText());
   // Throughput varies +-4% per host and window, the same before and after.

@@ -211,7 +211,9 @@ TEST_F(StepEvaluatorTest, TheOtherP99IsMergedOnlyForAConstraintOnIt) {
   EXPECT_TRUE(evaluator_.FleetPeriods(c, start, to, 4, policy).other.empty());
 }
 
-TEST_F(StepEvaluatorTest, ATrialIsNotFleetGuarded) {
+// A trial has a fleet baseline only when its policy holds the other p99
+// series (RolloutManager takes it then); without one it is not fleet-checked.
+TEST_F(StepEvaluatorTest, ATrialWithoutAFleetBaselineIsNotFleetGuarded) {
   const v1::Change c = ChangeAt(v1::CANARY, 0, true, {{v1::HostTarget::CANARY, 0}});
   const std::vector<v1::Verdict> v = evaluator_.Look(LookAt(c, 2, 2));
   ASSERT_EQ(v.size(), 1u);
