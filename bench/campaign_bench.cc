@@ -23,7 +23,9 @@
 //   reports about 16 bursts a second; a host's p99 needs 100). A proposed
 //   winner is then promoted (approved, canary racks, all racks): how its
 //   promotion ends, and the fleet guard's last figure on the job's merged
-//   burst p99 (and its stage). Not in the default run (--scenarios=tor_ecn_job).
+//   burst p99 (and its stage); and each trial's fleet-wide check on the same
+//   merged burst p99 (a trial beyond the constraint FAILs and cannot win).
+//   Not in the default run (--scenarios=tor_ecn_job).
 // - a_a: a campaign of a knob the simulator ignores (cnp_dscp: the DSCP of
 //   the CNPs a host sends, which the fabric model does not route by), on host
 //   canaries: nothing can be gained, so a proposed winner is a false one (the
@@ -109,7 +111,32 @@ struct Outcome {
   std::string promotion, promotion_rule;
   double fleet_job_ratio = 0;
   int fleet_job_stage = 0;
+  // tor_ecn_job: trials (the confirmation included) the fleet-wide check on
+  // the job's burst p99 failed, and their ratios.
+  int trials_failed_on_job = 0;
+  std::string trial_job_ratios;
 };
+
+// tor_ecn_job: each trial's fleet-wide figure on the job's merged burst p99
+// (FleetGuardConfig::trial) as "index:ratio" ("index:-" when not evaluated),
+// from its last verdict that carries it, and how many trials it failed.
+void TrialJobChecks(Env& env, const v1::Campaign& t, Outcome* o) {
+  std::vector<std::string> ratios;
+  for (const v1::Trial& tr : t.trials()) {
+    absl::StatusOr<v1::Change> c = env.GetChange(tr.change_id());
+    const v1::MetricEvidence* last = nullptr;
+    for (int i = c.ok() ? c->verdicts_size() - 1 : -1; i >= 0 && last == nullptr; --i) {
+      for (const v1::MetricEvidence& m : c->verdicts(i).metrics()) {
+        if (m.metric() == "fleet_step_time_p99") last = &m;
+      }
+    }
+    ratios.push_back(last == nullptr || last->ratio() <= 0
+                         ? absl::StrCat(tr.index(), ":-")
+                         : absl::StrFormat("%d:%.3f", tr.index(), last->ratio()));
+    o->trials_failed_on_job += last != nullptr && last->outcome() == "fail" ? 1 : 0;
+  }
+  o->trial_job_ratios = ratios.empty() ? "-" : absl::StrJoin(ratios, ",");
+}
 
 // Promotes campaign `t`'s proposed winner through the real flow and records
 // how it ended.
@@ -208,6 +235,7 @@ bool RunOne(const std::string& scenario, int seed, int budget, Outcome* o) {
     o->search_lower = w->objective_lower();
     o->search_upper = w->objective_upper();
   }
+  if (scenario == "tor_ecn_job") TrialJobChecks(env, *t, o);
   if (scenario == "tor_ecn_job" && o->proposed) Promote(env, *t, o);
   if (tor && o->proposed) {
     const std::map<std::string, int64_t> start(t->start().begin(), t->start().end());
@@ -220,7 +248,7 @@ bool RunOne(const std::string& scenario, int seed, int budget, Outcome* o) {
       "BENCH campaign_live_%s_run seed=%d trials=%d proposed=%d confirmation=%s "
       "claim=%.3f claim_lower=%.3f claim_upper=%.3f search=%.3f search_lower=%.3f "
       "search_upper=%.3f true_ratio=%.3f covered=%d search_covered=%d "
-      "true_incast_burst_p99_ratio=%.3f true_throughput_ratio=%.3f best=%s%s\n",
+      "true_incast_burst_p99_ratio=%.3f true_throughput_ratio=%.3f best=%s%s%s\n",
       scenario.c_str(), seed, BudgetedTrials(*t), o->proposed ? 1 : 0,
       Confirmation(*t) == nullptr ? "none" : Confirmation(*t)->outcome().c_str(), o->claim,
       o->lower, o->upper, o->search, o->search_lower, o->search_upper, o->truth,
@@ -236,6 +264,11 @@ bool RunOne(const std::string& scenario, int seed, int budget, Outcome* o) {
                 " promotion=%s promotion_rule=%s fleet_guard_job_ratio=%.3f fleet_guard_stage=%d",
                 o->promotion, o->promotion_rule.empty() ? "-" : o->promotion_rule,
                 o->fleet_job_ratio, o->fleet_job_stage)
+                .c_str(),
+      scenario != "tor_ecn_job"
+          ? ""
+          : absl::StrFormat(" trials_failed_on_job=%d trial_fleet_job_ratios=%s",
+                            o->trials_failed_on_job, o->trial_job_ratios)
                 .c_str());
   std::fflush(stdout);
   return true;
@@ -253,6 +286,7 @@ int Main() {
     }
     int ran = 0, proposed = 0, judged = 0, covered = 0, search_covered = 0;
     int done = 0, rolled_back = 0;  // promotions (tor_ecn_job)
+    int trials_failed_on_job = 0;   // tor_ecn_job
     double ln_burst = 0;
     for (int s = 0; s < seeds; ++s) {
       Outcome o;
@@ -260,6 +294,7 @@ int Main() {
       ran += o.ran ? 1 : 0;
       done += o.promotion == "DONE" ? 1 : 0;
       rolled_back += o.promotion == "ROLLED_BACK" ? 1 : 0;
+      trials_failed_on_job += o.trials_failed_on_job;
       proposed += o.proposed ? 1 : 0;
       if (o.proposed && o.truth > 0) {
         ++judged;
@@ -276,7 +311,9 @@ int Main() {
           scenario.c_str(), seeds, ran, proposed, covered, judged, search_covered, judged,
           judged > 0 ? 100 * std::expm1(ln_burst / judged) : 0.0,
           scenario == "tor_ecn_job"
-              ? absl::StrFormat(" promotions_done=%d promotions_rolled_back=%d", done, rolled_back)
+              ? absl::StrFormat(
+                    " promotions_done=%d promotions_rolled_back=%d trials_failed_on_job=%d", done,
+                    rolled_back, trials_failed_on_job)
                     .c_str()
               : "");
     } else {

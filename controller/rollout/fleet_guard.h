@@ -128,10 +128,12 @@ struct FleetGuardConfig {
   // sqrt((1 + period / since) / 2): a shorter period holds fewer samples.
   double since_seconds = 0;
   // A canary-only trial (a campaign's): only the p99 constraint on the other
-  // series is checked, fleet-wide. The trial's canary-versus-control test
-  // cannot see a cost that crosses racks, as a job's does when its ranks sit
-  // in canary and control racks alike (a lockstep job runs at the pace of its
-  // slowest exchange); the fleet before and during the trial can.
+  // series is checked, fleet-wide (OtherP99Metric: the job's under a probe
+  // objective, the probes' under STEP_TIME_P99). The trial's
+  // canary-versus-control test cannot see a cost that crosses racks, as a
+  // job's does when its ranks sit in canary and control racks alike (a
+  // lockstep job runs at the pace of its slowest exchange); the fleet before
+  // and during the trial can.
   bool trial = false;
 };
 
@@ -184,7 +186,8 @@ v1::Verdict FleetGuard(const FleetPeriod& baseline, const FleetPeriod& now, int 
 
 // Adds the fleet verdict's groups and metrics to `into` (a PASS of the judge
 // that the fleet guard confirmed), so every step's verdict shows the fleet
-// figures.
+// figures. (For a trial's fleet FAIL the other way round: the judge's
+// figures join the FAIL, which the campaign reads the trial's estimate from.)
 void MergeFleetEvidence(const v1::Verdict& fleet, v1::Verdict* into);
 
 }  // namespace rocetune::controller

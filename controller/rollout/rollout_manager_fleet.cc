@@ -25,8 +25,9 @@ void RolloutManager::TakeFleetBaseline(const v1::Change& c, absl::Time step_star
   const absl::Duration baseline = Secs(policy.rollout().baseline_seconds());
   const int expected =
       std::max<int>(1, static_cast<int>(std::ceil(absl::FDivDuration(baseline, options_.window))));
+  // Per host sketches for the cumulative test, which a trial (one step) never runs.
   FleetPeriod fleet = evaluator_.FleetPeriods(c, boundary - baseline, boundary, expected, policy,
-                                              /*keep_host_rtt=*/true);
+                                              /*keep_host_rtt=*/!c.canary_only());
   // The fleet's own A/A spread: the same hosts over the periods of the
   // baseline's length before it, as far back as the telemetry keeps them
   // (periods without data from enough hosts are not counted).

@@ -68,6 +68,9 @@ std::vector<v1::Verdict> StepEvaluator::Look(const StepLook& in) const {
     fleet.set_look(out.back().look());
     fleet.set_looks(out.back().looks());
     if (fleet.outcome() != v1::Verdict::PASS) {
+      // A trial's verdict keeps the judge's figures beside the fleet's: the
+      // campaign records the trial's estimate from its last verdict.
+      if (in.change->canary_only()) MergeFleetEvidence(out.back(), &fleet);
       LogInfo("fleet guard", {{"change", in.change->id()},
                               {"outcome", v1::Verdict::Outcome_Name(fleet.outcome())},
                               {"summary", fleet.summary()}});

@@ -59,9 +59,12 @@ struct StepLook {
 //     host unchanged, the policy's hard limits over every changed host at
 //     every look (FAIL "guard:<metric>", HardLimitBreaches), else
 //     "no_control_left": a PASS at the final look, nothing before it;
-//  2. at the final look of a PASS of a change (trials excepted): the fleet
-//     guard over every host of the change against its fleet baseline; its
-//     figures join the PASS, or its HOLD / FAIL follows it;
+//  2. at the final look of a PASS of a change: the fleet guard over every
+//     host of the change against its fleet baseline; its figures join the
+//     PASS, or its HOLD / FAIL follows it. A trial (canary_only) has a fleet
+//     baseline only when its policy holds the other p99 series
+//     (HoldsOtherP99), and is then checked on that constraint alone
+//     (FleetGuardConfig::trial); its FAIL carries the judge's figures too;
 //  3. at the final look of a PASS (trials included): every host the step
 //     changed must confirm it, or a HOLD "canary_unconfirmed" names those
 //     that did not: not running the version pushed to them (no ack), or

@@ -2388,6 +2388,7 @@ TEST_F(RolloutTest, ATrialThatSlowsTheJobFleetWideFailsOnTheJobsConstraint) {
   const v1::Campaign now = RunCampaign(id);
   ASSERT_EQ(now.state(), v1::Campaign::FINISHED) << now.DebugString();
   ASSERT_GE(now.trials_size(), 1);
+  double best = 1;
   for (const v1::Trial& tr : now.trials()) {
     EXPECT_NE(tr.outcome(), "improved") << tr.DebugString();
     const v1::Change c = Get(tr.change_id());
@@ -2399,7 +2400,13 @@ TEST_F(RolloutTest, ATrialThatSlowsTheJobFleetWideFailsOnTheJobsConstraint) {
     const v1::MetricEvidence* m = FleetMetric(v, "fleet_step_time_p99");
     ASSERT_NE(m, nullptr) << v.DebugString();
     EXPECT_GT(m->ratio(), 1.2);
+    // The trial keeps the judge's estimate and the fleet's job figure beside it.
+    EXPECT_EQ(tr.outcome(), "fail");
+    EXPECT_GT(tr.objective_ratio(), 0) << tr.DebugString();
+    best = std::min(best, tr.objective_ratio());
+    EXPECT_GT(tr.constraints().at("fleet_step_time_p99"), 1.2) << tr.DebugString();
   }
+  EXPECT_LT(best, 0.9) << "a trial whose probes' tail fell: " << now.DebugString();
   EXPECT_TRUE(now.promotion_change_id().empty()) << now.DebugString();
 }
 
