@@ -314,6 +314,19 @@ class RolloutTest : public ::testing::Test {
     EXPECT_TRUE(a.ok()) << a.status();
     return t->id();
   }
+  // A campaign started, approved and run to its end (RunCampaign); empty
+  // when it could not start.
+  v1::Campaign CampaignRun() {
+    const std::string id = StartApprovedCampaign();
+    return id.empty() ? v1::Campaign() : RunCampaign(id);
+  }
+  // PolicyText() tuning the probes and holding the job's "step" p99 to 1.05.
+  static std::string JobHeldPolicy() {
+    return absl::StrReplaceAll(PolicyText(),
+                               {{"objective { metric: PROBE_RTT_P99 }",
+                                 "objective { metric: PROBE_RTT_P99 op: \"step\" }\n"
+                                 "constraints { metric: \"step_time_p99\" max_ratio: 1.05 }"}});
+  }
   // Feeds telemetry a second at a time (at most 400 s) until campaign `id` is
   // no longer RUNNING, calling `each` with it after every second; returns it.
   v1::Campaign RunCampaign(const std::string& id,
@@ -1733,9 +1746,7 @@ TEST_F(RolloutTest, AFleetWideShiftDuringEveryTrialIsNotCountedAsAGain) {
   ApplyPolicy(absl::StrReplaceAll(PolicyText(), {{" min_improvement: 0.03", ""}}));
   factor_ = [this](int64_t) { return AnyChangeActive() ? 0.7 : 1.0; };
   Run(6);
-  const std::string id = StartApprovedCampaign();
-  ASSERT_FALSE(id.empty());
-  const v1::Campaign now = RunCampaign(id);
+  const v1::Campaign now = CampaignRun();
   ASSERT_EQ(now.state(), v1::Campaign::FINISHED) << now.DebugString();
   int measured = 0;
   for (const v1::Trial& tr : now.trials()) {
@@ -2336,10 +2347,7 @@ TEST_F(FleetSpreadRolloutTest, WithTooLittleHistoryTheFleetGuardKeepsItsDefaultM
 // whose fleet check shows the job's p99 unchanged, and is rolled back at the
 // last stage by the fleet guard's check of the job's merged p99.
 TEST_F(RolloutTest, AJobStepTimeConstraintRollsBackAtTheLastStageWhatSlowsTheWholeJob) {
-  ApplyPolicy(absl::StrReplaceAll(PolicyText(),
-                                  {{"objective { metric: PROBE_RTT_P99 }",
-                                    "objective { metric: PROBE_RTT_P99 op: \"step\" }\n"
-                                    "constraints { metric: \"step_time_p99\" max_ratio: 1.05 }"}}));
+  ApplyPolicy(JobHeldPolicy());
   job_tail_factor_ = [this](const std::string&) {
     return HostsWith(8) == hosts_.size() ? 1.4 : 1.0;
   };
@@ -2376,16 +2384,11 @@ TEST_F(RolloutTest, AJobStepTimeConstraintRollsBackAtTheLastStageWhatSlowsTheWho
 // trial is not, so every trial FAILs on the job's constraint, no trial
 // improves and nothing is proposed.
 TEST_F(RolloutTest, ATrialThatSlowsTheJobFleetWideFailsOnTheJobsConstraint) {
-  ApplyPolicy(absl::StrReplaceAll(PolicyText(),
-                                  {{"objective { metric: PROBE_RTT_P99 }",
-                                    "objective { metric: PROBE_RTT_P99 op: \"step\" }\n"
-                                    "constraints { metric: \"step_time_p99\" max_ratio: 1.05 }"}}));
+  ApplyPolicy(JobHeldPolicy());
   factor_ = [](int64_t v) { return 0.5 + 0.5 * std::min(1.0, std::max(0.0, (v - 20) / 280.0)); };
   job_tail_factor_ = [this](const std::string&) { return AnyChangeActive() ? 1.4 : 1.0; };
   Run(40);
-  const std::string id = StartApprovedCampaign();
-  ASSERT_FALSE(id.empty());
-  const v1::Campaign now = RunCampaign(id);
+  const v1::Campaign now = CampaignRun();
   ASSERT_EQ(now.state(), v1::Campaign::FINISHED) << now.DebugString();
   ASSERT_GE(now.trials_size(), 1);
   double best = 1;
@@ -2413,16 +2416,11 @@ TEST_F(RolloutTest, ATrialThatSlowsTheJobFleetWideFailsOnTheJobsConstraint) {
 // The same campaign without the job's cost: the fleet check passes each trial
 // and its evidence joins the trial's verdict.
 TEST_F(RolloutTest, ATrialThatLeavesTheJobAlonePassesItsFleetCheck) {
-  ApplyPolicy(absl::StrReplaceAll(PolicyText(),
-                                  {{"objective { metric: PROBE_RTT_P99 }",
-                                    "objective { metric: PROBE_RTT_P99 op: \"step\" }\n"
-                                    "constraints { metric: \"step_time_p99\" max_ratio: 1.05 }"}}));
+  ApplyPolicy(JobHeldPolicy());
   factor_ = [](int64_t v) { return 0.5 + 0.5 * std::min(1.0, std::max(0.0, (v - 20) / 280.0)); };
   job_tail_factor_ = [](const std::string&) { return 1.0; };
   Run(40);
-  const std::string id = StartApprovedCampaign();
-  ASSERT_FALSE(id.empty());
-  const v1::Campaign now = RunCampaign(id);
+  const v1::Campaign now = CampaignRun();
   ASSERT_EQ(now.state(), v1::Campaign::FINISHED) << now.DebugString();
   int improved = 0;
   for (const v1::Trial& tr : now.trials()) {

@@ -44,16 +44,23 @@ v1::Change ChangeAt(v1::ChangeState state, uint32_t stage, bool canary_only,
 
 using Counters = std::vector<std::tuple<const char*, int, uint64_t>>;  // name, priority, delta
 
-// Host `host`'s report of second `second` of the step starting at `step_start`
-// (seq second + 1, arrived half a second after it), with `counters` on
-// mlx5_0 port 1.
-absl::Status AddSecondReport(TelemetryStore& telemetry, const std::string& host,
-                             absl::Time step_start, int second, const Counters& counters = {}) {
+// An empty report of second `second` of the step starting at `step_start`
+// (seq second + 1).
+v1::Report SecondReport(absl::Time step_start, int second) {
   v1::Report r;
   r.set_seq(static_cast<uint64_t>(second + 1));
   const absl::Time start = step_start + absl::Seconds(second);
   r.set_start_unix_nanos(absl::ToUnixNanos(start));
   r.set_end_unix_nanos(absl::ToUnixNanos(start + absl::Seconds(1)));
+  return r;
+}
+
+// Host `host`'s report of second `second` of the step starting at `step_start`
+// (arrived half a second after it), with `counters` on mlx5_0 port 1.
+absl::Status AddSecondReport(TelemetryStore& telemetry, const std::string& host,
+                             absl::Time step_start, int second, const Counters& counters = {}) {
+  v1::Report r = SecondReport(step_start, second);
+  const absl::Time start = step_start + absl::Seconds(second);
   for (const auto& [name, prio, delta] : counters) {
     ::rocetune::testing::AddCounter(&r, name, prio, delta)
         ->set_rate_per_second(static_cast<double>(delta));
@@ -175,11 +182,8 @@ TEST_F(StepEvaluatorTest, TheOtherP99IsMergedOnlyForAConstraintOnIt) {
   const absl::Time start = absl::FromUnixSeconds(1'700'000'000);
   for (const char* host : {"h1", "h2"}) {
     for (int second = 0; second < 4; ++second) {
-      v1::Report r;
-      r.set_seq(static_cast<uint64_t>(second + 1));
+      v1::Report r = SecondReport(start, second);
       const absl::Time at = start + absl::Seconds(second);
-      r.set_start_unix_nanos(absl::ToUnixNanos(at));
-      r.set_end_unix_nanos(absl::ToUnixNanos(at + absl::Seconds(1)));
       v1::JobTiming* j = r.add_jobs();
       j->set_job("run1");
       j->set_op("incast");
@@ -423,11 +427,8 @@ class CumulativeTest : public StepEvaluatorTest {
   void Step(absl::Time after_start, const std::function<double(const std::string&)>& factor) {
     for (const v1::HostTarget& h : change_.hosts()) {
       for (int s = 0; s < 10; ++s) {
-        v1::Report r;
-        r.set_seq(static_cast<uint64_t>(s + 1));
+        v1::Report r = SecondReport(after_start, s);
         const absl::Time start = after_start + absl::Seconds(s);
-        r.set_start_unix_nanos(absl::ToUnixNanos(start));
-        r.set_end_unix_nanos(absl::ToUnixNanos(start + absl::Seconds(1)));
         v1::LatencyWindow* w = r.add_latency();
         w->set_peer_class("intra_rack");
         const QuantileSketch sk = Probes(h.host_id(), factor(h.host_id()), 1);
