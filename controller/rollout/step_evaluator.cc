@@ -311,7 +311,8 @@ v1::Verdict StepEvaluator::Fleet(const StepLook& in) const {
   FleetPeriod since =
       FleetPeriods(*in.change, in.after_start, to, std::max(1, expected), in.policy);
   const absl::Time onset_to = OnsetEnd(in, to);
-  if (onset_to > in.after_start) {
+  // A trial's check has no onset test (FleetGuardConfig::trial).
+  if (!cfg.trial && onset_to > in.after_start) {
     const int onset_windows = static_cast<int>(telemetry_->WindowIndex(onset_to) -
                                                telemetry_->WindowIndex(in.after_start));
     since.onset_rtt =
