@@ -22,8 +22,10 @@ configure: deps
 build: configure
 	@ninja -C $(BUILD) -j $(JOBS)
 
-# Builds once, runs every ctest label (unit, integration, e2e, vm), then the unit
-# tests again under AddressSanitizer + UndefinedBehaviorSanitizer.
+# Builds once, runs every ctest label (unit, integration, vm, then e2e four at a
+# time in the background), and meanwhile at nice 19 the unit tests under
+# AddressSanitizer + UndefinedBehaviorSanitizer, the tsan label under
+# ThreadSanitizer and the fuzz targets (scripts/run-tests).
 test: deps
 	@BUILD=$(BUILD) ASAN_BUILD=$(ASAN_BUILD) FUZZ_BUILD=$(FUZZ_BUILD) JOBS=$(JOBS) scripts/run-tests
 

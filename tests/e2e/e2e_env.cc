@@ -1,8 +1,6 @@
 #include "tests/e2e/e2e_env.h"
 
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -22,23 +20,6 @@
 
 namespace rocetune::e2e {
 namespace {
-
-// A free loopback TCP port (bound and released; the controller binds it next).
-int PickPort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
-    socklen_t len = sizeof a;
-    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    port = ntohs(a.sin_port);
-  }
-  close(fd);
-  return port;
-}
 
 grpc::ClientContext* WithActor(grpc::ClientContext* ctx) {
   ctx->AddMetadata("rocetune-actor", "e2e-test");
@@ -79,7 +60,10 @@ Env::~Env() {
 }
 
 bool Env::StartController() {
-  if (port_ == 0) port_ = PickPort();
+  // The first controller binds a port of the kernel's choice (read from its
+  // ready file); a restart asks for that same port, where the agents
+  // reconnect. No port is picked and released first: e2e tests run side by
+  // side, and another test could take a released port.
   ++controller_starts_;
   testing::ControllerLaunch launch{
       .dir = dir_,
@@ -101,6 +85,7 @@ bool Env::StartController() {
                       options_.controller_flags.end());
   controller_ = std::make_unique<testing::ControllerProcess>(std::move(launch));
   if (!controller_->Start()) return false;
+  port_ = controller_->grpc_port();
   channel_ =
       grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_), grpc::InsecureChannelCredentials());
   admin_ = v1::AdminService::NewStub(channel_);
