@@ -69,7 +69,8 @@ int64_t NftCounter(const std::string& nft, const std::string& counter) {
   return v;
 }
 
-// The kernel's count of TCP resets sent in this thread's namespace.
+// The kernel's count of TCP resets sent in this thread's namespace, on any
+// port (printed, not held).
 int64_t TcpOutRsts() {
   std::ifstream in("/proc/thread-self/net/snmp");
   std::vector<std::string> header, values;
@@ -229,7 +230,12 @@ TEST(ControllerCutE2E, SilentCutAgentsStallHoldReportsAndReconnect) {
   EXPECT_EQ(received_end, received_1s) << "reports reached the controller through the cut";
   EXPECT_EQ(stale, 32) << "the controller still saw hosts reporting";
   EXPECT_EQ(resets, 0) << "TCP resets on the controller's port during the cut";
-  EXPECT_EQ(rsts, 0) << "the kernel sent TCP resets during the cut";
+  // The namespace's count of resets sent (kernel_rsts in the FAULT line) also
+  // counts every other connection in it, the test's own scrapes of the
+  // metrics pages every 100 ms among them: a run with the e2e tests side by
+  // side counted one there and none on the controller's port. The cut's
+  // silence is the `resets` counter above, on that port (the kernel's resets
+  // pass the output hook).
   // Every agent noticed the stalled stream.
   ASSERT_NE(all_stalled, absl::InfinitePast()) << "not every agent reported a stall";
   const double detect_first = absl::ToDoubleSeconds(first_stall - cut_at);

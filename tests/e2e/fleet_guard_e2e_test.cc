@@ -253,14 +253,26 @@ TEST_F(FleetGuardE2E, UnderTheJobsStepTimeTheCanaryJudgeSeesACollectiveCost) {
   }
   ASSERT_NE(judged, nullptr);
   EXPECT_EQ(judged->stage(), 0u) << "caught at the canary";
-  ASSERT_EQ(judged->rule(), "p99_did_t_test") << judged->DebugString().substr(0, 4000);
-  EXPECT_THAT(judged->summary(), HasSubstr("canary p99 job step time changed"));
+  // Usually the difference-in-differences test decides. On a loaded machine
+  // (e2e tests side by side, a build beside them) the first looks can hold on
+  // thin data and the judge's fabric-regression rule decide a look or two
+  // later: the canary's step time against its own baseline, far beyond
+  // control's. Either is the canary judge reading the job's step time.
+  ASSERT_TRUE(judged->rule() == "p99_did_t_test" || judged->rule() == "fabric_regression")
+      << judged->DebugString().substr(0, 4000);
+  EXPECT_THAT(judged->summary(), HasSubstr(judged->rule() == "p99_did_t_test"
+                                               ? "canary p99 job step time changed"
+                                               : "canary p99 rose"));
+  const v1::MetricEvidence* did = nullptr;
   for (const v1::MetricEvidence& m : judged->metrics()) {
-    if (m.metric() == "ln_p99_did") {
-      std::printf("BENCH e2e_job_objective canary_step_p99_ratio=%.3f rack_pairs=%u\n", m.ratio(),
-                  m.rack_pairs());
-    }
+    if (m.metric() == "ln_p99_did") did = &m;
   }
+  ASSERT_NE(did, nullptr) << judged->DebugString().substr(0, 4000);
+  std::printf("BENCH e2e_job_objective canary_step_p99_ratio=%.3f rack_pairs=%u rule=%s\n",
+              did->ratio(), did->rack_pairs(), judged->rule().c_str());
+  // Setting the rate on the first CNP to 1000 (from 0) costs the ring far
+  // more than any look's noise: 2.2 to 3.0 measured across looks and runs.
+  EXPECT_GT(did->ratio(), 1.5);
 }
 
 }  // namespace
