@@ -260,9 +260,9 @@ TEST_F(FleetGuardE2E, UnderTheJobsStepTimeTheCanaryJudgeSeesACollectiveCost) {
   // control's. Either is the canary judge reading the job's step time.
   ASSERT_TRUE(judged->rule() == "p99_did_t_test" || judged->rule() == "fabric_regression")
       << judged->DebugString().substr(0, 4000);
-  EXPECT_THAT(judged->summary(), HasSubstr(judged->rule() == "p99_did_t_test"
-                                               ? "canary p99 job step time changed"
-                                               : "canary p99 rose"));
+  EXPECT_THAT(judged->summary(),
+              HasSubstr(judged->rule() == "p99_did_t_test" ? "canary p99 job step time changed"
+                                                           : "canary p99 rose"));
   const v1::MetricEvidence* did = nullptr;
   for (const v1::MetricEvidence& m : judged->metrics()) {
     if (m.metric() == "ln_p99_did") did = &m;

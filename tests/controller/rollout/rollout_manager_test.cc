@@ -396,6 +396,11 @@ class RolloutTest : public ::testing::Test {
   uint64_t seq_ = 0;
   std::mt19937_64 rng_{42};
   std::function<double(int64_t)> factor_ = [](int64_t) { return 1.0; };
+  // A factor_ for campaigns: the tail shrinks linearly as rpg_time_reset
+  // falls from 300 (1.0) towards 20 (0.5).
+  static double TailShrinksWithTimeReset(int64_t v) {
+    return 0.5 + 0.5 * std::min(1.0, std::max(0.0, (v - 20) / 280.0));
+  }
   // When set, in place of factor_: the tail factor of a host at a value.
   std::function<double(const std::string&, int64_t)> host_factor_;
   // When set, every report carries the job signal (job "train", op "step"),
@@ -1650,8 +1655,7 @@ TEST_F(RolloutTest, ValuesRolledBackOnAFailAreRefusedUnlessOverriddenAndNotTrial
 
 TEST_F(RolloutTest, CampaignTrialsRunCanaryOnlyAndPromotionNeedsApproval) {
   ApplyPolicy(PolicyText());
-  // The tail shrinks as rpg_time_reset falls from 300 towards 20.
-  factor_ = [](int64_t v) { return 0.5 + 0.5 * std::min(1.0, std::max(0.0, (v - 20) / 280.0)); };
+  factor_ = TailShrinksWithTimeReset;
   Run(6);
   auto t = StartCampaign({"alice", true});
   ASSERT_TRUE(t.ok()) << t.status();
@@ -1777,7 +1781,7 @@ TEST_F(RolloutTest, AFleetWideShiftDuringEveryTrialIsNotCountedAsAGain) {
 // too few probes for the judge, so it HOLDs; its retry has them all.
 TEST_F(RolloutTest, AHoldTrialIsRetriedOnceWithTwiceTheBake) {
   ApplyPolicy(PolicyText());
-  factor_ = [](int64_t v) { return 0.5 + 0.5 * std::min(1.0, std::max(0.0, (v - 20) / 280.0)); };
+  factor_ = TailShrinksWithTimeReset;
   std::string first_trial;
   std::set<std::string> first_canary;
   probes_ = [this, &first_trial, &first_canary](const std::string& h) {
@@ -1839,7 +1843,7 @@ TEST_F(RolloutTest, AHoldTrialIsRetriedOnceWithTwiceTheBake) {
 // the promotion carries both estimates.
 TEST_F(RolloutTest, AWinnerIsConfirmedOnFreshCanaryHostsBeforeItIsProposed) {
   ApplyPolicy(PolicyText());
-  factor_ = [](int64_t v) { return 0.5 + 0.5 * std::min(1.0, std::max(0.0, (v - 20) / 280.0)); };
+  factor_ = TailShrinksWithTimeReset;
   Run(6);
   const std::string id = StartApprovedCampaign();
   ASSERT_FALSE(id.empty());
@@ -1896,7 +1900,7 @@ TEST_F(RolloutTest, AWinnerIsConfirmedOnFreshCanaryHostsBeforeItIsProposed) {
 // again, and the winner is proposed once a confirmation confirms it.
 TEST_F(RolloutTest, AnAbortedConfirmationIsRunAgain) {
   ApplyPolicy(PolicyText());
-  factor_ = [](int64_t v) { return 0.5 + 0.5 * std::min(1.0, std::max(0.0, (v - 20) / 280.0)); };
+  factor_ = TailShrinksWithTimeReset;
   Run(6);
   const std::string id = StartApprovedCampaign();
   ASSERT_FALSE(id.empty());
@@ -1978,7 +1982,7 @@ TEST_F(RolloutTest, AWinnerThatFreshCanaryHostsDoNotConfirmIsNotProposed) {
 // controller loads it, not continued on a mixed scale.
 TEST_F(RolloutTest, ACampaignScoredByAnEarlierVersionIsStoppedAtLoad) {
   ApplyPolicy(PolicyText());
-  factor_ = [](int64_t v) { return 0.5 + 0.5 * std::min(1.0, std::max(0.0, (v - 20) / 280.0)); };
+  factor_ = TailShrinksWithTimeReset;
   Run(6);
   const std::string id = StartApprovedCampaign();
   ASSERT_FALSE(id.empty());
@@ -2385,7 +2389,7 @@ TEST_F(RolloutTest, AJobStepTimeConstraintRollsBackAtTheLastStageWhatSlowsTheWho
 // improves and nothing is proposed.
 TEST_F(RolloutTest, ATrialThatSlowsTheJobFleetWideFailsOnTheJobsConstraint) {
   ApplyPolicy(JobHeldPolicy());
-  factor_ = [](int64_t v) { return 0.5 + 0.5 * std::min(1.0, std::max(0.0, (v - 20) / 280.0)); };
+  factor_ = TailShrinksWithTimeReset;
   job_tail_factor_ = [this](const std::string&) { return AnyChangeActive() ? 1.4 : 1.0; };
   Run(40);
   const v1::Campaign now = CampaignRun();
@@ -2417,7 +2421,7 @@ TEST_F(RolloutTest, ATrialThatSlowsTheJobFleetWideFailsOnTheJobsConstraint) {
 // and its evidence joins the trial's verdict.
 TEST_F(RolloutTest, ATrialThatLeavesTheJobAlonePassesItsFleetCheck) {
   ApplyPolicy(JobHeldPolicy());
-  factor_ = [](int64_t v) { return 0.5 + 0.5 * std::min(1.0, std::max(0.0, (v - 20) / 280.0)); };
+  factor_ = TailShrinksWithTimeReset;
   job_tail_factor_ = [](const std::string&) { return 1.0; };
   Run(40);
   const v1::Campaign now = CampaignRun();
