@@ -23,7 +23,7 @@ build: configure
 	@ninja -C $(BUILD) -j $(JOBS)
 
 # Builds once, runs every ctest label (unit, integration, vm, then e2e four at a
-# time in the background), and meanwhile at nice 19 the unit tests under
+# time in the background), and meanwhile at nice 5 the unit tests under
 # AddressSanitizer + UndefinedBehaviorSanitizer, the tsan label under
 # ThreadSanitizer and the fuzz targets (scripts/run-tests).
 test: deps
