@@ -1,8 +1,6 @@
 #include "tests/e2e/e2e_env.h"
 
 #include <signal.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
