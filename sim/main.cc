@@ -32,6 +32,8 @@
 #include "daemon/metrics_exposer.h"
 #include "daemon/process_metrics.h"
 #include "daemon/shutdown.h"
+#include "prometheus/gauge.h"
+#include "prometheus/registry.h"
 #include "rocetune_job.h"
 #include "sim/fabric.h"
 #include "sim/scenario_loader.h"
@@ -199,6 +201,13 @@ int RunAgents(Fabric* fabric) {
     exposer = *std::move(e);
     exposer->AddCollectable(std::make_shared<ProcessMetrics>("fabricsim"));
   }
+  // The fabric's own clock: a test or an operator can wait for simulated time
+  // (a warm-up, a workload phase) however far behind its pace the fabric runs.
+  prometheus::Gauge& simulated_seconds = prometheus::BuildGauge()
+                                             .Name("rocetune_fabricsim_simulated_seconds")
+                                             .Help("Simulated time the fabric has run, in seconds")
+                                             .Register(*registry)
+                                             .Add({});
   std::vector<std::unique_ptr<AgentMetrics>> metrics;
   // The agents measure time on the fabric's clock (see SimClock), so their
   // rates stay the fabric's own when it falls behind its pace.
@@ -373,6 +382,7 @@ int RunAgents(Fabric* fabric) {
   absl::Time last_warned = absl::InfinitePast();
   while (!fabric->done() && !Shutdown::Requested()) {
     fabric->RunUntil(fabric->now_ns() + chunk);
+    simulated_seconds.Set(static_cast<double>(fabric->now_ns()) / 1e9);
     for (const Fabric::SimJobEvent& e : fabric->TakeJobEvents()) {
       // A full or absent socket drops the event (counted by the handle), as
       // for a real job.

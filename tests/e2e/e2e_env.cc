@@ -15,6 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/test_support.h"
 
 namespace rocetune::e2e {
 namespace {
@@ -123,6 +124,10 @@ bool Env::Start() {
       absl::StrAppend(&pairs, pairs.empty() ? "" : ",", host, "=", address, ":", port_);
     }
     args.push_back(absl::StrCat("--controller_of=", pairs));
+  }
+  if (options_.fabric_metrics) {
+    args.push_back("--metrics_address=127.0.0.1:0");
+    args.push_back(absl::StrCat("--ready_file=", dir_, "/fabricsim.ready"));
   }
   args.insert(args.end(), options_.fabricsim_flags.begin(), options_.fabricsim_flags.end());
   mkdir(absl::StrCat(dir_, "/agents").c_str(), 0700);
@@ -293,6 +298,36 @@ bool Env::WaitForTelemetry(absl::Duration span, absl::Duration timeout) {
         return true;
       },
       span + timeout, absl::Milliseconds(100));
+}
+
+int Env::fabric_metrics_port() {
+  if (fabric_metrics_port_ <= 0 && options_.fabric_metrics && fabric_ != nullptr) {
+    fabric_metrics_port_ = testing::WaitForPortInReadyFile(absl::StrCat(dir_, "/fabricsim.ready"),
+                                                           "metrics_port", absl::Seconds(20));
+  }
+  return fabric_metrics_port_;
+}
+
+bool Env::WaitForSimulatedTime(absl::Duration sim_time, absl::Duration timeout) {
+  const int port = fabric_metrics_port();
+  if (port <= 0) {
+    ADD_FAILURE() << "WaitForSimulatedTime needs EnvOptions::fabric_metrics";
+    return false;
+  }
+  const double want = absl::ToDoubleSeconds(sim_time);
+  return WaitFor(
+      [&] {
+        const std::string page = testing::HttpGet(port, "/metrics");
+        // The sample's line, not the HELP or TYPE line that also names it.
+        const std::string kLine = "\nrocetune_fabricsim_simulated_seconds ";
+        const size_t at = page.find(kLine);
+        if (at == std::string::npos) return false;
+        const size_t from = at + kLine.size();
+        double seconds = 0;
+        return absl::SimpleAtod(page.substr(from, page.find('\n', from) - from), &seconds) &&
+               seconds >= want;
+      },
+      timeout, absl::Milliseconds(250));
 }
 
 int Env::controller_metrics_port() const {

@@ -47,6 +47,9 @@ struct EnvOptions {
   // One switch agent per simulated ToR (role=switch); off unless a test uses them.
   bool switch_agents = false;
   int expect_hosts = 32;  // hosts and switches
+  // fabricsim serves /metrics on a loopback port it picks (--metrics_address,
+  // --ready_file), for WaitForSimulatedTime and fabric_metrics_port().
+  bool fabric_metrics = false;
 };
 
 class Env {
@@ -92,6 +95,13 @@ class Env {
   // telemetry for a baseline or a measurement, however fast the simulation
   // runs. False after `timeout`.
   bool WaitForTelemetry(absl::Duration span, absl::Duration timeout = absl::Seconds(60));
+  // Waits until the fabric has run `sim_time` of simulated time (its
+  // rocetune_fabricsim_simulated_seconds), however far behind its pace it
+  // runs: a warm-up measured on the fabric's clock, not the wall's. Needs
+  // EnvOptions::fabric_metrics. False after `timeout`.
+  bool WaitForSimulatedTime(absl::Duration sim_time, absl::Duration timeout);
+  // fabricsim's /metrics port (EnvOptions::fabric_metrics), -1 when unknown.
+  int fabric_metrics_port();
 
   const std::string& dir() const { return dir_; }
   // The running controller's PID (-1 when none) and /metrics port (-1 unknown).
@@ -105,6 +115,7 @@ class Env {
   EnvOptions options_;
   std::string dir_;
   int port_ = 0;
+  int fabric_metrics_port_ = -1;  // fabric_metrics_port(), once read
   std::unique_ptr<testing::ControllerProcess> controller_;
   std::unique_ptr<testing::Subprocess> fabric_;
   std::shared_ptr<grpc::Channel> channel_;

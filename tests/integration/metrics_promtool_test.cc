@@ -90,7 +90,8 @@ void ExpectHostOnEverySeries(const std::string& body, const std::string& who) {
   int lines = 0;
   for (absl::string_view line : absl::StrSplit(body, '\n', absl::SkipEmpty())) {
     if (line[0] == '#' || !absl::StartsWith(line, "rocetune_") ||
-        absl::StartsWith(line, "rocetune_build_info")) {
+        absl::StartsWith(line, "rocetune_build_info") ||
+        absl::StartsWith(line, "rocetune_fabricsim_")) {  // the fabric's own, no host
       continue;
     }
     ++lines;
@@ -254,6 +255,7 @@ TEST_F(MetricsPromtoolTest, FabricsimAgentsServeAgentSeries) {
                   "--metrics_address=127.0.0.1:0", "--ready_file=" + dir_ + "/sim.ready",
                   "--state_dir=" + dir_ + "/sim", "--switch_agents=false"},
                  dir_ + "/sim.log");
+  const absl::Time started = absl::Now();
   ASSERT_TRUE(sim.Start());
   const int port = WaitForPortInReadyFile(dir_ + "/sim.ready", "metrics_port", absl::Seconds(20));
   ASSERT_GT(port, 0) << sim.Log();
@@ -276,6 +278,15 @@ TEST_F(MetricsPromtoolTest, FabricsimAgentsServeAgentSeries) {
   EXPECT_EQ(hosts.size(), 3u) << body;
   EXPECT_TRUE(absl::StrContains(body, "rocetune_agent_reports_sent_total{host=\"")) << body;
   EXPECT_TRUE(absl::StrContains(body, "rocetune_dcqcn_parameter{")) << body;
+  // The fabric's clock: at pace 1, some simulated time has run by now, and no
+  // more than the wall time since the process started.
+  const size_t at = body.find("\nrocetune_fabricsim_simulated_seconds ");
+  ASSERT_NE(at, std::string::npos) << body;
+  double simulated = -1;
+  const size_t from = body.find(' ', at + 1) + 1;
+  ASSERT_TRUE(absl::SimpleAtod(body.substr(from, body.find('\n', from) - from), &simulated));
+  EXPECT_GT(simulated, 0);
+  EXPECT_LE(simulated, absl::ToDoubleSeconds(absl::Now() - started) + 0.01);
   ExpectDaemonSeries(body, "fabricsim");
   ExpectHostOnEverySeries(body, "fabricsim");
   std::string out;
