@@ -272,7 +272,9 @@ TEST_F(AgentDriftE2E, PushMergesAndDriftOnEitherDeviceIsCorrectedWithoutALoop) {
       env_->WaitFor([&] { return ReadFile(rp0 + "rpg_hai_rate") == "50"; }, absl::Seconds(10)))
       << agent_->Log() << env_->ControllerLog();
   EXPECT_EQ(ReadFile(rp0 + "rpg_time_reset"), "310");
-  absl::SleepFor(absl::Seconds(3));  // a loop would keep writing rows meanwhile
+  // A loop would keep writing rows meanwhile: 3 s more of the agent's reports
+  // (three drift checks at least).
+  ASSERT_TRUE(env_->WaitForTelemetry(absl::Seconds(3))) << agent_->Log();
   ASSERT_EQ(env_->Ctl({"audit", "--limit=500"}, "alice", &out), 0) << out;
   const int corrected = CountLines(out, "drift_corrected");
   std::printf("drift: 2 out-of-band writes corrected with %d drift_corrected rows\n", corrected);

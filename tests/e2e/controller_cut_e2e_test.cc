@@ -339,8 +339,9 @@ TEST(ControllerCutE2E, SilentCutAgentsStallHoldReportsAndReconnect) {
       reconnect, rounds, expected_rounds, held_max, held_sent, filed, discarded, held_dropped,
       guard_during, restore_logs, storm_restored, storm.size());
   // A break-glass push has no change to roll back: the desired version stays
-  // the rejected one, but it is not applied again.
-  absl::SleepFor(absl::Seconds(3));
+  // the rejected one, but it is not applied again: 3 s more of reports from
+  // every host.
+  ASSERT_TRUE(env.WaitForTelemetry(absl::Seconds(3))) << env.ControllerLog();
   for (const v1::HostInfo& h : env.Hosts()) {
     if (!storm_version.contains(h.host_id()) || h.last_guard_event().empty()) continue;
     EXPECT_EQ(Param(h, "rpg_min_dec_fac"), 50) << h.host_id() << " went back into the storm";

@@ -85,12 +85,14 @@ TEST(ControllerUnreachableE2E, HostsKeepParametersGuardActsAloneAndReconnectFast
         << out;
   }
   std::map<std::string, std::string> storm_version;
+  size_t in_storm = 0;  // storm hosts whose guard had not acted yet
   for (const v1::HostInfo& h : env.Hosts()) {
     if (std::find(storm.begin(), storm.end(), h.host_id()) != storm.end()) {
       // The guard may already have restored a host whose storm began before
       // this read (it acts within a few hundred ms of the pause ratio).
       if (h.last_guard_event().empty()) {
         EXPECT_EQ(Param(h, "rpg_min_dec_fac"), 100) << h.host_id();
+        ++in_storm;
       }
       storm_version[h.host_id()] = h.desired_version();
     }
@@ -101,15 +103,19 @@ TEST(ControllerUnreachableE2E, HostsKeepParametersGuardActsAloneAndReconnectFast
       [&] { return env.FabricLog().find("local guard restored", log_before) != std::string::npos; },
       absl::Seconds(30));
   EXPECT_TRUE(guard_acted) << env.FabricLog().substr(log_before, 4000);
-  absl::SleepFor(absl::Seconds(2));  // the other storm hosts
-  int while_down = 0;
-  {
+  auto restores_while_down = [&] {
+    size_t n = 0;
     const std::string log = env.FabricLog();
     for (size_t at = log.find("local guard restored", log_before); at != std::string::npos;
          at = log.find("local guard restored", at + 1)) {
-      ++while_down;
+      ++n;
     }
-  }
+    return n;
+  };
+  // The other storm hosts: until every one still in its storm has restored,
+  // for 3 s at most (a host whose storm pauses longer restores later).
+  env.WaitFor([&] { return restores_while_down() >= in_storm; }, absl::Seconds(3));
+  const size_t while_down = restores_while_down();
   ASSERT_TRUE(env.StartController()) << env.ControllerLog();
   ASSERT_TRUE(env.WaitFor([&] { return Connected(env) == 32; }, absl::Seconds(30)));
   // Back: the storm hosts are on their previous set again, the controller
@@ -138,14 +144,15 @@ TEST(ControllerUnreachableE2E, HostsKeepParametersGuardActsAloneAndReconnectFast
     EXPECT_THAT(h.rejected_versions(), ::testing::Contains(it->second)) << h.ShortDebugString();
   }
   // A break-glass push has no change to roll back: the desired version stays
-  // the rejected one, but it is not applied again.
-  absl::SleepFor(absl::Seconds(3));
+  // the rejected one, but it is not applied again: 3 s more of reports from
+  // every host.
+  ASSERT_TRUE(env.WaitForTelemetry(absl::Seconds(3))) << env.ControllerLog();
   for (const v1::HostInfo& h : env.Hosts()) {
     if (!storm_version.contains(h.host_id()) || h.last_guard_event().empty()) continue;
     EXPECT_EQ(Param(h, "rpg_min_dec_fac"), 50) << h.host_id() << " went back into the storm";
   }
   std::printf(
-      "FAULT controller_unreachable guard restores: %d while the controller was down, %d of %zu "
+      "FAULT controller_unreachable guard restores: %zu while the controller was down, %d of %zu "
       "storm hosts reported back on their previous set\n",
       while_down, restored, storm.size());
   ASSERT_EQ(env.Ctl({"audit", "verify"}, "carol", &out), 0) << out;

@@ -77,7 +77,8 @@ TEST(RolloutE2E, BadChangeIsRolledBackWithinTwoJudgeWindows) {
   const std::string policy = env.WriteFile("bad.textproto", TestPolicy("e2e-bad", 6));
   std::string out;
   ASSERT_EQ(env.Ctl({"policy", "apply", policy, "--reason=e2e"}, "alice", &out), 0) << out;
-  absl::SleepFor(absl::Seconds(6));  // a baseline
+  // A baseline: 6 s of reports from every host.
+  ASSERT_TRUE(env.WaitForTelemetry(absl::Seconds(6))) << env.ControllerLog();
   // rpg_min_dec_fac=100: a CNP barely cuts the rate, queues and pauses grow.
   const std::string id = Propose(env, "e2e-bad", "rpg_min_dec_fac=100");
   ASSERT_FALSE(id.empty());

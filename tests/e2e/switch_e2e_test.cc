@@ -143,7 +143,9 @@ TEST(SwitchE2eTest, PushEcnThresholdToOneSimulatedTor) {
   EXPECT_THAT(out, HasSubstr("green_max_threshold=33000000 green_min_threshold=30000000"));
   EXPECT_EQ(Param(Host(env, "sim-tor1"), kKmax), 1600000);  // only that ToR
 
-  absl::SleepFor(absl::Seconds(2));  // the fabric's next sync and an agent round
+  // The fabric's next sync and agent rounds: 2 s more of reports from every
+  // host and switch.
+  ASSERT_TRUE(env.WaitForTelemetry(absl::Seconds(2))) << env.ControllerLog();
   const double after0 = MarkRate(metrics, "sim-tor0", absl::Seconds(4));
   const double after1 = MarkRate(metrics, "sim-tor1", absl::Seconds(4));
   std::printf("tor0 marked packets/s %.0f -> %.0f; tor1 (unchanged) %.0f -> %.0f\n", before0,
