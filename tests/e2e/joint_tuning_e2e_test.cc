@@ -42,7 +42,11 @@ constexpr char kTimeReset[] = "rpg_time_reset";
 // within each rack (intra_tor), which cross their own ToR's incast queue; the
 // incast bursts' p99 held within 1.1 of control. Four canary racks against
 // four control racks, 8-second baselines and bakes (a host reports about 16
-// bursts a second; its p99 needs 100). bench/tuning_bench's joint run and the
+// bursts a second; its p99 needs 100), and a HOLD may last three bakes (24 s):
+// with four rack pairs one noisy rack can widen the final look's bound past
+// the margin (a confirmed winner at -35.7% in its interim look was held at
+// an upper bound of +260.8% and aborted after 12 s, with a build running beside
+// the test). bench/tuning_bench's joint run and the
 // rehearsal show these knobs' effect on this kind of fabric.
 std::string JointPolicy(int trial_budget) {
   return absl::StrCat(
@@ -61,8 +65,10 @@ knobs { parameter: "rpg_time_reset" min: 30 max: 300 step: 5 log_scale: true }
 tuner { kind: COORDINATE_DESCENT trial_budget: )",
       trial_budget, R"( min_improvement: 0.03 }
 )",
-      absl::StrReplaceAll(RackLevelRollout(0.5), {{"bake_seconds: 6", "bake_seconds: 8"},
-                                                  {"baseline_seconds: 4", "baseline_seconds: 8"}}));
+      absl::StrReplaceAll(RackLevelRollout(0.5),
+                          {{"bake_seconds: 6", "bake_seconds: 8"},
+                           {"baseline_seconds: 4", "baseline_seconds: 8"},
+                           {"max_hold_seconds: 12", "max_hold_seconds: 24"}}));
 }
 
 TEST(JointTuningE2E, SwitchAndHostCampaignFromDefaultsLowersTheFleetP99) {
