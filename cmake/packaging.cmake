@@ -1,5 +1,6 @@
 # Debian packages (`make package`): rocetune-agent, rocetune-controller and
-# rocetunectl, one CPack DEB component each. The install rules below are the
+# rocetunectl, and the job signal's libraries (librocetune-job1,
+# librocetune-job-dev, librocetune-pmpi1), one CPack DEB component each. The install rules below are the
 # packages' contents; CPack installs them from this build directory (no second
 # build). Paths are relative to CPACK_PACKAGING_INSTALL_PREFIX "/", so /etc and
 # /lib land where Debian expects them.
@@ -109,13 +110,50 @@ rocetune_package_common(ctl rocetunectl 1 rocetunectl
 install(FILES ${PROJECT_SOURCE_DIR}/cli/README.md DESTINATION usr/share/doc/rocetunectl
         COMPONENT ctl)
 
+# --- the job signal's libraries (docs/job-signal.md) ---------------------------
+# What a training job's hosts install beside the agent: the C client
+# (librocetune-job1), its header and link symlink (librocetune-job-dev, with the
+# Python example) and the MPI profiling wrapper a job preloads
+# (librocetune-pmpi1, when Open MPI's C bindings were found at configure time).
+set(_libdir usr/lib/${CMAKE_LIBRARY_ARCHITECTURE})
+function(rocetune_job_package_docs comp pkg)
+  install(FILES ${_pkg_dir}/copyright ${_gen_dir}/changelog.Debian.gz
+          DESTINATION usr/share/doc/${pkg} COMPONENT ${comp})
+  if(EXISTS ${_pkg_dir}/lintian/${pkg})
+    install(FILES ${_pkg_dir}/lintian/${pkg} DESTINATION usr/share/lintian/overrides
+            COMPONENT ${comp})
+  endif()
+endfunction()
+install(TARGETS rocetune_job LIBRARY DESTINATION ${_libdir} COMPONENT job NAMELINK_SKIP)
+rocetune_job_package_docs(job librocetune-job1)
+install(TARGETS rocetune_job LIBRARY DESTINATION ${_libdir} COMPONENT jobdev NAMELINK_ONLY)
+install(FILES ${PROJECT_SOURCE_DIR}/jobsignal/client/rocetune_job.h DESTINATION usr/include
+        COMPONENT jobdev)
+install(FILES ${PROJECT_SOURCE_DIR}/docs/job-signal.md DESTINATION usr/share/doc/librocetune-job-dev
+        COMPONENT jobdev)
+install(FILES ${PROJECT_SOURCE_DIR}/jobsignal/examples/report_steps.py
+        DESTINATION usr/share/doc/librocetune-job-dev/examples COMPONENT jobdev)
+rocetune_job_package_docs(jobdev librocetune-job-dev)
+# A package with a shared library in the library path activates the ldconfig
+# trigger (Debian policy 8.1.1), rather than calling ldconfig from scripts.
+file(MAKE_DIRECTORY ${_gen_dir}/ldconfig)
+file(WRITE ${_gen_dir}/ldconfig/triggers "activate-noawait ldconfig\n")
+set(_components agent controller ctl job jobdev)
+if(TARGET rocetune_pmpi)
+  # Preloaded (LD_PRELOAD) or linked before libmpi, never linked against by
+  # name: the versioned file and its soname link only.
+  install(TARGETS rocetune_pmpi LIBRARY DESTINATION ${_libdir} COMPONENT pmpi NAMELINK_SKIP)
+  rocetune_job_package_docs(pmpi librocetune-pmpi1)
+  list(APPEND _components pmpi)
+endif()
+
 # --- CPack --------------------------------------------------------------------
 # CPack installs what the build made; it must not re-run the build (make package
 # builds first, and the package test runs after the build).
 set(CMAKE_SKIP_INSTALL_ALL_DEPENDENCY ON)
 set(CPACK_GENERATOR DEB)
 set(CPACK_DEB_COMPONENT_INSTALL ON)
-set(CPACK_COMPONENTS_ALL agent controller ctl)
+set(CPACK_COMPONENTS_ALL ${_components})
 set(CPACK_PACKAGING_INSTALL_PREFIX "/")
 set(CPACK_STRIP_FILES ON)
 set(CPACK_PACKAGE_NAME rocetune)
@@ -127,7 +165,9 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION net)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS OFF)
+# A shlibs file (and the ldconfig trigger) for the packages that ship a
+# shared library; the others have none to describe.
+set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
 set(CPACK_DEBIAN_COMPRESSION_TYPE gzip)  # fast; the packages are small
 
 set(CPACK_DEBIAN_AGENT_PACKAGE_NAME rocetune-agent)
@@ -161,5 +201,33 @@ set(CPACK_COMPONENT_CTL_DESCRIPTION
 rocetunectl shows the fleet, its hosts and the audit log, validates and
 applies tuning policies, and proposes, approves, rolls back and aborts
 changes and tuning campaigns on a rocetune controller over mutual TLS.")
+
+set(CPACK_DEBIAN_JOB_PACKAGE_NAME librocetune-job1)
+set(CPACK_DEBIAN_JOB_PACKAGE_SECTION libs)
+set(CPACK_DEBIAN_JOB_PACKAGE_CONTROL_EXTRA ${_gen_dir}/ldconfig/triggers)
+set(CPACK_COMPONENT_JOB_DESCRIPTION
+  "rocetune job signal client library
+A training job (or its launcher) calls it to tell the local rocetune agent
+how long each step or collective took, over the agent's Unix socket. Sending
+never blocks and never fails the job. C, callable from C++ and, through
+ctypes, Python.")
+
+set(CPACK_DEBIAN_JOBDEV_PACKAGE_NAME librocetune-job-dev)
+set(CPACK_DEBIAN_JOBDEV_PACKAGE_SECTION libdevel)
+set(CPACK_DEBIAN_JOBDEV_PACKAGE_DEPENDS "librocetune-job1 (= ${_version}-${_release})")
+set(CPACK_COMPONENT_JOBDEV_DESCRIPTION
+  "rocetune job signal client library (development files)
+The header and link symlink of librocetune-job1, with which a training job
+tells the local rocetune agent how long its steps and collectives took, the
+interface's description and a Python example (ctypes).")
+
+set(CPACK_DEBIAN_PMPI_PACKAGE_NAME librocetune-pmpi1)
+set(CPACK_DEBIAN_PMPI_PACKAGE_SECTION libs)
+set(CPACK_DEBIAN_PMPI_PACKAGE_CONTROL_EXTRA ${_gen_dir}/ldconfig/triggers)
+set(CPACK_COMPONENT_PMPI_DESCRIPTION
+  "rocetune job signal for MPI programs (profiling interface)
+Preloaded into an MPI program, it times every MPI_Allreduce, MPI_Alltoall
+and MPI_Barrier through the MPI profiling interface and reports them to the
+local rocetune agent, with no change to the program.")
 
 include(CPack)

@@ -10,12 +10,16 @@
 #    and state directories there;
 #  - the packaged binaries run with the packaged configuration files: the
 #    controller (mutual TLS, roles file) becomes ready, an agent connects to it
-#    over TLS and the packaged rocetunectl lists it.
+#    over TLS and the packaged rocetunectl lists it;
+#  - the job signal's packages: a C program built against the packaged header
+#    and link symlink reports steps through the packaged library to that
+#    agent's job socket, and the agent counts them; the packaged MPI wrapper
+#    defines the calls it times.
 # usage: package_test.sh SOURCE_DIR BINARY_DIR
 set -euo pipefail
 src=$1
 bin=$2
-for tool in cpack dpkg-deb systemd-analyze systemd-sysusers systemd-tmpfiles openssl; do
+for tool in cpack dpkg-deb systemd-analyze systemd-sysusers systemd-tmpfiles openssl cc curl; do
   command -v "$tool" >/dev/null || { echo "SKIP: $tool not installed"; exit 77; }
 done
 [ -f "$bin/CPackConfig.cmake" ] || { echo "FAIL: $bin/CPackConfig.cmake missing (configure first)"; exit 1; }
@@ -36,8 +40,11 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
   { echo "FAIL: cpack"; cat "$work/cpack.log"; exit 1; }
 mapfile -t debs < <(ls "$work"/pk/*.deb)
 names=$(for d in "${debs[@]}"; do dpkg-deb -f "$d" Package; done | sort | tr '\n' ' ')
-[ "$names" = "rocetune-agent rocetune-controller rocetunectl " ] ||
-  { echo "FAIL: packages built: $names"; exit 1; }
+want="librocetune-job-dev librocetune-job1 "
+# The MPI wrapper is built (and packaged) where Open MPI's C bindings were found.
+[ -e "$bin/jobsignal/librocetune-pmpi.so.1.0.0" ] && want="${want}librocetune-pmpi1 "
+want="${want}rocetune-agent rocetune-controller rocetunectl "
+[ "$names" = "$want" ] || { echo "FAIL: packages built: [$names], want [$want]"; exit 1; }
 echo "ok: built ${debs[*]##*/}"
 
 # 2. lintian.
@@ -73,11 +80,39 @@ for p in rocetune-agent rocetune-controller; do
     "usr/lib/tmpfiles.d/$p.conf" "etc/default/$p" "usr/share/man/man8/$p.8.gz" \
     "usr/share/doc/$p/operations.md"
 done
+multiarch=$(gcc -print-multiarch)
+expect 644 "usr/lib/$multiarch/librocetune-job.so.1.0.0" usr/include/rocetune_job.h \
+  usr/share/doc/librocetune-job-dev/job-signal.md \
+  usr/share/doc/librocetune-job-dev/examples/report_steps.py
+[ "$(readlink "$root/usr/lib/$multiarch/librocetune-job.so.1")" = librocetune-job.so.1.0.0 ] ||
+  fail "librocetune-job.so.1 is not a link to librocetune-job.so.1.0.0"
+[ "$(readlink "$root/usr/lib/$multiarch/librocetune-job.so")" = librocetune-job.so.1 ] ||
+  fail "librocetune-job.so (librocetune-job-dev) is not a link to librocetune-job.so.1"
+[[ "$want" == *librocetune-pmpi1* ]] && expect 644 "usr/lib/$multiarch/librocetune-pmpi.so.1.0.0"
 expect 644 etc/rocetune/agent.textproto etc/rocetune/controller.textproto \
   etc/rocetune/roles.textproto usr/share/man/man1/rocetunectl.1.gz
 for p in rocetune-agent rocetune-controller rocetunectl; do
   expect 644 "usr/share/doc/$p/copyright" "usr/share/doc/$p/changelog.Debian.gz" \
     "usr/share/lintian/overrides/$p"
+done
+for p in $want; do
+  [[ "$p" == rocetune* ]] ||
+    expect 644 "usr/share/doc/$p/copyright" "usr/share/doc/$p/changelog.Debian.gz"
+done
+# A shared library's package says which package provides its soname, and
+# refreshes the linker cache.
+for d in "${debs[@]}"; do
+  pkg=$(dpkg-deb -f "$d" Package)
+  case $pkg in
+    librocetune-job1 | librocetune-pmpi1)
+      dpkg-deb -e "$d" "$work/shlibs-$pkg"
+      soname=${pkg%1}
+      grep -q "^$soname 1 $pkg" "$work/shlibs-$pkg/shlibs" 2>/dev/null ||
+        fail "$pkg: no shlibs line for $soname.so.1"
+      grep -q 'ldconfig' "$work/shlibs-$pkg/triggers" 2>/dev/null ||
+        fail "$pkg: no ldconfig trigger"
+      ;;
+  esac
 done
 # The man pages are the binaries' own flags.
 zcat "$root/usr/share/man/man8/rocetune-agent.8.gz" | grep -q 'drift_interval' ||
@@ -156,7 +191,8 @@ else
     --controller="localhost:$port" --metrics_address=127.0.0.1:0 --state_dir="$work/agent" \
     --tls_cert="$pki/agent-node-01.pem" --tls_key="$pki/agent-node-01.key" \
     --tls_ca="$pki/ca.pem" --sysfs_root="$fixture/sys" --debugfs_root="$fixture/debug" \
-    --counter_source=sysfs --probe=none >"$work/agent.log" 2>&1 &
+    --counter_source=sysfs --probe=none --job_socket="$work/job.sock" \
+    --ready_file="$work/agent.ready" >"$work/agent.log" 2>&1 &
   pids+=($!)
   listed=""
   for _ in $(seq 100); do
@@ -173,6 +209,55 @@ else
     fail "the packaged agent did not show up in rocetunectl hosts: $listed"
     cat "$work/agent.log"
   fi
+
+  # 6. A job built against the packaged header and library (-lrocetune-job
+  # through the -dev package's link) reports five steps to the agent.
+  cat >"$work/steps.c" <<'C'
+#include <stdio.h>
+#include <rocetune_job.h>
+int main(int argc, char** argv) {
+  rocetune_job* h = rocetune_job_open(argv[1], "pkg-test");
+  if (h == NULL) return 2;
+  int failed = 0;
+  for (int i = 0; i < 5; ++i) failed += rocetune_job_report(h, "step", 0.01 * (i + 1), 0, 0) != 0;
+  printf("sent %llu dropped %llu\n", (unsigned long long)rocetune_job_sent(h),
+         (unsigned long long)rocetune_job_dropped(h));
+  rocetune_job_close(h);
+  return failed == 0 ? 0 : 1;
+}
+C
+  libdir=$root/usr/lib/$multiarch
+  if ! cc -Wall -Werror -I"$root/usr/include" "$work/steps.c" -L"$libdir" -lrocetune-job \
+    -o "$work/steps" 2>"$work/cc.log"; then
+    fail "a C program does not build against the packaged header and library: $(cat "$work/cc.log")"
+  else
+    for _ in $(seq 100); do [ -S "$work/job.sock" ] && break; sleep 0.1; done
+    sent=$(LD_LIBRARY_PATH=$libdir "$work/steps" "$work/job.sock" 2>&1) ||
+      fail "the job program against the packaged library: $sent"
+    ldd_out=$(LD_LIBRARY_PATH=$libdir ldd "$work/steps")
+    grep -q "librocetune-job.so.1 => $libdir/" <<<"$ldd_out" ||
+      fail "the job program did not load the packaged library: $ldd_out"
+    mport=$(sed -n 's/.*"metrics_port":\([0-9]*\).*/\1/p' "$work/agent.ready" 2>/dev/null || true)
+    events=""
+    for _ in $(seq 50); do
+      events=$(curl -sf "http://127.0.0.1:$mport/metrics" 2>/dev/null |
+        sed -n 's/^rocetune_agent_job_events_total{.*job="pkg-test".*op="step".*} \([0-9]*\)$/\1/p')
+      [ "$events" = 5 ] && break
+      sleep 0.2
+    done
+    if [ "$events" = 5 ]; then
+      echo "ok: a job built against librocetune-job-dev reported 5 steps ($sent) and the agent counted 5"
+    else
+      fail "the agent counted [$events] step events from the packaged library, want 5 ($sent)"
+    fi
+  fi
+fi
+if [[ "$want" == *librocetune-pmpi1* ]]; then
+  defined=$(nm -D --defined-only "$root/usr/lib/$multiarch/librocetune-pmpi.so.1.0.0" |
+    awk '{ print $3 }' | grep -E '^MPI_(Allreduce|Alltoall|Barrier)$' | sort | tr '\n' ' ')
+  [ "$defined" = "MPI_Allreduce MPI_Alltoall MPI_Barrier " ] &&
+    echo "ok: the packaged MPI wrapper defines $defined" ||
+    fail "the packaged MPI wrapper defines [$defined], want MPI_Allreduce MPI_Alltoall MPI_Barrier"
 fi
 
 if [ "$failures" -ne 0 ]; then
