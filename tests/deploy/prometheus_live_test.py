@@ -89,6 +89,8 @@ approval { approvers: 1 }
 
 
 def pick_port():
+    """A free loopback port for Prometheus, which cannot bind port 0 and say which it got;
+    the controller and the fabric bind port 0 and write theirs to a ready file."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -294,26 +296,25 @@ def main():
     failures = []
     try:
         t0 = time.time()
-        ctl_metrics = pick_port()
-        sim_metrics = pick_port()
-        prom_port = pick_port()
         ready = os.path.join(work, "controller.ready")
         procs.start("controller", [
             bins["controller"], "--listen=127.0.0.1:0",
-            f"--metrics_address=127.0.0.1:{ctl_metrics}", "--insecure_loopback",
+            "--metrics_address=127.0.0.1:0", "--insecure_loopback",
             f"--state_dir={work}/controller", f"--ready_file={ready}", "--window=1s",
             "--retention=3m", "--rollout_tick=200ms", "--stale_after=10s", "--gone_after=30s",
             "--probe_rate=3000", "--probe_peers=8", "--probe_replan_delay=500ms",
             "--group_label=tor"])
         grpc = wait_for(lambda: read_ready_port(ready, "grpc_port"), 30, "the controller",
                         procs=procs)
+        ctl_metrics = read_ready_port(ready, "metrics_port")
+        sim_ready = os.path.join(work, "fabricsim.ready")
         os.makedirs(f"{work}/agents")
         procs.start("fabricsim", [
             bins["fabricsim"], f"--scenario={src}/{SCENARIO}", "--set=topology.hosts_per_tor=4",
             "--agents",
             f"--controller=127.0.0.1:{grpc}", "--pace=0.05", "--duration=100000s",
             "--sample_interval=250ms", "--labels=role=trainer", f"--state_dir={work}/agents",
-            "--output=none", f"--metrics_address=127.0.0.1:{sim_metrics}",
+            "--output=none", "--metrics_address=127.0.0.1:0", f"--ready_file={sim_ready}",
             # The judge, not the agents' local guard, rolls the bad change back.
             "--guard_max_pfc_pause_ratio=0", "--guard_max_cnp_rate=0"])
         ctl = [bins["ctl"], f"--controller=127.0.0.1:{grpc}", "--insecure_loopback"]
@@ -334,6 +335,8 @@ def main():
             connected = [h for h in hs if h.get("state") == "HOST_CONNECTED"]
             return hs if len(connected) >= EXPECT_HOSTS else None
 
+        sim_metrics = wait_for(lambda: read_ready_port(sim_ready, "metrics_port"), 30,
+                               "the fabric's metrics port", procs=procs)
         fleet = wait_for(hosts, 90, f"{EXPECT_HOSTS} connected hosts", poll=0.5, procs=procs)
         racks = {}
         for h in fleet:
@@ -354,12 +357,23 @@ def main():
             ]}
         with open(f"{work}/prometheus.yml", "w") as f:
             json.dump(config, f, indent=1)  # JSON is YAML
-        procs.start("prometheus", [
-            prometheus, f"--config.file={work}/prometheus.yml",
-            f"--storage.tsdb.path={work}/tsdb", f"--web.listen-address=127.0.0.1:{prom_port}",
-            "--log.level=warn"])
-        prom = Prom(prom_port)
-        wait_for(prom.ready, 60, "prometheus /-/ready", procs=procs)
+        for attempt in range(3):
+            prom_port = pick_port()
+            p = procs.start("prometheus", [
+                prometheus, f"--config.file={work}/prometheus.yml",
+                f"--storage.tsdb.path={work}/tsdb", f"--web.listen-address=127.0.0.1:{prom_port}",
+                "--log.level=warn"])
+            prom = Prom(prom_port)
+            try:
+                wait_for(prom.ready, 60, "prometheus /-/ready", procs=procs)
+                break
+            except RuntimeError:
+                # Another process took the picked port first (tests run side by side): pick
+                # again. Anything else fails the test.
+                if (p.poll() is None or attempt == 2
+                        or "address already in use" not in procs.tail("prometheus")):
+                    raise
+                procs.procs.remove(("prometheus", p))
 
         def targets_up():
             r = prom.get("/api/v1/query", {"query": 'up{job=~"rocetune-.*"} == 1'})
