@@ -168,6 +168,9 @@ set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 # A shlibs file (and the ldconfig trigger) for the packages that ship a
 # shared library; the others have none to describe.
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
+# A package built against librocetune-job-dev then needs this version or a later one
+# (Debian policy 8.6.4), not exactly this build.
+set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY ">=")
 set(CPACK_DEBIAN_COMPRESSION_TYPE gzip)  # fast; the packages are small
 
 set(CPACK_DEBIAN_AGENT_PACKAGE_NAME rocetune-agent)
