@@ -25,6 +25,7 @@ Exit 0 when all pass, 1 otherwise, 77 (SKIP) when prometheus is not installed.
 Every process started here is stopped by its PID.
 """
 import argparse
+import calendar
 import glob
 import json
 import os
@@ -172,6 +173,29 @@ class Prom:
                 return r.status == 200
         except OSError:
             return False
+
+    def has_data(self, expr):
+        """Whether an instant query of `expr` returns at least one series now."""
+        r = self.get("/api/v1/query", {"query": expr})
+        return r.get("status") == "success" and len(r["data"]["result"]) > 0
+
+    def evaluated_after(self, t):
+        """Whether every rule group was evaluated, and every target scraped, after Unix time t."""
+        groups = self.get("/api/v1/rules").get("data", {}).get("groups", [])
+        if not groups:
+            return False
+        for g in groups:
+            m = re.match(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(\.\d+)?Z$",
+                         g.get("lastEvaluation", ""))
+            if not m:
+                return False
+            parts = [int(x) for x in m.groups()[:6]]
+            when = calendar.timegm(tuple(parts) + (0, 0, 0)) + float(m.group(7) or 0)
+            if when <= t:
+                return False
+        r = self.get("/api/v1/query", {"query": 'min(timestamp(up{job=~"rocetune-.*"}))'})
+        result = r.get("data", {}).get("result", []) if r.get("status") == "success" else []
+        return bool(result) and float(result[0]["value"][1]) > t
 
     def query_range(self, expr, start, end, step=1):
         return self.get("/api/v1/query_range",
@@ -338,6 +362,19 @@ def main():
         sim_metrics = wait_for(lambda: read_ready_port(sim_ready, "metrics_port"), 30,
                                "the fabric's metrics port", procs=procs)
         fleet = wait_for(hosts, 90, f"{EXPECT_HOSTS} connected hosts", poll=0.5, procs=procs)
+
+        def wait_for_telemetry(span):
+            """Until every connected host has a report the controller received `span` seconds
+            after this call (as the e2e tests' Env::WaitForTelemetry)."""
+            after_ns = int((time.time() + span) * 1e9)
+
+            def reported():
+                hs = hosts()
+                return hs is not None and all(
+                    int(h.get("last_report_unix_nanos", 0)) >= after_ns
+                    for h in hs if h.get("state") == "HOST_CONNECTED")
+            wait_for(reported, span + 60, f"{span} s more of every host's reports", poll=0.2,
+                     procs=procs)
         racks = {}
         for h in fleet:
             racks.setdefault(h.get("labels", {}).get("tor", ""), []).append(h["host_id"])
@@ -380,7 +417,12 @@ def main():
             return len(r.get("data", {}).get("result", [])) == 2
         wait_for(targets_up, 30, "both targets up", procs=procs)
         t0 = time.time()  # expressions are checked from here: both targets scraped
-        time.sleep(10)  # rate() over [1m] and the recording rules need a few scrapes
+        # rate() over [1m] and the recording rules need a few scrapes: until a rate of each
+        # target's series and a quantile rule have values.
+        wait_for(lambda: all(prom.has_data(e) for e in (
+            "rack:rocetune_rdma_cnp_handled:rate1m", "rack:rocetune_probe_rtt_seconds:p99",
+            'rate(rocetune_controller_reports_received_total[1m]) > 0')),
+            60, "the recording rules' first values", poll=0.5, procs=procs)
 
         # One change through the rollout: a bad one, which the judge rolls back.
         policy = f"{work}/policy.textproto"
@@ -389,7 +431,7 @@ def main():
         rc, out = run_ctl("alice", "policy", "apply", policy, "--reason=prometheus live test")
         if rc != 0:
             raise RuntimeError(f"policy apply failed: {out}")
-        time.sleep(6)  # a baseline
+        wait_for_telemetry(6)  # a baseline
 
         def drive(knob):
             """Proposes, approves and waits out one change; returns its final state."""
@@ -413,9 +455,12 @@ def main():
         # A neutral change stays active for several judge looks (canary versus control p99
         # is exported while a change is active); a bad one is rolled back.
         drive("rpg_time_reset=290")
-        time.sleep(3)
+        wait_for_telemetry(3)  # the restored hosts' reports: the next change's baseline
         drive("rpg_min_dec_fac=100")
-        time.sleep(5)  # scrapes and rule evaluations after the end
+        ended = time.time()
+        # Scrapes and rule evaluations after the end: two rule evaluations (1 s apart).
+        wait_for(lambda: prom.evaluated_after(ended + 1), 30,
+                 "rule evaluations and scrapes after the last change", poll=0.5, procs=procs)
         procs.check_alive()
         t1 = time.time()
 
