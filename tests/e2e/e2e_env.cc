@@ -311,7 +311,9 @@ int Env::fabric_metrics_port() {
 bool Env::WaitForSimulatedTime(absl::Duration sim_time, absl::Duration timeout) {
   const int port = fabric_metrics_port();
   if (port <= 0) {
-    ADD_FAILURE() << "WaitForSimulatedTime needs EnvOptions::fabric_metrics";
+    ADD_FAILURE() << (options_.fabric_metrics
+                          ? "fabricsim wrote no metrics port to its ready file"
+                          : "WaitForSimulatedTime needs EnvOptions::fabric_metrics");
     return false;
   }
   const double want = absl::ToDoubleSeconds(sim_time);
