@@ -319,15 +319,8 @@ bool Env::WaitForSimulatedTime(absl::Duration sim_time, absl::Duration timeout) 
   const double want = absl::ToDoubleSeconds(sim_time);
   return WaitFor(
       [&] {
-        const std::string page = testing::HttpGet(port, "/metrics");
-        // The sample's line, not the HELP or TYPE line that also names it.
-        const std::string kLine = "\nrocetune_fabricsim_simulated_seconds ";
-        const size_t at = page.find(kLine);
-        if (at == std::string::npos) return false;
-        const size_t from = at + kLine.size();
-        double seconds = 0;
-        return absl::SimpleAtod(page.substr(from, page.find('\n', from) - from), &seconds) &&
-               seconds >= want;
+        return testing::MetricValue(testing::HttpGet(port, "/metrics"),
+                                    "rocetune_fabricsim_simulated_seconds") >= want;
       },
       timeout, absl::Milliseconds(250));
 }

@@ -36,19 +36,10 @@ using ::rocetune::testing::ControllerProcess;
 using ::rocetune::testing::HostFixture;
 using ::rocetune::testing::HttpGet;
 using ::rocetune::testing::MakeTempDir;
+using ::rocetune::testing::MetricValue;
 using ::rocetune::testing::RunCommand;
 using ::rocetune::testing::Subprocess;
 using ::rocetune::testing::WaitForPortInReadyFile;
-
-// The value of the series named exactly `series` (name plus labels), or -1.
-double MetricValue(const std::string& body, const std::string& series) {
-  for (absl::string_view line : absl::StrSplit(body, '\n')) {
-    if (!absl::ConsumePrefix(&line, series) || !absl::ConsumePrefix(&line, " ")) continue;
-    double v = 0;
-    if (absl::SimpleAtod(line, &v)) return v;
-  }
-  return -1;
-}
 
 // Scrapes `port` until `needle` shows up (or `timeout`); returns the last body.
 std::string ScrapeUntil(int port, const std::string& needle, absl::Duration timeout) {
@@ -280,11 +271,8 @@ TEST_F(MetricsPromtoolTest, FabricsimAgentsServeAgentSeries) {
   EXPECT_TRUE(absl::StrContains(body, "rocetune_dcqcn_parameter{")) << body;
   // The fabric's clock: at pace 1, some simulated time has run by now, and no
   // more than the wall time since the process started.
-  const size_t at = body.find("\nrocetune_fabricsim_simulated_seconds ");
-  ASSERT_NE(at, std::string::npos) << body;
-  double simulated = -1;
-  const size_t from = body.find(' ', at + 1) + 1;
-  ASSERT_TRUE(absl::SimpleAtod(body.substr(from, body.find('\n', from) - from), &simulated));
+  const double simulated = MetricValue(body, "rocetune_fabricsim_simulated_seconds");
+  ASSERT_GE(simulated, 0) << body;
   EXPECT_GT(simulated, 0);
   EXPECT_LE(simulated, absl::ToDoubleSeconds(absl::Now() - started) + 0.01);
   ExpectDaemonSeries(body, "fabricsim");

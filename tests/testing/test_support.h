@@ -74,6 +74,10 @@ std::string HttpGetResponse(int port, const std::string& path);
 // The same, the body only ("" on failure or without a header end).
 std::string HttpGet(int port, const std::string& path);
 
+// In a Prometheus text page, the value of the sample named exactly `series`
+// (name plus labels, as printed), or -1 when there is none.
+double MetricValue(const std::string& page, const std::string& series);
+
 }  // namespace rocetune::testing
 
 #endif  // ROCETUNE_TESTS_TESTING_TEST_SUPPORT_H_
