@@ -598,6 +598,28 @@ v1::Verdict FleetGuard(const FleetPeriod& baseline_period, const FleetPeriod& no
   return v;
 }
 
+std::string FleetPointExceeded(const v1::Verdict& v,
+                               const std::vector<v1::Constraint>& constraints) {
+  for (const v1::Constraint& k : constraints) {
+    const ConstraintTolerance tol = ToleranceOf(k);
+    if (std::isnan(tol.ratio)) continue;
+    const std::string name = absl::StrCat("fleet_", k.metric());
+    for (const v1::MetricEvidence& m : v.metrics()) {
+      if (m.metric() != name || m.outcome() == "not_evaluated" || !std::isfinite(m.ratio()) ||
+          m.ratio() <= 0) {
+        continue;
+      }
+      if (!tol.Within(m.ratio())) {
+        return absl::StrFormat(
+            "fleet %s %.3f during the trial (the whole fleet before and during it) is beyond the "
+            "tolerated %.3f;",
+            k.metric(), m.ratio(), tol.ratio);
+      }
+    }
+  }
+  return "";
+}
+
 void MergeFleetEvidence(const v1::Verdict& fleet, v1::Verdict* into) {
   for (const v1::GroupEvidence& g : fleet.groups()) *into->add_groups() = g;
   for (const v1::MetricEvidence& m : fleet.metrics()) *into->add_metrics() = m;

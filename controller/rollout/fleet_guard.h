@@ -184,6 +184,19 @@ struct FleetGuardConfig {
 v1::Verdict FleetGuard(const FleetPeriod& baseline, const FleetPeriod& now, int hosts,
                        const FleetGuardConfig& config);
 
+// The fleet guard FAILs a trial only beyond the tolerance widened by the
+// noise margin (x1.21 for a 1.1 tolerance with the default margin). A tuner
+// choosing a winner needs the point estimate too, as ConstraintPointExceeded
+// gives it canary against control: names the first of `constraints` whose
+// fleet-wide ratio in `v` (evidence "fleet_<metric>", the whole fleet before
+// and during the trial) lies outside its tolerance, as "fleet <metric> X
+// during the trial is beyond the tolerated T;", or returns "" when all are
+// within (or not evaluated). The trial changed part of the fleet only: the
+// whole fleet's ratio after a promotion is larger still, and the fleet guard
+// holds it at the last stage.
+std::string FleetPointExceeded(const v1::Verdict& v,
+                               const std::vector<v1::Constraint>& constraints);
+
 // Adds the fleet verdict's groups and metrics to `into` (a PASS of the judge
 // that the fleet guard confirmed), so every step's verdict shows the fleet
 // figures. (For a trial's fleet FAIL the other way round: the judge's

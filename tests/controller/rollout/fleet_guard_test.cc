@@ -15,6 +15,7 @@ namespace rocetune::controller {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::StartsWith;
 
 // `n` hosts, each with `gbps` of throughput, `cnp` CNPs and `pause` paused
 // share of priority 3 over 10 s; no probes.
@@ -262,6 +263,31 @@ TEST(FleetGuardTest, ATrialIsHeldOnlyToTheOtherP99sConstraint) {
   v1::Verdict thin = FleetGuard(before, JobPeriod(27, 500, 600), 32, cfg);
   EXPECT_EQ(thin.outcome(), v1::Verdict::PASS) << thin.summary();
   EXPECT_EQ(thin.metrics(0).outcome(), "not_evaluated");
+}
+
+// Inside the noise margin the trial PASSes; its point estimate is still
+// beyond the tolerance, which a tuner must not take for a winner.
+TEST(FleetGuardTest, FleetPointExceededNamesATrialsReadingBeyondTheTolerance) {
+  FleetGuardConfig cfg;
+  cfg.min_rtt_samples = 2000;
+  cfg.trial = true;
+  cfg.constraints = {Constraint("step_time_p99", 1.05)};
+  const FleetPeriod before = JobPeriod(40, 3000, 400);
+  // The job's p99 rose 10%: above 1.05, below 1.155.
+  const v1::Verdict within_margin = FleetGuard(before, JobPeriod(40, 3000, 440), 32, cfg);
+  ASSERT_EQ(within_margin.outcome(), v1::Verdict::PASS) << within_margin.summary();
+  const std::string why = FleetPointExceeded(within_margin, cfg.constraints);
+  EXPECT_THAT(why, StartsWith("fleet step_time_p99 1.1"));
+  EXPECT_THAT(why, HasSubstr("beyond the tolerated 1.050"));
+  // 2% is within the tolerance; a looser tolerance takes the 10% too.
+  EXPECT_EQ(
+      FleetPointExceeded(FleetGuard(before, JobPeriod(40, 3000, 408), 32, cfg), cfg.constraints),
+      "");
+  EXPECT_EQ(FleetPointExceeded(within_margin, {Constraint("step_time_p99", 1.2)}), "");
+  // Not evaluated (too few job step times): nothing named.
+  const v1::Verdict thin = FleetGuard(before, JobPeriod(40, 500, 600), 32, cfg);
+  ASSERT_EQ(thin.metrics(0).outcome(), "not_evaluated");
+  EXPECT_EQ(FleetPointExceeded(thin, cfg.constraints), "");
 }
 
 TEST(FleetGuardTest, AJobStepTimeConstraintHoldsTheFleetsJobP99AtTheLastStage) {

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
@@ -2439,6 +2440,42 @@ TEST_F(RolloutTest, ATrialThatLeavesTheJobAlonePassesItsFleetCheck) {
   }
   EXPECT_GE(improved, 1) << now.DebugString();
   EXPECT_FALSE(now.promotion_change_id().empty()) << now.DebugString();
+}
+
+// Between the two: every trial slows the whole fleet's job by 12%, beyond the
+// constraint's 1.05 but inside its FAIL threshold (1.05 widened by the noise
+// margin, x1.155 here), so the fleet check PASSes the trials. A trial the
+// judge and the fleet check passed may still cost the job more than the
+// policy tolerates: no such trial improves (constraint_exceeded, naming the
+// fleet's figure when the canary/control one is within) and nothing is
+// proposed. (In an e2e run a winner measured at x1.17 for a 1.1 tolerance
+// was confirmed, proposed and rolled back at its promotion's last stage.)
+TEST_F(RolloutTest, ATrialWithinTheFleetChecksMarginButBeyondTheToleranceDoesNotWin) {
+  ApplyPolicy(JobHeldPolicy());
+  factor_ = TailShrinksWithTimeReset;
+  job_tail_factor_ = [this](const std::string&) { return AnyChangeActive() ? 1.12 : 1.0; };
+  Run(40);
+  const v1::Campaign now = CampaignRun();
+  ASSERT_EQ(now.state(), v1::Campaign::FINISHED) << now.DebugString();
+  int fleet_named = 0;
+  double best_exceeded = 1;
+  for (const v1::Trial& tr : now.trials()) {
+    const v1::Change c = Get(tr.change_id());
+    ASSERT_GT(c.verdicts_size(), 0) << c.DebugString();
+    const v1::Verdict& v = c.verdicts(c.verdicts_size() - 1);
+    const v1::MetricEvidence* m = FleetMetric(v, "fleet_step_time_p99");
+    std::printf("trial %u %s objective %.3f fleet job %.3f\n", tr.index(), tr.outcome().c_str(),
+                tr.objective_ratio(), m != nullptr ? m->ratio() : 0.0);
+    if (v.outcome() != v1::Verdict::PASS || m == nullptr || m->ratio() <= 1.05) continue;
+    EXPECT_EQ(m->outcome(), "pass") << m->note();
+    EXPECT_EQ(tr.outcome(), "constraint_exceeded") << tr.DebugString();
+    EXPECT_THAT(tr.note(), HasSubstr("beyond the tolerated 1.050")) << tr.DebugString();
+    if (absl::StartsWith(tr.note(), "fleet step_time_p99 1.")) ++fleet_named;
+    best_exceeded = std::min(best_exceeded, tr.objective_ratio());
+  }
+  EXPECT_GE(fleet_named, 1) << now.DebugString();
+  EXPECT_LT(best_exceeded, 0.9) << "a trial the search would have taken: " << now.DebugString();
+  EXPECT_TRUE(now.promotion_change_id().empty()) << now.DebugString();
 }
 
 TEST_F(RolloutTest, NeutralChangePassesTheFleetGuardAtEveryStepToDone) {
