@@ -185,15 +185,18 @@ v1::Verdict FleetGuard(const FleetPeriod& baseline, const FleetPeriod& now, int 
                        const FleetGuardConfig& config);
 
 // The fleet guard FAILs a trial only beyond the tolerance widened by the
-// noise margin (x1.21 for a 1.1 tolerance with the default margin). A tuner
-// choosing a winner needs the point estimate too, as ConstraintPointExceeded
-// gives it canary against control: names the first of `constraints` whose
-// fleet-wide ratio in `v` (evidence "fleet_<metric>", the whole fleet before
-// and during the trial) lies outside its tolerance, as "fleet <metric> X
-// during the trial is beyond the tolerated T;", or returns "" when all are
-// within (or not evaluated). The trial changed part of the fleet only: the
-// whole fleet's ratio after a promotion is larger still, and the fleet guard
-// holds it at the last stage.
+// noise margin (at most x1.21 for a 1.1 tolerance: the default margin; a
+// measured spread narrows it). A tuner choosing a winner needs the point
+// estimate too, as ConstraintPointExceeded gives it canary against control:
+// names the first of `constraints` whose fleet-wide ratio in a trial's
+// verdict `v` (evidence "fleet_<metric>"; a trial's check emits it for the
+// other p99 only, FleetGuardConfig::trial) lies outside its tolerance, as
+// "fleet <metric> X during the trial (the whole fleet before and during it)
+// is beyond the tolerated T;", or returns "" when all are within (or not
+// evaluated). A before/during ratio counts fleet drift too, so a trial in a
+// drifting period can be refused for it (the safe side). The trial changed
+// part of the fleet only: the whole fleet's ratio after a promotion is larger
+// still, and the fleet guard holds it at the last stage.
 std::string FleetPointExceeded(const v1::Verdict& v,
                                const std::vector<v1::Constraint>& constraints);
 
