@@ -13,7 +13,6 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <thread>
 
@@ -72,16 +71,7 @@ std::string BigReportBody(int i) {
 
 // The value of the sample `key` ("name" or "name{labels}") on /metrics, or -1.
 double Metric(int port, const std::string& key) {
-  std::istringstream in(HttpGet(port, "/metrics"));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.size() > key.size() && line.compare(0, key.size(), key) == 0 &&
-        line[key.size()] == ' ') {
-      double v = 0;
-      if (absl::SimpleAtod(line.substr(key.size() + 1), &v)) return v;
-    }
-  }
-  return -1;
+  return testing::MetricValue(HttpGet(port, "/metrics"), key);
 }
 
 // Polls until `key` equals `want`; returns the last value read.

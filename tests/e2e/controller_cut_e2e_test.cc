@@ -30,32 +30,9 @@
 namespace rocetune::e2e {
 namespace {
 
-constexpr char kTable[] = "rocetune_cut";
+using ::rocetune::testing::MetricSum;
 
-// Sum of the samples of `name` in a Prometheus text page whose labels contain
-// `label` (all samples when empty), per `host` label when `per_host` is set.
-double Metric(const std::string& page, const std::string& name, const std::string& label = "",
-              std::map<std::string, double>* per_host = nullptr) {
-  double sum = 0;
-  for (absl::string_view line : absl::StrSplit(page, '\n')) {
-    if (line.empty() || line[0] == '#' || !absl::StartsWith(line, name)) continue;
-    if (line.size() > name.size() && line[name.size()] != ' ' && line[name.size()] != '{') {
-      continue;
-    }
-    if (!label.empty() && !absl::StrContains(line, label)) continue;
-    double v = 0;
-    const size_t sp = line.rfind(' ');
-    if (sp == absl::string_view::npos || !absl::SimpleAtod(line.substr(sp + 1), &v)) continue;
-    sum += v;
-    if (per_host != nullptr) {
-      const size_t at = line.find("host=\"");
-      if (at == absl::string_view::npos) continue;
-      const size_t end = line.find('"', at + 6);
-      (*per_host)[std::string(line.substr(at + 6, end - at - 6))] += v;
-    }
-  }
-  return sum;
-}
+constexpr char kTable[] = "rocetune_cut";
 
 // Packets counted by the named nft counter of the cut table (-1 unreadable).
 int64_t NftCounter(const std::string& nft, const std::string& counter) {
@@ -168,23 +145,24 @@ TEST(ControllerCutE2E, SilentCutAgentsStallHoldReportsAndReconnect) {
   ASSERT_EQ(before.size(), 32u);
 
   std::string page = fabric_page();
-  const double held_sent0 = Metric(page, "rocetune_agent_held_reports_sent_total");
-  const double held_dropped0 = Metric(page, "rocetune_agent_held_reports_dropped_total");
-  const double guard0 = Metric(page, "rocetune_agent_guard_rollbacks_total");
+  const double held_sent0 = MetricSum(page, "rocetune_agent_held_reports_sent_total");
+  const double held_dropped0 = MetricSum(page, "rocetune_agent_held_reports_dropped_total");
+  const double guard0 = MetricSum(page, "rocetune_agent_guard_rollbacks_total");
   // The fleet's sampling rate while connected (the simulation shares the CPU
   // with 32 agents: below 4 rounds a second per host at 250 ms).
-  const double rounds_a = Metric(page, "rocetune_agent_sampling_duration_seconds_count");
+  const double rounds_a = MetricSum(page, "rocetune_agent_sampling_duration_seconds_count");
   const absl::Time rounds_a_at = absl::Now();
   absl::SleepFor(absl::Seconds(3));
   page = fabric_page();
-  const double rounds0 = Metric(page, "rocetune_agent_sampling_duration_seconds_count");
+  const double rounds0 = MetricSum(page, "rocetune_agent_sampling_duration_seconds_count");
   const double round_rate = (rounds0 - rounds_a) / absl::ToDoubleSeconds(absl::Now() - rounds_a_at);
   std::map<std::string, double> stalls0_by_host;
-  Metric(page, "rocetune_agent_stream_stalls_total", "", &stalls0_by_host);
+  MetricSum(page, "rocetune_agent_stream_stalls_total", "", &stalls0_by_host);
   page = controller_page();
-  const double filed0 = Metric(page, "rocetune_controller_held_reports_total", "outcome=\"filed\"");
+  const double filed0 =
+      MetricSum(page, "rocetune_controller_held_reports_total", "outcome=\"filed\"");
   const double discarded0 =
-      Metric(page, "rocetune_controller_held_reports_total", "outcome=\"discarded\"");
+      MetricSum(page, "rocetune_controller_held_reports_total", "outcome=\"discarded\"");
   const int64_t rsts0 = TcpOutRsts();
   const size_t log_before = env.FabricLog().size();
 
@@ -202,26 +180,26 @@ TEST(ControllerCutE2E, SilentCutAgentsStallHoldReportsAndReconnect) {
     absl::SleepFor(absl::Milliseconds(100));
     page = fabric_page();
     std::map<std::string, double> by_host;
-    Metric(page, "rocetune_agent_stream_stalls_total", "", &by_host);
+    MetricSum(page, "rocetune_agent_stream_stalls_total", "", &by_host);
     int stalled = 0;
     for (const auto& [host, n] : by_host) stalled += n > stalls0_by_host[host];
     if (stalled > 0 && first_stall == absl::InfinitePast()) first_stall = absl::Now();
     if (stalled >= 32 && all_stalled == absl::InfinitePast()) all_stalled = absl::Now();
-    held_max = std::max(held_max, Metric(page, "rocetune_agent_reports_held"));
+    held_max = std::max(held_max, MetricSum(page, "rocetune_agent_reports_held"));
     if (received_1s < 0 && absl::Now() - cut_at > absl::Seconds(1)) {
-      received_1s = Metric(controller_page(), "rocetune_controller_reports_received_total");
+      received_1s = MetricSum(controller_page(), "rocetune_controller_reports_received_total");
     }
   }
   page = controller_page();
-  const double received_end = Metric(page, "rocetune_controller_reports_received_total");
-  const double stale = Metric(page, "rocetune_controller_hosts", "state=\"stale\"") +
-                       Metric(page, "rocetune_controller_hosts", "state=\"gone\"");
+  const double received_end = MetricSum(page, "rocetune_controller_reports_received_total");
+  const double stale = MetricSum(page, "rocetune_controller_hosts", "state=\"stale\"") +
+                       MetricSum(page, "rocetune_controller_hosts", "state=\"gone\"");
   const int64_t dropped = NftCounter(nft, "dropped");
   const int64_t resets = NftCounter(nft, "resets");
   const int64_t rsts = TcpOutRsts() - rsts0;
   page = fabric_page();
-  const double guard_during = Metric(page, "rocetune_agent_guard_rollbacks_total") - guard0;
-  const double rounds = Metric(page, "rocetune_agent_sampling_duration_seconds_count") - rounds0;
+  const double guard_during = MetricSum(page, "rocetune_agent_guard_rollbacks_total") - guard0;
+  const double rounds = MetricSum(page, "rocetune_agent_sampling_duration_seconds_count") - rounds0;
   if (absl::Status healed = cut.Heal(); !healed.ok()) FAIL() << healed;
   const absl::Time healed_at = absl::Now();
 
@@ -269,13 +247,13 @@ TEST(ControllerCutE2E, SilentCutAgentsStallHoldReportsAndReconnect) {
   EXPECT_TRUE(env.WaitFor(
       [&] {
         page = fabric_page();
-        held_sent = Metric(page, "rocetune_agent_held_reports_sent_total") - held_sent0;
-        const double waiting = Metric(page, "rocetune_agent_reports_held");
+        held_sent = MetricSum(page, "rocetune_agent_held_reports_sent_total") - held_sent0;
+        const double waiting = MetricSum(page, "rocetune_agent_reports_held");
         const std::string cpage = controller_page();
-        filed =
-            Metric(cpage, "rocetune_controller_held_reports_total", "outcome=\"filed\"") - filed0;
+        filed = MetricSum(cpage, "rocetune_controller_held_reports_total", "outcome=\"filed\"") -
+                filed0;
         discarded =
-            Metric(cpage, "rocetune_controller_held_reports_total", "outcome=\"discarded\"") -
+            MetricSum(cpage, "rocetune_controller_held_reports_total", "outcome=\"discarded\"") -
             discarded0;
         // Equal, not just enough: the two pages are read one after the
         // other, and a report in flight is filed before the agent counts it
@@ -295,7 +273,7 @@ TEST(ControllerCutE2E, SilentCutAgentsStallHoldReportsAndReconnect) {
       absl::Seconds(20)))
       << "no storm host reported a guard restore";
   const double held_dropped =
-      Metric(fabric_page(), "rocetune_agent_held_reports_dropped_total") - held_dropped0;
+      MetricSum(fabric_page(), "rocetune_agent_held_reports_dropped_total") - held_dropped0;
   EXPECT_EQ(held_dropped, 0) << "held reports dropped with the default buffer";
   EXPECT_EQ(discarded, 0) << "held reports discarded by the controller";
   EXPECT_EQ(filed, held_sent) << "held reports sent but not filed";

@@ -33,6 +33,8 @@
 namespace rocetune::e2e {
 namespace {
 
+using ::rocetune::testing::MetricSum;
+
 double EnvNumber(const char* name, double fallback) {
   const char* v = getenv(name);
   double d = 0;
@@ -50,22 +52,6 @@ int64_t RssKb(pid_t pid) {
     }
   }
   return -1;
-}
-
-// Sum of a metric's samples in a Prometheus text page (all label sets).
-double Metric(const std::string& page, const std::string& name) {
-  double sum = 0;
-  for (absl::string_view line : absl::StrSplit(page, '\n')) {
-    if (line.empty() || line[0] == '#') continue;
-    if (line.substr(0, name.size()) != name) continue;
-    if (line.size() > name.size() && line[name.size()] != ' ' && line[name.size()] != '{') {
-      continue;
-    }
-    double v = 0;
-    const size_t sp = line.rfind(' ');
-    if (sp != absl::string_view::npos && absl::SimpleAtod(line.substr(sp + 1), &v)) sum += v;
-  }
-  return sum;
 }
 
 // The load generator with a pipe to its commands and one from its answers.
@@ -159,9 +145,9 @@ TEST(ControllerSoakE2E, SteadyLoadBoundedMemoryAndForgetShrinksMaps) {
   const pid_t pid = env.controller_pid();
   const int64_t rss0 = RssKb(pid);
   std::string page = testing::HttpGet(metrics, "/metrics");
-  const double windows0 = Metric(page, "rocetune_controller_telemetry_windows");
-  const double hosts0 = Metric(page, "rocetune_controller_hosts");
-  const double received0 = Metric(page, "rocetune_controller_reports_received_total");
+  const double windows0 = MetricSum(page, "rocetune_controller_telemetry_windows");
+  const double hosts0 = MetricSum(page, "rocetune_controller_hosts");
+  const double received0 = MetricSum(page, "rocetune_controller_reports_received_total");
   int64_t rss_max = rss0;
   double windows_max = windows0, hosts_max = hosts0;
   const absl::Time end = absl::Now() + (total - warm);
@@ -169,12 +155,12 @@ TEST(ControllerSoakE2E, SteadyLoadBoundedMemoryAndForgetShrinksMaps) {
     absl::SleepFor(absl::Seconds(5));
     rss_max = std::max(rss_max, RssKb(pid));
     page = testing::HttpGet(metrics, "/metrics");
-    windows_max = std::max(windows_max, Metric(page, "rocetune_controller_telemetry_windows"));
-    hosts_max = std::max(hosts_max, Metric(page, "rocetune_controller_hosts"));
+    windows_max = std::max(windows_max, MetricSum(page, "rocetune_controller_telemetry_windows"));
+    hosts_max = std::max(hosts_max, MetricSum(page, "rocetune_controller_hosts"));
   }
   const int64_t rss1 = RssKb(pid);
   page = testing::HttpGet(metrics, "/metrics");
-  const double received = Metric(page, "rocetune_controller_reports_received_total") - received0;
+  const double received = MetricSum(page, "rocetune_controller_reports_received_total") - received0;
   const double measured_s = absl::ToDoubleSeconds(total - warm);
   const double growth = rss0 > 0 ? static_cast<double>(rss1 - rss0) / rss0 : 0;
 
@@ -213,11 +199,11 @@ TEST(ControllerSoakE2E, SteadyLoadBoundedMemoryAndForgetShrinksMaps) {
   env.WaitFor(
       [&] {
         page = testing::HttpGet(metrics, "/metrics");
-        return Metric(page, "rocetune_controller_telemetry_windows") == 0;
+        return MetricSum(page, "rocetune_controller_telemetry_windows") == 0;
       },
       absl::Seconds(10));
-  const double windows_after = Metric(page, "rocetune_controller_telemetry_windows");
-  const double hosts_after = Metric(page, "rocetune_controller_hosts");
+  const double windows_after = MetricSum(page, "rocetune_controller_telemetry_windows");
+  const double hosts_after = MetricSum(page, "rocetune_controller_hosts");
   ASSERT_EQ(env.Ctl({"audit", "--host=bench-0"}, "carol", &out), 0) << out;
   EXPECT_THAT(out, ::testing::HasSubstr("host_forgotten"));
   EXPECT_EQ(env.Ctl({"audit", "verify"}, "carol", &out), 0) << out;

@@ -9,10 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "grpcpp/grpcpp.h"
 #include "rocetune/v1/admin.grpc.pb.h"
@@ -137,13 +134,7 @@ TEST_F(AgentControllerTest, ControllerRegistersHostFromHello) {
 // Scrapes `port` and returns the value of the series named exactly `series`
 // (name plus labels), or -1.
 double MetricValue(int port, const std::string& series) {
-  const std::string body = HttpGet(port, "/metrics");
-  for (absl::string_view line : absl::StrSplit(body, '\n')) {
-    if (!absl::ConsumePrefix(&line, series) || !absl::ConsumePrefix(&line, " ")) continue;
-    double v = 0;
-    if (absl::SimpleAtod(line, &v)) return v;
-  }
-  return -1;
+  return testing::MetricValue(HttpGet(port, "/metrics"), series);
 }
 
 // The agent's /metrics and its local guard must not depend on the

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -159,6 +160,29 @@ double MetricValue(const std::string& page, const std::string& series) {
     if (absl::SimpleAtod(line, &v)) return v;
   }
   return -1;
+}
+
+double MetricSum(const std::string& page, const std::string& name, const std::string& label,
+                 std::map<std::string, double>* per_host) {
+  double sum = 0;
+  for (absl::string_view line : absl::StrSplit(page, '\n')) {
+    if (line.empty() || line[0] == '#' || !absl::StartsWith(line, name)) continue;
+    if (line.size() > name.size() && line[name.size()] != ' ' && line[name.size()] != '{') {
+      continue;
+    }
+    if (!label.empty() && !absl::StrContains(line, label)) continue;
+    double v = 0;
+    const size_t sp = line.rfind(' ');
+    if (sp == absl::string_view::npos || !absl::SimpleAtod(line.substr(sp + 1), &v)) continue;
+    sum += v;
+    if (per_host == nullptr) continue;
+    const size_t at = line.find("host=\"");
+    if (at == absl::string_view::npos) continue;
+    const size_t end = line.find('"', at + 6);
+    if (end == absl::string_view::npos) continue;
+    (*per_host)[std::string(line.substr(at + 6, end - at - 6))] += v;
+  }
+  return sum;
 }
 
 }  // namespace rocetune::testing

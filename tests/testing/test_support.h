@@ -7,6 +7,7 @@
 // One implementation each (tests/testing/test_support.cc).
 
 #include <functional>
+#include <map>
 #include <string>
 
 #include "absl/time/time.h"
@@ -77,6 +78,12 @@ std::string HttpGet(int port, const std::string& path);
 // In a Prometheus text page, the value of the sample named exactly `series`
 // (name plus labels, as printed), or -1 when there is none.
 double MetricValue(const std::string& page, const std::string& series);
+// The sum of the samples of metric `name` (any labels) in a Prometheus text
+// page whose line contains `label` (every sample when empty); with
+// `per_host`, also each sample's value added under its `host` label. 0 when
+// there is none.
+double MetricSum(const std::string& page, const std::string& name, const std::string& label = "",
+                 std::map<std::string, double>* per_host = nullptr);
 
 }  // namespace rocetune::testing
 
