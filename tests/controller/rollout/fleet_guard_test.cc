@@ -225,14 +225,20 @@ FleetPeriod JobPeriod(double probe_p99_us, int job_events, double job_p99_us) {
   return p;
 }
 
-// A canary-only trial: only the other p99's constraint is checked, fleet-wide
-// (the trial's DiD cannot see a cost that crosses racks). Throughput, the
-// objective's own p99 and the hosts' coverage are the trial judge's, not this.
-TEST(FleetGuardTest, ATrialIsHeldOnlyToTheOtherP99sConstraint) {
+// A campaign trial's check under a 1.05 step_time_p99 constraint.
+FleetGuardConfig TrialConfig() {
   FleetGuardConfig cfg;
   cfg.min_rtt_samples = 2000;
   cfg.trial = true;
   cfg.constraints = {Constraint("step_time_p99", 1.05)};
+  return cfg;
+}
+
+// A canary-only trial: only the other p99's constraint is checked, fleet-wide
+// (the trial's DiD cannot see a cost that crosses racks). Throughput, the
+// objective's own p99 and the hosts' coverage are the trial judge's, not this.
+TEST(FleetGuardTest, ATrialIsHeldOnlyToTheOtherP99sConstraint) {
+  const FleetGuardConfig cfg = TrialConfig();
   const FleetPeriod before = JobPeriod(40, 3000, 400);
 
   v1::Verdict worse = FleetGuard(before, JobPeriod(27, 3000, 480), 32, cfg);
@@ -268,10 +274,7 @@ TEST(FleetGuardTest, ATrialIsHeldOnlyToTheOtherP99sConstraint) {
 // Inside the noise margin the trial PASSes; its point estimate is still
 // beyond the tolerance, which a tuner must not take for a winner.
 TEST(FleetGuardTest, FleetPointExceededNamesATrialsReadingBeyondTheTolerance) {
-  FleetGuardConfig cfg;
-  cfg.min_rtt_samples = 2000;
-  cfg.trial = true;
-  cfg.constraints = {Constraint("step_time_p99", 1.05)};
+  const FleetGuardConfig cfg = TrialConfig();
   const FleetPeriod before = JobPeriod(40, 3000, 400);
   // The job's p99 rose 10%: above 1.05, below 1.155.
   const v1::Verdict within_margin = FleetGuard(before, JobPeriod(40, 3000, 440), 32, cfg);
