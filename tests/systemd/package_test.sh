@@ -50,7 +50,9 @@ echo "ok: built ${debs[*]##*/}"
 
 # 2. lintian.
 if command -v lintian >/dev/null; then
-  if out=$(lintian --fail-on error,warning "${debs[@]}" 2>&1); then
+  # lintian leaves its ELF caches (mldbm-elf-*) in TMPDIR: keep them in $work, removed below.
+  mkdir -p "$work/tmp"
+  if out=$(TMPDIR="$work/tmp" lintian --fail-on error,warning "${debs[@]}" 2>&1); then
     echo "ok: lintian clean at warning level ($(grep -c '^[EW]:' <<<"$out" || true) tags)"
   else
     fail "lintian: $out"
