@@ -428,17 +428,9 @@ def main():
         # to settle (24 s of wall time at pace 0.05, longer when a loaded machine puts the
         # fabric behind its pace; tuning_e2e_test waits the same). A baseline taken earlier
         # holds the warm-up, and a neutral change judged against it was rolled back in a run.
-        def simulated_seconds():
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{sim_metrics}/metrics",
-                                            timeout=5) as r:
-                    page = r.read().decode()
-            except OSError:
-                return 0.0
-            m = re.search(r"^rocetune_fabricsim_simulated_seconds (\S+)$", page, re.M)
-            return float(m.group(1)) if m else 0.0
-        wait_for(lambda: simulated_seconds() >= 1.2, 120, "1.2 s of simulated time", poll=0.5,
-                 procs=procs)
+        # Read through Prometheus, which scrapes the fabric's gauge every second.
+        wait_for(lambda: prom.has_data("rocetune_fabricsim_simulated_seconds >= 1.2"), 120,
+                 "1.2 s of simulated time", poll=0.5, procs=procs)
 
         # One change through the rollout: a bad one, which the judge rolls back.
         policy = f"{work}/policy.textproto"
@@ -462,17 +454,18 @@ def main():
                 raise RuntimeError(f"change approve {change} failed: {out}")
 
             def finished():
+                """The change's JSON once it has ended, else None."""
                 rc, out = run_ctl("prom-test", "change", "show", change, "-o", "json")
-                return rc == 0 and re.search(r'"state":\s*"(ROLLED_BACK|DONE|ABORTED)"', out)
-            state = wait_for(finished, 150, f"change {change} to finish", poll=1, procs=procs)
-            rc, out = run_ctl("prom-test", "change", "show", change, "-o", "json")
-            try:
-                last = json.loads(out).get("transitions", [{}])[-1]
-            except (ValueError, IndexError):
-                last = {}
-            print(f"change {change} ({knob}) finished: {state.group(1)} "
+                try:
+                    c = json.loads(out) if rc == 0 else {}
+                except ValueError:
+                    return None
+                return c if c.get("state") in ("ROLLED_BACK", "DONE", "ABORTED") else None
+            c = wait_for(finished, 150, f"change {change} to finish", poll=1, procs=procs)
+            last = (c.get("transitions") or [{}])[-1]
+            print(f"change {change} ({knob}) finished: {c['state']} "
                   f"(stage {last.get('stage', 0)}: {last.get('reason', '?')})")
-            return state.group(1)
+            return c["state"]
 
         # A neutral change stays active for several judge looks (canary versus control p99
         # is exported while a change is active); a bad one is rolled back.
