@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Runs `make demo`'s script (scripts/demo) against BUILD_DIR, with two campaign trials instead
-of ten (DEMO_TRIALS=2, the script's one knob; about a minute instead of three), and checks what
+of ten (DEMO_TRIALS=2, the script's one knob; about a minute and a half instead of four), and checks what
 the demo is there to show: it exits 0, the bad change is ROLLED_BACK, the campaign's promotion
 (when the campaign found something better and its confirmation trial confirmed it) has ended
 (DONE; or ABORTED / ROLLED_BACK by the judge, which a two-trial winner's small gain can meet),
