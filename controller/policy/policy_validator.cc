@@ -26,6 +26,10 @@ constexpr size_t kMaxNameLength = 63;
 constexpr const char* kConstraintMetrics[] = {"throughput_gbps", "pfc_pause_ratio",
                                               "cnp_per_second",  "retransmits_per_second",
                                               "probe_rtt_p99",   "step_time_p99"};
+// The probe classes the controller's probe plan gives its peers: "intra_" or
+// "inter_" and the plan's locality label (ProbePlannerOptions::locality_label,
+// "tor"). An objective on any other class would read no probes at all.
+constexpr const char* kProbePeerClasses[] = {"intra_tor", "inter_tor"};
 
 // Adds an error at the location of a field path.
 using Report = std::function<void(const std::string& path, const char* rule, std::string message)>;
@@ -98,6 +102,15 @@ void CheckObjective(const v1::Policy& policy, const Report& report) {
     report("objective.peer_class", "objective_peer_class_unused",
            "objective.peer_class narrows the probes, which STEP_TIME_P99 does not read; a "
            "probe_rtt_p99 constraint reads every class");
+  } else if (!o.peer_class().empty() &&
+             std::find(std::begin(kProbePeerClasses), std::end(kProbePeerClasses),
+                       o.peer_class()) == std::end(kProbePeerClasses)) {
+    report("objective.peer_class", "objective_peer_class_unknown",
+           absl::StrCat("objective.peer_class \"", o.peer_class(),
+                        "\" is not a class the probes report, so the objective would read no "
+                        "probes: use \"intra_tor\" (peers under the same ToR), \"inter_tor\" "
+                        "(peers across ToRs, by the hosts' tor label) or leave it empty (all "
+                        "probes)"));
   }
 }
 
@@ -293,6 +306,11 @@ void CheckTuner(const v1::Policy& policy, const Report& report) {
   }
   if (t.kind() == v1::Tuner::FIXED && t.fixed().empty()) {
     report("tuner.kind", "fixed_empty", "tuner.kind is FIXED but tuner.fixed names no values");
+  }
+  if (t.min_window_samples() != 0) {
+    report("tuner.min_window_samples", "min_window_samples_unused",
+           "tuner.min_window_samples is not read by the tuner or the judge; the probe RTTs a "
+           "host needs in a trial's baseline and bake are guard.min_samples");
   }
   // Sorted, so errors come out in a stable order.
   const std::map<std::string, int64_t> fixed(t.fixed().begin(), t.fixed().end());

@@ -93,7 +93,7 @@ const Case kCases[] = {
     {"ObjectiveMissing", "objective { metric: PROBE_RTT_P99 }\n", "", "",
      "objective_metric_unspecified", ""},
     {"ObjectiveMetricUnspecified", "objective { metric: PROBE_RTT_P99 }",
-     "objective {\n  peer_class: \"congested\"\n}", "", "objective_metric_unspecified",
+     "objective {\n  peer_class: \"inter_tor\"\n}", "", "objective_metric_unspecified",
      "objective {"},
     {"ObjectiveMetricUnknownNumber", "metric: PROBE_RTT_P99", "metric: 9", "",
      "objective_metric_unknown", "metric: 9"},
@@ -111,8 +111,12 @@ const Case kCases[] = {
     {"JobSeriesNobodyReads", "metric: PROBE_RTT_P99", "metric: PROBE_RTT_P99 op: \"step\"", "",
      "objective_job_unused", "op: \"step\"", 1, std::nullopt, "nothing reads it"},
     {"StepTimeWithPeerClass", "metric: PROBE_RTT_P99",
-     "metric: STEP_TIME_P99 op: \"step\" peer_class: \"congested\"", "",
+     "metric: STEP_TIME_P99 op: \"step\" peer_class: \"inter_tor\"", "",
      "objective_peer_class_unused", "peer_class:", 1, std::nullopt, "probe_rtt_p99 constraint"},
+    // A class no probe plan gives (incast_training.textproto once shipped "congested").
+    {"ObjectivePeerClassUnknown", "metric: PROBE_RTT_P99",
+     "metric: PROBE_RTT_P99 peer_class: \"congested\"", "", "objective_peer_class_unknown",
+     "peer_class:", 1, std::nullopt, "would read no probes"},
     {"P99ConstraintWithABound", "", "", "constraints { metric: \"probe_rtt_p99\" max: 0.001 }\n",
      "constraint_bound_unsupported", "max: 0.001", 1, std::nullopt, "Use max_ratio"},
     // --- constraints
@@ -182,6 +186,10 @@ const Case kCases[] = {
     {"MinImprovementOne", "tuner { kind: COORDINATE_DESCENT }",
      "tuner { kind: COORDINATE_DESCENT min_improvement: 1 }", "", "min_improvement_out_of_range",
      "min_improvement"},
+    // Accepted and ignored until allreduce_storage.textproto was found setting it.
+    {"MinWindowSamplesIsNotRead", "tuner { kind: COORDINATE_DESCENT }",
+     "tuner { kind: COORDINATE_DESCENT min_window_samples: 500 }", "",
+     "min_window_samples_unused", "min_window_samples", 1, std::nullopt, "guard.min_samples"},
     {"FixedNamesNonKnob", "tuner { kind: COORDINATE_DESCENT }",
      "tuner {\n  kind: FIXED\n  fixed { key: \"rpg_hai_rate\" value: 100 }\n}", "",
      "fixed_unknown_knob", "fixed {", 1, std::nullopt, "rpg_hai_rate"},
