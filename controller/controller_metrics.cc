@@ -114,6 +114,14 @@ ControllerMetrics::ControllerMetrics()
                                   "read-only; unavailable: I/O error or locked). Nothing of a "
                                   "failed write is kept.")
                               .Register(r);
+  // Every code a store write can fail with (CodeFor in controller/store/store.cc)
+  // exported at 0 from the start: the RocetuneStoreWriteFailing alert takes
+  // increase() over 5 minutes, which does not count a series' first sample, so
+  // a series born at 1 by the first failure would not fire it.
+  for (const char* code :
+       {"failed_precondition", "resource_exhausted", "unavailable", "data_loss", "internal"}) {
+    store_errors_family_->Add({{"code", code}});
+  }
   report_delay_ = &prometheus::BuildHistogram()
                        .Name("rocetune_controller_report_delay_seconds")
                        .Help("Time from a report's end timestamp (agent clock) to its ingestion.")

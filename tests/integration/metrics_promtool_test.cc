@@ -158,6 +158,14 @@ TEST_F(MetricsPromtoolTest, AgentAndControllerPassPromtool) {
   EXPECT_TRUE(absl::StrContains(controller, "rocetune_controller_changes{state=\"CANARY\"} 0"))
       << controller;
   EXPECT_TRUE(absl::StrContains(controller, "rocetune_controller_judge_verdicts_total"));
+  // Series that alerts take increase() of exist at 0 before their first event
+  // (increase() does not count a series' first sample).
+  for (const char* series :
+       {"rocetune_controller_store_errors_total{code=\"resource_exhausted\"} 0",
+        "rocetune_controller_store_errors_total{code=\"failed_precondition\"} 0",
+        "rocetune_controller_changes_rolled_back_total{reason=\"lease_expired\"} 0"}) {
+    EXPECT_TRUE(absl::StrContains(controller, series)) << series << "\n" << controller;
+  }
   EXPECT_EQ(Promtool(dir_, "controller", controller, &out), 0) << out;
   EXPECT_EQ(absl::StripAsciiWhitespace(out), "") << "promtool findings on the controller:\n" << out;
 
