@@ -211,6 +211,7 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(const ControllerOp
   fopt.observe_only = options.observe_only;
   fopt.probes.probes_per_second = options.probe_rate;
   fopt.probes.max_peers = options.probe_peers;
+  fopt.probes.locality_label = options.probe_locality_label;
   c->loop_ = std::make_unique<ControlLoop>(c->store_.get());
   c->fleet_ =
       std::make_unique<Fleet>(clock, c->telemetry_.get(), c->store_.get(), &c->events_, fopt);
@@ -220,6 +221,7 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(const ControllerOp
   ropt.tick = options.rollout_tick;
   ropt.window = options.window;
   ropt.retention = options.retention;
+  ropt.probe_locality_label = options.probe_locality_label;
   ropt.max_message_bytes = static_cast<size_t>(options.max_message_bytes);
   ropt.proposal_ttl = options.proposal_ttl;
   ropt.restore_confirm_timeout = options.restore_confirm_timeout;

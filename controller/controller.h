@@ -52,6 +52,10 @@ struct ControllerOptions {
   // to each peer, and peers per host.
   double probe_rate = 10;
   int probe_peers = 16;
+  // Host label whose values make probe peers near (peer class
+  // "intra_<label>") or far ("inter_<label>"); half of each host's peers are
+  // near. A policy's objective.peer_class must be one of the two.
+  std::string probe_locality_label = "tor";
   // Completion queues (one thread each) that agent streams are spread over;
   // 0 picks one per CPU.
   int stream_threads = 0;

@@ -63,6 +63,10 @@ ABSL_FLAG(int32_t, stream_threads, 0,
 ABSL_FLAG(double, probe_rate, 10,
           "Latency probes per second each agent sends to each of its peers (the probe plan).");
 ABSL_FLAG(int32_t, probe_peers, 16, "Peers in each agent's probe plan (half in its own ToR).");
+ABSL_FLAG(std::string, probe_locality_label, "tor",
+          "Host label whose values say which hosts share a ToR: half of each host's probe "
+          "peers share its value (peer class intra_<label>), half do not (inter_<label>). Set "
+          "it to the label your hosts' rack or ToR is in (e.g. rack).");
 ABSL_FLAG(absl::Duration, proposal_ttl, absl::Hours(24),
           "A change still PROPOSED this long after its proposal is rejected by the controller "
           "(audited change_expired) and frees its hosts; 0 = never.");
@@ -142,6 +146,13 @@ int main(int argc, char** argv) {
   }
   opt.probe_rate = absl::GetFlag(FLAGS_probe_rate);
   opt.probe_peers = absl::GetFlag(FLAGS_probe_peers);
+  opt.probe_locality_label = absl::GetFlag(FLAGS_probe_locality_label);
+  if (opt.probe_locality_label.empty()) {
+    std::fprintf(stderr,
+                 "rocetune-controller: --probe_locality_label is empty: want the host label "
+                 "that names a host's ToR or rack (e.g. tor, rack)\n");
+    return 2;
+  }
 
   // One controller per state dir: two would hand out the same versions.
   std::unique_ptr<rocetune::StateDirLock> state_lock;

@@ -31,6 +31,10 @@ struct PolicyContext {
   // Smallest buffer limit among the selected switches, bytes; ECN threshold
   // knobs above it are refused. Unset: not checked.
   std::optional<int64_t> min_switch_buffer_bytes;
+  // The controller's probe locality label (--probe_locality_label): probe peer
+  // classes are "intra_<label>" and "inter_<label>", and objective.peer_class
+  // must be one of them. Unset (offline): any "intra_<name>" / "inter_<name>".
+  std::optional<std::string> probe_locality_label;
 };
 
 // Parses a text-format Policy. Syntax errors are reported with line and

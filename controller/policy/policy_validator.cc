@@ -5,9 +5,11 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -27,9 +29,21 @@ constexpr const char* kConstraintMetrics[] = {"throughput_gbps", "pfc_pause_rati
                                               "cnp_per_second",  "retransmits_per_second",
                                               "probe_rtt_p99",   "step_time_p99"};
 // The probe classes the controller's probe plan gives its peers: "intra_" or
-// "inter_" and the plan's locality label (ProbePlannerOptions::locality_label,
-// "tor"). An objective on any other class would read no probes at all.
-constexpr const char* kProbePeerClasses[] = {"intra_tor", "inter_tor"};
+// "inter_" and the plan's locality label (--probe_locality_label, default
+// "tor"; ProbePlannerOptions::locality_label). An objective on any other class
+// would read no probes at all. `label` unset (offline): any label name.
+bool KnownPeerClass(const std::string& peer_class, const std::optional<std::string>& label) {
+  for (absl::string_view prefix : {"intra_", "inter_"}) {
+    if (!absl::StartsWith(peer_class, prefix)) continue;
+    const absl::string_view rest = absl::string_view(peer_class).substr(prefix.size());
+    if (label.has_value()) return rest == *label;
+    return !rest.empty() && std::all_of(rest.begin(), rest.end(), [](char c) {
+      return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' ||
+             c == '.' || c == '/';
+    });
+  }
+  return false;
+}
 
 // Adds an error at the location of a field path.
 using Report = std::function<void(const std::string& path, const char* rule, std::string message)>;
@@ -57,7 +71,7 @@ void CheckName(const v1::Policy& policy, const Report& report) {
   }
 }
 
-void CheckObjective(const v1::Policy& policy, const Report& report) {
+void CheckObjective(const v1::Policy& policy, const PolicyContext& context, const Report& report) {
   const v1::Objective& o = policy.objective();
   const auto metric = o.metric();
   if (metric == v1::Objective::METRIC_UNSPECIFIED) {
@@ -103,14 +117,18 @@ void CheckObjective(const v1::Policy& policy, const Report& report) {
            "objective.peer_class narrows the probes, which STEP_TIME_P99 does not read; a "
            "probe_rtt_p99 constraint reads every class");
   } else if (!o.peer_class().empty() &&
-             std::find(std::begin(kProbePeerClasses), std::end(kProbePeerClasses),
-                       o.peer_class()) == std::end(kProbePeerClasses)) {
+             !KnownPeerClass(o.peer_class(), context.probe_locality_label)) {
+    const std::string label = context.probe_locality_label.value_or("tor");
     report("objective.peer_class", "objective_peer_class_unknown",
            absl::StrCat("objective.peer_class \"", o.peer_class(),
                         "\" is not a class the probes report, so the objective would read no "
-                        "probes: use \"intra_tor\" (peers under the same ToR), \"inter_tor\" "
-                        "(peers across ToRs, by the hosts' tor label) or leave it empty (all "
-                        "probes)"));
+                        "probes: use \"intra_",
+                        label, "\" (peers with the same ", label, " label), \"inter_", label,
+                        "\" (the others) or leave it empty (all "
+                        "probes)",
+                        context.probe_locality_label.has_value()
+                            ? " (the controller's --probe_locality_label is " + label + ")"
+                            : ""));
   }
 }
 
@@ -431,7 +449,7 @@ std::vector<PolicyError> PolicyFile::Validate(const PolicyContext& context) cons
     errors.push_back({file_, line, column, rule, std::move(message)});
   };
   CheckName(policy_, report);
-  CheckObjective(policy_, report);
+  CheckObjective(policy_, context, report);
   CheckConstraints(policy_, report);
   CheckKnobs(policy_, context, find, report);
   CheckSwitchKnobs(policy_, context, report);

@@ -335,6 +335,7 @@ absl::StatusOr<v1::ApplyPolicyResponse> RolloutManager::ApplyPolicy(
   absl::StatusOr<PolicyFile> parsed = PolicyFile::Parse(req.text(), file);
   if (!parsed.ok()) return parsed.status();
   PolicyContext context;
+  context.probe_locality_label = options_.probe_locality_label;
   std::map<std::string, std::string> selector(parsed->policy().selector().match_labels().begin(),
                                               parsed->policy().selector().match_labels().end());
   for (const v1::HostInfo& h : fleet_->ListHosts(selector)) {

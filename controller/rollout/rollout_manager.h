@@ -40,6 +40,9 @@ struct RolloutOptions {
   // The telemetry store's window and retention: baselines and bakes must fit.
   absl::Duration window = absl::Seconds(10);
   absl::Duration retention = absl::Minutes(10);
+  // The probe plan's locality label (ControllerOptions::probe_locality_label):
+  // a policy's objective.peer_class must be intra_<label> or inter_<label>.
+  std::string probe_locality_label = "tor";
   // Verdicts kept per change (older ones lose their sketches first, then go).
   int max_verdicts = 40;
   // The controller's --max_message_bytes: a policy version larger than this

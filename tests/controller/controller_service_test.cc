@@ -97,6 +97,7 @@ class ControllerServiceTest : public ::testing::Test {
     opt.gone_after = absl::Seconds(120);
     opt.tick_interval = absl::ZeroDuration();
     opt.max_message_bytes = 64 * 1024;
+    opt.probe_locality_label = probe_locality_label_;
     auto c = Controller::Start(opt, &clock_);
     ASSERT_TRUE(c.ok()) << c.status();
     controller_ = *std::move(c);
@@ -152,6 +153,7 @@ class ControllerServiceTest : public ::testing::Test {
 
   FakeClock clock_;
   std::string dir_;
+  std::string probe_locality_label_ = "tor";
   std::unique_ptr<Controller> controller_;
   std::unique_ptr<v1::AdminService::Stub> admin_;
 };
@@ -713,6 +715,57 @@ TEST_F(ControllerServiceTest, SeveralWatchersEachGetEveryEventAndStopEndsThem) {
 // `policy show` of it failed forever; admin requests up to 4x
 // --max_message_bytes were accepted. Now both are refused before anything is
 // stored (the fixture's --max_message_bytes is 64 KiB).
+// --probe_locality_label=rack: a fleet labelled by rack (as docs/operations.md
+// labels it) gets probe classes intra_rack / inter_rack, and a policy's
+// objective must name one of those, not the default's intra_tor.
+TEST_F(ControllerServiceTest, TheProbeLocalityLabelNamesThePeerClassesAndPoliciesFollowIt) {
+  controller_.reset();
+  probe_locality_label_ = "rack";
+  StartController();
+  TestAgent a(controller_->grpc_port());
+  ASSERT_TRUE(a.Hello("ra", {{"rack", "r1"}}, "", "127.0.0.1:7001"));
+  ASSERT_TRUE(a.NextProbePlan().has_value());
+  TestAgent b(controller_->grpc_port());
+  ASSERT_TRUE(b.Hello("rb", {{"rack", "r1"}}, "", "127.0.0.1:7002"));
+  auto plan_b = b.NextProbePlan();
+  ASSERT_TRUE(plan_b.has_value());
+  ASSERT_EQ(plan_b->peers_size(), 1);
+  EXPECT_EQ(plan_b->peers(0).peer_class(), "intra_rack");
+  TestAgent c(controller_->grpc_port());
+  ASSERT_TRUE(c.Hello("rc", {{"rack", "r2"}}, "", "127.0.0.1:7003"));
+  auto plan_c = c.NextProbePlan();
+  ASSERT_TRUE(plan_c.has_value());
+  ASSERT_EQ(plan_c->peers_size(), 2);
+  for (const v1::ProbePeer& p : plan_c->peers()) EXPECT_EQ(p.peer_class(), "inter_rack");
+
+  auto apply = [&](const std::string& peer_class) {
+    grpc::ClientContext ctx;
+    v1::ApplyPolicyRequest req;
+    req.set_text(absl::StrCat(R"pb(
+                                name: "racks"
+                                objective { metric: PROBE_RTT_P99 peer_class: ")pb",
+                              peer_class,
+                              R"pb(" }
+                                   knobs { parameter: "rpg_time_reset" min: 2 max: 600 step: 2 }
+                                   tuner { kind: COORDINATE_DESCENT }
+                                   rollout {
+                                     canary_fraction: 0.25
+                                     bake_seconds: 6
+                                     stages: [ 1.0 ]
+                                   }
+                              )pb"));
+    req.set_file_name("racks.textproto");
+    v1::ApplyPolicyResponse resp;
+    return admin_->ApplyPolicy(&ctx, req, &resp);
+  };
+  const grpc::Status tor = apply("intra_tor");
+  EXPECT_EQ(tor.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(tor.error_message(), HasSubstr("objective_peer_class_unknown"));
+  EXPECT_THAT(tor.error_message(), HasSubstr("--probe_locality_label is rack"));
+  const grpc::Status rack = apply("intra_rack");
+  EXPECT_TRUE(rack.ok()) << rack.error_message();
+}
+
 TEST_F(ControllerServiceTest, AnOversizedPolicyIsRefusedWholeAndNothingIsStored) {
   const std::string policy = R"pb(
     name: "big"

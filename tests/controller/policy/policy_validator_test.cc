@@ -188,8 +188,8 @@ const Case kCases[] = {
      "min_improvement"},
     // Accepted and ignored until allreduce_storage.textproto was found setting it.
     {"MinWindowSamplesIsNotRead", "tuner { kind: COORDINATE_DESCENT }",
-     "tuner { kind: COORDINATE_DESCENT min_window_samples: 500 }", "",
-     "min_window_samples_unused", "min_window_samples", 1, std::nullopt, "guard.min_samples"},
+     "tuner { kind: COORDINATE_DESCENT min_window_samples: 500 }", "", "min_window_samples_unused",
+     "min_window_samples", 1, std::nullopt, "guard.min_samples"},
     {"FixedNamesNonKnob", "tuner { kind: COORDINATE_DESCENT }",
      "tuner {\n  kind: FIXED\n  fixed { key: \"rpg_hai_rate\" value: 100 }\n}", "",
      "fixed_unknown_knob", "fixed {", 1, std::nullopt, "rpg_hai_rate"},
@@ -283,6 +283,43 @@ TEST(PolicyValidateTest, BoundaryValuesAreValid) {
   PolicyContext context;
   context.min_link_speed_mbps = 100;  // rpg_ai_rate max is exactly 100 Mbps
   EXPECT_THAT(file->Validate(context), IsEmpty()) << Dump(file->Validate(context));
+}
+
+// objective.peer_class: offline any intra_<label> / inter_<label> passes (the
+// controller's --probe_locality_label is not known); against a controller only
+// its own label's two classes do.
+TEST(PolicyValidateTest, PeerClassFollowsTheControllersLocalityLabel) {
+  auto with_class = [](const std::string& peer_class) {
+    return PolicyFile::Parse(
+        absl::StrReplaceAll(kValidPolicy,
+                            {{"objective { metric: PROBE_RTT_P99 }",
+                              absl::StrCat("objective { metric: PROBE_RTT_P99 peer_class: \"",
+                                           peer_class, "\" }")}}),
+        "p");
+  };
+  PolicyContext rack;
+  rack.probe_locality_label = "rack";
+  for (const char* ok : {"intra_rack", "inter_rack"}) {
+    auto file = with_class(ok);
+    ASSERT_TRUE(file.ok()) << file.status();
+    EXPECT_THAT(file->Validate(), IsEmpty()) << ok << "\n" << Dump(file->Validate());
+    EXPECT_THAT(file->Validate(rack), IsEmpty()) << ok << "\n" << Dump(file->Validate(rack));
+  }
+  auto tor = with_class("intra_tor");
+  ASSERT_TRUE(tor.ok()) << tor.status();
+  EXPECT_THAT(tor->Validate(), IsEmpty()) << Dump(tor->Validate());
+  const auto errors = tor->Validate(rack);
+  ASSERT_EQ(errors.size(), 1u) << Dump(errors);
+  EXPECT_EQ(errors[0].rule, "objective_peer_class_unknown");
+  EXPECT_THAT(errors[0].message, HasSubstr("\"intra_rack\""));
+  EXPECT_THAT(errors[0].message, HasSubstr("--probe_locality_label is rack"));
+  for (const char* bad : {"intra_", "inter", "congested", "intra_a b"}) {
+    auto file = with_class(bad);
+    ASSERT_TRUE(file.ok()) << file.status();
+    const auto offline = file->Validate();
+    ASSERT_EQ(offline.size(), 1u) << bad << "\n" << Dump(offline);
+    EXPECT_EQ(offline[0].rule, "objective_peer_class_unknown") << bad;
+  }
 }
 
 TEST(PolicyValidateTest, LinkSpeedOnlyChecksRateKnobs) {
