@@ -12,6 +12,22 @@ def run_in_group(argv, cwd, env, timeout_s):
     15 s; then everything left in its group, which only it started, is killed."""
     proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+    def stop_group(signum, _frame):
+        # This runner is being stopped (ctest's timeout, a stopped suite): the group is in a
+        # session of its own, so nothing else would stop it. Same order as on a timeout.
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        os._exit(128 + signum)
+
+    previous = {sig: signal.signal(sig, stop_group) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         out, _ = proc.communicate(timeout=timeout_s)
         return proc.returncode, out, False
@@ -23,3 +39,6 @@ def run_in_group(argv, cwd, env, timeout_s):
             os.killpg(proc.pid, signal.SIGKILL)
             out, _ = proc.communicate()
         return proc.returncode, out, True
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
