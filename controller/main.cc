@@ -1,10 +1,12 @@
 // rocetune-controller: the fleet controller daemon.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <string>
 #include <thread>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
@@ -147,10 +149,19 @@ int main(int argc, char** argv) {
   opt.probe_rate = absl::GetFlag(FLAGS_probe_rate);
   opt.probe_peers = absl::GetFlag(FLAGS_probe_peers);
   opt.probe_locality_label = absl::GetFlag(FLAGS_probe_locality_label);
-  if (opt.probe_locality_label.empty()) {
+  // A label name, short enough that "inter_<label>" stays well inside the
+  // telemetry store's limit on a peer class.
+  const std::string& locality = opt.probe_locality_label;
+  if (locality.empty() || locality.size() > 63 ||
+      !std::all_of(locality.begin(), locality.end(), [](char c) {
+        return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' ||
+               c == '.' || c == '/';
+      })) {
     std::fprintf(stderr,
-                 "rocetune-controller: --probe_locality_label is empty: want the host label "
-                 "that names a host's ToR or rack (e.g. tor, rack)\n");
+                 "rocetune-controller: --probe_locality_label=\"%s\": want the name of the host "
+                 "label that says which ToR or rack a host is in (e.g. tor, rack): 1-63 of "
+                 "A-Z a-z 0-9 _ - . /\n",
+                 locality.c_str());
     return 2;
   }
 

@@ -37,6 +37,11 @@ struct PolicyContext {
   std::optional<std::string> probe_locality_label;
 };
 
+// Whether `peer_class` is one the probe plan gives: "intra_<label>" or
+// "inter_<label>" with the controller's probe locality label; with `label`
+// unset, any label name. Empty (all probes) is not a class: the caller checks.
+bool KnownProbePeerClass(const std::string& peer_class, const std::optional<std::string>& label);
+
 // Parses a text-format Policy. Syntax errors are reported with line and
 // column. Field positions are recorded so that Validate can point at them.
 class PolicyFile {

@@ -28,22 +28,6 @@ constexpr size_t kMaxNameLength = 63;
 constexpr const char* kConstraintMetrics[] = {"throughput_gbps", "pfc_pause_ratio",
                                               "cnp_per_second",  "retransmits_per_second",
                                               "probe_rtt_p99",   "step_time_p99"};
-// The probe classes the controller's probe plan gives its peers: "intra_" or
-// "inter_" and the plan's locality label (--probe_locality_label, default
-// "tor"; ProbePlannerOptions::locality_label). An objective on any other class
-// would read no probes at all. `label` unset (offline): any label name.
-bool KnownPeerClass(const std::string& peer_class, const std::optional<std::string>& label) {
-  for (absl::string_view prefix : {"intra_", "inter_"}) {
-    if (!absl::StartsWith(peer_class, prefix)) continue;
-    const absl::string_view rest = absl::string_view(peer_class).substr(prefix.size());
-    if (label.has_value()) return rest == *label;
-    return !rest.empty() && std::all_of(rest.begin(), rest.end(), [](char c) {
-      return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' ||
-             c == '.' || c == '/';
-    });
-  }
-  return false;
-}
 
 // Adds an error at the location of a field path.
 using Report = std::function<void(const std::string& path, const char* rule, std::string message)>;
@@ -117,7 +101,7 @@ void CheckObjective(const v1::Policy& policy, const PolicyContext& context, cons
            "objective.peer_class narrows the probes, which STEP_TIME_P99 does not read; a "
            "probe_rtt_p99 constraint reads every class");
   } else if (!o.peer_class().empty() &&
-             !KnownPeerClass(o.peer_class(), context.probe_locality_label)) {
+             !KnownProbePeerClass(o.peer_class(), context.probe_locality_label)) {
     const std::string label = context.probe_locality_label.value_or("tor");
     report("objective.peer_class", "objective_peer_class_unknown",
            absl::StrCat("objective.peer_class \"", o.peer_class(),
@@ -440,6 +424,23 @@ void CheckApproval(const v1::Policy& policy, const Report& report) {
 }
 
 }  // namespace
+
+// The probe classes the controller's probe plan gives its peers: "intra_" or
+// "inter_" and the plan's locality label (--probe_locality_label, default
+// "tor"; ProbePlannerOptions::locality_label). An objective on any other class
+// would read no probes at all. `label` unset (offline): any label name.
+bool KnownProbePeerClass(const std::string& peer_class, const std::optional<std::string>& label) {
+  for (absl::string_view prefix : {"intra_", "inter_"}) {
+    if (!absl::StartsWith(peer_class, prefix)) continue;
+    const absl::string_view rest = absl::string_view(peer_class).substr(prefix.size());
+    if (label.has_value()) return rest == *label;
+    return !rest.empty() && std::all_of(rest.begin(), rest.end(), [](char c) {
+      return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' ||
+             c == '.' || c == '/';
+    });
+  }
+  return false;
+}
 
 std::vector<PolicyError> PolicyFile::Validate(const PolicyContext& context) const {
   std::vector<PolicyError> errors;

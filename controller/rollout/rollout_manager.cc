@@ -284,9 +284,18 @@ namespace {
 // A policy applied by an older controller may hold an objective this one no
 // longer accepts (validated when it was applied, under older rules): refused
 // at proposal, saying what to do, rather than judged as something else.
-absl::Status CheckObjectiveStillValid(const v1::PolicyVersion& pv) {
+absl::Status CheckObjectiveStillValid(const v1::PolicyVersion& pv, const std::string& label) {
   const v1::Objective& o = pv.policy().objective();
   const std::string which = absl::StrCat("policy ", pv.name(), " version ", pv.sequence());
+  // Applied before the validator knew the probe classes, or under another
+  // --probe_locality_label: its objective would read no probes.
+  if (!o.peer_class().empty() && o.metric() != v1::Objective::STEP_TIME_P99 &&
+      !KnownProbePeerClass(o.peer_class(), label)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        which, ": objective.peer_class \"", o.peer_class(),
+        "\" is not a class the probes report (the controller's --probe_locality_label is ", label,
+        ": intra_", label, " or inter_", label, "); apply the policy again with one of them"));
+  }
   if (o.metric() == v1::Objective::PROBE_RTT_P999) {
     return absl::FailedPreconditionError(absl::StrCat(
         which,
@@ -696,7 +705,9 @@ absl::StatusOr<v1::Change> RolloutManager::BuildChange(const v1::PolicyVersion& 
                                                        const PlanAvoid& avoid) {
   const v1::Policy policy = WithDefaults(pv.policy());
   if (absl::Status s = CheckKnobs(policy, knobs); !s.ok()) return s;
-  if (absl::Status s = CheckObjectiveStillValid(pv); !s.ok()) return s;
+  if (absl::Status s = CheckObjectiveStillValid(pv, options_.probe_locality_label); !s.ok()) {
+    return s;
+  }
   std::map<std::string, std::string> selector(policy.selector().match_labels().begin(),
                                               policy.selector().match_labels().end());
   std::vector<StoredHost> selected = ConnectedHosts(selector);

@@ -710,11 +710,6 @@ TEST_F(ControllerServiceTest, SeveralWatchersEachGetEveryEventAndStopEndsThem) {
   EXPECT_FALSE(r2->Finish().ok());
 }
 
-// Issue 28 item 4: a valid policy with a large comment was stored and
-// audited, then its reply failed (RESOURCE_EXHAUSTED, CLI exit 1) and
-// `policy show` of it failed forever; admin requests up to 4x
-// --max_message_bytes were accepted. Now both are refused before anything is
-// stored (the fixture's --max_message_bytes is 64 KiB).
 // --probe_locality_label=rack: a fleet labelled by rack (as docs/operations.md
 // labels it) gets probe classes intra_rack / inter_rack, and a policy's
 // objective must name one of those, not the default's intra_tor.
@@ -766,6 +761,11 @@ TEST_F(ControllerServiceTest, TheProbeLocalityLabelNamesThePeerClassesAndPolicie
   EXPECT_TRUE(rack.ok()) << rack.error_message();
 }
 
+// Issue 28 item 4: a valid policy with a large comment was stored and
+// audited, then its reply failed (RESOURCE_EXHAUSTED, CLI exit 1) and
+// `policy show` of it failed forever; admin requests up to 4x
+// --max_message_bytes were accepted. Now both are refused before anything is
+// stored (the fixture's --max_message_bytes is 64 KiB).
 TEST_F(ControllerServiceTest, AnOversizedPolicyIsRefusedWholeAndNothingIsStored) {
   const std::string policy = R"pb(
     name: "big"

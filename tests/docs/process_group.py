@@ -3,6 +3,7 @@ the real binaries (quickstart_test, demo_test)."""
 import os
 import signal
 import subprocess
+import time
 
 
 def run_in_group(argv, cwd, env, timeout_s):
@@ -14,18 +15,27 @@ def run_in_group(argv, cwd, env, timeout_s):
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
     def stop_group(signum, _frame):
-        # This runner is being stopped (ctest's timeout, a stopped suite): the group is in a
-        # session of its own, so nothing else would stop it. Same order as on a timeout.
+        # This runner is being stopped by SIGTERM or SIGINT (a stopped suite, Ctrl-C; ctest's
+        # own timeout sends SIGKILL, which nothing can catch): the group is in a session of its
+        # own, so nothing else would stop it. The command gets SIGTERM and up to 15 s for its
+        # trap, then what is left of its group is killed. The leader is waited for without
+        # being reaped (WNOWAIT), so its pid, the group's id, cannot be reused before killpg.
         proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            pass
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            try:
+                if os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT):
+                    break
+            except ChildProcessError:
+                break
+            time.sleep(0.1)
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        os._exit(128 + signum)
+        # Die of the signal itself, as the runner would have without this handler.
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
 
     previous = {sig: signal.signal(sig, stop_group) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:

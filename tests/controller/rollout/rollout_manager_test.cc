@@ -100,6 +100,7 @@ class RolloutTest : public ::testing::Test {
     ropt.window = absl::Seconds(1);
     ropt.retention = absl::Minutes(2);
     ropt.restore_confirm_timeout = absl::Seconds(10);
+    ropt.probe_locality_label = probe_locality_label_;
     manager_ = std::make_unique<RolloutManager>(fleet_.get(), telemetry_.get(), store_.get(),
                                                 nullptr, &clock_, ropt);
     // Fresh series per Open, as a restarted controller has.
@@ -382,6 +383,7 @@ class RolloutTest : public ::testing::Test {
   }
 
   std::string dir_;
+  std::string probe_locality_label_ = "tor";
   std::unique_ptr<Store> store_;
   std::unique_ptr<TelemetryStore> telemetry_;
   std::unique_ptr<Fleet> fleet_;
@@ -632,6 +634,26 @@ TEST(ChangePlannerTest, MergeParameterSetsSetsWhatIsNamedAndKeepsTheRest) {
 // push to one of them was refused with advice ("roll it back") that a
 // PROPOSED change does not accept. It now expires after proposal_ttl (24 h
 // by default), audited, and the refusal names what its state accepts.
+// A policy stored while the controller's --probe_locality_label was tor, proposed
+// after a restart with rack: its objective's class (intra_tor) is no longer one
+// any probe carries, so the proposal is refused, naming the flag, rather than a
+// change that can only HOLD for want of probes.
+TEST_F(RolloutTest, AStoredPeerClassTheLocalityLabelNoLongerGivesIsRefusedAtProposal) {
+  ApplyPolicy(absl::StrReplaceAll(
+      PolicyText(), {{"objective { metric: PROBE_RTT_P99 }",
+                      "objective { metric: PROBE_RTT_P99 peer_class: \"intra_tor\" }"}}));
+  probe_locality_label_ = "rack";
+  Restart();
+  const absl::StatusOr<v1::Change> c = Propose(300);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition) << c.status();
+  EXPECT_THAT(c.status().message(), HasSubstr("\"intra_tor\" is not a class the probes report"));
+  EXPECT_THAT(c.status().message(), HasSubstr("--probe_locality_label is rack"));
+  probe_locality_label_ = "tor";
+  Restart();
+  EXPECT_TRUE(Propose(300).ok());
+}
+
 TEST_F(RolloutTest, AProposedChangeExpiresAndFreesItsHosts) {
   ApplyPolicy(PolicyText());
   auto c = Propose(100);
