@@ -13,7 +13,7 @@ constexpr v1::ChangeState kStates[] = {v1::PROPOSED, v1::APPROVED, v1::CANARY,  
 constexpr RollbackReason kReasons[] = {
     RollbackReason::kJudgeFail,        RollbackReason::kNack,        RollbackReason::kGuard,
     RollbackReason::kManual,           RollbackReason::kHoldTimeout, RollbackReason::kRestart,
-    RollbackReason::kFabricRegression, RollbackReason::kFleetGuard, RollbackReason::kLeaseExpired,
+    RollbackReason::kFabricRegression, RollbackReason::kFleetGuard,  RollbackReason::kLeaseExpired,
 };
 
 constexpr const char* kVerdicts[] = {"PASS", "FAIL", "HOLD"};
