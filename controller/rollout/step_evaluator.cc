@@ -60,13 +60,32 @@ std::vector<v1::Verdict> StepEvaluator::Look(const StepLook& in) const {
   } else {
     return out;
   }
-  if (!final || out.back().outcome() != v1::Verdict::PASS) return out;
+  if (!final || out.back().outcome() == v1::Verdict::FAIL) return out;
+  const bool held = out.back().outcome() == v1::Verdict::HOLD;
   // A trial is checked fleet-wide when it has a fleet baseline: one taken for
   // a policy that holds the other p99 series (FleetGuardConfig::trial).
   if (!in.change->canary_only() || in.fleet_baseline != nullptr) {
     v1::Verdict fleet = Fleet(in);
     fleet.set_look(out.back().look());
     fleet.set_looks(out.back().looks());
+    if (held) {
+      // The judge could not decide: the fleet guard's FAIL decides the look
+      // (a change the judge holds to the HOLD limit would otherwise never be
+      // held to the fleet's figures, and end ABORTED with its values not
+      // rejected); anything else leaves the judge's HOLD deciding, with the
+      // fleet's figures beside its own.
+      if (fleet.outcome() == v1::Verdict::FAIL) {
+        if (in.change->canary_only()) MergeFleetEvidence(out.back(), &fleet);
+        LogInfo("fleet guard", {{"change", in.change->id()},
+                                {"outcome", "FAIL"},
+                                {"judge", "HOLD"},
+                                {"summary", fleet.summary()}});
+        out.push_back(std::move(fleet));
+      } else {
+        MergeFleetEvidence(fleet, &out.back());
+      }
+      return out;
+    }
     if (fleet.outcome() != v1::Verdict::PASS) {
       // A trial's verdict keeps the judge's figures beside the fleet's: the
       // campaign records the trial's estimate from its last verdict.
@@ -79,6 +98,7 @@ std::vector<v1::Verdict> StepEvaluator::Look(const StepLook& in) const {
     }
     MergeFleetEvidence(fleet, &out.back());
   }
+  if (held) return out;
   if (std::string why = Unconfirmed(in); !why.empty()) {
     v1::Verdict v;
     v.set_outcome(v1::Verdict::HOLD);

@@ -59,9 +59,12 @@ struct StepLook {
 //     host unchanged, the policy's hard limits over every changed host at
 //     every look (FAIL "guard:<metric>", HardLimitBreaches), else
 //     "no_control_left": a PASS at the final look, nothing before it;
-//  2. at the final look of a PASS of a change: the fleet guard over every
-//     host of the change against its fleet baseline; its figures join the
-//     PASS, or its HOLD / FAIL follows it. A trial (canary_only) has a fleet
+//  2. at the final look (and each hold look after it) of a PASS or HOLD: the
+//     fleet guard over every host of the change against its fleet baseline.
+//     After a PASS its figures join the PASS, or its HOLD / FAIL follows it;
+//     after a HOLD only its FAIL follows (and decides: a change the judge
+//     cannot decide is still held to the fleet's figures, not left to the
+//     HOLD limit), else its figures join the HOLD. A trial (canary_only) has a fleet
 //     baseline only when its policy holds the other p99 series
 //     (HoldsOtherP99), and is then checked on that constraint alone
 //     (FleetGuardConfig::trial); its FAIL carries the judge's figures too;

@@ -236,6 +236,87 @@ TEST_F(StepEvaluatorTest, AFleetGuardWithoutHostDataDoesNotPass) {
   EXPECT_NE(v[1].outcome(), v1::Verdict::PASS) << v[1].DebugString();
 }
 
+// Issue 25: a change the judge cannot decide (HOLD at the final look and
+// after it) is still held to the fleet's figures: the fleet guard's FAIL
+// decides the look. Before, the guard ran only after a judge PASS, so a bad
+// change the judge held reached the HOLD limit and ended ABORTED, its values
+// not rejected (fleet_guard_e2e_test's bad change, on a loaded machine).
+TEST_F(StepEvaluatorTest, AJudgeHoldAtTheFinalLookIsFleetGuardedAndItsFailDecides) {
+  telemetry_options_.window = absl::Seconds(1);
+  TelemetryStore telemetry(telemetry_options_);
+  StepEvaluator evaluator(&telemetry, absl::Milliseconds(500));
+  // One rack pair only: the judge HOLDs (min_rack_pairs) whatever the data.
+  const v1::Change c =
+      ChangeAt(v1::CANARY, 0, false, {{v1::HostTarget::CANARY, 0}, {v1::HostTarget::CONTROL, 1}});
+  StepLook in = LookAt(c, 2, 2);
+  in.now = in.after_start + absl::Seconds(10) + absl::Milliseconds(600);
+  // Before the change each host sent 1 GB a second.
+  FleetPeriod before;
+  for (const char* h : {"h1", "h2"}) {
+    HostPeriod p;
+    p.tx_bytes = 10'000'000'000;
+    p.covered_seconds = 10;
+    p.windows_present = p.windows_expected = 10;
+    before.hosts[h] = p;
+  }
+  in.fleet_baseline = &before;
+  // Since the change each sends `gb_per_second`.
+  auto step = [&](TelemetryStore& store, double gb_per_second) {
+    for (int s = 0; s < 10; ++s) {
+      for (const char* h : {"h1", "h2"}) {
+        ASSERT_TRUE(AddSecondReport(store, h, in.after_start, s,
+                                    {{"tx_bytes", -1, static_cast<uint64_t>(gb_per_second * 1e9)}})
+                        .ok());
+      }
+    }
+  };
+  step(telemetry, 0.5);
+
+  std::vector<v1::Verdict> v = evaluator.Look(in);
+  ASSERT_EQ(v.size(), 2u) << (v.empty() ? "" : v.back().DebugString());
+  EXPECT_EQ(v[0].outcome(), v1::Verdict::HOLD);
+  EXPECT_EQ(v[0].rule(), "min_rack_pairs") << v[0].summary();
+  EXPECT_EQ(v[1].outcome(), v1::Verdict::FAIL) << v[1].DebugString();
+  EXPECT_EQ(v[1].rule(), "fleet_constraint") << v[1].summary();
+  EXPECT_NE(v[1].summary().find("throughput"), std::string::npos) << v[1].summary();
+  EXPECT_EQ(v[1].look(), 2u);
+  EXPECT_EQ(v[1].looks(), 2u);
+
+  // A hold look after the final one is guarded the same way.
+  in.look = 4;
+  v = evaluator.Look(in);
+  ASSERT_EQ(v.size(), 2u);
+  EXPECT_EQ(v[1].outcome(), v1::Verdict::FAIL);
+  EXPECT_EQ(v[1].look(), 4u);
+
+  // An interim look is the judge's alone (its looks spend the budget).
+  in.look = 1;
+  v = evaluator.Look(in);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].outcome(), v1::Verdict::HOLD);
+
+  // The fleet within its tolerance: the judge's HOLD still decides (the guard
+  // passes nothing the judge has not), with the fleet's figures beside it.
+  TelemetryStore steady_store(telemetry_options_);
+  StepEvaluator steady(&steady_store, absl::Milliseconds(500));
+  step(steady_store, 1.0);
+  in.look = 2;
+  v = steady.Look(in);
+  ASSERT_EQ(v.size(), 1u) << v.back().DebugString();
+  EXPECT_EQ(v[0].outcome(), v1::Verdict::HOLD);
+  EXPECT_EQ(v[0].rule(), "min_rack_pairs");
+  const v1::MetricEvidence* fleet = FindEvidence(v[0], "fleet_throughput_gbps");
+  ASSERT_NE(fleet, nullptr) << v[0].DebugString();
+  EXPECT_NEAR(fleet->ratio(), 1.0, 1e-6);
+
+  // Without a fleet baseline the guard's own HOLD does not replace the
+  // judge's: the judge's reason is the one an operator reads.
+  in.fleet_baseline = nullptr;
+  v = steady.Look(in);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].rule(), "min_rack_pairs");
+}
+
 // Rule 3: a PASS at the final look needs every host the step changed to
 // confirm it: running the pushed version, and reporting through the step.
 TEST_F(StepEvaluatorTest, APassNeedsEveryChangedHostRunningThePushedVersionAndReporting) {
