@@ -1,17 +1,17 @@
 // rocetune-controller: the fleet controller daemon.
-#include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include "absl/flags/flag.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "controller/controller.h"
+#include "controller/policy/policy_loader.h"
 #include "daemon/grpc_log.h"
 #include "daemon/init.h"
 #include "daemon/logging.h"
@@ -149,14 +149,12 @@ int main(int argc, char** argv) {
   opt.probe_rate = absl::GetFlag(FLAGS_probe_rate);
   opt.probe_peers = absl::GetFlag(FLAGS_probe_peers);
   opt.probe_locality_label = absl::GetFlag(FLAGS_probe_locality_label);
-  // A label name, short enough that "inter_<label>" stays well inside the
-  // telemetry store's limit on a peer class.
+  // A label name (the characters the policy validator accepts in a probe
+  // peer class, KnownProbePeerClass), short enough that "inter_<label>" stays
+  // well inside the telemetry store's limit on a peer class.
   const std::string& locality = opt.probe_locality_label;
-  if (locality.empty() || locality.size() > 63 ||
-      !std::all_of(locality.begin(), locality.end(), [](char c) {
-        return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' ||
-               c == '.' || c == '/';
-      })) {
+  if (locality.size() > 63 ||
+      !rocetune::controller::KnownProbePeerClass(absl::StrCat("intra_", locality), std::nullopt)) {
     std::fprintf(stderr,
                  "rocetune-controller: --probe_locality_label=\"%s\": want the name of the host "
                  "label that says which ToR or rack a host is in (e.g. tor, rack): 1-63 of "

@@ -118,6 +118,24 @@ TEST_F(ControllerMainTest, NegativeProbeReplanDelayIsRefused) {
   EXPECT_THAT(Slurp(dir_ + "/stderr"), HasSubstr("--probe_replan_delay must not be negative"));
 }
 
+// --probe_locality_label names a host label: the probe classes are
+// "intra_<label>" / "inter_<label>". Anything else is refused with exit 2
+// before the controller opens its state, naming the flag and what it wants.
+TEST_F(ControllerMainTest, ABadProbeLocalityLabelIsRefused) {
+  for (const std::string& bad :
+       {std::string(), std::string("rack id"), std::string("tor;rm"), std::string(64, 'a')}) {
+    pid_t pid =
+        Spawn({"--insecure_loopback", "--listen=127.0.0.1:0", "--metrics_address=127.0.0.1:0",
+               "--state_dir=" + dir_ + "/state", "--probe_locality_label=" + bad},
+              dir_ + "/stderr");
+    EXPECT_EQ(WaitExit(pid), 2) << bad;
+    EXPECT_THAT(Slurp(dir_ + "/stderr"),
+                HasSubstr(absl::StrCat("--probe_locality_label=\"", bad, "\": want the name")))
+        << bad;
+    EXPECT_FALSE(std::filesystem::exists(dir_ + "/state/controller.db")) << bad;
+  }
+}
+
 TEST_F(ControllerMainTest, UnbindableAddressExitsNonZero) {
   pid_t pid = Spawn({"--insecure_loopback", "--listen=127.0.0.1:0", "--metrics_address=127.0.0.1:0",
                      "--state_dir=", "--ready_file=" + dir_ + "/r1"},
