@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "controller/judge/judge_defaults.h"
 #include "controller/judge/stats.h"
 
 namespace rocetune::controller {
@@ -20,15 +21,10 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-// Defaults for Guard fields left at 0.
-constexpr double kDefaultConfidence = 0.995;
-constexpr uint64_t kDefaultMinSamples = 2000;
 // Rack-level design: the fewest racks per group (canary, control) for a test.
 constexpr size_t kMinRacksPerGroup = 2;
 // Racks up to which the exact sign-flip / permutation check is reported.
 constexpr size_t kMaxExactRacks = 16;
-constexpr uint32_t kDefaultMinRackPairs = 6;
-constexpr double kDefaultPassMaxUcbRegression = 0.05;
 
 // Host admission.
 constexpr double kMinWindowShare = 0.8;  // windows present / expected, both periods

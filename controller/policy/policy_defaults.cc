@@ -2,6 +2,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "controller/judge/judge_defaults.h"
 #include "controller/policy/policy_loader.h"
 
 namespace rocetune::controller {
@@ -15,14 +16,15 @@ v1::Policy WithDefaults(const v1::Policy& policy) {
   if (r.min_canary_hosts() == 0) r.set_min_canary_hosts(1);
 
   v1::Guard& g = *p.mutable_guard();
-  if (g.min_rack_pairs() == 0) g.set_min_rack_pairs(6);
-  if (g.confidence() == 0) g.set_confidence(0.995);
+  if (g.min_rack_pairs() == 0) g.set_min_rack_pairs(kDefaultMinRackPairs);
+  if (g.confidence() == 0) g.set_confidence(kDefaultConfidence);
+  if (g.min_samples() == 0) g.set_min_samples(kDefaultMinSamples);
   if (g.max_hold_seconds() == 0) {
     const uint64_t hold = 3 * static_cast<uint64_t>(r.bake_seconds());
     g.set_max_hold_seconds(
         static_cast<uint32_t>(std::min<uint64_t>(hold, std::numeric_limits<uint32_t>::max())));
   }
-  if (g.pass_max_ucb_regression() == 0) g.set_pass_max_ucb_regression(0.05);
+  if (g.pass_max_ucb_regression() == 0) g.set_pass_max_ucb_regression(kDefaultPassMaxUcbRegression);
   if (g.provisional_lease_seconds() == 0) {
     g.set_provisional_lease_seconds(kDefaultProvisionalLeaseSeconds);
   }

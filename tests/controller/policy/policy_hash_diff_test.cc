@@ -180,6 +180,10 @@ TEST(WithDefaultsTest, FillsEveryDefault) {
   EXPECT_EQ(d.guard().confidence(), 0.995);
   EXPECT_EQ(d.guard().max_hold_seconds(), 3 * p.rollout().bake_seconds());
   EXPECT_EQ(d.guard().pass_max_ucb_regression(), 0.05);
+  // The judge's own default, so the fleet guard's p99 and propose's
+  // probe-rate check need as many probes as the judge does (before, both
+  // read 0: the check was skipped, the fleet p99 judged on any few probes).
+  EXPECT_EQ(d.guard().min_samples(), 2000u);
   EXPECT_EQ(d.guard().provisional_lease_seconds(), 300u);
   EXPECT_EQ(d.tuner().trial_budget(), 20u);
   // Unset on purpose: a campaign derives it from each trial's noise.
@@ -189,14 +193,14 @@ TEST(WithDefaultsTest, FillsEveryDefault) {
   EXPECT_EQ(d.guard().max_p99_regression(), 0.05);
   EXPECT_EQ(d.rollout().canary_fraction(), 0.25);
   // Only the defaulted fields differ.
-  EXPECT_THAT(
-      DiffPolicies(p, d),
-      UnorderedElementsAre(
-          "tuner.trial_budget: 0 -> 20", "rollout.min_canary_hosts: 0 -> 1",
-          "rollout.rack_label: \"\" -> \"rack\"", "rollout.baseline_seconds: 0 -> 300",
-          "rollout.looks: 0 -> 3", "guard.confidence: 0 -> 0.995", "guard.min_rack_pairs: 0 -> 6",
-          "guard.max_hold_seconds: 0 -> 900", "guard.pass_max_ucb_regression: 0 -> 0.05",
-          "guard.provisional_lease_seconds: 0 -> 300", "approval.approvers: 0 -> 1"));
+  EXPECT_THAT(DiffPolicies(p, d),
+              UnorderedElementsAre(
+                  "tuner.trial_budget: 0 -> 20", "rollout.min_canary_hosts: 0 -> 1",
+                  "rollout.rack_label: \"\" -> \"rack\"", "rollout.baseline_seconds: 0 -> 300",
+                  "rollout.looks: 0 -> 3", "guard.confidence: 0 -> 0.995",
+                  "guard.min_rack_pairs: 0 -> 6", "guard.max_hold_seconds: 0 -> 900",
+                  "guard.pass_max_ucb_regression: 0 -> 0.05", "guard.min_samples: 0 -> 2000",
+                  "guard.provisional_lease_seconds: 0 -> 300", "approval.approvers: 0 -> 1"));
   // Idempotent.
   EXPECT_THAT(DiffPolicies(d, WithDefaults(d)), IsEmpty());
 }
@@ -210,7 +214,7 @@ TEST(WithDefaultsTest, KeepsValuesThatAreSet) {
                            {"max_p99_regression: 0.05",
                             "max_p99_regression: 0.05 min_rack_pairs: 2 confidence: 0.9 "
                             "max_hold_seconds: 60 pass_max_ucb_regression: 0.1 "
-                            "provisional_lease_seconds: 45"},
+                            "provisional_lease_seconds: 45 min_samples: 300"},
                            {"kind: COORDINATE_DESCENT",
                             "kind: COORDINATE_DESCENT trial_budget: 7 "
                             "min_improvement: 0.05"}}),
