@@ -458,9 +458,14 @@ TEST_F(TlsRolesTest, RefusalFloodGivesFewAuditRowsCarryingTheCount) {
   controller_ = *std::move(c);
   target_ = absl::StrCat("127.0.0.1:", controller_->grpc_port());
   const std::string cert = *other_ + "/user-mallory.pem", key = *other_ + "/user-mallory.key";
+  const absl::Time flood_start = absl::Now();
   for (int i = 0; i < 50; ++i) {
     ASSERT_EQ(ListHosts(RawChannel(cert, key)).error_code(), grpc::StatusCode::UNAVAILABLE);
   }
+  // On a loaded machine the 50 handshakes can outlast a period; each period
+  // the flood spans may then end in a row of its own.
+  const int periods_spanned =
+      static_cast<int>(absl::FDivDuration(absl::Now() - flood_start, opt.tls_refusal_audit_period));
   auto refused = [&] {
     return static_cast<int64_t>(CounterValue(
         *controller_->metrics().registry(), "rocetune_controller_tls_refusals_total", "untrusted"));
@@ -470,7 +475,10 @@ TEST_F(TlsRolesTest, RefusalFloodGivesFewAuditRowsCarryingTheCount) {
   // The first refusal is a row at once; the rest wait for the period's end.
   std::vector<v1::AuditEntry> rows;
   ASSERT_TRUE(testing::Eventually([&] { return !(rows = Refusals("untrusted")).empty(); }));
-  ASSERT_EQ(rows.size(), 1u);
+  if (periods_spanned == 0) {
+    ASSERT_EQ(rows.size(), 1u);
+  }
+  EXPECT_LE(rows.size(), 1u + periods_spanned);
   EXPECT_EQ(CountOf(rows[0]), 1);
   absl::SleepFor(absl::Seconds(3.2));
   controller_->Tick();
@@ -484,7 +492,7 @@ TEST_F(TlsRolesTest, RefusalFloodGivesFewAuditRowsCarryingTheCount) {
   })) << "rows: "
       << rows.size() << " total: " << total << " refused: " << counted;
   EXPECT_GE(rows.size(), 2u);
-  EXPECT_LE(rows.size(), 3u);
+  EXPECT_LE(rows.size(), 3u + periods_spanned);
   for (const v1::AuditEntry& e : rows) {
     EXPECT_EQ(e.actor(), "CN=mallory");
     EXPECT_EQ(e.subject(), "CN=other-ca");
