@@ -72,18 +72,27 @@ std::vector<v1::Verdict> StepEvaluator::Look(const StepLook& in) const {
       // The judge could not decide: the fleet guard's FAIL decides the look
       // (a change the judge holds to the HOLD limit would otherwise never be
       // held to the fleet's figures, and end ABORTED with its values not
-      // rejected); anything else leaves the judge's HOLD deciding, with the
-      // fleet's figures beside its own.
+      // rejected), when the loss was there in the step's onset already
+      // (HeldFleetFail); anything else leaves the judge's HOLD deciding, with
+      // the fleet's figures beside its own.
+      // The judge's rule stays the deciding one on a HOLD (the HOLD limit's
+      // reason, a campaign's retry of a held trial read it).
       if (fleet.outcome() == v1::Verdict::FAIL) {
-        if (in.change->canary_only()) MergeFleetEvidence(out.back(), &fleet);
-        LogInfo("fleet guard", {{"change", in.change->id()},
-                                {"outcome", "FAIL"},
-                                {"judge", "HOLD"},
-                                {"summary", fleet.summary()}});
-        out.push_back(std::move(fleet));
-      } else {
-        MergeFleetEvidence(fleet, &out.back());
+        fleet = HeldFleetFail(in, std::move(fleet));
       }
+      if (fleet.outcome() != v1::Verdict::FAIL) {
+        if (fleet.rule() == "fleet_shift") {
+          out.back().set_summary(absl::StrCat(out.back().summary(), "; ", fleet.summary()));
+        }
+        MergeFleetEvidence(fleet, &out.back());
+        return out;
+      }
+      if (in.change->canary_only()) MergeFleetEvidence(out.back(), &fleet);
+      LogInfo("fleet guard", {{"change", in.change->id()},
+                              {"outcome", "FAIL"},
+                              {"judge", "HOLD"},
+                              {"summary", fleet.summary()}});
+      out.push_back(std::move(fleet));
       return out;
     }
     if (fleet.outcome() != v1::Verdict::PASS) {
@@ -307,7 +316,45 @@ v1::Verdict StepEvaluator::NoControlLeft(const StepLook& in) const {
   return v;
 }
 
+v1::Verdict StepEvaluator::HeldFleetFail(const StepLook& in, v1::Verdict fail) const {
+  // fleet_p99 has its own onset test (FleetGuard's fleet_shift).
+  if (fail.rule() == "fleet_p99") return fail;
+  const absl::Time to = CompleteUntil(in.now);
+  const absl::Time onset_to = OnsetEnd(in, to);
+  if (onset_to <= in.after_start) return fail;  // no onset to tell by: safety first
+  const v1::Verdict onset = Fleet(in, onset_to);
+  if (onset.outcome() == v1::Verdict::FAIL) {
+    fail.set_summary(absl::StrCat(fail.summary(),
+                                  " (the judge held this look; the loss was there "
+                                  "in the step's first ",
+                                  absl::FormatDuration(onset_to - in.after_start),
+                                  " already, as a change's is)"));
+    return fail;
+  }
+  v1::Verdict v;
+  v.set_outcome(v1::Verdict::HOLD);
+  v.set_unix_nanos(fail.unix_nanos());
+  v.set_stage(fail.stage());
+  v.set_look(fail.look());
+  v.set_looks(fail.looks());
+  v.set_rule("fleet_shift");
+  v.set_summary(
+      absl::StrCat("HOLD: the judge held this look, and the fleet guard would fail it (",
+                   fail.summary(), "), but the loss was not there in the step's first ",
+                   absl::FormatDuration(onset_to - in.after_start),
+                   ": it began after the change took effect, as a fleet incident's does"));
+  MergeFleetEvidence(fail, &v);
+  return v;
+}
+
 v1::Verdict StepEvaluator::Fleet(const StepLook& in) const {
+  return Fleet(in, CompleteUntil(in.now));
+}
+
+v1::Verdict StepEvaluator::Fleet(const StepLook& in, absl::Time to) const {
+  // `to` before the look's end: the step's onset alone (HeldFleetFail),
+  // which has no onset of its own.
+  const bool onset_only = to < CompleteUntil(in.now);
   FleetGuardConfig cfg;
   cfg.constraints.assign(in.policy.constraints().begin(), in.policy.constraints().end());
   cfg.stage = StageOf(*in.change);
@@ -324,13 +371,12 @@ v1::Verdict StepEvaluator::Fleet(const StepLook& in) const {
     v.set_summary("HOLD: no fleet baseline recorded for this change");
     return v;
   }
-  const absl::Time to = CompleteUntil(in.now);
   cfg.since_seconds = std::max(0.0, absl::ToDoubleSeconds(to - in.after_start));
   const int expected =
       static_cast<int>(telemetry_->WindowIndex(to) - telemetry_->WindowIndex(in.after_start));
   FleetPeriod since =
       FleetPeriods(*in.change, in.after_start, to, std::max(1, expected), in.policy);
-  const absl::Time onset_to = OnsetEnd(in, to);
+  const absl::Time onset_to = onset_only ? in.after_start : OnsetEnd(in, to);
   // A trial's check has no onset test (FleetGuardConfig::trial).
   if (!cfg.trial && onset_to > in.after_start) {
     const int onset_windows = static_cast<int>(telemetry_->WindowIndex(onset_to) -

@@ -289,6 +289,40 @@ TEST_F(StepEvaluatorTest, AJudgeHoldAtTheFinalLookIsFleetGuardedAndItsFailDecide
   EXPECT_EQ(v[1].outcome(), v1::Verdict::FAIL);
   EXPECT_EQ(v[1].look(), 4u);
 
+  // A loss that was not there in the step's onset (its first two windows
+  // here: a bake of 0 s rounds up to two) began after the change took
+  // effect, as a fleet incident's does: the judge's HOLD stays, with the
+  // fleet guard's figures and why it did not fail the change.
+  {
+    TelemetryStore later_store(telemetry_options_);
+    StepEvaluator later(&later_store, absl::Milliseconds(500));
+    for (int s = 0; s < 10; ++s) {
+      for (const char* h : {"h1", "h2"}) {
+        const uint64_t bytes = s < 2 ? 1'000'000'000 : 400'000'000;
+        ASSERT_TRUE(
+            AddSecondReport(later_store, h, in.after_start, s, {{"tx_bytes", -1, bytes}}).ok());
+      }
+    }
+    in.look = 2;
+    v = later.Look(in);
+    ASSERT_EQ(v.size(), 1u) << v.back().DebugString();
+    EXPECT_EQ(v[0].outcome(), v1::Verdict::HOLD);
+    EXPECT_EQ(v[0].rule(), "min_rack_pairs");
+    EXPECT_NE(v[0].summary().find("fleet guard would fail it"), std::string::npos)
+        << v[0].summary();
+    EXPECT_NE(v[0].summary().find("began after the change took effect"), std::string::npos);
+    const v1::MetricEvidence* loss = FindEvidence(v[0], "fleet_throughput_gbps");
+    ASSERT_NE(loss, nullptr);
+    EXPECT_EQ(loss->outcome(), "fail");
+    EXPECT_NEAR(loss->ratio(), 0.52, 1e-6);  // (2 x 1 + 8 x 0.4) / 10
+  }
+  // The loss there from the first window: the FAIL says so.
+  in.look = 2;
+  v = evaluator.Look(in);
+  ASSERT_EQ(v.size(), 2u);
+  EXPECT_NE(v[1].summary().find("the judge held this look; the loss was there"), std::string::npos)
+      << v[1].summary();
+
   // An interim look is the judge's alone (its looks spend the budget).
   in.look = 1;
   v = evaluator.Look(in);
