@@ -202,8 +202,9 @@ std::string FleetPointExceeded(const v1::Verdict& v,
 
 // Adds the fleet verdict's groups and metrics to `into` (a PASS of the judge
 // that the fleet guard confirmed, or a HOLD of the judge the fleet guard did
-// not fail), so every step's verdict shows the fleet figures. (For a trial's fleet FAIL the other way round: the judge's
-// figures join the FAIL, which the campaign reads the trial's estimate from.)
+// not fail), so every step's verdict shows the fleet figures. (For a trial's fleet FAIL the other
+// way round: the judge's figures join the FAIL, which the campaign reads the trial's estimate
+// from.)
 void MergeFleetEvidence(const v1::Verdict& fleet, v1::Verdict* into);
 
 }  // namespace rocetune::controller
