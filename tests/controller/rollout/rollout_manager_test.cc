@@ -2255,8 +2255,10 @@ TEST_F(RolloutTest, AFleetIncidentAfterTheOnsetHoldsANeutralChangeInsteadOfFaili
   for (const std::string& h : hosts_) EXPECT_EQ(agents_[h]->Param("rpg_time_reset", 300), 300) << h;
   EXPECT_EQ(Metric("rocetune_controller_changes_rolled_back_total{reason=fabric_regression,}"), 0);
   // Aborted, not failed: the same values are not marked rejected.
+  // Once the probes are back at their rate (the proposal's check reads the
+  // last 30 s), the same values may be proposed again.
   incident = false;
-  Run(6);
+  Run(30);
   auto again = Propose(310);
   EXPECT_TRUE(again.ok()) << again.status();
 }
@@ -2314,6 +2316,93 @@ TEST_F(RolloutTest, FleetLossAtAStageRollsBackBeforeTheLastStage) {
     EXPECT_NE(DesiredValue(h), 8) << h;
     EXPECT_EQ(agents_[h]->Param("rpg_time_reset", 300), 300) << h;
   }
+}
+
+// Issue 25: a change the judge cannot decide is still held to the fleet's
+// figures. From the canary's push on, every host sends 35% less and answers
+// 50 probes a second (too few for the judge's 1500 per host within the HOLD
+// limit: it HOLDs at every look). The fleet guard, run at the final look
+// after the judge's HOLD, sees the loss in the step's onset too: its FAIL
+// decides, every touched host is restored, and the values are rejected.
+// Before, the change sat out the HOLD limit and ended ABORTED, its values
+// free to be proposed again (fleet_guard_e2e_test on a loaded machine).
+TEST_F(RolloutTest, AChangeTheJudgeHoldsIsRolledBackOnAFleetLossFromItsOnset) {
+  ApplyPolicy(PolicyText());
+  tx_bytes_ = [this](const std::string&) {
+    return HostsWith(8) > 0 ? 6'500'000'000ull : 10'000'000'000ull;
+  };
+  probes_ = [this](const std::string&) { return HostsWith(8) > 0 ? 50 : kProbesPerWindow; };
+  Run(6);
+  const v1::Change now = RunChange(8);
+  ASSERT_EQ(now.state(), v1::ROLLED_BACK) << now.DebugString().substr(0, 4000);
+  ASSERT_GE(now.verdicts_size(), 2);
+  const v1::Verdict& judge = now.verdicts(now.verdicts_size() - 2);
+  const v1::Verdict& fleet = now.verdicts(now.verdicts_size() - 1);
+  EXPECT_EQ(judge.outcome(), v1::Verdict::HOLD) << judge.summary();
+  EXPECT_EQ(judge.stage(), 0u);
+  EXPECT_EQ(fleet.outcome(), v1::Verdict::FAIL);
+  EXPECT_EQ(fleet.rule(), "fleet_constraint") << fleet.summary();
+  EXPECT_EQ(fleet.look(), judge.look());
+  EXPECT_THAT(fleet.summary(), HasSubstr("the judge held this look; the loss was there"));
+  const v1::MetricEvidence* m = FleetMetric(fleet, "fleet_throughput_gbps");
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->outcome(), "fail");
+  EXPECT_NEAR(m->ratio(), 0.65, 0.02);
+  for (const v1::Verdict& v : now.verdicts()) EXPECT_NE(v.outcome(), v1::Verdict::PASS);
+  for (const std::string& h : hosts_) EXPECT_EQ(agents_[h]->Param("rpg_time_reset", 300), 300) << h;
+  EXPECT_EQ(NewestAudit(now.id()).action(), "change_rolled_back");
+  EXPECT_EQ(Metric("rocetune_controller_changes_rolled_back_total{reason=fleet_guard,}"), 1);
+  EXPECT_EQ(Metric("rocetune_controller_changes_rolled_back_total{reason=hold_timeout,}"), 0);
+  // Failed, not aborted: the values are refused without an override.
+  Run(6);
+  auto again = Propose(8);
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition) << again.status();
+  EXPECT_THAT(again.status().message(), HasSubstr(now.id()));
+}
+
+// The same HOLD, but the fleet's loss begins 3 s into the canary's bake,
+// after the step's onset (its first 2 s), as a fleet incident's does: the
+// fleet guard would fail the change, yet the judge's HOLD stays deciding,
+// with the guard's figures and why beside it; the HOLD limit aborts the
+// change and its values may be proposed again.
+TEST_F(RolloutTest, AFleetLossThatBeginsAfterTheOnsetLeavesAHeldChangeToTheHoldLimit) {
+  ApplyPolicy(PolicyText());
+  bool incident = false;
+  tx_bytes_ = [&incident](const std::string&) {
+    return incident ? 6'500'000'000ull : 10'000'000'000ull;
+  };
+  probes_ = [this](const std::string&) { return HostsWith(310) > 0 ? 50 : kProbesPerWindow; };
+  Run(6);
+  auto c = Propose(310);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(Act("approve", c->id(), {"bob", false}).ok());
+  Tick();
+  Run(3);
+  ASSERT_EQ(Get(c->id()).state(), v1::CANARY);
+  incident = true;
+  for (int i = 0; i < 40 && InFlightForTest(Get(c->id()).state()); ++i) Run(1);
+  const v1::Change now = Get(c->id());
+  EXPECT_EQ(now.state(), v1::ABORTED) << now.DebugString().substr(0, 4000);
+  int guarded_holds = 0;
+  for (const v1::Verdict& v : now.verdicts()) {
+    EXPECT_NE(v.outcome(), v1::Verdict::FAIL) << v.rule() << ": " << v.summary();
+    EXPECT_NE(v.outcome(), v1::Verdict::PASS) << v.rule() << ": " << v.summary();
+    const v1::MetricEvidence* m = FleetMetric(v, "fleet_throughput_gbps");
+    if (m == nullptr || m->outcome() != "fail") continue;
+    ++guarded_holds;
+    EXPECT_LT(m->ratio(), 0.818) << v.summary();
+    EXPECT_THAT(v.summary(), HasSubstr("began after the change took effect"));
+  }
+  EXPECT_GE(guarded_holds, 2) << now.DebugString().substr(0, 4000);
+  EXPECT_EQ(Metric("rocetune_controller_changes_rolled_back_total{reason=fleet_guard,}"), 0);
+  EXPECT_EQ(Metric("rocetune_controller_changes_rolled_back_total{reason=hold_timeout,}"), 1);
+  for (const std::string& h : hosts_) EXPECT_EQ(agents_[h]->Param("rpg_time_reset", 300), 300) << h;
+  // Once the probes are back at their rate (the proposal's check reads the
+  // last 30 s), the same values may be proposed again.
+  incident = false;
+  Run(30);
+  auto again = Propose(310);
+  EXPECT_TRUE(again.ok()) << again.status();
 }
 
 // Issue 25 item 4: the fleet guard's thresholds come from the fleet's A/A

@@ -351,6 +351,93 @@ TEST_F(StepEvaluatorTest, AJudgeHoldAtTheFinalLookIsFleetGuardedAndItsFailDecide
   EXPECT_EQ(v[0].rule(), "min_rack_pairs");
 }
 
+// The same for a campaign's trial the judge holds: its fleet-wide check (the
+// job's p99 constraint alone, FleetGuardConfig::trial) FAILs it when the
+// job's p99 rose from the trial's onset, with the judge's figures beside the
+// fleet's (the campaign records the trial's estimate from its last verdict);
+// a rise that began later leaves the judge's HOLD deciding (a held trial is
+// retried).
+TEST_F(StepEvaluatorTest, AHeldTrialIsFleetCheckedOnTheJobsP99AndItsFailDecides) {
+  telemetry_options_.window = absl::Seconds(1);
+  // One rack pair only: the judge HOLDs (min_rack_pairs) whatever the data.
+  const v1::Change c =
+      ChangeAt(v1::CANARY, 0, true, {{v1::HostTarget::CANARY, 0}, {v1::HostTarget::CONTROL, 1}});
+  StepLook in = LookAt(c, 2, 2);
+  in.now = in.after_start + absl::Seconds(10) + absl::Milliseconds(600);
+  in.policy.mutable_objective()->set_op("allreduce");
+  in.policy.mutable_guard()->set_min_samples(100);
+  v1::Constraint* job = in.policy.add_constraints();
+  job->set_metric("step_time_p99");
+  job->set_max_ratio(1.1);
+  // Before the trial every all-reduce took 2 ms.
+  FleetPeriod before;
+  before.other_metric = "step_time_p99";
+  before.other.Insert(2e-3, 500);
+  in.fleet_baseline = &before;
+  // During it, each host's all-reduces of second s took `seconds(s)`.
+  auto trial = [&](TelemetryStore& store, const std::function<double(int)>& seconds) {
+    for (int s = 0; s < 10; ++s) {
+      for (const char* h : {"h1", "h2"}) {
+        v1::Report r = SecondReport(in.after_start, s);
+        v1::JobTiming* j = r.add_jobs();
+        j->set_job("run1");
+        j->set_op("allreduce");
+        QuantileSketch sk;
+        sk.Insert(seconds(s), 25);
+        sk.ToProto(j->mutable_seconds());
+        const absl::Time at = in.after_start + absl::Seconds(s) + absl::Milliseconds(500);
+        ASSERT_TRUE(store.ForHost(h)->AddReport(r, at).ok());
+      }
+    }
+  };
+
+  // The job twice as slow from the trial's first second: FAIL.
+  TelemetryStore slow_store(telemetry_options_);
+  StepEvaluator slow(&slow_store, absl::Milliseconds(500));
+  trial(slow_store, [](int) { return 4e-3; });
+  std::vector<v1::Verdict> v = slow.Look(in);
+  ASSERT_EQ(v.size(), 2u) << (v.empty() ? "" : v.back().DebugString());
+  EXPECT_EQ(v[0].outcome(), v1::Verdict::HOLD);
+  EXPECT_EQ(v[0].rule(), "min_rack_pairs") << v[0].summary();
+  EXPECT_EQ(v[1].outcome(), v1::Verdict::FAIL) << v[1].DebugString();
+  EXPECT_EQ(v[1].rule(), "fleet_constraint") << v[1].summary();
+  EXPECT_NE(v[1].summary().find("the judge held this look; the loss was there"), std::string::npos)
+      << v[1].summary();
+  const v1::MetricEvidence* p99 = FindEvidence(v[1], "fleet_step_time_p99");
+  ASSERT_NE(p99, nullptr) << v[1].DebugString();
+  EXPECT_EQ(p99->outcome(), "fail");
+  EXPECT_GT(p99->ratio(), 1.9);
+  // The trial's FAIL carries the judge's figures too.
+  ASSERT_GT(v[0].metrics_size(), 0) << v[0].DebugString();
+  for (const v1::MetricEvidence& m : v[0].metrics()) {
+    EXPECT_NE(FindEvidence(v[1], m.metric()), nullptr) << m.metric();
+  }
+
+  // The job slowed from the trial's third second on, after its onset (two
+  // windows): the judge's HOLD decides, with the fleet's figures.
+  TelemetryStore later_store(telemetry_options_);
+  StepEvaluator later(&later_store, absl::Milliseconds(500));
+  trial(later_store, [](int s) { return s < 2 ? 2e-3 : 4e-3; });
+  v = later.Look(in);
+  ASSERT_EQ(v.size(), 1u) << v.back().DebugString();
+  EXPECT_EQ(v[0].outcome(), v1::Verdict::HOLD);
+  EXPECT_EQ(v[0].rule(), "min_rack_pairs");
+  EXPECT_NE(v[0].summary().find("began after the change took effect"), std::string::npos)
+      << v[0].summary();
+  p99 = FindEvidence(v[0], "fleet_step_time_p99");
+  ASSERT_NE(p99, nullptr) << v[0].DebugString();
+  EXPECT_EQ(p99->outcome(), "fail");
+
+  // The job as before: nothing but the judge's HOLD.
+  TelemetryStore steady_store(telemetry_options_);
+  StepEvaluator steady(&steady_store, absl::Milliseconds(500));
+  trial(steady_store, [](int) { return 2e-3; });
+  v = steady.Look(in);
+  ASSERT_EQ(v.size(), 1u) << v.back().DebugString();
+  EXPECT_EQ(v[0].rule(), "min_rack_pairs");
+  EXPECT_EQ(v[0].summary().find("fleet guard"), std::string::npos) << v[0].summary();
+}
+
 // Rule 3: a PASS at the final look needs every host the step changed to
 // confirm it: running the pushed version, and reporting through the step.
 TEST_F(StepEvaluatorTest, APassNeedsEveryChangedHostRunningThePushedVersionAndReporting) {
