@@ -249,11 +249,11 @@ P99Check CheckP99(const QuantileSketch& before, const FleetPeriod& now,
   // began after the change took effect, as a fleet incident's does (a change
   // acts once applied): HOLD, not FAIL. Unmeasured onset: FAIL, safety first.
   bool incident = false;
-  if (fail && now.onset_rtt.count() >= need && p_before > 0) {
-    const double onset = now.onset_rtt.Quantile(0.99) / p_before;
+  if (fail && now.onset != nullptr && now.onset->rtt.count() >= need && p_before > 0) {
+    const QuantileSketch& first = now.onset->rtt;
+    const double onset = first.Quantile(0.99) / p_before;
     absl::StrAppendFormat(figures, "; in the step's first part %.1f us (%d %s), ratio %.3f",
-                          now.onset_rtt.Quantile(0.99) * 1e6, now.onset_rtt.count(), samples,
-                          onset);
+                          first.Quantile(0.99) * 1e6, first.count(), samples, onset);
     incident = RiseBeganAfterOnset(std::log(onset), std::log(ratio), fail_at.value);
     fail = !incident;
   }
@@ -526,10 +526,9 @@ v1::Verdict TrialGuard(const FleetPeriod& baseline_period, const FleetPeriod& no
   return v;
 }
 
-}  // namespace
-
-v1::Verdict FleetGuard(const FleetPeriod& baseline_period, const FleetPeriod& now_period, int hosts,
-                       const FleetGuardConfig& config) {
+// FleetGuard without its check of a held look's FAIL against the onset.
+v1::Verdict GuardOnce(const FleetPeriod& baseline_period, const FleetPeriod& now_period, int hosts,
+                      const FleetGuardConfig& config) {
   v1::Verdict v;
   v.set_samples(config.objective == v1::Objective::STEP_TIME_P99 ? "job_step_time" : "probe_rtt");
   v.set_unix_nanos(config.now_unix_nanos);
@@ -596,6 +595,44 @@ v1::Verdict FleetGuard(const FleetPeriod& baseline_period, const FleetPeriod& no
   v.set_summary(absl::StrFormat("fleet within its constraints since the change started (%s)",
                                 tally.passed.empty() ? "nothing measured" : tally.passed));
   return v;
+}
+
+}  // namespace
+
+v1::Verdict FleetGuard(const FleetPeriod& baseline_period, const FleetPeriod& now_period, int hosts,
+                       const FleetGuardConfig& config) {
+  v1::Verdict v = GuardOnce(baseline_period, now_period, hosts, config);
+  // fleet_p99 has its own onset test (CheckP99).
+  if (!config.judge_held || v.outcome() != v1::Verdict::FAIL || v.rule() == "fleet_p99") return v;
+  if (now_period.onset == nullptr) {
+    absl::StrAppend(v.mutable_summary(),
+                    " (the judge held this look; the step has no onset to tell a change's loss "
+                    "from an incident's by, so the FAIL stands)");
+    return v;
+  }
+  FleetGuardConfig onset_config = config;
+  onset_config.since_seconds = config.onset_seconds;
+  onset_config.judge_held = false;
+  const v1::Verdict onset = GuardOnce(baseline_period, *now_period.onset, hosts, onset_config);
+  const std::string first = absl::StrFormat("%gs", config.onset_seconds);
+  if (onset.outcome() != v1::Verdict::PASS) {
+    absl::StrAppend(v.mutable_summary(), " (the judge held this look; ",
+                    onset.outcome() == v1::Verdict::FAIL
+                        ? absl::StrCat("the loss was there in the step's first ", first,
+                                       " already, as a change's is)")
+                        : absl::StrCat("the step's first ", first,
+                                       " could not be judged, so the FAIL stands)"));
+    return v;
+  }
+  // The same figures, held: the loss began after the change took effect.
+  v1::Verdict hold = std::move(v);
+  hold.set_outcome(v1::Verdict::HOLD);
+  hold.set_rule("fleet_shift");
+  hold.set_summary(
+      absl::StrCat("HOLD: the judge held this look, and the fleet guard would fail it (",
+                   hold.summary(), "), but the loss was not there in the step's first ", first,
+                   ": it began after the change took effect, as a fleet incident's does"));
+  return hold;
 }
 
 std::string FleetPointExceeded(const v1::Verdict& v,

@@ -2,6 +2,7 @@
 #define ROCETUNE_CONTROLLER_ROLLOUT_FLEET_GUARD_H_
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -62,9 +63,11 @@ inline constexpr double kFleetP99RegressionRatio = 1.5;
 struct FleetPeriod {
   std::map<std::string, HostPeriod> hosts;
   QuantileSketch rtt;  // the objective's samples, merged
-  // The same merge over the period's first part (the step's onset: the first
-  // quarter of the bake, at least two windows); empty when not measured.
-  QuantileSketch onset_rtt;
+  // The same hosts over the period's first part (the step's onset: the first
+  // quarter of the bake, at least two windows; its own `onset` null), which
+  // tells a change's loss (there once it is applied) from an incident's
+  // (begun later); null when not measured.
+  std::shared_ptr<const FleetPeriod> onset;
   // The p99 series the objective is not, merged as `rtt` is: the job
   // signal's under PROBE_RTT_P99 (other_metric "step_time_p99"), the probes'
   // under STEP_TIME_P99 ("probe_rtt_p99"). The guard reads it for a policy
@@ -127,6 +130,12 @@ struct FleetGuardConfig {
   // When it is shorter than the spread's periods, the spread is scaled up by
   // sqrt((1 + period / since) / 2): a shorter period holds fewer samples.
   double since_seconds = 0;
+  // The length of `now.onset`, in seconds (its since_seconds when it is
+  // checked on its own, and the figure its summaries name).
+  double onset_seconds = 0;
+  // The judge held the look this check follows: a FAIL is one only when the
+  // step's onset shows it too (see FleetGuard).
+  bool judge_held = false;
   // A canary-only trial (a campaign's): only the p99 constraint on the other
   // series is checked, fleet-wide (OtherP99Metric: the job's under a probe
   // objective, the probes' under STEP_TIME_P99). The trial's
@@ -167,11 +176,21 @@ struct FleetGuardConfig {
 // fleet's p99 of the objective's samples (`config.objective`: probe RTT or
 // the job signal; merged sketches, at least min_rtt_samples in each period)
 // rose by the FAIL ratio or more (HOLD "fleet_shift" instead, the
-// metric's outcome "hold", when `now.onset_rtt` holds min_rtt_samples probes
+// metric's outcome "hold", when `now.onset` holds min_rtt_samples probes
 // whose p99 had risen less than that and less than kOnsetShareOfRise of the
 // whole rise in ln terms: the rise began after the change took effect, as a
 // fleet incident's does), or HOLD with rule "fleet_data"
 // when fewer than kFleetGuardMinCoverage of `hosts` have data in both periods.
+//
+// With `config.judge_held` (the judge could not decide the look), every FAIL
+// but fleet_p99's (which has the onset test above) is checked again over
+// `now.onset` alone (the same check, since_seconds = onset_seconds): a change
+// acts once applied, so a loss it causes is there already. When the onset
+// FAILs too, or there is no onset, or the onset cannot be judged (HOLD), the
+// FAIL stands (its summary says why); when the onset PASSes, the loss began
+// later, as a fleet incident's does: HOLD "fleet_shift" with the FAIL's
+// evidence, so neither a rollback nor a rejection of the change's values
+// follows from a fleet incident during a look the judge could not decide.
 // Evidence: groups "fleet_baseline" and "fleet" (hosts, per-host rates, p99
 // and samples) and one metric "fleet_<metric>" per guarded metric (ratio =
 // now / baseline, ratio_lower = the FAIL threshold, note with the figures),

@@ -65,47 +65,35 @@ std::vector<v1::Verdict> StepEvaluator::Look(const StepLook& in) const {
   // A trial is checked fleet-wide when it has a fleet baseline: one taken for
   // a policy that holds the other p99 series (FleetGuardConfig::trial).
   if (!in.change->canary_only() || in.fleet_baseline != nullptr) {
-    v1::Verdict fleet = Fleet(in);
+    v1::Verdict fleet = Fleet(in, held);
     fleet.set_look(out.back().look());
     fleet.set_looks(out.back().looks());
-    if (held) {
-      // The judge could not decide: the fleet guard's FAIL decides the look
-      // (a change the judge holds to the HOLD limit would otherwise never be
-      // held to the fleet's figures, and end ABORTED with its values not
-      // rejected), when the loss was there in the step's onset already
-      // (HeldFleetFail); anything else leaves the judge's HOLD deciding, with
-      // the fleet's figures beside its own.
-      // The judge's rule stays the deciding one on a HOLD (the HOLD limit's
-      // reason, a campaign's retry of a held trial read it).
-      if (fleet.outcome() == v1::Verdict::FAIL) {
-        fleet = HeldFleetFail(in, std::move(fleet));
+    // After a PASS, a guard HOLD or FAIL follows it. After a HOLD (the judge
+    // could not decide) only a FAIL does, and decides the look: a change held
+    // to the HOLD limit would otherwise never be held to the fleet's figures,
+    // and end ABORTED with its values not rejected (the guard keeps a FAIL
+    // then only when the step's onset shows the loss too: FleetGuard's
+    // judge_held). Anything else joins the judge's verdict, which stays the
+    // deciding one on a HOLD (the HOLD limit's reason and a campaign's retry
+    // of a held trial read its rule).
+    const bool follows =
+        held ? fleet.outcome() == v1::Verdict::FAIL : fleet.outcome() != v1::Verdict::PASS;
+    if (!follows) {
+      if (held && fleet.rule() == "fleet_shift") {
+        absl::StrAppend(out.back().mutable_summary(), "; ", fleet.summary());
       }
-      if (fleet.outcome() != v1::Verdict::FAIL) {
-        if (fleet.rule() == "fleet_shift") {
-          out.back().set_summary(absl::StrCat(out.back().summary(), "; ", fleet.summary()));
-        }
-        MergeFleetEvidence(fleet, &out.back());
-        return out;
-      }
-      if (in.change->canary_only()) MergeFleetEvidence(out.back(), &fleet);
-      LogInfo("fleet guard", {{"change", in.change->id()},
-                              {"outcome", "FAIL"},
-                              {"judge", "HOLD"},
-                              {"summary", fleet.summary()}});
-      out.push_back(std::move(fleet));
-      return out;
-    }
-    if (fleet.outcome() != v1::Verdict::PASS) {
+      MergeFleetEvidence(fleet, &out.back());
+    } else {
       // A trial's verdict keeps the judge's figures beside the fleet's: the
       // campaign records the trial's estimate from its last verdict.
       if (in.change->canary_only()) MergeFleetEvidence(out.back(), &fleet);
       LogInfo("fleet guard", {{"change", in.change->id()},
                               {"outcome", v1::Verdict::Outcome_Name(fleet.outcome())},
+                              {"judge", v1::Verdict::Outcome_Name(out.back().outcome())},
                               {"summary", fleet.summary()}});
       out.push_back(std::move(fleet));
       return out;
     }
-    MergeFleetEvidence(fleet, &out.back());
   }
   if (held) return out;
   if (std::string why = Unconfirmed(in); !why.empty()) {
@@ -316,45 +304,7 @@ v1::Verdict StepEvaluator::NoControlLeft(const StepLook& in) const {
   return v;
 }
 
-v1::Verdict StepEvaluator::HeldFleetFail(const StepLook& in, v1::Verdict fail) const {
-  // fleet_p99 has its own onset test (FleetGuard's fleet_shift).
-  if (fail.rule() == "fleet_p99") return fail;
-  const absl::Time to = CompleteUntil(in.now);
-  const absl::Time onset_to = OnsetEnd(in, to);
-  if (onset_to <= in.after_start) return fail;  // no onset to tell by: safety first
-  const v1::Verdict onset = Fleet(in, onset_to);
-  if (onset.outcome() == v1::Verdict::FAIL) {
-    fail.set_summary(absl::StrCat(fail.summary(),
-                                  " (the judge held this look; the loss was there "
-                                  "in the step's first ",
-                                  absl::FormatDuration(onset_to - in.after_start),
-                                  " already, as a change's is)"));
-    return fail;
-  }
-  v1::Verdict v;
-  v.set_outcome(v1::Verdict::HOLD);
-  v.set_unix_nanos(fail.unix_nanos());
-  v.set_stage(fail.stage());
-  v.set_look(fail.look());
-  v.set_looks(fail.looks());
-  v.set_rule("fleet_shift");
-  v.set_summary(
-      absl::StrCat("HOLD: the judge held this look, and the fleet guard would fail it (",
-                   fail.summary(), "), but the loss was not there in the step's first ",
-                   absl::FormatDuration(onset_to - in.after_start),
-                   ": it began after the change took effect, as a fleet incident's does"));
-  MergeFleetEvidence(fail, &v);
-  return v;
-}
-
-v1::Verdict StepEvaluator::Fleet(const StepLook& in) const {
-  return Fleet(in, CompleteUntil(in.now));
-}
-
-v1::Verdict StepEvaluator::Fleet(const StepLook& in, absl::Time to) const {
-  // `to` before the look's end: the step's onset alone (HeldFleetFail),
-  // which has no onset of its own.
-  const bool onset_only = to < CompleteUntil(in.now);
+v1::Verdict StepEvaluator::Fleet(const StepLook& in, bool judge_held) const {
   FleetGuardConfig cfg;
   cfg.constraints.assign(in.policy.constraints().begin(), in.policy.constraints().end());
   cfg.stage = StageOf(*in.change);
@@ -362,6 +312,7 @@ v1::Verdict StepEvaluator::Fleet(const StepLook& in, absl::Time to) const {
   cfg.now_unix_nanos = absl::ToUnixNanos(in.now);
   cfg.objective = in.policy.objective().metric();
   cfg.trial = in.change->canary_only();
+  cfg.judge_held = judge_held;
   if (in.fleet_baseline == nullptr) {
     v1::Verdict v;
     v.set_outcome(v1::Verdict::HOLD);
@@ -371,19 +322,20 @@ v1::Verdict StepEvaluator::Fleet(const StepLook& in, absl::Time to) const {
     v.set_summary("HOLD: no fleet baseline recorded for this change");
     return v;
   }
+  const absl::Time to = CompleteUntil(in.now);
   cfg.since_seconds = std::max(0.0, absl::ToDoubleSeconds(to - in.after_start));
   const int expected =
       static_cast<int>(telemetry_->WindowIndex(to) - telemetry_->WindowIndex(in.after_start));
   FleetPeriod since =
       FleetPeriods(*in.change, in.after_start, to, std::max(1, expected), in.policy);
-  const absl::Time onset_to = onset_only ? in.after_start : OnsetEnd(in, to);
-  // A trial's check has no onset test (FleetGuardConfig::trial).
-  if (!cfg.trial && onset_to > in.after_start) {
+  // The step's onset, which FleetGuard tells a change's rise or loss from an
+  // incident's by (fleet_p99, and any FAIL of a look the judge held).
+  if (const absl::Time onset_to = OnsetEnd(in, to); onset_to > in.after_start) {
     const int onset_windows = static_cast<int>(telemetry_->WindowIndex(onset_to) -
                                                telemetry_->WindowIndex(in.after_start));
-    since.onset_rtt =
-        FleetPeriods(*in.change, in.after_start, onset_to, std::max(1, onset_windows), in.policy)
-            .rtt;
+    since.onset = std::make_shared<const FleetPeriod>(
+        FleetPeriods(*in.change, in.after_start, onset_to, std::max(1, onset_windows), in.policy));
+    cfg.onset_seconds = absl::ToDoubleSeconds(onset_to - in.after_start);
   }
   // FleetPeriods lists every host the change measures (switches excepted),
   // with or without data: the coverage rule's denominator.

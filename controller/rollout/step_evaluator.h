@@ -64,7 +64,8 @@ struct StepLook {
 //     After a PASS its figures join the PASS, or its HOLD / FAIL follows it;
 //     after a HOLD only its FAIL follows (and decides: a change the judge
 //     cannot decide is still held to the fleet's figures, not left to the
-//     HOLD limit) when the step's onset shows the loss too (HeldFleetFail);
+//     HOLD limit) when the step's onset shows the loss too (FleetGuard's
+//     judge_held);
 //     otherwise the judge's HOLD stays the deciding verdict, the fleet's
 //     figures joined to it (and, for a loss absent from the onset, the
 //     fleet guard's "fleet_shift" summary). A trial (canary_only) has a fleet
@@ -136,20 +137,10 @@ class StepEvaluator {
   // No control left: a FAIL when a changed host breached a hard limit since
   // the step started.
   std::optional<v1::Verdict> HardLimits(const StepLook& in) const;
-  // The fleet guard over the step up to the look (the first form) or up to
-  // `to` (the step's onset: no onset test inside it).
-  v1::Verdict Fleet(const StepLook& in) const;
-  v1::Verdict Fleet(const StepLook& in, absl::Time to) const;
-  // A fleet guard FAIL `fail` at a look the judge held: it stands when the
-  // fleet guard over the step's onset alone FAILs too (a change acts once
-  // applied, so a loss it causes is there already), when the step has no
-  // onset to tell by or the guard could not judge the onset (HOLD), and for
-  // fleet_p99 (which has its own onset test);
-  // otherwise a HOLD "fleet_shift" carrying the FAIL's figures (Look joins
-  // them to the judge's HOLD): a loss that began later, as a fleet
-  // incident's does, neither fails a change the judge could not decide nor
-  // rejects its values.
-  v1::Verdict HeldFleetFail(const StepLook& in, v1::Verdict fail) const;
+  // The fleet guard over the step up to the look, with the step's onset
+  // (OnsetEnd) for its onset tests; `judge_held`: the judge held this look
+  // (FleetGuardConfig::judge_held).
+  v1::Verdict Fleet(const StepLook& in, bool judge_held) const;
   // The end of the step's onset: its first quarter of the bake rounded up to
   // whole windows, at least two. A change acts once applied, so a rise it
   // causes is there already; a rise that is not began later, as a fleet

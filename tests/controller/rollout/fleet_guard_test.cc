@@ -3,7 +3,9 @@
 
 #include <cmath>
 #include <map>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -15,6 +17,7 @@ namespace rocetune::controller {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 // `n` hosts, each with `gbps` of throughput, `cnp` CNPs and `pause` paused
@@ -38,6 +41,18 @@ QuantileSketch Probes(int n, double tail_us) {
   QuantileSketch s;
   for (int i = 0; i < n; ++i) s.Insert((i % 100 < 97 ? 10 : tail_us) * 1e-6);
   return s;
+}
+
+// `period` as a step's onset.
+std::shared_ptr<const FleetPeriod> Onset(FleetPeriod period) {
+  return std::make_shared<const FleetPeriod>(std::move(period));
+}
+
+// An onset holding only the merged objective samples `rtt`.
+std::shared_ptr<const FleetPeriod> Onset(QuantileSketch rtt) {
+  FleetPeriod p;
+  p.rtt = std::move(rtt);
+  return Onset(std::move(p));
 }
 
 const v1::MetricEvidence* Find(const v1::Verdict& v, const std::string& metric) {
@@ -191,15 +206,15 @@ TEST(FleetGuardTest, AP99RiseThatBeganAfterTheOnsetHoldsAsAFleetIncident) {
   FleetGuardConfig cfg;
   cfg.min_rtt_samples = 2000;
   const FleetPeriod before = P99Period(40);
-  FleetPeriod after = P99Period(64);   // +60% over the step
-  after.onset_rtt = Probes(2500, 42);  // +5% in its first part
+  FleetPeriod after = P99Period(64);      // +60% over the step
+  after.onset = Onset(Probes(2500, 42));  // +5% in its first part
   v1::Verdict incident = FleetGuard(before, after, 32, cfg);
   EXPECT_EQ(incident.outcome(), v1::Verdict::HOLD) << incident.summary();
   EXPECT_EQ(incident.rule(), "fleet_shift");
   EXPECT_THAT(incident.summary(), HasSubstr("first part 42.0 us (2500 probes), ratio 1.05"));
   EXPECT_EQ(Find(incident, "fleet_p99")->outcome(), "hold");
 
-  after.onset_rtt = Probes(2500, 70);  // there from the start: the change
+  after.onset = Onset(Probes(2500, 70));  // there from the start: the change
   v1::Verdict change = FleetGuard(before, after, 32, cfg);
   EXPECT_EQ(change.outcome(), v1::Verdict::FAIL);
   EXPECT_EQ(change.rule(), "fleet_p99");
@@ -207,11 +222,70 @@ TEST(FleetGuardTest, AP99RiseThatBeganAfterTheOnsetHoldsAsAFleetIncident) {
 
   // Below x1.5 in the first part, but more than half the rise (ln 0.37 of
   // 0.47): there from the start.
-  after.onset_rtt = Probes(2500, 58);
+  after.onset = Onset(Probes(2500, 58));
   EXPECT_EQ(FleetGuard(before, after, 32, cfg).rule(), "fleet_p99");
 
-  after.onset_rtt = Probes(1000, 42);  // too few probes to clear it
+  after.onset = Onset(Probes(1000, 42));  // too few probes to clear it
   EXPECT_EQ(FleetGuard(before, after, 32, cfg).rule(), "fleet_p99");
+}
+
+// Issue 25: after a judge HOLD (judge_held) a FAIL decides only when the
+// step's onset shows the loss too: a change acts once applied; a loss absent
+// from the onset began later, as a fleet incident's does (HOLD "fleet_shift",
+// with the FAIL's figures). No onset, or one that cannot be judged: the FAIL
+// stands. Without judge_held the onset does not matter to a throughput FAIL.
+TEST(FleetGuardTest, AfterAJudgeHoldAFailStandsOnlyWhenTheOnsetShowsTheLossToo) {
+  FleetGuardConfig cfg;
+  cfg.judge_held = true;
+  cfg.onset_seconds = 2;
+  const FleetPeriod before = Fleet(32, 10);
+  FleetPeriod after = Fleet(32, 7);  // -30% over the step
+
+  after.onset = Onset(Fleet(32, 7));  // there from the start: the change
+  v1::Verdict change = FleetGuard(before, after, 32, cfg);
+  EXPECT_EQ(change.outcome(), v1::Verdict::FAIL) << change.summary();
+  EXPECT_EQ(change.rule(), "fleet_constraint");
+  EXPECT_THAT(change.summary(),
+              HasSubstr("(the judge held this look; the loss was there in the step's first 2s "
+                        "already, as a change's is)"));
+
+  after.onset = Onset(Fleet(32, 9.9));  // the onset as before: an incident
+  v1::Verdict incident = FleetGuard(before, after, 32, cfg);
+  EXPECT_EQ(incident.outcome(), v1::Verdict::HOLD) << incident.summary();
+  EXPECT_EQ(incident.rule(), "fleet_shift");
+  EXPECT_THAT(incident.summary(), StartsWith("HOLD: the judge held this look, and the fleet "
+                                             "guard would fail it (FAIL: the fleet moved"));
+  EXPECT_THAT(incident.summary(), HasSubstr("not there in the step's first 2s"));
+  ASSERT_NE(Find(incident, "fleet_throughput_gbps"), nullptr);
+  EXPECT_EQ(Find(incident, "fleet_throughput_gbps")->outcome(), "fail");
+  EXPECT_NEAR(Find(incident, "fleet_throughput_gbps")->ratio(), 0.7, 1e-6);
+
+  // The onset from too few hosts to judge: safety first.
+  after.onset = Onset(Fleet(8, 9.9));
+  v1::Verdict unjudged = FleetGuard(before, after, 32, cfg);
+  EXPECT_EQ(unjudged.outcome(), v1::Verdict::FAIL) << unjudged.summary();
+  EXPECT_THAT(unjudged.summary(), HasSubstr("could not be judged, so the FAIL stands"));
+
+  after.onset = nullptr;  // a look within the onset, or a resumed bake
+  v1::Verdict no_onset = FleetGuard(before, after, 32, cfg);
+  EXPECT_EQ(no_onset.outcome(), v1::Verdict::FAIL);
+  EXPECT_THAT(no_onset.summary(), HasSubstr("no onset to tell"));
+
+  // Without a judge HOLD the onset changes nothing for throughput.
+  cfg.judge_held = false;
+  after.onset = Onset(Fleet(32, 9.9));
+  v1::Verdict passed_look = FleetGuard(before, after, 32, cfg);
+  EXPECT_EQ(passed_look.outcome(), v1::Verdict::FAIL);
+  EXPECT_THAT(passed_look.summary(), Not(HasSubstr("judge held")));
+
+  // A rise of the fleet's p99 keeps its own onset test under a judge HOLD.
+  cfg.judge_held = true;
+  cfg.min_rtt_samples = 2000;
+  FleetPeriod rise = P99Period(64);
+  rise.onset = Onset(Probes(2500, 70));
+  v1::Verdict p99 = FleetGuard(P99Period(40), rise, 32, cfg);
+  EXPECT_EQ(p99.rule(), "fleet_p99") << p99.summary();
+  EXPECT_THAT(p99.summary(), Not(HasSubstr("judge held")));
 }
 
 // A policy that tunes the probes' p99 and holds the job's step time as a
