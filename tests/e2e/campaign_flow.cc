@@ -170,6 +170,45 @@ void ExpectUnconfirmedEnd(const v1::Campaign& t, const std::string& out, const s
               conf->outcome().c_str());
 }
 
+void ExpectJobRollback(Env& env, const v1::Campaign& t, const v1::Change& c,
+                       const std::string& bench, absl::Duration timeout) {
+  ASSERT_EQ(c.state(), v1::ROLLED_BACK) << c.DebugString().substr(0, 4000);
+  ASSERT_GT(c.verdicts_size(), 0);
+  const v1::Verdict& v = c.verdicts(c.verdicts_size() - 1);
+  EXPECT_EQ(v.outcome(), v1::Verdict::FAIL) << v.summary();
+  EXPECT_EQ(v.rule(), "fleet_constraint") << v.summary();
+  const v1::MetricEvidence* job = nullptr;
+  for (const v1::MetricEvidence& m : v.metrics()) {
+    if (m.metric() == "fleet_step_time_p99") job = &m;
+  }
+  ASSERT_NE(job, nullptr) << "not the job's constraint: " << v.summary();
+  EXPECT_EQ(job->outcome(), "fail") << job->note();
+  EXPECT_GT(job->ratio(), job->ratio_upper()) << job->note();
+  // Every member back on the start values: the ToRs' ECN thresholds and the
+  // hosts' DCQCN knobs, as each now reports them.
+  std::string differs;
+  const bool restored = env.WaitFor(
+      [&] {
+        differs.clear();
+        for (const v1::HostInfo& h : env.Hosts()) {
+          for (const auto& [knob, start] : t.start()) {
+            const int64_t now = ParameterOf(h, knob);
+            if (now != -1 && now != start) {
+              absl::StrAppend(&differs, h.host_id(), " ", knob, "=", now, " (start ", start, "); ");
+            }
+          }
+        }
+        return differs.empty();
+      },
+      timeout);
+  EXPECT_TRUE(restored) << differs;
+  std::printf(
+      "BENCH %s promoted=1 rolled_back=job_p99 stage=%u job_fleet_p99_ratio=%.3f "
+      "job_fleet_fail_above=%.3f search_estimate=%s confirmed_estimate=%s\n",
+      bench.c_str(), v.stage(), job->ratio(), job->ratio_upper(),
+      EstimateOf(ConfirmedTrial(t)).c_str(), EstimateOf(Confirmation(t)).c_str());
+}
+
 std::string RackLevelRollout(double canary_fraction) {
   return absl::StrCat(R"(rollout {
   canary_fraction: )",

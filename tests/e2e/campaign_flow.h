@@ -53,6 +53,18 @@ void ExpectConfirmedOnFreshRacks(const v1::Trial* conf, const std::string& out);
 // promotion fails. Prints `bench`'s BENCH line with both estimates.
 void ExpectUnconfirmedEnd(const v1::Campaign& t, const std::string& out, const std::string& bench);
 
+// Campaign `t`'s promotion `c` ended ROLLED_BACK because the fleet guard
+// found the whole fleet's job p99 beyond the policy's step_time_p99
+// constraint (its FAIL threshold) at a step of the promotion: better on the
+// probe and worse for the job is a regression, so by design the winner does
+// not reach DONE. Checks that this, and nothing else, decided (the last
+// verdict a FAIL "fleet_constraint" whose fleet_step_time_p99 evidence failed
+// above its threshold) and that every host and ToR holds the campaign's start
+// values again (waiting up to `timeout`). Prints `bench`'s BENCH line with
+// the job's fleet ratio and both estimates.
+void ExpectJobRollback(Env& env, const v1::Campaign& t, const v1::Change& c,
+                       const std::string& bench, absl::Duration timeout);
+
 // The rollout, guard and approval sections of the rack-level campaign
 // policies (e2e tests, campaign_bench): `canary_fraction` of the racks whole
 // against the rest, 6-second bakes on 1 s windows, straight to all racks.
