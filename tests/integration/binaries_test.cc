@@ -6,10 +6,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "google/protobuf/descriptor.h"
+#include "rocetune/v1/config.pb.h"
 #include "tests/integration/subprocess.h"
 
 namespace rocetune {
@@ -51,6 +56,55 @@ TEST_P(BinariesTest, HelpListsFlagsAndBadFlagFails) {
 // Startup failures: a configuration error exits 2 on both daemons (the units'
 // RestartPreventExitStatus=2: a restart cannot fix it), anything a restart
 // may fix (a port in use) exits 1.
+// The flags `binary` defines itself (--helpfull's sections from its own
+// sources: agent/, controller/, daemon/), not Abseil's or gRPC's.
+std::set<std::string> OwnFlags(const std::string& binary) {
+  std::string out;
+  EXPECT_EQ(RunCommand(BuiltBinary(binary), {"--helpfull"}, &out), 0) << out;
+  std::set<std::string> flags;
+  bool own = false;
+  for (absl::string_view line : absl::StrSplit(out, '\n')) {
+    if (absl::StartsWith(line, "  Flags from ")) {
+      const absl::string_view file = line.substr(13);
+      own = absl::StartsWith(file, "agent/") || absl::StartsWith(file, "controller/") ||
+            absl::StartsWith(file, "daemon/");
+      continue;
+    }
+    if (!own || !absl::StartsWith(line, "    --")) continue;
+    const absl::string_view rest = line.substr(6);
+    flags.insert(std::string(rest.substr(0, rest.find_first_of(" ("))));
+  }
+  return flags;
+}
+
+// A daemon run from its config file (--config, as the systemd units and
+// deploy/examples do) can set every flag an operator sets: each of its own
+// flags has a config field of the same name, but for `cli_only`; and no field
+// names a flag the daemon lacks (ApplyConfigToFlags would refuse the file).
+void ExpectConfigCoversFlags(const std::string& binary, const google::protobuf::Descriptor* config,
+                             const std::set<std::string>& cli_only) {
+  const std::set<std::string> flags = OwnFlags(binary);
+  ASSERT_GT(flags.size(), 10u) << binary << ": --helpfull not parsed";
+  std::set<std::string> fields;
+  for (int i = 0; i < config->field_count(); ++i) fields.insert(config->field(i)->name());
+  for (const std::string& flag : flags) {
+    if (cli_only.count(flag) != 0) continue;
+    EXPECT_EQ(fields.count(flag), 1u)
+        << binary << " --" << flag << " has no " << config->name() << " field";
+  }
+  for (const std::string& field : fields) {
+    EXPECT_EQ(flags.count(field), 1u)
+        << config->name() << "." << field << " names no flag of " << binary;
+  }
+}
+
+TEST(DaemonConfigTest, EveryFlagAnOperatorSetsHasAConfigField) {
+  ExpectConfigCoversFlags("agent/rocetune-agent", v1::AgentConfig::descriptor(),
+                          {"config", "once", "output", "fault_write_delay"});
+  ExpectConfigCoversFlags("controller/rocetune-controller", v1::ControllerConfig::descriptor(),
+                          {"config"});
+}
+
 TEST(DaemonExitCodesTest, ConfigurationErrorsExitTwoAndAPortInUseExitsOne) {
   const std::vector<std::string> tls = {"--tls_cert=/nonexistent/c.pem",
                                         "--tls_key=/nonexistent/k.pem",
