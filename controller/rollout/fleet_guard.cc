@@ -6,9 +6,12 @@
 #include <iterator>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 
 namespace rocetune::controller {
 namespace {
@@ -597,6 +600,21 @@ v1::Verdict GuardOnce(const FleetPeriod& baseline_period, const FleetPeriod& now
   return v;
 }
 
+// Whether `onset` (the guard over the step's onset) shows the metric of
+// `failed` (a metric that failed over the whole step) evaluated and within its
+// threshold. A metric the onset could not evaluate (too few samples), or saw
+// beyond its threshold yet passed (a counted rate below its event floor), does
+// not clear it.
+bool OnsetClears(const v1::Verdict& onset, const v1::MetricEvidence& failed) {
+  for (const v1::MetricEvidence& m : onset.metrics()) {
+    if (m.metric() != failed.metric()) continue;
+    if (m.outcome() != "pass" || !(m.ratio() > 0)) return false;
+    // SetRatio: a lower threshold when lower is worse, else an upper one.
+    return m.ratio_lower() > 0 ? m.ratio() >= m.ratio_lower() : m.ratio() <= m.ratio_upper();
+  }
+  return false;
+}
+
 }  // namespace
 
 v1::Verdict FleetGuard(const FleetPeriod& baseline_period, const FleetPeriod& now_period, int hosts,
@@ -614,7 +632,19 @@ v1::Verdict FleetGuard(const FleetPeriod& baseline_period, const FleetPeriod& no
   onset_config.since_seconds = config.onset_seconds;
   onset_config.judge_held = false;
   const v1::Verdict onset = GuardOnce(baseline_period, *now_period.onset, hosts, onset_config);
-  const std::string first = absl::StrFormat("%gs", config.onset_seconds);
+  const std::string first = absl::FormatDuration(absl::Seconds(config.onset_seconds));
+  std::vector<std::string> unclear;  // failed metrics the onset cannot tell
+  if (onset.outcome() == v1::Verdict::PASS) {
+    for (const v1::MetricEvidence& m : v.metrics()) {
+      if (m.outcome() == "fail" && !OnsetClears(onset, m)) unclear.push_back(m.metric());
+    }
+  }
+  if (!unclear.empty()) {
+    absl::StrAppend(v.mutable_summary(), " (the judge held this look; the step's first ", first,
+                    " could not tell ", absl::StrJoin(unclear, ", "),
+                    " (too few samples or events there), so the FAIL stands)");
+    return v;
+  }
   if (onset.outcome() != v1::Verdict::PASS) {
     absl::StrAppend(v.mutable_summary(), " (the judge held this look; ",
                     onset.outcome() == v1::Verdict::FAIL

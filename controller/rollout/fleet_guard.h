@@ -165,9 +165,10 @@ struct FleetGuardConfig {
 // fleet's p99 since over before, against the constraint's max_ratio widened by
 // the margin (not evaluated when either period holds fewer than
 // min_rtt_samples samples, as when a baseline recorded before this check
-// carries no `other`). Unlike fleet_p99 it has no onset test: a fleet
-// incident that slows the job FAILs the change (safety first), and a FAIL
-// here, as any constraint's, is named before the objective's p99 is checked.
+// carries no `other`). Unlike fleet_p99 it has no onset test of its own: a
+// fleet incident that slows the job FAILs a change the judge passed (safety
+// first; after a judge HOLD, see judge_held below), and a FAIL here, as any
+// constraint's, is named before the objective's p99 is checked.
 //
 // Returns PASS with rule "fleet_constraint" when every metric is within its
 // tolerance widened by the margin, FAIL with rule "fleet_constraint" naming
@@ -185,12 +186,16 @@ struct FleetGuardConfig {
 // With `config.judge_held` (the judge could not decide the look), every FAIL
 // but fleet_p99's (which has the onset test above) is checked again over
 // `now.onset` alone (the same check, since_seconds = onset_seconds): a change
-// acts once applied, so a loss it causes is there already. When the onset
-// FAILs too, or there is no onset, or the onset cannot be judged (HOLD), the
-// FAIL stands (its summary says why); when the onset PASSes, the loss began
-// later, as a fleet incident's does: HOLD "fleet_shift" with the FAIL's
-// evidence, so neither a rollback nor a rejection of the change's values
-// follows from a fleet incident during a look the judge could not decide.
+// acts once applied, so a loss it causes is there already. The FAIL stands
+// (its summary says why) when the onset FAILs too, when there is no onset,
+// when the onset cannot be judged (HOLD: too few hosts with data), and when
+// the onset PASSes without telling a failed metric (not evaluated there for
+// too few samples, or beyond its threshold but below its event floor).
+// Otherwise the onset cleared every failed metric: the loss began later, as a
+// fleet incident's does: HOLD "fleet_shift" with the FAIL's evidence, so
+// neither a rollback nor a rejection of the change's values follows from a
+// fleet incident during a look the judge could not decide. `onset_seconds`
+// must be set with `now.onset`.
 // Evidence: groups "fleet_baseline" and "fleet" (hosts, per-host rates, p99
 // and samples) and one metric "fleet_<metric>" per guarded metric (ratio =
 // now / baseline, ratio_lower = the FAIL threshold, note with the figures),

@@ -64,8 +64,8 @@ struct StepLook {
 //     After a PASS its figures join the PASS, or its HOLD / FAIL follows it;
 //     after a HOLD only its FAIL follows (and decides: a change the judge
 //     cannot decide is still held to the fleet's figures, not left to the
-//     HOLD limit) when the step's onset shows the loss too (FleetGuard's
-//     judge_held);
+//     HOLD limit) when the step's onset shows the loss too or cannot tell
+//     it (FleetGuard's judge_held);
 //     otherwise the judge's HOLD stays the deciding verdict, the fleet's
 //     figures joined to it (and, for a loss absent from the onset, the
 //     fleet guard's "fleet_shift" summary). A trial (canary_only) has a fleet

@@ -170,7 +170,7 @@ void ExpectUnconfirmedEnd(const v1::Campaign& t, const std::string& out, const s
               conf->outcome().c_str());
 }
 
-void ExpectJobRollback(Env& env, const v1::Campaign& t, const v1::Change& c,
+void ExpectJobRollback(Env& env, const v1::Campaign& t, const v1::Change& c, int members,
                        const std::string& bench, absl::Duration timeout) {
   ASSERT_EQ(c.state(), v1::ROLLED_BACK) << c.DebugString().substr(0, 4000);
   ASSERT_GT(c.verdicts_size(), 0);
@@ -179,7 +179,12 @@ void ExpectJobRollback(Env& env, const v1::Campaign& t, const v1::Change& c,
   EXPECT_EQ(v.rule(), "fleet_constraint") << v.summary();
   const v1::MetricEvidence* job = nullptr;
   for (const v1::MetricEvidence& m : v.metrics()) {
-    if (m.metric() == "fleet_step_time_p99") job = &m;
+    if (m.metric() == "fleet_step_time_p99") {
+      job = &m;
+    } else if (absl::StartsWith(m.metric(), "fleet_")) {
+      // The job's constraint alone decided: no other fleet metric failed.
+      EXPECT_NE(m.outcome(), "fail") << m.metric() << ": " << m.note();
+    }
   }
   ASSERT_NE(job, nullptr) << "not the job's constraint: " << v.summary();
   EXPECT_EQ(job->outcome(), "fail") << job->note();
@@ -187,21 +192,27 @@ void ExpectJobRollback(Env& env, const v1::Campaign& t, const v1::Change& c,
   // Every member back on the start values: the ToRs' ECN thresholds and the
   // hosts' DCQCN knobs, as each now reports them.
   std::string differs;
+  int reporting = 0;  // members that report at least one of the knobs
   const bool restored = env.WaitFor(
       [&] {
         differs.clear();
+        reporting = 0;
         for (const v1::HostInfo& h : env.Hosts()) {
+          bool reports = false;
           for (const auto& [knob, start] : t.start()) {
             const int64_t now = ParameterOf(h, knob);
-            if (now != -1 && now != start) {
+            if (now == -1) continue;
+            reports = true;
+            if (now != start) {
               absl::StrAppend(&differs, h.host_id(), " ", knob, "=", now, " (start ", start, "); ");
             }
           }
+          reporting += reports ? 1 : 0;
         }
-        return differs.empty();
+        return differs.empty() && reporting >= members;
       },
       timeout);
-  EXPECT_TRUE(restored) << differs;
+  EXPECT_TRUE(restored) << differs << reporting << " of " << members << " members report";
   std::printf(
       "BENCH %s promoted=1 rolled_back=job_p99 stage=%u job_fleet_p99_ratio=%.3f "
       "job_fleet_fail_above=%.3f search_estimate=%s confirmed_estimate=%s\n",

@@ -59,10 +59,11 @@ void ExpectUnconfirmedEnd(const v1::Campaign& t, const std::string& out, const s
 // probe and worse for the job is a regression, so by design the winner does
 // not reach DONE. Checks that this, and nothing else, decided (the last
 // verdict a FAIL "fleet_constraint" whose fleet_step_time_p99 evidence failed
-// above its threshold) and that every host and ToR holds the campaign's start
-// values again (waiting up to `timeout`). Prints `bench`'s BENCH line with
-// the job's fleet ratio and both estimates.
-void ExpectJobRollback(Env& env, const v1::Campaign& t, const v1::Change& c,
+// above its threshold, no other fleet metric failed) and that all `members`
+// (hosts and ToRs) report the campaign's start values again (waiting up to
+// `timeout`). Prints `bench`'s BENCH line with the job's fleet ratio and both
+// estimates.
+void ExpectJobRollback(Env& env, const v1::Campaign& t, const v1::Change& c, int members,
                        const std::string& bench, absl::Duration timeout);
 
 // The rollout, guard and approval sections of the rack-level campaign

@@ -147,7 +147,7 @@ TEST(JointTuningE2E, SwitchAndHostCampaignFromDefaultsLowersTheFleetP99) {
     // winner that slows the job is a regression, and rolling it back is the
     // outcome the policy asks for. That, and only that, may stop the
     // promotion; every member must hold the start values again.
-    ExpectJobRollback(env, *t, *c, "e2e_joint_tuning", absl::Seconds(60));
+    ExpectJobRollback(env, *t, *c, opt.expect_hosts, "e2e_joint_tuning", absl::Seconds(60));
     return;
   }
   ASSERT_EQ(c->state(), v1::DONE) << c->DebugString().substr(0, 4000);

@@ -53,9 +53,6 @@ TEST_P(BinariesTest, HelpListsFlagsAndBadFlagFails) {
   EXPECT_NE(out.find(name), std::string::npos) << "the message names " << name << ":\n" << out;
 }
 
-// Startup failures: a configuration error exits 2 on both daemons (the units'
-// RestartPreventExitStatus=2: a restart cannot fix it), anything a restart
-// may fix (a port in use) exits 1.
 // The flags `binary` defines itself (--helpfull's sections from its own
 // sources: agent/, controller/, daemon/), not Abseil's or gRPC's.
 std::set<std::string> OwnFlags(const std::string& binary) {
@@ -105,6 +102,9 @@ TEST(DaemonConfigTest, EveryFlagAnOperatorSetsHasAConfigField) {
                           {"config"});
 }
 
+// Startup failures: a configuration error exits 2 on both daemons (the units'
+// RestartPreventExitStatus=2: a restart cannot fix it), anything a restart
+// may fix (a port in use) exits 1.
 TEST(DaemonExitCodesTest, ConfigurationErrorsExitTwoAndAPortInUseExitsOne) {
   const std::vector<std::string> tls = {"--tls_cert=/nonexistent/c.pem",
                                         "--tls_key=/nonexistent/k.pem",

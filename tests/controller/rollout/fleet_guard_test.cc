@@ -229,6 +229,17 @@ TEST(FleetGuardTest, AP99RiseThatBeganAfterTheOnsetHoldsAsAFleetIncident) {
   EXPECT_EQ(FleetGuard(before, after, 32, cfg).rule(), "fleet_p99");
 }
 
+// A policy that tunes the probes' p99 and holds the job's step time as a
+// constraint: at the last stage no control is left, so the guard holds the
+// fleet's merged job p99 (`other`) to the constraint's ratio widened by the
+// margin. Better on the probe and worse for the job is a regression.
+FleetPeriod JobPeriod(double probe_p99_us, int job_events, double job_p99_us) {
+  FleetPeriod p = P99Period(probe_p99_us);
+  p.other_metric = "step_time_p99";
+  p.other = Probes(job_events, job_p99_us);
+  return p;
+}
+
 // Issue 25: after a judge HOLD (judge_held) a FAIL decides only when the
 // step's onset shows the loss too: a change acts once applied; a loss absent
 // from the onset began later, as a fleet incident's does (HOLD "fleet_shift",
@@ -278,6 +289,23 @@ TEST(FleetGuardTest, AfterAJudgeHoldAFailStandsOnlyWhenTheOnsetShowsTheLossToo) 
   EXPECT_EQ(passed_look.outcome(), v1::Verdict::FAIL);
   EXPECT_THAT(passed_look.summary(), Not(HasSubstr("judge held")));
 
+  // A failed metric the onset could not evaluate cannot be cleared by it: the
+  // job's p99 beyond its constraint over the step, the onset holding too few
+  // job step times to judge it.
+  FleetGuardConfig job_cfg = cfg;
+  job_cfg.judge_held = true;
+  job_cfg.constraints = {Constraint("step_time_p99", 1.1)};
+  job_cfg.min_rtt_samples = 2000;
+  FleetPeriod slow_job = JobPeriod(40, 5000, 1500);  // x1.5 over the step
+  slow_job.onset = Onset(JobPeriod(40, 500, 1000));
+  v1::Verdict thin = FleetGuard(JobPeriod(40, 5000, 1000), slow_job, 32, job_cfg);
+  EXPECT_EQ(thin.outcome(), v1::Verdict::FAIL) << thin.summary();
+  EXPECT_THAT(thin.summary(), HasSubstr("could not tell fleet_step_time_p99"));
+  slow_job.onset = Onset(JobPeriod(40, 2500, 1000));  // enough, and as before
+  v1::Verdict later = FleetGuard(JobPeriod(40, 5000, 1000), slow_job, 32, job_cfg);
+  EXPECT_EQ(later.outcome(), v1::Verdict::HOLD) << later.summary();
+  EXPECT_EQ(later.rule(), "fleet_shift");
+
   // A rise of the fleet's p99 keeps its own onset test under a judge HOLD.
   cfg.judge_held = true;
   cfg.min_rtt_samples = 2000;
@@ -286,17 +314,6 @@ TEST(FleetGuardTest, AfterAJudgeHoldAFailStandsOnlyWhenTheOnsetShowsTheLossToo) 
   v1::Verdict p99 = FleetGuard(P99Period(40), rise, 32, cfg);
   EXPECT_EQ(p99.rule(), "fleet_p99") << p99.summary();
   EXPECT_THAT(p99.summary(), Not(HasSubstr("judge held")));
-}
-
-// A policy that tunes the probes' p99 and holds the job's step time as a
-// constraint: at the last stage no control is left, so the guard holds the
-// fleet's merged job p99 (`other`) to the constraint's ratio widened by the
-// margin. Better on the probe and worse for the job is a regression.
-FleetPeriod JobPeriod(double probe_p99_us, int job_events, double job_p99_us) {
-  FleetPeriod p = P99Period(probe_p99_us);
-  p.other_metric = "step_time_p99";
-  p.other = Probes(job_events, job_p99_us);
-  return p;
 }
 
 // A campaign trial's check under a 1.05 step_time_p99 constraint.

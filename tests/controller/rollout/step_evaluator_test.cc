@@ -359,13 +359,14 @@ TEST_F(StepEvaluatorTest, AJudgeHoldAtTheFinalLookIsFleetGuardedAndItsFailDecide
 // retried).
 TEST_F(StepEvaluatorTest, AHeldTrialIsFleetCheckedOnTheJobsP99AndItsFailDecides) {
   telemetry_options_.window = absl::Seconds(1);
-  // One rack pair only: the judge HOLDs (min_rack_pairs) whatever the data.
+  // No host baselines: the judge HOLDs (min_rack_pairs) whatever the data.
   const v1::Change c =
       ChangeAt(v1::CANARY, 0, true, {{v1::HostTarget::CANARY, 0}, {v1::HostTarget::CONTROL, 1}});
   StepLook in = LookAt(c, 2, 2);
   in.now = in.after_start + absl::Seconds(10) + absl::Milliseconds(600);
   in.policy.mutable_objective()->set_op("allreduce");
-  in.policy.mutable_guard()->set_min_samples(100);
+  // The onset (two windows) holds 2 x 2 x 25 = 100 all-reduces: enough.
+  in.policy.mutable_guard()->set_min_samples(50);
   v1::Constraint* job = in.policy.add_constraints();
   job->set_metric("step_time_p99");
   job->set_max_ratio(1.1);
