@@ -251,6 +251,16 @@ class RolloutTest : public ::testing::Test {
       Run(1);
     }
   }
+  // Feeds 3 s of change `id`'s canary bake (past its 2 s onset), then sets
+  // `*incident` and feeds telemetry (at most 40 s) until the change ends;
+  // returns it then.
+  v1::Change IncidentAfterTheOnset(const std::string& id, bool* incident) {
+    Run(3);
+    EXPECT_EQ(Get(id).state(), v1::CANARY);
+    *incident = true;
+    for (int i = 0; i < 40 && InFlightForTest(Get(id).state()); ++i) Run(1);
+    return Get(id);
+  }
   // A controller restart: the telemetry goes with the process, the store stays.
   void Restart() {
     Close();
@@ -2228,11 +2238,7 @@ TEST_F(RolloutTest, AFleetIncidentAfterTheOnsetHoldsANeutralChangeInsteadOfFaili
   factor_ = [&incident](int64_t) { return incident ? 3.0 : 1.0; };
   auto c = ApprovedChange(310);
   ASSERT_TRUE(c.ok()) << c.status();
-  Run(3);
-  ASSERT_EQ(Get(c->id()).state(), v1::CANARY);
-  incident = true;
-  for (int i = 0; i < 40 && InFlightForTest(Get(c->id()).state()); ++i) Run(1);
-  const v1::Change now = Get(c->id());
+  const v1::Change now = IncidentAfterTheOnset(c->id(), &incident);
   EXPECT_EQ(now.state(), v1::ABORTED) << now.DebugString().substr(0, 3000);
   int fleet_shift = 0;
   for (const v1::Verdict& v : now.verdicts()) {
@@ -2366,22 +2372,14 @@ TEST_F(RolloutTest, AChangeTheJudgeHoldsIsRolledBackOnAFleetLossFromItsOnset) {
 // with the guard's figures and why beside it; the HOLD limit aborts the
 // change and its values may be proposed again.
 TEST_F(RolloutTest, AFleetLossThatBeginsAfterTheOnsetLeavesAHeldChangeToTheHoldLimit) {
-  ApplyPolicy(PolicyText());
   bool incident = false;
   tx_bytes_ = [&incident](const std::string&) {
     return incident ? 6'500'000'000ull : 10'000'000'000ull;
   };
   probes_ = [this](const std::string&) { return HostsWith(310) > 0 ? 50 : kProbesPerWindow; };
-  Run(6);
-  auto c = Propose(310);
+  auto c = ApprovedChange(310);
   ASSERT_TRUE(c.ok()) << c.status();
-  ASSERT_TRUE(Act("approve", c->id(), {"bob", false}).ok());
-  Tick();
-  Run(3);
-  ASSERT_EQ(Get(c->id()).state(), v1::CANARY);
-  incident = true;
-  for (int i = 0; i < 40 && InFlightForTest(Get(c->id()).state()); ++i) Run(1);
-  const v1::Change now = Get(c->id());
+  const v1::Change now = IncidentAfterTheOnset(c->id(), &incident);
   EXPECT_EQ(now.state(), v1::ABORTED) << now.DebugString().substr(0, 4000);
   int guarded_holds = 0;
   for (const v1::Verdict& v : now.verdicts()) {
