@@ -1229,7 +1229,6 @@ std::vector<DesiredUpdate> RolloutManager::ConfirmUpdates(const v1::Change& c) c
 }
 
 void RolloutManager::AddVerdict(v1::Change* c, v1::Verdict v) {
-  if (metrics_ != nullptr) metrics_->RecordVerdict(v);
   for (v1::Verdict& old : *c->mutable_verdicts()) {
     for (v1::GroupEvidence& g : *old.mutable_groups()) g.clear_rtt();
   }
@@ -1311,7 +1310,10 @@ void RolloutManager::Drive(v1::Change* c) {
     return;
   }
   for (v1::Verdict& v : verdicts) AddVerdict(c, std::move(v));
+  // The last verdict decides the look (a fleet guard FAIL after the judge's
+  // HOLD or PASS, say): the metric counts one verdict per look, that one.
   const v1::Verdict& v = c->verdicts(c->verdicts_size() - 1);
+  if (metrics_ != nullptr) metrics_->RecordVerdict(v);
   switch (v.outcome()) {
     case v1::Verdict::FAIL:
       Fail(c, v.rule(), v.summary());

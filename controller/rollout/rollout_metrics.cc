@@ -85,10 +85,11 @@ RolloutMetrics::RolloutMetrics(prometheus::Registry& registry)
                        .Help("Changes rolled back or aborted with their hosts restored, by "
                              "reason (tuning trials not included).")
                        .Register(registry)),
-      verdicts_(prometheus::BuildCounter()
-                    .Name("rocetune_controller_judge_verdicts_total")
-                    .Help("Judge verdicts on changes by outcome.")
-                    .Register(registry)),
+      verdicts_(
+          prometheus::BuildCounter()
+              .Name("rocetune_controller_judge_verdicts_total")
+              .Help("Looks of changes and trials by the outcome that decided them, one per look.")
+              .Register(registry)),
       hold_seconds_(prometheus::BuildGauge()
                         .Name("rocetune_controller_change_hold_seconds")
                         .Help("How long the active change has been on HOLD at its final look, "
