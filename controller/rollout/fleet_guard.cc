@@ -398,7 +398,8 @@ void SetRatio(double ratio, double threshold, bool higher_is_worse, bool fail,
 // since the change against before it, on the same hosts.
 void CheckRates(const std::vector<const HostPeriod*>& before,
                 const std::vector<const HostPeriod*>& after, const v1::FleetSpread& spread,
-                const FleetGuardConfig& config, v1::Verdict* v, Tally* tally) {
+                double since_seconds, const FleetGuardConfig& config, v1::Verdict* v,
+                Tally* tally) {
   const double n = static_cast<double>(before.size());
   for (const Guarded& g : GuardedMetrics(config.constraints)) {
     double base = 0, cur = 0, base_shown = 0, cur_shown = 0, events = 0;
@@ -423,7 +424,7 @@ void CheckRates(const std::vector<const HostPeriod*>& before,
     }
     const double ratio = cur / base;
     const double tol = g.tolerance.ratio;
-    const Threshold margin = MarginOf(spread, g.metric, config.margin, config.since_seconds);
+    const Threshold margin = MarginOf(spread, g.metric, config.margin, since_seconds);
     const bool worse_up = g.tolerance.higher_is_worse;
     const double threshold = worse_up ? tol * (1 + margin.value) : tol / (1 + margin.value);
     const bool beyond = worse_up ? ratio > threshold : ratio < threshold;
@@ -464,7 +465,7 @@ void CheckOtherP99(const FleetPeriod& baseline_period, const FleetPeriod& now_pe
   const double ratio = std::exp(*ln);
   const double tol = ToleranceOf(*c).ratio;
   const Threshold margin =
-      MarginOf(baseline_period.spread, c->metric(), config.margin, config.since_seconds);
+      MarginOf(baseline_period.spread, c->metric(), config.margin, now_period.seconds);
   const double threshold = tol * (1 + margin.value);
   const bool fail = ratio > threshold;
   SetRatio(ratio, threshold, /*higher_is_worse=*/true, fail, m);
@@ -552,7 +553,7 @@ v1::Verdict GuardOnce(const FleetPeriod& baseline_period, const FleetPeriod& now
     return v;
   }
   Tally tally;
-  CheckRates(before, after, baseline_period.spread, config, &v, &tally);
+  CheckRates(before, after, baseline_period.spread, now_period.seconds, config, &v, &tally);
   CheckOtherP99(baseline_period, now_period, config, &v, &tally);
   if (const std::string bound = BrokenBound(config.constraints, before, after);
       tally.failed.empty() && !bound.empty()) {
@@ -569,7 +570,7 @@ v1::Verdict GuardOnce(const FleetPeriod& baseline_period, const FleetPeriod& now
   const P99Check p99_check =
       tally.failed.empty()
           ? CheckP99(baseline_period.rtt, now_period, config,
-                     P99RatioOf(baseline_period.spread, config.since_seconds), &v, &p99)
+                     P99RatioOf(baseline_period.spread, now_period.seconds), &v, &p99)
           : P99Check::kPass;
   if (p99_check == P99Check::kIncident) {
     v.set_outcome(v1::Verdict::HOLD);
@@ -629,10 +630,9 @@ v1::Verdict FleetGuard(const FleetPeriod& baseline_period, const FleetPeriod& no
     return v;
   }
   FleetGuardConfig onset_config = config;
-  onset_config.since_seconds = config.onset_seconds;
   onset_config.judge_held = false;
   const v1::Verdict onset = GuardOnce(baseline_period, *now_period.onset, hosts, onset_config);
-  const std::string first = absl::FormatDuration(absl::Seconds(config.onset_seconds));
+  const std::string first = absl::FormatDuration(absl::Seconds(now_period.onset->seconds));
   std::vector<std::string> unclear;  // failed metrics the onset cannot tell
   if (onset.outcome() == v1::Verdict::PASS) {
     for (const v1::MetricEvidence& m : v.metrics()) {

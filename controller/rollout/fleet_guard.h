@@ -68,6 +68,9 @@ struct FleetPeriod {
   // tells a change's loss (there once it is applied) from an incident's
   // (begun later); null when not measured.
   std::shared_ptr<const FleetPeriod> onset;
+  // The period's length in seconds (0: not known). The guard scales the
+  // spread's margin by it (FleetGuard) and names the onset's in its summaries.
+  double seconds = 0;
   // The p99 series the objective is not, merged as `rtt` is: the job
   // signal's under PROBE_RTT_P99 (other_metric "step_time_p99"), the probes'
   // under STEP_TIME_P99 ("probe_rtt_p99"). The guard reads it for a policy
@@ -126,13 +129,6 @@ struct FleetGuardConfig {
   // What FleetPeriod::rtt holds, for the evidence's words ("probe" or "job
   // step time").
   v1::Objective::Metric objective = v1::Objective::PROBE_RTT_P99;
-  // The length of the period since the change, in seconds (0: not known).
-  // When it is shorter than the spread's periods, the spread is scaled up by
-  // sqrt((1 + period / since) / 2): a shorter period holds fewer samples.
-  double since_seconds = 0;
-  // The length of `now.onset`, in seconds (its since_seconds when it is
-  // checked on its own, and the figure its summaries name).
-  double onset_seconds = 0;
   // The judge held the look this check follows: a FAIL is one only when the
   // step's onset shows it too (see FleetGuard).
   bool judge_held = false;
@@ -157,7 +153,10 @@ struct FleetGuardConfig {
 // The margin and the p99's FAIL ratio are set from `baseline.spread` for each
 // metric it measured from at least kFleetSpreadMinPeriods periods, never
 // above `config.margin` and kFleetP99RegressionRatio, which they are
-// otherwise; each metric's note says which, and from what.
+// otherwise; each metric's note says which, and from what. When `now` is
+// shorter than the spread's periods (now.seconds known and below them), the
+// spread is scaled up by sqrt((1 + period / now.seconds) / 2): a shorter
+// period holds fewer samples.
 //
 // A p99 constraint on the series that is not the objective
 // (OtherP99Constraint: the job signal's step_time_p99 under a probe
@@ -185,7 +184,7 @@ struct FleetGuardConfig {
 //
 // With `config.judge_held` (the judge could not decide the look), every FAIL
 // but fleet_p99's (which has the onset test above) is checked again over
-// `now.onset` alone (the same check, since_seconds = onset_seconds): a change
+// `now.onset` alone (the same check, on the onset's own length): a change
 // acts once applied, so a loss it causes is there already. The FAIL stands
 // (its summary says why) when the onset FAILs too, when there is no onset,
 // when the onset cannot be judged (HOLD: too few hosts with data), and when
@@ -194,8 +193,7 @@ struct FleetGuardConfig {
 // Otherwise the onset cleared every failed metric: the loss began later, as a
 // fleet incident's does: HOLD "fleet_shift" with the FAIL's evidence, so
 // neither a rollback nor a rejection of the change's values follows from a
-// fleet incident during a look the judge could not decide. `onset_seconds`
-// must be set with `now.onset`.
+// fleet incident during a look the judge could not decide.
 // Evidence: groups "fleet_baseline" and "fleet" (hosts, per-host rates, p99
 // and samples) and one metric "fleet_<metric>" per guarded metric (ratio =
 // now / baseline, ratio_lower = the FAIL threshold, note with the figures),

@@ -323,19 +323,20 @@ v1::Verdict StepEvaluator::Fleet(const StepLook& in, bool judge_held) const {
     return v;
   }
   const absl::Time to = CompleteUntil(in.now);
-  cfg.since_seconds = std::max(0.0, absl::ToDoubleSeconds(to - in.after_start));
   const int expected =
       static_cast<int>(telemetry_->WindowIndex(to) - telemetry_->WindowIndex(in.after_start));
   FleetPeriod since =
       FleetPeriods(*in.change, in.after_start, to, std::max(1, expected), in.policy);
+  since.seconds = std::max(0.0, absl::ToDoubleSeconds(to - in.after_start));
   // The step's onset, which FleetGuard tells a change's rise or loss from an
   // incident's by (fleet_p99, and any FAIL of a look the judge held).
   if (const absl::Time onset_to = OnsetEnd(in, to); onset_to > in.after_start) {
     const int onset_windows = static_cast<int>(telemetry_->WindowIndex(onset_to) -
                                                telemetry_->WindowIndex(in.after_start));
-    since.onset = std::make_shared<const FleetPeriod>(
-        FleetPeriods(*in.change, in.after_start, onset_to, std::max(1, onset_windows), in.policy));
-    cfg.onset_seconds = absl::ToDoubleSeconds(onset_to - in.after_start);
+    FleetPeriod onset =
+        FleetPeriods(*in.change, in.after_start, onset_to, std::max(1, onset_windows), in.policy);
+    onset.seconds = absl::ToDoubleSeconds(onset_to - in.after_start);
+    since.onset = std::make_shared<const FleetPeriod>(std::move(onset));
   }
   // FleetPeriods lists every host the change measures (switches excepted),
   // with or without data: the coverage rule's denominator.

@@ -43,8 +43,9 @@ QuantileSketch Probes(int n, double tail_us) {
   return s;
 }
 
-// `period` as a step's onset.
+// `period` as a step's onset, 2 s long.
 std::shared_ptr<const FleetPeriod> Onset(FleetPeriod period) {
+  period.seconds = 2;
   return std::make_shared<const FleetPeriod>(std::move(period));
 }
 
@@ -248,7 +249,6 @@ FleetPeriod JobPeriod(double probe_p99_us, int job_events, double job_p99_us) {
 TEST(FleetGuardTest, AfterAJudgeHoldAFailStandsOnlyWhenTheOnsetShowsTheLossToo) {
   FleetGuardConfig cfg;
   cfg.judge_held = true;
-  cfg.onset_seconds = 2;
   const FleetPeriod before = Fleet(32, 10);
   FleetPeriod after = Fleet(32, 7);  // -30% over the step
 
@@ -578,12 +578,13 @@ TEST(FleetSpreadTest, AShorterPeriodSinceTheChangeWidensTheMeasuredMargin) {
   m->set_metric("throughput_gbps");
   m->set_pairs(15);
   m->set_rms_ln_ratio(0.01);
-  cfg.since_seconds = 60;  // e^0.04 - 1 = 4.1%: FAIL below 0.9 / 1.041
-  v1::Verdict v = FleetGuard(before, Fleet(32, 10), 32, cfg);
+  FleetPeriod now = Fleet(32, 10);
+  now.seconds = 60;  // e^0.04 - 1 = 4.1%: FAIL below 0.9 / 1.041
+  v1::Verdict v = FleetGuard(before, now, 32, cfg);
   ASSERT_NE(Find(v, "fleet_throughput_gbps"), nullptr);
   EXPECT_NEAR(Find(v, "fleet_throughput_gbps")->ratio_lower(), 0.9 / std::exp(0.04), 1e-9);
-  cfg.since_seconds = 10;  // 0.0187: e^0.0748 - 1 = 7.8%
-  v = FleetGuard(before, Fleet(32, 10), 32, cfg);
+  now.seconds = 10;  // 0.0187: e^0.0748 - 1 = 7.8%
+  v = FleetGuard(before, now, 32, cfg);
   ASSERT_NE(Find(v, "fleet_throughput_gbps"), nullptr);
   EXPECT_NEAR(Find(v, "fleet_throughput_gbps")->ratio_lower(),
               0.9 / std::exp(4 * 0.01 * std::sqrt(3.5)), 1e-9);
