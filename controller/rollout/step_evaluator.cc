@@ -329,8 +329,11 @@ v1::Verdict StepEvaluator::Fleet(const StepLook& in, bool judge_held) const {
       FleetPeriods(*in.change, in.after_start, to, std::max(1, expected), in.policy);
   since.seconds = std::max(0.0, absl::ToDoubleSeconds(to - in.after_start));
   // The step's onset, which FleetGuard tells a change's rise or loss from an
-  // incident's by (fleet_p99, and any FAIL of a look the judge held).
-  if (const absl::Time onset_to = OnsetEnd(in, to); onset_to > in.after_start) {
+  // incident's by (fleet_p99, and any FAIL of a look the judge held). A
+  // trial's check (the other p99's constraint alone) reads it only after a
+  // judge HOLD.
+  const absl::Time onset_to = OnsetEnd(in, to);
+  if (onset_to > in.after_start && (!cfg.trial || judge_held)) {
     const int onset_windows = static_cast<int>(telemetry_->WindowIndex(onset_to) -
                                                telemetry_->WindowIndex(in.after_start));
     FleetPeriod onset =
