@@ -196,7 +196,7 @@ absl::StatusOr<std::unique_ptr<Controller>> Controller::Start(const ControllerOp
     c->store_->set_latency_observer([m](double s) { m->StoreWrite(s); });
     c->store_->set_error_observer(
         [m, log = std::make_shared<StoreErrorLog>()](const absl::Status& e) {
-          m->StoreError(absl::AsciiStrToLower(absl::StatusCodeToString(e.code())));
+          m->StoreError(e.code());
           log->Record(e);
         });
   }

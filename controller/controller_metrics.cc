@@ -3,6 +3,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "controller/store/store.h"
 #include "daemon/client_cert_verifier.h"
 
 namespace rocetune::controller {
@@ -36,6 +38,10 @@ constexpr const char* kQuantileLabels[] = {"0.5", "0.99", "0.999"};
 prometheus::Histogram::BucketBoundaries ReportDelayBuckets() {
   return {0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03,
           0.04,   0.05,    0.075,  0.1,   0.15,  0.2,   0.3,   0.5,    1,    2,     5,    10};
+}
+
+std::string ControllerMetrics::StoreErrorLabel(absl::StatusCode code) {
+  return absl::AsciiStrToLower(absl::StatusCodeToString(code));
 }
 
 ControllerMetrics::ControllerMetrics()
@@ -114,13 +120,12 @@ ControllerMetrics::ControllerMetrics()
                                   "read-only; unavailable: I/O error or locked). Nothing of a "
                                   "failed write is kept.")
                               .Register(r);
-  // Every code a store write can fail with (CodeFor in controller/store/store.cc)
-  // exported at 0 from the start: the RocetuneStoreWriteFailing alert takes
-  // increase() over 5 minutes, which does not count a series' first sample, so
-  // a series born at 1 by the first failure would not fire it.
-  for (const char* code :
-       {"failed_precondition", "resource_exhausted", "unavailable", "data_loss", "internal"}) {
-    store_errors_family_->Add({{"code", code}});
+  // Every code a store write can fail with exported at 0 from the start: the
+  // RocetuneStoreWriteFailing alert takes increase() over 5 minutes, which
+  // does not count a series' first sample, so a series born at 1 by the first
+  // failure would not fire it.
+  for (absl::StatusCode code : StoreErrorCodes()) {
+    store_errors_family_->Add({{"code", StoreErrorLabel(code)}});
   }
   report_delay_ = &prometheus::BuildHistogram()
                        .Name("rocetune_controller_report_delay_seconds")

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "controller/fleet/fleet.h"
 #include "controller/rollout/rollout_metrics.h"
@@ -60,11 +61,14 @@ class ControllerMetrics {
   void StreamOpened() { streams_->Increment(); }
   void StreamClosed() { streams_->Decrement(); }
   void StoreWrite(double seconds) { store_latency_->Observe(seconds); }
-  // A store write that failed; `code` is the status code in lower snake case
-  // ("resource_exhausted": disk full, "failed_precondition": read-only, ...).
-  void StoreError(const std::string& code) {
-    store_errors_family_->Add({{"code", code}}).Increment();
+  // A store write that failed with `code` (kResourceExhausted: disk full,
+  // kFailedPrecondition: read-only, ...: StoreErrorCodes()).
+  void StoreError(absl::StatusCode code) {
+    store_errors_family_->Add({{"code", StoreErrorLabel(code)}}).Increment();
   }
+  // The `code` label of `code`: its name in lower snake case
+  // ("resource_exhausted").
+  static std::string StoreErrorLabel(absl::StatusCode code);
   void WatchEventDropped() { watch_dropped_->Increment(); }
   // A refused TLS handshake; `reason` is one of TlsRefusalReasons().
   void TlsRefused(const std::string& reason) {

@@ -7,6 +7,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -147,26 +148,30 @@ constexpr char kAuditColumns[] =
     "a.id, a.unix_nanos, a.actor, a.action, a.subject, a.detail, a.reason, a.authenticated, "
     "a.change_id, a.lists, a.prev_hash, a.hash";
 
-// Maps an SQLite result code to a status code (see Store's class comment).
+// SQLite's primary result codes and the status code each maps to (see
+// Store's class comment); any other failure is kInternal.
+struct SqliteCode {
+  int rc;
+  absl::StatusCode code;
+};
+constexpr SqliteCode kSqliteCodes[] = {
+    {SQLITE_READONLY, absl::StatusCode::kFailedPrecondition},
+    {SQLITE_CONSTRAINT, absl::StatusCode::kFailedPrecondition},
+    {SQLITE_FULL, absl::StatusCode::kResourceExhausted},
+    {SQLITE_BUSY, absl::StatusCode::kUnavailable},
+    {SQLITE_LOCKED, absl::StatusCode::kUnavailable},
+    {SQLITE_IOERR, absl::StatusCode::kUnavailable},
+    {SQLITE_CANTOPEN, absl::StatusCode::kUnavailable},
+    {SQLITE_PERM, absl::StatusCode::kUnavailable},
+    {SQLITE_CORRUPT, absl::StatusCode::kDataLoss},
+    {SQLITE_NOTADB, absl::StatusCode::kDataLoss},
+};
+
 absl::StatusCode CodeFor(int rc) {
-  switch (rc & 0xff) {
-    case SQLITE_READONLY:
-    case SQLITE_CONSTRAINT:
-      return absl::StatusCode::kFailedPrecondition;
-    case SQLITE_FULL:
-      return absl::StatusCode::kResourceExhausted;
-    case SQLITE_BUSY:
-    case SQLITE_LOCKED:
-    case SQLITE_IOERR:
-    case SQLITE_CANTOPEN:
-    case SQLITE_PERM:
-      return absl::StatusCode::kUnavailable;
-    case SQLITE_CORRUPT:
-    case SQLITE_NOTADB:
-      return absl::StatusCode::kDataLoss;
-    default:
-      return absl::StatusCode::kInternal;
+  for (const SqliteCode& c : kSqliteCodes) {
+    if (c.rc == (rc & 0xff)) return c.code;
   }
+  return absl::StatusCode::kInternal;
 }
 
 // RAII prepared statement.
@@ -269,6 +274,15 @@ absl::Status ValidatePolicyVersion(const v1::PolicyVersion& v) {
 }
 
 }  // namespace
+
+std::vector<absl::StatusCode> StoreErrorCodes() {
+  std::vector<absl::StatusCode> codes;
+  for (const SqliteCode& c : kSqliteCodes) {
+    if (std::find(codes.begin(), codes.end(), c.code) == codes.end()) codes.push_back(c.code);
+  }
+  codes.push_back(absl::StatusCode::kInternal);
+  return codes;
+}
 
 int Store::LatestSchemaVersion() { return kLatest; }
 

@@ -26,6 +26,12 @@ struct StoredHost {
   v1::ParameterSet desired;
 };
 
+// Every status code a failing Store call can return (the mapping in Store's
+// comment, and kInternal for any other SQLite failure), each once: the
+// controller exports rocetune_controller_store_errors_total for each from the
+// start.
+std::vector<absl::StatusCode> StoreErrorCodes();
+
 // The controller's durable state in SQLite (WAL mode) at <dir>/controller.db:
 // hosts, policies, policy_versions, changes, campaigns, step_baselines, audit
 // (+ audit_hosts, its host index). The schema version is PRAGMA user_version; Open applies

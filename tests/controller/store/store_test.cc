@@ -22,6 +22,7 @@ namespace rocetune::controller {
 namespace {
 
 using ::rocetune::controller::testing::MakeTempDir;
+using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -1043,6 +1044,7 @@ TEST_F(StoreTest, ReadOnlyDatabaseRefusesEveryWriteClearly) {
   ASSERT_TRUE(store->ExecForTest("PRAGMA query_only = ON").ok());
   for (const absl::Status& s : MutateEverything(*store, "x")) {
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    EXPECT_THAT(StoreErrorCodes(), Contains(s.code()));  // exported from the start
     EXPECT_THAT(std::string(s.message()), HasSubstr("readonly")) << s;
     EXPECT_THAT(std::string(s.message()), HasSubstr(path_)) << s;
   }
@@ -1061,6 +1063,7 @@ TEST_F(StoreTest, FullDatabaseRefusesEveryWriteClearly) {
   const std::string big(64 * 1024, 'x');
   for (const absl::Status& s : MutateEverything(*store, big)) {
     EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+    EXPECT_THAT(StoreErrorCodes(), Contains(s.code()));  // exported from the start
     EXPECT_THAT(std::string(s.message()), HasSubstr("full")) << s;
   }
   ASSERT_TRUE(store->ExecForTest("PRAGMA max_page_count = 1000000").ok());
