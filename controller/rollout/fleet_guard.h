@@ -66,7 +66,8 @@ struct FleetPeriod {
   // The same hosts over the period's first part (the step's onset: the first
   // quarter of the bake, at least two windows; its own `onset` null), which
   // tells a change's loss (there once it is applied) from an incident's
-  // (begun later); null when not measured.
+  // (begun later); null when not measured (a look within the onset, a
+  // resumed bake, a trial's check after a judge PASS).
   std::shared_ptr<const FleetPeriod> onset;
   // The period's length in seconds (0: not known). The guard scales the
   // spread's margin by it (FleetGuard) and names the onset's in its summaries.

@@ -136,10 +136,6 @@ void RolloutMetrics::RecordRollback(RollbackReason reason) {
 }
 
 void RolloutMetrics::RecordVerdict(const v1::Verdict& verdict) {
-  if (verdict.rule() == "nack" || verdict.rule() == "local_guard" ||
-      verdict.rule() == "lease_expired") {
-    return;
-  }
   const char* name = nullptr;
   switch (verdict.outcome()) {
     case v1::Verdict::PASS:

@@ -61,10 +61,9 @@ class RolloutMetrics {
   // A change ended ROLLED_BACK or ABORTED with its hosts restored.
   void RecordRollback(RollbackReason reason);
   // The verdict that decided a look (the last of the look's verdicts: a fleet
-  // guard FAIL after the judge's HOLD counts as the FAIL alone). The FAIL
-  // verdicts recorded for a NACK, a local-guard restore or an expired lease
-  // (rules "nack", "local_guard", "lease_expired") are not looks and are not
-  // counted.
+  // guard FAIL after the judge's HOLD counts as the FAIL alone). Called for
+  // looks only: the FAIL verdicts recorded for a NACK, a local-guard restore
+  // or an expired lease are not looks and are not counted.
   void RecordVerdict(const v1::Verdict& verdict);
   // A tuning trial ended with `outcome` (improved, not_improved, fail, hold, aborted).
   void RecordTrial(const std::string& outcome);

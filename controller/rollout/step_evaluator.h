@@ -138,7 +138,8 @@ class StepEvaluator {
   // the step started.
   std::optional<v1::Verdict> HardLimits(const StepLook& in) const;
   // The fleet guard over the step up to the look, with the step's onset
-  // (OnsetEnd) for its onset tests; `judge_held`: the judge held this look
+  // (OnsetEnd) for its onset tests (a trial's only when the judge held: its
+  // check has no other onset test); `judge_held`: the judge held this look
   // (FleetGuardConfig::judge_held).
   v1::Verdict Fleet(const StepLook& in, bool judge_held) const;
   // The end of the step's onset: its first quarter of the bake rounded up to

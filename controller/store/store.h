@@ -26,10 +26,12 @@ struct StoredHost {
   v1::ParameterSet desired;
 };
 
-// Every status code a failing Store call can return (the mapping in Store's
-// comment, and kInternal for any other SQLite failure), each once: the
-// controller exports rocetune_controller_store_errors_total for each from the
-// start.
+// Every status code of a failed store write, each once: the SQLite failures
+// mapped as Store's comment says, kInternal for any other. (Refused input,
+// kInvalidArgument or kNotFound, is the caller's error and is not a store
+// failure.) The controller exports rocetune_controller_store_errors_total for
+// each from the start; a code a write fails with outside this list would be
+// exported only once it happens.
 std::vector<absl::StatusCode> StoreErrorCodes();
 
 // The controller's durable state in SQLite (WAL mode) at <dir>/controller.db:

@@ -73,8 +73,6 @@ TEST(RolloutMetricsTest, RecordsTransitionsRollbacksVerdictsAndTrials) {
   v.set_rule("thin_data");
   m.RecordVerdict(v);
   v.set_outcome(v1::Verdict::FAIL);
-  v.set_rule("nack");  // not the judge's
-  m.RecordVerdict(v);
   v.set_rule("p99_did_t_test");
   m.RecordVerdict(v);
   m.RecordTrial("improved");
