@@ -213,14 +213,15 @@ absl::StatusOr<OfflineFigures> Env::SimulateOffline(const std::map<std::string, 
   std::optional<double> probe = SummaryField(out, "probe_rtt_us", "p99");
   std::optional<double> intra = SummaryField(out, "probe_rtt_intra_tor_us", "p99");
   std::optional<double> burst = SummaryField(out, "incast_burst_us", "p99");
+  std::optional<double> step = SummaryField(out, "allreduce_step_us", "p99");
   size_t at = out.find("\"delivered_gbps\": ");
   double gbps = 0;
-  if (!probe || !intra || !burst || at == std::string::npos ||
+  if (!probe || !intra || !burst || !step || at == std::string::npos ||
       !absl::SimpleAtod(absl::string_view(out).substr(at + 18, out.find(',', at) - at - 18),
                         &gbps)) {
-    return absl::InternalError(absl::StrCat("no probe/burst p99 or throughput in: ", out));
+    return absl::InternalError(absl::StrCat("no probe/burst/step p99 or throughput in: ", out));
   }
-  return OfflineFigures{*probe, *intra, *burst, gbps};
+  return OfflineFigures{*probe, *intra, *burst, gbps, *step};
 }
 
 std::string Env::WriteFile(const std::string& name, const std::string& text) {

@@ -26,6 +26,7 @@ struct OfflineFigures {
   double intra_tor_probe_p99_us = 0;  // probes between hosts of one ToR
   double burst_p99_us = 0;
   double delivered_gbps = 0;
+  double step_p99_us = 0;  // the all-reduce's steps (0 without one)
 };
 
 // The real binaries of an end-to-end test: rocetune-controller and
@@ -83,7 +84,8 @@ class Env {
   // --set overrides) with seed `seed`, every host's DCQCN parameters set to
   // `dcqcn` (name -> value; a switch knob "ecn.<profile>.green_min_threshold",
   // "...green_max_threshold" or "...green_drop_probability" sets every ToR's
-  // marking instead, through the scenario's tor_ecn), for `sim_time` of
+  // marking instead, through the scenario's tor_ecn; "disabled" 1 turns
+  // DCQCN off, PFC alone), for `sim_time` of
   // simulated time. The same seed gives the same traffic, so two parameter
   // sets compare paired.
   absl::StatusOr<OfflineFigures> SimulateOffline(const std::map<std::string, int64_t>& dcqcn,
