@@ -38,7 +38,11 @@ def check(out):
                          re.escape(promo.group(1)), out, re.M):
             missing.append(f"the promotion {promo.group(1)} ended (DONE, ABORTED or ROLLED_BACK)")
     elif "the campaign found nothing better" not in out:
-        missing.append("a promotion or \"the campaign found nothing better\"")
+        # A campaign that STOPPED (a trial it could not build or judge) did not
+        # search: the demo did not show what it is for.
+        ended = re.search(r"^the campaign ended .*$", out, re.M)
+        missing.append("a promotion or \"the campaign found nothing better\"" +
+                       (f" (instead: {ended.group(0)})" if ended else ""))
     if not re.search(r"^audit chain ok: \d+ rows verified", out, re.M):
         missing.append("\"audit chain ok\"")
     if "demo: done" not in out:
