@@ -70,8 +70,13 @@ double TrialMinImprovement(const v1::Policy& policy, double noise) {
 }
 
 Campaigns::Campaigns(TrialChanges* changes, Store* store, EventBus* events, Clock* clock,
-                     absl::Duration window)
-    : changes_(changes), store_(store), events_(events), clock_(clock), window_(window) {}
+                     absl::Duration window, absl::Duration trial_wait)
+    : changes_(changes),
+      store_(store),
+      events_(events),
+      clock_(clock),
+      window_(window),
+      trial_wait_(trial_wait) {}
 
 absl::Status Campaigns::Load() {
   if (store_ == nullptr) return absl::OkStatus();
@@ -615,6 +620,33 @@ void Campaigns::StartTrial(v1::Campaign* t, v1::Campaign next, const v1::PolicyV
   }
   absl::StatusOr<v1::Change> c =
       changes_->BuildTrial(next, pv, knobs, index, reason, bake_seconds, fresh_from);
+  if (!c.ok() && rollout_util::IsRetryLater(c.status())) {
+    const absl::Time now = clock_->Now();
+    const auto [since, first] = waiting_since_.try_emplace(t->id(), now);
+    if (now - since->second < trial_wait_) {
+      if (first) {  // said once; the next ticks try again quietly
+        next.set_note(absl::StrCat("waiting to start trial ", index, " (at most ",
+                                   absl::FormatDuration(trial_wait_), "): ", c.status().message()));
+        if (Save(next, {}).ok()) *t = next;
+        Publish(*t, next.note());
+      }
+      return;
+    }
+    waiting_since_.erase(since);
+    next.set_state(v1::Campaign::STOPPED);
+    next.set_note(absl::StrCat("trial ", index, " could not be built for ",
+                               absl::FormatDuration(trial_wait_), ": ", c.status().message()));
+    if (Save(next, {}).ok()) *t = next;
+    Publish(*t, next.note());
+    return;
+  }
+  if (auto waited = waiting_since_.find(t->id()); waited != waiting_since_.end()) {
+    if (c.ok()) {  // the note said it waited: say that it is over
+      next.set_note(absl::StrCat("trial ", index, " started after waiting ",
+                                 absl::FormatDuration(clock_->Now() - waited->second)));
+    }
+    waiting_since_.erase(waited);
+  }
   if (!c.ok()) {
     next.set_state(v1::Campaign::STOPPED);
     next.set_note(absl::StrCat("trial ", index, " could not be built: ", c.status().message()));

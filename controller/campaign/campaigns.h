@@ -94,8 +94,10 @@ double TrialMinImprovement(const v1::Policy& policy, double noise);
 class Campaigns {
  public:
   // `store`, `events` and `metrics` may be null.
+  // `trial_wait`: how long a campaign waits for a trial refused for a reason
+  // that may clear by itself (rollout_util::IsRetryLater) before it stops.
   Campaigns(TrialChanges* changes, Store* store, EventBus* events, Clock* clock,
-            absl::Duration window);
+            absl::Duration window, absl::Duration trial_wait);
 
   void set_metrics(RolloutMetrics* metrics) { metrics_ = metrics; }
   // Loads the stored campaigns (before any trial is ended at start-up).
@@ -124,7 +126,11 @@ class Campaigns {
   // then stores `next` with the trial as `t`; `bake_seconds` 0 = the policy's;
   // `retry_of` the index of the HOLD trial it repeats (0 = none); `confirms`
   // the index of the trial whose winner it confirms (0 = a search trial). A
-  // trial that cannot be built stops the campaign.
+  // trial that cannot be built stops the campaign, unless the refusal may
+  // clear by itself (rollout_util::IsRetryLater): the campaign then waits,
+  // saying why in its note, and tries again on the next ticks, up to
+  // `trial_wait` from the first refusal (counted again after a controller
+  // restart).
   void StartTrial(v1::Campaign* t, v1::Campaign next, const v1::PolicyVersion& pv,
                   const KnobValues& knobs, const std::string& reason, uint32_t bake_seconds,
                   uint32_t retry_of, uint32_t confirms);
@@ -144,8 +150,11 @@ class Campaigns {
   EventBus* const events_;
   Clock* const clock_;
   const absl::Duration window_;
+  const absl::Duration trial_wait_;
   RolloutMetrics* metrics_ = nullptr;
   std::map<std::string, v1::Campaign> campaigns_;  // by id
+  // Campaigns waiting for a trial a retryable refusal held back: since when.
+  std::map<std::string, absl::Time> waiting_since_;
   int64_t seq_ = 0;
 };
 

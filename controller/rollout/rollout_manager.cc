@@ -42,7 +42,7 @@ RolloutManager::RolloutManager(Fleet* fleet, TelemetryStore* telemetry, Store* s
       clock_(clock),
       options_(options),
       evaluator_(telemetry, std::min(absl::Milliseconds(500), options.window / 2)),
-      campaigns_(this, store, events, clock, options.window),
+      campaigns_(this, store, events, clock, options.window, options.campaign_trial_wait),
       own_loop_(loop == nullptr ? std::make_unique<ControlLoop>(store) : nullptr),
       loop_(loop != nullptr ? loop : own_loop_.get()) {}
 
@@ -657,7 +657,7 @@ absl::Status RolloutManager::CheckProbeRate(const v1::Policy& policy,
   if (job_constraint && policy.objective().metric() != v1::Objective::STEP_TIME_P99) {
     const double job_expected = job_rates[job_rates.size() / 2] * period;
     if (job_expected < static_cast<double>(kCanaryOwnShiftMinProbes)) {
-      return absl::FailedPreconditionError(absl::StrFormat(
+      return rollout_util::RetryLater(absl::FailedPreconditionError(absl::StrFormat(
           "the step_time_p99 constraint could not be judged: the selected hosts report a median "
           "%.1f events a second of the job signal's op \"%s\"%s (over the last %s), so a %u s "
           "baseline or bake holds about %.0f per host, under the %d a host's p99 needs. Check "
@@ -667,14 +667,14 @@ absl::Status RolloutManager::CheckProbeRate(const v1::Policy& policy,
           policy.objective().job().empty()
               ? ""
               : absl::StrCat(" of job \"", policy.objective().job(), "\""),
-          absl::FormatDuration(to - from), period, job_expected, kCanaryOwnShiftMinProbes));
+          absl::FormatDuration(to - from), period, job_expected, kCanaryOwnShiftMinProbes)));
     }
   }
   const double median = rates[rates.size() / 2];
   const double expected = median * period;
   if (expected >= static_cast<double>(need)) return absl::OkStatus();
   if (policy.objective().metric() == v1::Objective::STEP_TIME_P99) {
-    return absl::FailedPreconditionError(absl::StrFormat(
+    return rollout_util::RetryLater(absl::FailedPreconditionError(absl::StrFormat(
         "the judge could not admit this change's hosts: the objective is the job signal's p99 "
         "(STEP_TIME_P99, op \"%s\"%s), and they report a median %.1f of its events a second "
         "(over the last %s), so a %u s baseline or bake holds about %.0f per host, under "
@@ -684,9 +684,9 @@ absl::Status RolloutManager::CheckProbeRate(const v1::Policy& policy,
         policy.objective().op(),
         policy.objective().job().empty() ? ", every job"
                                          : absl::StrCat(", job \"", policy.objective().job(), "\""),
-        median, absl::FormatDuration(to - from), period, expected, need));
+        median, absl::FormatDuration(to - from), period, expected, need)));
   }
-  return absl::FailedPreconditionError(absl::StrFormat(
+  return rollout_util::RetryLater(absl::FailedPreconditionError(absl::StrFormat(
       "the judge could not admit this change's hosts: they report a median %.1f probe RTTs a "
       "second%s (over the last %s), so a %u s baseline or bake holds about %.0f per host, under "
       "guard.min_samples (%u). Raise the controller's --probe_rate (per peer) or --probe_peers, "
@@ -695,7 +695,7 @@ absl::Status RolloutManager::CheckProbeRate(const v1::Policy& policy,
       policy.objective().peer_class().empty()
           ? ""
           : absl::StrCat(" in peer class ", policy.objective().peer_class()),
-      absl::FormatDuration(to - from), period, expected, need));
+      absl::FormatDuration(to - from), period, expected, need)));
 }
 
 absl::StatusOr<v1::Change> RolloutManager::BuildChange(const v1::PolicyVersion& pv,

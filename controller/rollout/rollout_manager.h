@@ -58,6 +58,11 @@ struct RolloutOptions {
   // after the change ended from then on. Past this bound every such host is
   // named in one restore_unconfirmed audit row per change.
   absl::Duration restore_confirm_timeout = absl::Minutes(2);
+  // How long a campaign waits for its next trial when the trial is refused
+  // for a reason that may clear by itself (rollout_util::IsRetryLater: the
+  // job signal or the probes below the rate a baseline or bake needs, as
+  // while a training job checkpoints) before it stops.
+  absl::Duration campaign_trial_wait = absl::Minutes(30);
 };
 
 // Policies, changes and tuning campaigns: the tuning loop's state machine.
@@ -192,8 +197,10 @@ class RolloutManager : public FleetListener, private TrialChanges {
   absl::Duration ReportGrace() const;
   // kFailedPrecondition, with the figures and what to change, when the
   // selected hosts' recent probe rate (in the objective's peer class) cannot
-  // give guard.min_samples per host in the shorter of baseline and bake;
-  // OK when it can, or when too few hosts have reported to tell.
+  // give guard.min_samples per host in the shorter of baseline and bake (or
+  // the job signal's rate the 100 events of a step_time_p99 constraint),
+  // marked rollout_util::RetryLater (a campaign waits for the rate to come
+  // back); OK when it can, or when too few hosts have reported to tell.
   absl::Status CheckProbeRate(const v1::Policy& policy,
                               const std::vector<StoredHost>& selected) const;
   // kFailedPrecondition, naming the figures and what to change, when the

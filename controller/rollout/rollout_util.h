@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/status/status.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
 #include "absl/time/time.h"
 #include "rocetune/v1/admin.pb.h"
@@ -13,6 +15,19 @@
 // Small helpers shared by the rollout manager's files (rollout_manager.cc,
 // rollout_manager_campaigns.cc).
 namespace rocetune::controller::rollout_util {
+
+// A refusal that may clear by itself: the job signal or the probes below the
+// rate a baseline or bake needs (as while a training job checkpoints). The
+// status keeps its code and message for an operator's proposal; a campaign
+// waits and tries its trial again (RolloutOptions::campaign_trial_wait).
+inline constexpr char kRetryLaterPayload[] = "rocetune/retry-later";
+inline absl::Status RetryLater(absl::Status s) {
+  s.SetPayload(kRetryLaterPayload, absl::Cord("1"));
+  return s;
+}
+inline bool IsRetryLater(const absl::Status& s) {
+  return s.GetPayload(kRetryLaterPayload).has_value();
+}
 
 inline bool IsActiveState(v1::ChangeState s) {
   return s == v1::PROPOSED || s == v1::APPROVED || s == v1::CANARY || s == v1::STAGE;

@@ -31,6 +31,7 @@ namespace rocetune::controller {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::StartsWith;
 
 constexpr int kRacks = 8;
 constexpr int kHostsPerRack = 4;
@@ -100,6 +101,7 @@ class RolloutTest : public ::testing::Test {
     ropt.window = absl::Seconds(1);
     ropt.retention = absl::Minutes(2);
     ropt.restore_confirm_timeout = absl::Seconds(10);
+    ropt.campaign_trial_wait = absl::Seconds(60);
     ropt.probe_locality_label = probe_locality_label_;
     manager_ = std::make_unique<RolloutManager>(fleet_.get(), telemetry_.get(), store_.get(),
                                                 nullptr, &clock_, ropt);
@@ -178,9 +180,9 @@ class RolloutTest : public ::testing::Test {
         add("tx_bytes", -1, tx_bytes_(id));
         add("cnp_handled", -1, 1000);
         add("rx_pfc_pause_duration_us", 3, pause_us_(id));
-        if (job_tail_factor_) {
+        if (job_tail_factor_ && job_tail_factor_(id) > 0) {
           // The job signal: 300 steps of job "train" a second, 3% of them in
-          // a tail scaled by job_tail_factor_.
+          // a tail scaled by job_tail_factor_ (0: the job reports nothing).
           QuantileSketch steps;
           std::lognormal_distribution<double> step(std::log(1e-3), 0.1);
           std::lognormal_distribution<double> slow(std::log(3e-3), 0.3);
@@ -417,7 +419,7 @@ class RolloutTest : public ::testing::Test {
   // When set, in place of factor_: the tail factor of a host at a value.
   std::function<double(const std::string&, int64_t)> host_factor_;
   // When set, every report carries the job signal (job "train", op "step"),
-  // its tail scaled by this factor per host.
+  // its tail scaled by this factor per host; none while it returns 0.
   std::function<double(const std::string&)> job_tail_factor_;
   // Probes a host answers per window.
   std::function<int(const std::string&)> probes_ = [](const std::string&) {
@@ -2532,6 +2534,65 @@ TEST_F(RolloutTest, ATrialThatSlowsTheJobFleetWideFailsOnTheJobsConstraint) {
   }
   EXPECT_LT(best, 0.9) << "a trial whose probes' tail fell: " << now.DebugString();
   EXPECT_TRUE(now.promotion_change_id().empty()) << now.DebugString();
+}
+
+// Issue 24: a training job that stops reporting for a while (a checkpoint, an
+// evaluation) leaves a campaign that holds the job waiting, not stopped: its
+// next trial is refused for want of job events, the campaign says so in its
+// note and starts the trial once they are back. Only a pause longer than
+// RolloutOptions::campaign_trial_wait (60 s here) stops it, saying why.
+TEST_F(RolloutTest, ACampaignWaitsOutAPauseOfTheJobSignalAndStopsOnlyPastItsBound) {
+  ApplyPolicy(JobHeldPolicy());
+  factor_ = TailShrinksWithTimeReset;
+  bool paused = false;
+  job_tail_factor_ = [&paused](const std::string&) { return paused ? 0.0 : 1.0; };
+  Run(40);
+  const std::string id = StartApprovedCampaign();
+  ASSERT_FALSE(id.empty());
+  // Paused while the first trial runs, until the campaign waits for its next.
+  v1::Campaign now;
+  for (int i = 0; i < 60 && now.trials_size() == 0; ++i) {
+    Run(1);
+    now = GetCampaign(id);
+  }
+  ASSERT_GE(now.trials_size(), 1) << now.DebugString();
+  paused = true;
+  for (int i = 0; i < 120 && !absl::StartsWith(now.note(), "waiting"); ++i) {
+    Run(1);
+    now = GetCampaign(id);
+  }
+  ASSERT_EQ(now.state(), v1::Campaign::RUNNING) << now.DebugString();
+  ASSERT_THAT(now.note(), StartsWith("waiting to start trial ")) << now.DebugString();
+  EXPECT_THAT(now.note(), HasSubstr("(at most 1m)"));
+  EXPECT_THAT(now.note(), HasSubstr("events a second of the job signal's op \"step\""));
+  const int waited_for = now.trials_size() + 1;
+  // Back after 20 s: the trial starts (within the 30 s the rate is read over)
+  // and the campaign goes on.
+  Run(20);
+  paused = false;
+  for (int i = 0; i < 60 && now.trials_size() < waited_for; ++i) {
+    Run(1);
+    now = GetCampaign(id);
+  }
+  ASSERT_EQ(now.state(), v1::Campaign::RUNNING) << now.DebugString();
+  ASSERT_EQ(now.trials_size(), waited_for) << now.DebugString();
+  EXPECT_EQ(now.trials(waited_for - 1).outcome(), "running");
+  EXPECT_THAT(now.note(),
+              StartsWith(absl::StrCat("trial ", waited_for, " started after waiting ")));
+  // Paused again, for good: the wait starts afresh and ends at its bound.
+  paused = true;
+  absl::Time waiting_from = absl::InfinitePast();
+  now = RunCampaign(id, [&](const v1::Campaign& t) {
+    if (waiting_from == absl::InfinitePast() && absl::StartsWith(t.note(), "waiting")) {
+      waiting_from = clock_.Now();
+    }
+  });
+  EXPECT_EQ(now.state(), v1::Campaign::STOPPED) << now.DebugString();
+  EXPECT_THAT(now.note(), HasSubstr("could not be built for 1m: "));
+  EXPECT_THAT(now.note(), HasSubstr("the step_time_p99 constraint could not be judged"));
+  ASSERT_NE(waiting_from, absl::InfinitePast());
+  EXPECT_GE(clock_.Now() - waiting_from, absl::Seconds(59));
+  EXPECT_LE(clock_.Now() - waiting_from, absl::Seconds(62));
 }
 
 // The same campaign without the job's cost: the fleet check passes each trial
