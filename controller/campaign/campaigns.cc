@@ -10,6 +10,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -238,6 +239,7 @@ absl::StatusOr<v1::Campaign> Campaigns::Stop(const v1::ChangeActionRequest& req,
     return next;
   }
   changes_->AbortCampaignChanges(t->id(), who, absl::StrCat("campaign ", t->id(), " stopped"));
+  waits_.erase(t->id());
   v1::Campaign next = *t;
   next.set_state(end);
   next.set_note(req.reason());
@@ -380,6 +382,7 @@ void Campaigns::Drive(v1::Campaign* t) {
         "stopped: its trials were scored on the canary's own before/after p99 by an earlier "
         "version, on another scale than drift-corrected scores; start a new campaign";
     changes_->AbortCampaignChanges(t->id(), Identity{"controller", false}, note);
+    waits_.erase(t->id());
     v1::Campaign next = *t;
     next.set_state(v1::Campaign::STOPPED);
     next.set_note(note);
@@ -397,6 +400,7 @@ void Campaigns::Drive(v1::Campaign* t) {
     return;
   }
   if (changes_->TrialRunning(t->id())) return;
+  if (Waiting(*t)) return;
   absl::StatusOr<v1::PolicyVersion> pv =
       changes_->GetPolicyVersion(t->policy_name(), t->policy_version());
   if (!pv.ok()) return;
@@ -570,17 +574,107 @@ void Campaigns::Conclude(v1::Campaign* t, v1::Campaign next, const v1::PolicyVer
                       confirmed, "; search estimate ", search));
 }
 
+bool Campaigns::Wait(v1::Campaign* t, v1::Campaign next, const absl::Status& refused,
+                     const std::string& what) {
+  const absl::Time now = clock_->Now();
+  auto [w, first] = waits_.try_emplace(t->id(), CampaignWait{now, absl::InfiniteFuture(), now});
+  w->second.last_try = now;
+  // Refused again while waiting out a baseline after the samples came back:
+  // waiting again, within the same bound.
+  const bool again = w->second.resume_at != absl::InfiniteFuture();
+  w->second.resume_at = absl::InfiniteFuture();
+  if (now - w->second.since >= trial_wait_) {
+    waits_.erase(w);
+    return false;
+  }
+  if (first || again) {  // said once; the next tries are quiet
+    next.set_note(absl::StrCat("waiting to ", what, " (since ",
+                               absl::FormatTime("%H:%M:%S", w->second.since, absl::UTCTimeZone()),
+                               " UTC, at most ", absl::FormatDuration(trial_wait_),
+                               "): ", refused.message()));
+    if (Save(next, {}).ok()) *t = next;
+    Publish(*t, next.note());
+  }
+  return true;
+}
+
+bool Campaigns::Resume(v1::Campaign* t, v1::Campaign* next, const v1::PolicyVersion& pv,
+                       const std::string& what) {
+  auto w = waits_.find(t->id());
+  const bool stale = absl::StartsWith(t->note(), "waiting to ") ||
+                     absl::StartsWith(t->note(), "the samples are back");
+  if (w == waits_.end()) {
+    // A note left by a wait from before a controller restart is over too.
+    if (stale) next->set_note(absl::StrCat("ready to ", what));
+    return false;
+  }
+  const absl::Time now = clock_->Now();
+  if (w->second.resume_at == absl::InfiniteFuture()) {
+    // Back: the trial's baseline is the period before it starts, which still
+    // holds the pause. A full baseline (and a window) of samples first.
+    w->second.resume_at =
+        now + Secs(WithDefaults(pv.policy()).rollout().baseline_seconds()) + window_;
+    v1::Campaign said = *t;
+    said.set_note(absl::StrCat(
+        "the samples are back after ", absl::FormatDuration(now - w->second.since), "; to ", what,
+        " after a full baseline of them, at ",
+        absl::FormatTime("%H:%M:%S", w->second.resume_at, absl::UTCTimeZone()), " UTC"));
+    if (Save(said, {}).ok()) *t = said;
+    Publish(*t, said.note());
+    return true;
+  }
+  if (now < w->second.resume_at) return true;
+  next->set_note(absl::StrCat("ready to ", what, " after waiting ",
+                              absl::FormatDuration(now - w->second.since)));
+  waits_.erase(w);
+  return false;
+}
+
+bool Campaigns::Waiting(const v1::Campaign& t) const {
+  auto w = waits_.find(t.id());
+  if (w == waits_.end()) return false;
+  const absl::Time now = clock_->Now();
+  if (w->second.resume_at != absl::InfiniteFuture()) return now < w->second.resume_at;
+  // The rate is read over the last 30 s: trying every tick would only repeat
+  // the refusal (and read every host's telemetry each second).
+  return now < w->second.last_try + kWaitRetryEvery && now - w->second.since < trial_wait_;
+}
+
+void Campaigns::StopWaiting(v1::Campaign* t, v1::Campaign next, const std::string& note) {
+  next.set_state(v1::Campaign::STOPPED);
+  next.set_note(note);
+  v1::AuditEntry e;
+  e.set_unix_nanos(absl::ToUnixNanos(clock_->Now()));
+  e.set_actor("controller");
+  e.set_action("campaign_stop");
+  e.set_subject(next.id());
+  e.set_reason(note);
+  if (Save(next, {e}).ok()) *t = next;
+  Publish(*t, next.note());
+}
+
 void Campaigns::Finish(v1::Campaign* t, v1::Campaign next, const std::string& note,
                        const KnobValues& promote, const std::string& promotion_reason) {
   next.set_state(v1::Campaign::FINISHED);
+  waits_.erase(t->id());
   next.set_note(note);
   if (!promotion_reason.empty()) {
     // Promoting the winner beyond the canary needs approval again.
     absl::StatusOr<std::string> c = changes_->ProposePromotion(next, promote, promotion_reason);
+    // Refused for want of samples (a paused job): the campaign waits, as for
+    // a trial, and proposes its confirmed winner once they are back.
+    bool waited_out = false;
+    if (!c.ok() && rollout_util::IsRetryLater(c.status())) {
+      if (Wait(t, *t, c.status(), "propose its confirmed winner")) return;
+      waited_out = true;
+    }
     if (c.ok()) {
       next.set_promotion_change_id(*c);
     } else {
-      next.set_note(absl::StrCat(note, "; promotion not proposed: ", c.status().message()));
+      next.set_note(absl::StrCat(
+          note, "; promotion not proposed",
+          waited_out ? absl::StrCat(" after waiting ", absl::FormatDuration(trial_wait_)) : "",
+          ": ", c.status().message()));
     }
   }
   int retries = 0, confirmations = 0;
@@ -620,33 +714,15 @@ void Campaigns::StartTrial(v1::Campaign* t, v1::Campaign next, const v1::PolicyV
   }
   absl::StatusOr<v1::Change> c =
       changes_->BuildTrial(next, pv, knobs, index, reason, bake_seconds, fresh_from);
+  const std::string what = absl::StrCat("start trial ", index);
   if (!c.ok() && rollout_util::IsRetryLater(c.status())) {
-    const absl::Time now = clock_->Now();
-    const auto [since, first] = waiting_since_.try_emplace(t->id(), now);
-    if (now - since->second < trial_wait_) {
-      if (first) {  // said once; the next ticks try again quietly
-        next.set_note(absl::StrCat("waiting to start trial ", index, " (at most ",
-                                   absl::FormatDuration(trial_wait_), "): ", c.status().message()));
-        if (Save(next, {}).ok()) *t = next;
-        Publish(*t, next.note());
-      }
-      return;
-    }
-    waiting_since_.erase(since);
-    next.set_state(v1::Campaign::STOPPED);
-    next.set_note(absl::StrCat("trial ", index, " could not be built for ",
-                               absl::FormatDuration(trial_wait_), ": ", c.status().message()));
-    if (Save(next, {}).ok()) *t = next;
-    Publish(*t, next.note());
+    if (Wait(t, next, c.status(), what)) return;
+    StopWaiting(t, std::move(next),
+                absl::StrCat("trial ", index, " could not be built for ",
+                             absl::FormatDuration(trial_wait_), ": ", c.status().message()));
     return;
   }
-  if (auto waited = waiting_since_.find(t->id()); waited != waiting_since_.end()) {
-    if (c.ok()) {  // the note said it waited: say that it is over
-      next.set_note(absl::StrCat("trial ", index, " started after waiting ",
-                                 absl::FormatDuration(clock_->Now() - waited->second)));
-    }
-    waiting_since_.erase(waited);
-  }
+  if (c.ok() && Resume(t, &next, pv, what)) return;
   if (!c.ok()) {
     next.set_state(v1::Campaign::STOPPED);
     next.set_note(absl::StrCat("trial ", index, " could not be built: ", c.status().message()));

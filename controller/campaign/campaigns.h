@@ -142,6 +142,26 @@ class Campaigns {
   // with `promotion_reason` when it is not empty.
   void Finish(v1::Campaign* t, v1::Campaign next, const std::string& note,
               const KnobValues& promote, const std::string& promotion_reason);
+  // A refusal that may clear by itself (rollout_util::IsRetryLater) held
+  // back what campaign `t` was to do next (`what`: "start trial 3",
+  // "propose its confirmed winner"). Starts or goes on with its wait and
+  // returns true (the note says why and since when, stored once per wait), or
+  // returns false once the wait has lasted trial_wait_ (the caller ends the
+  // campaign saying so).
+  bool Wait(v1::Campaign* t, v1::Campaign next, const absl::Status& refused,
+            const std::string& what);
+  // `what` was allowed. After a wait: true (hold off) until a full baseline
+  // of samples (and a window) has come in since they came back, as the
+  // trial's baseline is the period before it starts; then false, with
+  // `next`'s note saying how long it waited. A note left by a wait from
+  // before a controller restart is replaced.
+  bool Resume(v1::Campaign* t, v1::Campaign* next, const v1::PolicyVersion& pv,
+              const std::string& what);
+  // Whether Drive should leave campaign `t` alone this tick: waiting out the
+  // baseline after a wait, or kWaitRetryEvery since its last refused try.
+  bool Waiting(const v1::Campaign& t) const;
+  // Ends a campaign whose wait ran out: STOPPED with `note` and an audit row.
+  void StopWaiting(v1::Campaign* t, v1::Campaign next, const std::string& note);
   absl::Status Save(const v1::Campaign& t, std::vector<v1::AuditEntry> audit);
   void Publish(const v1::Campaign& t, const std::string& detail);
 
@@ -153,8 +173,17 @@ class Campaigns {
   const absl::Duration trial_wait_;
   RolloutMetrics* metrics_ = nullptr;
   std::map<std::string, v1::Campaign> campaigns_;  // by id
-  // Campaigns waiting for a trial a retryable refusal held back: since when.
-  std::map<std::string, absl::Time> waiting_since_;
+  // A campaign's wait (Wait): since the first refusal, until when it waits
+  // out a baseline once the samples are back (InfiniteFuture: not back yet),
+  // and its last refused try. In memory only: after a controller restart a
+  // wait counts from the first refusal after it.
+  struct CampaignWait {
+    absl::Time since;
+    absl::Time resume_at;
+    absl::Time last_try;
+  };
+  static constexpr absl::Duration kWaitRetryEvery = absl::Seconds(10);
+  std::map<std::string, CampaignWait> waits_;  // by campaign id
   int64_t seq_ = 0;
 };
 

@@ -2563,22 +2563,33 @@ TEST_F(RolloutTest, ACampaignWaitsOutAPauseOfTheJobSignalAndStopsOnlyPastItsBoun
   }
   ASSERT_EQ(now.state(), v1::Campaign::RUNNING) << now.DebugString();
   ASSERT_THAT(now.note(), StartsWith("waiting to start trial ")) << now.DebugString();
-  EXPECT_THAT(now.note(), HasSubstr("(at most 1m)"));
+  EXPECT_THAT(now.note(), HasSubstr(" UTC, at most 1m): "));
   EXPECT_THAT(now.note(), HasSubstr("events a second of the job signal's op \"step\""));
   const int waited_for = now.trials_size() + 1;
-  // Back after 20 s: the trial starts (within the 30 s the rate is read over)
-  // and the campaign goes on.
+  // Back after 20 s: once the rate (read over 30 s) suffices, the campaign
+  // waits a full baseline of samples (4 s here, and a window), as the trial's
+  // baseline is the period before it starts, then starts the trial.
   Run(20);
   paused = false;
+  bool said_back = false;
   for (int i = 0; i < 60 && now.trials_size() < waited_for; ++i) {
     Run(1);
     now = GetCampaign(id);
+    said_back = said_back || absl::StartsWith(now.note(), "the samples are back after ");
   }
+  EXPECT_TRUE(said_back);
   ASSERT_EQ(now.state(), v1::Campaign::RUNNING) << now.DebugString();
   ASSERT_EQ(now.trials_size(), waited_for) << now.DebugString();
   EXPECT_EQ(now.trials(waited_for - 1).outcome(), "running");
   EXPECT_THAT(now.note(),
-              StartsWith(absl::StrCat("trial ", waited_for, " started after waiting ")));
+              StartsWith(absl::StrCat("ready to start trial ", waited_for, " after waiting ")));
+  // Its baseline and bake hold the job's steps: it is judged, not held.
+  for (int i = 0; i < 60 && now.trials(waited_for - 1).outcome() == "running"; ++i) {
+    Run(1);
+    now = GetCampaign(id);
+  }
+  EXPECT_NE(now.trials(waited_for - 1).outcome(), "running");
+  EXPECT_NE(now.trials(waited_for - 1).outcome(), "hold") << now.trials(waited_for - 1).note();
   // Paused again, for good: the wait starts afresh and ends at its bound.
   paused = true;
   absl::Time waiting_from = absl::InfinitePast();
