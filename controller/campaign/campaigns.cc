@@ -614,6 +614,7 @@ bool Campaigns::Resume(v1::Campaign* t, v1::Campaign* next, const v1::PolicyVers
     // holds the pause. A full baseline (and a window) of samples first.
     w->second.resume_at =
         now + Secs(WithDefaults(pv.policy()).rollout().baseline_seconds()) + window_;
+    w->second.last_try = now;
     v1::Campaign said = *t;
     said.set_note(absl::StrCat(
         "the samples are back after ", absl::FormatDuration(now - w->second.since), "; to ", what,
@@ -623,7 +624,10 @@ bool Campaigns::Resume(v1::Campaign* t, v1::Campaign* next, const v1::PolicyVers
     Publish(*t, said.note());
     return true;
   }
-  if (now < w->second.resume_at) return true;
+  if (now < w->second.resume_at) {
+    w->second.last_try = now;
+    return true;
+  }
   next->set_note(absl::StrCat("ready to ", what, " after waiting ",
                               absl::FormatDuration(now - w->second.since)));
   waits_.erase(w);
@@ -634,7 +638,9 @@ bool Campaigns::Waiting(const v1::Campaign& t) const {
   auto w = waits_.find(t.id());
   if (w == waits_.end()) return false;
   const absl::Time now = clock_->Now();
-  if (w->second.resume_at != absl::InfiniteFuture()) return now < w->second.resume_at;
+  // Waiting out the baseline after the samples came back: tried again every
+  // kWaitRetryEvery too, so that a dip in between is seen (Wait again).
+  if (w->second.resume_at != absl::InfiniteFuture() && now >= w->second.resume_at) return false;
   // The rate is read over the last 30 s: trying every tick would only repeat
   // the refusal (and read every host's telemetry each second).
   return now < w->second.last_try + kWaitRetryEvery && now - w->second.since < trial_wait_;
@@ -656,7 +662,6 @@ void Campaigns::StopWaiting(v1::Campaign* t, v1::Campaign next, const std::strin
 void Campaigns::Finish(v1::Campaign* t, v1::Campaign next, const std::string& note,
                        const KnobValues& promote, const std::string& promotion_reason) {
   next.set_state(v1::Campaign::FINISHED);
-  waits_.erase(t->id());
   next.set_note(note);
   if (!promotion_reason.empty()) {
     // Promoting the winner beyond the canary needs approval again.
@@ -677,6 +682,7 @@ void Campaigns::Finish(v1::Campaign* t, v1::Campaign next, const std::string& no
           ": ", c.status().message()));
     }
   }
+  waits_.erase(t->id());  // ends here (not above: a wait for the proposal goes on)
   int retries = 0, confirmations = 0;
   for (const v1::Trial& tr : next.trials()) {
     retries += tr.retry_of() != 0 ? 1 : 0;
@@ -724,6 +730,7 @@ void Campaigns::StartTrial(v1::Campaign* t, v1::Campaign next, const v1::PolicyV
   }
   if (c.ok() && Resume(t, &next, pv, what)) return;
   if (!c.ok()) {
+    waits_.erase(t->id());
     next.set_state(v1::Campaign::STOPPED);
     next.set_note(absl::StrCat("trial ", index, " could not be built: ", c.status().message()));
     if (Save(next, {}).ok()) *t = next;
