@@ -382,21 +382,7 @@ void Campaigns::Drive(v1::Campaign* t) {
         "stopped: its trials were scored on the canary's own before/after p99 by an earlier "
         "version, on another scale than drift-corrected scores; start a new campaign";
     changes_->AbortCampaignChanges(t->id(), Identity{"controller", false}, note);
-    waits_.erase(t->id());
-    v1::Campaign next = *t;
-    next.set_state(v1::Campaign::STOPPED);
-    next.set_note(note);
-    for (v1::Trial& tr : *next.mutable_trials()) {
-      if (tr.outcome() == "running") tr.set_outcome("aborted");
-    }
-    v1::AuditEntry e;
-    e.set_unix_nanos(absl::ToUnixNanos(clock_->Now()));
-    e.set_actor("controller");
-    e.set_action("campaign_stop");
-    e.set_subject(next.id());
-    e.set_reason(note);
-    if (Save(next, {e}).ok()) *t = next;
-    Publish(*t, "stopped");
+    ControllerStop(t, *t, note);
     return;
   }
   if (changes_->TrialRunning(t->id())) return;
@@ -646,9 +632,13 @@ bool Campaigns::Waiting(const v1::Campaign& t) const {
   return now < w->second.last_try + kWaitRetryEvery && now - w->second.since < trial_wait_;
 }
 
-void Campaigns::StopWaiting(v1::Campaign* t, v1::Campaign next, const std::string& note) {
+void Campaigns::ControllerStop(v1::Campaign* t, v1::Campaign next, const std::string& note) {
+  waits_.erase(t->id());
   next.set_state(v1::Campaign::STOPPED);
   next.set_note(note);
+  for (v1::Trial& tr : *next.mutable_trials()) {
+    if (tr.outcome() == "running") tr.set_outcome("aborted");
+  }
   v1::AuditEntry e;
   e.set_unix_nanos(absl::ToUnixNanos(clock_->Now()));
   e.set_actor("controller");
@@ -723,9 +713,9 @@ void Campaigns::StartTrial(v1::Campaign* t, v1::Campaign next, const v1::PolicyV
   const std::string what = absl::StrCat("start trial ", index);
   if (!c.ok() && rollout_util::IsRetryLater(c.status())) {
     if (Wait(t, next, c.status(), what)) return;
-    StopWaiting(t, std::move(next),
-                absl::StrCat("trial ", index, " could not be built for ",
-                             absl::FormatDuration(trial_wait_), ": ", c.status().message()));
+    ControllerStop(t, std::move(next),
+                   absl::StrCat("trial ", index, " could not be built for ",
+                                absl::FormatDuration(trial_wait_), ": ", c.status().message()));
     return;
   }
   if (c.ok() && Resume(t, &next, pv, what)) return;

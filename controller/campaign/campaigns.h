@@ -160,8 +160,9 @@ class Campaigns {
   // Whether Drive should leave campaign `t` alone this tick: waiting out the
   // baseline after a wait, or kWaitRetryEvery since its last refused try.
   bool Waiting(const v1::Campaign& t) const;
-  // Ends a campaign whose wait ran out: STOPPED with `note` and an audit row.
-  void StopWaiting(v1::Campaign* t, v1::Campaign next, const std::string& note);
+  // The controller ends campaign `t` (as `next`): STOPPED with `note`, a
+  // running trial marked aborted, a campaign_stop audit row.
+  void ControllerStop(v1::Campaign* t, v1::Campaign next, const std::string& note);
   absl::Status Save(const v1::Campaign& t, std::vector<v1::AuditEntry> audit);
   void Publish(const v1::Campaign& t, const std::string& detail);
 
