@@ -31,6 +31,7 @@ namespace rocetune::controller {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 constexpr int kRacks = 8;
@@ -278,6 +279,20 @@ class RolloutTest : public ::testing::Test {
     EXPECT_TRUE(audit.ok()) << audit.status();
     return audit.ok() && audit->entries_size() > 0 ? audit->entries(0) : v1::AuditEntry();
   }
+  // The newest audit row of `action` on campaign `id` (an empty row when
+  // there is none).
+  v1::AuditEntry CampaignAudit(const std::string& id, const std::string& action) {
+    v1::ListAuditRequest r;
+    r.set_limit(10000);
+    r.set_newest_first(true);
+    absl::StatusOr<v1::ListAuditResponse> audit = store_->QueryAudit(r);
+    EXPECT_TRUE(audit.ok()) << audit.status();
+    if (!audit.ok()) return v1::AuditEntry();
+    for (const v1::AuditEntry& row : audit->entries()) {
+      if (row.subject() == id && row.action() == action) return row;
+    }
+    return v1::AuditEntry();
+  }
   // rocetunectl push HOST mlx5_0 rpg_ai_rate=AI [--replace], as carol.
   absl::StatusOr<v1::SetDesiredStateResponse> PushByHand(const std::string& host, int64_t ai,
                                                          bool replace = false) {
@@ -425,6 +440,7 @@ class RolloutTest : public ::testing::Test {
   std::function<int(const std::string&)> probes_ = [](const std::string&) {
     return kProbesPerWindow;
   };
+  v1::Campaign CampaignWaitingToProposeItsWinner(bool* paused);
   // Hosts whose agent holds rpg_time_reset = `value` now.
   size_t HostsWith(int64_t value) {
     size_t n = 0;
@@ -1998,14 +2014,7 @@ TEST_F(RolloutTest, AWinnerThatFreshCanaryHostsDoNotConfirmIsNotProposed) {
   for (const v1::Trial& tr : now.trials()) confirmations += tr.confirms() != 0 ? 1 : 0;
   EXPECT_EQ(confirmations, 1);
   // The campaign's end is audited with what was not proposed.
-  v1::ListAuditRequest r;
-  r.set_limit(10000);
-  absl::StatusOr<v1::ListAuditResponse> audit = store_->QueryAudit(r);
-  ASSERT_TRUE(audit.ok()) << audit.status();
-  v1::AuditEntry e;
-  for (const v1::AuditEntry& row : audit->entries()) {
-    if (row.subject() == id && row.action() == "campaign_finished") e = row;
-  }
+  const v1::AuditEntry e = CampaignAudit(id, "campaign_finished");
   EXPECT_EQ(e.action(), "campaign_finished");
   EXPECT_THAT(e.reason(), HasSubstr("was not confirmed"));
   EXPECT_THAT(e.detail(), HasSubstr("1 confirmations"));
@@ -2047,15 +2056,7 @@ TEST_F(RolloutTest, ACampaignScoredByAnEarlierVersionIsStoppedAtLoad) {
       EXPECT_FALSE(InFlightForTest(Get(tr.change_id()).state())) << tr.change_id();
     }
   }
-  v1::ListAuditRequest r;
-  r.set_newest_first(true);
-  absl::StatusOr<v1::ListAuditResponse> audit = store_->QueryAudit(r);
-  ASSERT_TRUE(audit.ok()) << audit.status();
-  bool stop_audited = false;
-  for (const v1::AuditEntry& e : audit->entries()) {
-    stop_audited |= e.action() == "campaign_stop" && e.subject() == id;
-  }
-  EXPECT_TRUE(stop_audited);
+  EXPECT_EQ(CampaignAudit(id, "campaign_stop").action(), "campaign_stop");
   // A campaign of this version is continued after a restart.
   const std::string id2 = StartApprovedCampaign();
   ASSERT_FALSE(id2.empty());
@@ -2604,6 +2605,89 @@ TEST_F(RolloutTest, ACampaignWaitsOutAPauseOfTheJobSignalAndStopsOnlyPastItsBoun
   ASSERT_NE(waiting_from, absl::InfinitePast());
   EXPECT_GE(clock_.Now() - waiting_from, absl::Seconds(59));
   EXPECT_LE(clock_.Now() - waiting_from, absl::Seconds(62));
+}
+
+// The confirmed winner's proposal waits out a pause of the job signal as a
+// trial does. The hosts of five racks of eight stop reporting the job 6 s
+// before a one-trial campaign starts (the other three racks give the trial
+// and its confirmation the job's steps to judge, guard.min_rack_pairs 3).
+// The median host's rate over the last 30 s still fills a baseline when the
+// confirmation starts (20 s into the pause), but no longer when the winner is
+// proposed (34 s in). Feeds telemetry until the campaign says it waits to
+// propose (at most 120 s) and returns it then; `*paused` is the pause.
+v1::Campaign RolloutTest::CampaignWaitingToProposeItsWinner(bool* paused) {
+  ApplyPolicy(absl::StrReplaceAll(JobHeldPolicy(), {{"trial_budget: 8", "trial_budget: 1"},
+                                                    {"min_rack_pairs: 6", "min_rack_pairs: 3"},
+                                                    {"max_ratio: 1.05", "max_ratio: 1.5"}}));
+  // The one trial (rpg_time_reset 300 -> 600) halves the probes' tail.
+  factor_ = [](int64_t v) { return v >= 600 ? 0.5 : 1.0; };
+  job_tail_factor_ = [this, paused](const std::string& h) {
+    return *paused && rack_of_[h] >= 3 ? 0.0 : 1.0;
+  };
+  Run(40);
+  *paused = true;
+  Run(6);
+  const std::string id = StartApprovedCampaign();
+  v1::Campaign now;
+  if (id.empty()) return now;
+  for (int i = 0; i < 120; ++i) {
+    Run(1);
+    now = GetCampaign(id);
+    if (now.state() != v1::Campaign::RUNNING ||
+        absl::StartsWith(now.note(), "waiting to propose")) {
+      break;
+    }
+  }
+  return now;
+}
+
+TEST_F(RolloutTest, ACampaignWaitsOutAPauseOfTheJobSignalToProposeItsConfirmedWinner) {
+  bool paused = false;
+  v1::Campaign now = CampaignWaitingToProposeItsWinner(&paused);
+  ASSERT_EQ(now.state(), v1::Campaign::RUNNING) << now.DebugString();
+  EXPECT_THAT(now.note(), StartsWith("waiting to propose its confirmed winner (since "));
+  EXPECT_THAT(now.note(), HasSubstr(" UTC, at most 1m): "));
+  EXPECT_THAT(now.note(), HasSubstr("events a second of the job signal's op \"step\""));
+  ASSERT_EQ(now.trials_size(), 2) << now.DebugString();
+  EXPECT_EQ(now.trials(1).outcome(), "confirmed") << now.trials(1).DebugString();
+  EXPECT_TRUE(now.promotion_change_id().empty());
+  // Still waiting 20 s on, and nothing proposed meanwhile.
+  Run(20);
+  now = GetCampaign(now.id());
+  ASSERT_EQ(now.state(), v1::Campaign::RUNNING) << now.DebugString();
+  EXPECT_THAT(now.note(), StartsWith("waiting to propose its confirmed winner"));
+  // The job reports again: once the rate read over 30 s fills a baseline, the
+  // winner is proposed (no extra baseline: the promotion takes its own).
+  paused = false;
+  const absl::Time back = clock_.Now();
+  now = RunCampaign(now.id());
+  ASSERT_EQ(now.state(), v1::Campaign::FINISHED) << now.DebugString();
+  EXPECT_LE(clock_.Now() - back, absl::Seconds(10));
+  ASSERT_FALSE(now.promotion_change_id().empty()) << now.DebugString();
+  EXPECT_THAT(now.note(), Not(HasSubstr("not proposed"))) << now.note();
+  const v1::Change promotion = Get(now.promotion_change_id());
+  EXPECT_EQ(promotion.state(), v1::PROPOSED) << promotion.DebugString().substr(0, 2000);
+  EXPECT_EQ(promotion.knobs().at("rpg_time_reset"), 600);
+}
+
+// The same pause, for good: the campaign finishes at the wait's bound with
+// its winner not proposed, saying it waited and why.
+TEST_F(RolloutTest, ACampaignWhoseJobStaysPausedFinishesWithoutProposingAtTheWaitsBound) {
+  bool paused = false;
+  v1::Campaign now = CampaignWaitingToProposeItsWinner(&paused);
+  ASSERT_EQ(now.state(), v1::Campaign::RUNNING) << now.DebugString();
+  ASSERT_THAT(now.note(), StartsWith("waiting to propose its confirmed winner"));
+  const absl::Time waiting_from = clock_.Now();
+  now = RunCampaign(now.id());
+  ASSERT_EQ(now.state(), v1::Campaign::FINISHED) << now.DebugString();
+  EXPECT_GE(clock_.Now() - waiting_from, absl::Seconds(58));
+  EXPECT_LE(clock_.Now() - waiting_from, absl::Seconds(62));
+  EXPECT_TRUE(now.promotion_change_id().empty()) << now.DebugString();
+  EXPECT_THAT(now.note(), HasSubstr("; promotion not proposed after waiting 1m: "));
+  EXPECT_THAT(now.note(), HasSubstr("the step_time_p99 constraint could not be judged"));
+  const v1::AuditEntry row = CampaignAudit(now.id(), "campaign_finished");
+  EXPECT_THAT(row.reason(), HasSubstr("promotion not proposed after waiting 1m"));
+  EXPECT_THAT(row.detail(), HasSubstr("nothing proposed")) << row.DebugString();
 }
 
 // The same campaign without the job's cost: the fleet check passes each trial
