@@ -88,6 +88,7 @@
 #include "agent/host/sysfs_nic_discovery.h"
 #include "agent/report_wire.h"
 #include "agent/sampler.h"
+#include "bench/eight_nic_host.h"
 #include "bench/proc_stats.h"
 #include "daemon/clock.h"
 #include "daemon/logging.h"
@@ -104,122 +105,6 @@ namespace rocetune {
 namespace {
 
 namespace fs = std::filesystem;
-
-void WriteFile(const fs::path& p, const std::string& text) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p) << text;
-}
-
-void Symlink(const std::string& target, const fs::path& p) {
-  fs::create_directories(p.parent_path());
-  fs::create_symlink(target, p);
-}
-
-// mlx5 hw_counters and PMA counters/ names, as on a ConnectX-6 Dx host.
-const char* const kHw[] = {
-    "rx_write_requests",
-    "rx_read_requests",
-    "rx_atomic_requests",
-    "rx_dct_connect",
-    "out_of_buffer",
-    "out_of_sequence",
-    "duplicate_request",
-    "rnr_nak_retry_err",
-    "packet_seq_err",
-    "implied_nak_seq_err",
-    "local_ack_timeout_err",
-    "resp_local_length_error",
-    "resp_cqe_error",
-    "req_cqe_error",
-    "req_remote_invalid_request",
-    "req_remote_access_errors",
-    "resp_remote_access_errors",
-    "resp_cqe_flush_error",
-    "req_cqe_flush_error",
-    "req_transport_retries_exceeded",
-    "req_rnr_retries_exceeded",
-    "roce_adp_retrans",
-    "roce_adp_retrans_to",
-    "roce_slow_restart",
-    "roce_slow_restart_cnps",
-    "roce_slow_restart_trans",
-    "rp_cnp_ignored",
-    "rp_cnp_handled",
-    "np_ecn_marked_roce_packets",
-    "np_cnp_sent",
-    "rx_icrc_encapsulated",
-};
-const char* const kPma[] = {
-    "port_xmit_data",
-    "port_rcv_data",
-    "port_xmit_packets",
-    "port_rcv_packets",
-    "unicast_xmit_packets",
-    "unicast_rcv_packets",
-    "multicast_xmit_packets",
-    "multicast_rcv_packets",
-    "symbol_error",
-    "link_error_recovery",
-    "link_downed",
-    "port_rcv_errors",
-    "port_rcv_remote_physical_errors",
-    "port_rcv_switch_relay_errors",
-    "port_xmit_discards",
-    "port_xmit_constraint_errors",
-    "port_rcv_constraint_errors",
-    "local_link_integrity_errors",
-    "excessive_buffer_overrun_errors",
-    "VL15_dropped",
-    "port_xmit_wait",
-};
-
-// Writes an 8-port mlx5 host (mlx5_0..7, one port each, four dual-port cards).
-void GenerateTree(const fs::path& sys, int ports) {
-  for (int i = 0; i < ports; ++i) {
-    const std::string bdf = absl::StrCat("0000:", 0x3b + i / 2, ":00.", i % 2);
-    const std::string dev = absl::StrCat("mlx5_", i);
-    const std::string netdev = absl::StrCat("ens", 1 + i / 2, "f", i % 2, "np", i % 2);
-    const fs::path pci = sys / "devices/pci0000:3a/0000:3a:00.0" / bdf;
-    WriteFile(pci / "vendor", "0x15b3\n");
-    WriteFile(pci / "device", "0x101d\n");
-    WriteFile(sys / "bus/pci/drivers/mlx5_core/uevent", "DRIVER=mlx5_core\n");
-    if (!fs::is_symlink(pci / "driver"))
-      Symlink("../../../../bus/pci/drivers/mlx5_core", pci / "driver");
-    const fs::path ib = pci / "infiniband" / dev;
-    WriteFile(ib / "fw_ver", "22.39.1002\n");
-    WriteFile(ib / "node_guid", absl::StrCat("b8ce:f603:00a1:b2", 10 + i, "\n"));
-    WriteFile(ib / "hca_type", "MT4125\n");
-    WriteFile(ib / "board_id", "MT_0000000359\n");
-    WriteFile(ib / "node_type", "1: CA\n");
-    Symlink("../../../" + bdf, ib / "device");
-    const fs::path port = ib / "ports/1";
-    WriteFile(port / "state", "4: ACTIVE\n");
-    WriteFile(port / "phys_state", "5: LinkUp\n");
-    WriteFile(port / "rate", "100 Gb/sec (4X EDR)\n");
-    WriteFile(port / "link_layer", "Ethernet\n");
-    WriteFile(port / "lid", "0x0\n");
-    WriteFile(port / "sm_lid", "0x0\n");
-    WriteFile(port / "lid_mask_count", "0\n");
-    WriteFile(port / "sm_sl", "0\n");
-    WriteFile(port / "cap_mask", "0x00010000\n");
-    for (int g = 0; g < 4; ++g) {
-      WriteFile(port / "gids" / absl::StrCat(g), g < 2
-                                                     ? "fe80:0000:0000:0000:bace:f6ff:fea1:b2c0\n"
-                                                     : "0000:0000:0000:0000:0000:ffff:c0a8:0a0b\n");
-      WriteFile(port / "gid_attrs/ndevs" / absl::StrCat(g), netdev + "\n");
-      WriteFile(port / "gid_attrs/types" / absl::StrCat(g), g % 2 ? "RoCE v2\n" : "IB/RoCE v1\n");
-    }
-    WriteFile(port / "hw_counters/lifespan", "10\n");
-    uint64_t v = 1000 + static_cast<uint64_t>(i) * 7919;
-    for (const char* n : kHw) WriteFile(port / "hw_counters" / n, absl::StrCat(v += 104729, "\n"));
-    for (const char* n : kPma) WriteFile(port / "counters" / n, absl::StrCat(v += 15485863, "\n"));
-    Symlink("../../" +
-                (fs::path("devices/pci0000:3a/0000:3a:00.0") / bdf / "infiniband" / dev).string(),
-            sys / "class/infiniband" / dev);
-    WriteFile(sys / "class/net" / netdev / "address", "b8:ce:f6:a1:b2:c0\n");
-    Symlink("../../../../../class/net/" + netdev, pci / "net" / netdev);
-  }
-}
 
 double ProcessCpuMicros() {
   struct timespec ts;
@@ -271,81 +156,7 @@ std::string Scrape(int port) {
   return resp.substr(body + 4);
 }
 
-// A saved `ethtool -S` dump played behind the ethtool ioctl seam: every
-// interface in `ifnames` answers ETHTOOL_GSSET_INFO / GSTRINGS / GSTATS with
-// the dump's statistics, in the dump's order; any other name is ENODEV.
-class FixtureEthtool {
- public:
-  // kInvalidArgument naming the file and line for a line that is not "name: u64".
-  static absl::StatusOr<FixtureEthtool> Load(const std::string& path,
-                                             std::set<std::string> ifnames) {
-    std::ifstream in(path);
-    if (!in) return absl::NotFoundError(absl::StrCat("cannot read ethtool fixture ", path));
-    FixtureEthtool f;
-    f.ifnames_ = std::move(ifnames);
-    std::string line;
-    int n = 0;
-    while (std::getline(in, line)) {
-      ++n;
-      absl::string_view l = absl::StripAsciiWhitespace(line);
-      if (l.empty() || absl::EndsWith(l, "statistics:")) continue;
-      const size_t colon = l.rfind(':');
-      uint64_t v = 0;
-      if (colon == absl::string_view::npos ||
-          !absl::SimpleAtoi(absl::StripAsciiWhitespace(l.substr(colon + 1)), &v)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(path, ":", n, ": not \"name: value\": ", line));
-      }
-      f.names_.emplace_back(absl::StripAsciiWhitespace(l.substr(0, colon)));
-      f.values_.push_back(v);
-    }
-    if (f.names_.empty()) return absl::InvalidArgumentError(path + ": no statistics");
-    return f;
-  }
-
-  size_t size() const { return names_.size(); }
-
-  int Ioctl(const std::string& ifname, void* cmd) const {
-    if (ifnames_.count(ifname) == 0) return -ENODEV;
-    uint32_t c;
-    std::memcpy(&c, cmd, sizeof(c));
-    const uint32_t n = static_cast<uint32_t>(names_.size());
-    if (c == ETHTOOL_GSSET_INFO) {
-      auto* info = static_cast<struct ethtool_sset_info*>(cmd);
-      if (info->sset_mask != (uint64_t{1} << ETH_SS_STATS)) return -EOPNOTSUPP;
-      info->data[0] = n;
-      return 0;
-    }
-    if (c == ETHTOOL_GSTRINGS) {
-      auto* gs = static_cast<struct ethtool_gstrings*>(cmd);
-      if (gs->string_set != ETH_SS_STATS || gs->len != n) {
-        gs->len = 0;
-        return 0;
-      }
-      for (uint32_t i = 0; i < n; ++i) {
-        char* dst = reinterpret_cast<char*>(gs->data) + i * ETH_GSTRING_LEN;
-        std::memset(dst, 0, ETH_GSTRING_LEN);
-        std::memcpy(dst, names_[i].data(), std::min<size_t>(names_[i].size(), ETH_GSTRING_LEN));
-      }
-      return 0;
-    }
-    if (c == ETHTOOL_GSTATS) {
-      auto* st = static_cast<struct ethtool_stats*>(cmd);
-      if (st->n_stats != n) {
-        st->n_stats = 0;
-        return 0;
-      }
-      for (uint32_t i = 0; i < n; ++i) st->data[i] = values_[i];
-      return 0;
-    }
-    return -EOPNOTSUPP;
-  }
-
- private:
-  std::set<std::string> ifnames_;
-  std::vector<std::string> names_;
-  std::vector<uint64_t> values_;
-};
+using bench::FixtureEthtool;
 
 // One agent counter path: an RDMA source plus ethtool (may be null: RDMA
 // only) in a group, its sampler, /metrics and stream encoder, as
@@ -568,7 +379,7 @@ int Main(int argc, char** argv) {
   if (fixture) {
     if (mkdtemp(tmpl) == nullptr) return 1;
     sys = (fs::path(tmpl) / "sys").string();
-    GenerateTree(sys, kPorts);
+    bench::WriteMlx5Tree(sys, kPorts);
     if (!exporters.empty()) {
       std::fprintf(stderr, "--node_exporter_sysfs needs --sysfs\n");
       return 2;

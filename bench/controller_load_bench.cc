@@ -44,6 +44,12 @@
 // settings (no keepalive pings, no BDP probes).
 // --controller_args passes flags to the controller (e.g. --stream_threads=N);
 // --with_sink=false measures the controller alone.
+// The Report (--report): host8 (default), the one an agent on an 8-port mlx5
+// host sends each second (bench/eight_nic_host: every counter the agent's
+// sysfs and ethtool sources read, about 440, with typical deltas; probe RTT
+// and host-delay sketches for two peer classes; the job signal of one sharded
+// data-parallel job), its probe and job sketches drawn per stream; or small,
+// the 64-counter, one-window Report of the figures before it (kept to compare).
 // Prints: BENCH controller_load_bench streams=N ... with ratios to the sink.
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -80,6 +86,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "bench/eight_nic_host.h"
 #include "bench/h2_agent_load.h"
 #include "bench/proc_stats.h"
 #include "google/protobuf/io/coded_stream.h"
@@ -125,6 +132,13 @@ ABSL_FLAG(int, flood_inflight, 2,
           "for one Report).");
 ABSL_FLAG(bool, h2_trace, false,
           "Raw generator: log every frame its first connection receives to stderr (debugging).");
+ABSL_FLAG(std::string, report, "host8",
+          "The Report each stream sends: host8 (an 8-port mlx5 host's, as its agent sends it: "
+          "~440 counters, probe sketches of two peer classes, a job's signal) or small (64 "
+          "counters and one probe window, the figures before host8).");
+ABSL_FLAG(std::string, ethtool_fixture,
+          std::string(ROCETUNE_SOURCE_DIR) + "/tests/fixtures/ethtool/mlx5_pfc_enabled.txt",
+          "--report=host8: the saved `ethtool -S` dump every port of the host answers with.");
 ABSL_FLAG(int, streams_per_connection, 1,
           "Agent streams sharing one TCP connection (HTTP/2 multiplexing). 1 = one connection "
           "per stream, as real agents connect.");
@@ -155,7 +169,7 @@ std::atomic<int> g_connected{0};
 std::atomic<int> g_failed{0};
 std::atomic<uint64_t> g_sent{0};
 
-AgentMessage MakeReportTemplate(int i) {
+AgentMessage SmallReportTemplate(int i) {
   AgentMessage m;
   rocetune::v1::Report* r = m.mutable_report();
   for (int c = 0; c < 64; ++c) {
@@ -185,6 +199,40 @@ AgentMessage MakeReportTemplate(int i) {
   return m;
 }
 
+// The 8-port host's Report and devices, built once per process (exits with
+// the reason when it cannot be).
+const rocetune::bench::HostReport& EightNicHost() {
+  static const rocetune::bench::HostReport* host = [] {
+    absl::StatusOr<rocetune::bench::HostReport> h = rocetune::bench::EightNicHostReport(
+        absl::GetFlag(FLAGS_ethtool_fixture), rocetune::bench::HostReportShape(), 0);
+    if (!h.ok()) {
+      std::fprintf(stderr, "cannot build the 8-port host's Report: %s\n",
+                   h.status().ToString().c_str());
+      std::exit(1);
+    }
+    return new rocetune::bench::HostReport(*std::move(h));
+  }();
+  return *host;
+}
+
+bool HostReports() { return absl::GetFlag(FLAGS_report) == "host8"; }
+
+// Stream i's Report: the host's counters (deltas a little apart per stream)
+// with probe and job sketches of its own.
+AgentMessage MakeReportTemplate(int i) {
+  if (!HostReports()) return SmallReportTemplate(i);
+  AgentMessage m;
+  *m.mutable_report() = EightNicHost().report;
+  for (rocetune::v1::CounterSample& c : *m.mutable_report()->mutable_counters()) {
+    if (c.delta() == 0) continue;
+    c.set_delta(c.delta() + static_cast<uint64_t>(i % 997));
+    c.set_rate_per_second(static_cast<double>(c.delta()));
+  }
+  rocetune::bench::FillProbesAndJobs(rocetune::bench::HostReportShape(), static_cast<uint32_t>(i),
+                                     m.mutable_report());
+  return m;
+}
+
 // Stream i's Report minus seq and timestamps (set per send; protobuf messages
 // concatenate), and its Hello, serialized: the same bytes for both generators.
 std::string ReportBodyBytes(int i) { return MakeReportTemplate(i).report().SerializeAsString(); }
@@ -194,6 +242,11 @@ std::string HelloBytes(int i) {
   hello.mutable_hello()->set_host_id(absl::StrCat("bench-", i));
   hello.mutable_hello()->set_hostname(absl::StrCat("bench-", i, ".example"));
   (*hello.mutable_hello()->mutable_labels())["rack"] = absl::StrCat("r", i % 16);
+  if (HostReports()) {
+    for (const rocetune::v1::NicDevice& d : EightNicHost().devices) {
+      *hello.mutable_hello()->add_devices() = d;
+    }
+  }
   return hello.SerializeAsString();
 }
 
@@ -577,7 +630,9 @@ RunResult RunOne(const std::string& self, const std::vector<std::string>& server
          absl::StrCat("--flood_inflight=", absl::GetFlag(FLAGS_flood_inflight)),
          absl::StrCat("--h2_trace=", absl::GetFlag(FLAGS_h2_trace) ? "true" : "false"),
          absl::StrCat("--generator_reads=",
-                      absl::GetFlag(FLAGS_generator_reads) ? "true" : "false")},
+                      absl::GetFlag(FLAGS_generator_reads) ? "true" : "false"),
+         "--report=" + absl::GetFlag(FLAGS_report),
+         "--ethtool_fixture=" + absl::GetFlag(FLAGS_ethtool_fixture)},
         true));
   }
   auto tell = [&](const std::string& cmd) {
@@ -708,6 +763,13 @@ int RunOrchestrator() {
       return 1;
     }
   }
+  if (absl::GetFlag(FLAGS_report) != "host8" && absl::GetFlag(FLAGS_report) != "small") {
+    std::fprintf(stderr, "controller_load_bench: --report wants host8 or small, not \"%s\"\n",
+                 absl::GetFlag(FLAGS_report).c_str());
+    return 2;
+  }
+  const size_t report_bytes = ReportBodyBytes(0).size();
+  const int report_counters = MakeReportTemplate(0).report().counters_size();
   bool quick = absl::GetFlag(FLAGS_quick);
   std::vector<int> counts;
   if (quick) {
@@ -747,7 +809,8 @@ int RunOrchestrator() {
           ready, n, seconds, warmup, &paced);
     if (!ctl.ok || (absl::GetFlag(FLAGS_with_sink) && !snk.ok)) rc = 1;
     std::printf(
-        "BENCH controller_load_bench streams=%d connected=%d/%d ctl_reports_per_s=%.0f "
+        "BENCH controller_load_bench streams=%d report=%s report_bytes=%zu report_counters=%d "
+        "connected=%d/%d ctl_reports_per_s=%.0f "
         "sink_reports_per_s=%.0f rate_vs_sink=%.2f ctl_flood_p99_ms=%.1f sink_flood_p99_ms=%.1f "
         "paced_offered_per_s=%.0f ctl_paced_per_s=%.0f sink_paced_per_s=%.0f "
         "ctl_p50_ms=%.2f ctl_p99_ms=%.2f sink_p99_ms=%.2f ctl_rss_mb=%.1f sink_rss_mb=%.1f "
@@ -758,7 +821,8 @@ int RunOrchestrator() {
         "sink_flood_rss_mb=%.1f "
         "ctl_kb_per_stream=%.1f sink_kb_per_stream=%.1f extra_kb_per_stream=%.1f "
         "extra_kb_per_stream_loaded=%.1f\n",
-        n, ctl.connected, snk.connected, ctl.flood_rate, snk.flood_rate,
+        n, absl::GetFlag(FLAGS_report).c_str(), report_bytes, report_counters, ctl.connected,
+        snk.connected, ctl.flood_rate, snk.flood_rate,
         snk.flood_rate > 0 ? ctl.flood_rate / snk.flood_rate : 0, ctl.flood_p99 * 1e3,
         snk.flood_p99 * 1e3, paced, ctl.paced_rate, snk.paced_rate, ctl.paced_p50 * 1e3,
         ctl.paced_p99 * 1e3, snk.paced_p99 * 1e3, ctl.rss_loaded_kb / 1024.0,

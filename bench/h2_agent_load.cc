@@ -13,6 +13,10 @@
 //    byte; if a server credited only in larger batches, the flood would stall
 //    at `flood_inflight` (H2AgentLoadStats::awaiting_credit shows it).
 //    With many messages queued (no in-flight bound) it does credit in batches.
+//    A Report larger than the window (an 8-port host's is about 83 KB against
+//    gRPC's 64 KB default stream window, BDP probing off) goes as gRPC's
+//    client sends it: what the window allows at once, the rest as credit
+//    returns (the server grows the window once it has read the length).
 //  * PING (BDP probes, when enabled): answered with a PING ACK, same payload.
 //  * HEADERS (response headers), DATA (the controller's pushes), CONTINUATION:
 //    skipped, DATA credited back once a quarter of our window is used.
@@ -197,6 +201,11 @@ struct Conn {
   std::vector<int64_t> uncredited_ends;
   std::string out;  // bytes the kernel has not taken yet
   size_t out_off = 0;
+  // The rest of a message larger than the stream's send window when it was
+  // sent (a real gRPC client sends what the window allows, then the rest as
+  // the server, having read the message's length, returns credit).
+  std::string pending;
+  size_t pending_off = 0;
   std::string in;    // an incomplete frame
   std::string body;  // the Report without seq and timestamps
 };
@@ -231,8 +240,14 @@ class Generator {
   void Write(Conn& c, const char* data, size_t size);
   void Flush(Conn& c);
   void SetWantOut(Conn& c, bool want);
-  // Sends one Report if the stream can now; `flood` also applies the in-flight bound.
+  // Sends one Report if the stream can now (after the rest of the previous
+  // one); `flood` also applies the in-flight bound.
   bool TrySendReport(Conn& c, bool flood);
+  // Frames as much of `data` as the windows allow as DATA frames and sends
+  // them; returns the bytes sent.
+  size_t SendData(Conn& c, const char* data, size_t size);
+  // Sends what the windows allow of the message the stream has pending.
+  void SendPending(Conn& c);
   void FloodFill(Conn& c) {
     while (TrySendReport(c, true)) {
     }
@@ -270,6 +285,7 @@ class Generator {
   size_t rr_ = 0;
   std::string commands_;
   std::string scratch_;
+  std::string message_;  // the Report being sent, unframed
   rocetune::v1::Report head_;
   H2AgentLoadStats stats_;
 };
@@ -326,6 +342,7 @@ void Generator::OnEvent(int i, uint32_t events) {
     Flush(c);
     MaybeUp(c);
   }
+  if (c.state == ConnState::kUp) SendPending(c);
   if (mode_ == Mode::kFlood && c.state == ConnState::kUp) FloodFill(c);
 }
 
@@ -624,7 +641,18 @@ void Generator::SetWantOut(Conn& c, bool want) {
 
 bool Generator::TrySendReport(Conn& c, bool flood) {
   if (c.state != ConnState::kUp || c.out_off < c.out.size()) return false;
+  if (!c.pending.empty()) {
+    SendPending(c);
+    if (!c.pending.empty() || c.state != ConnState::kUp || c.out_off < c.out.size()) {
+      ++stats_.window_blocked;
+      return false;
+    }
+  }
   if (flood && static_cast<int>(c.uncredited_ends.size()) >= opt_.flood_inflight) return false;
+  if (std::min(c.conn_window, c.stream_window) <= 0) {
+    ++stats_.window_blocked;
+    return false;
+  }
   using google::protobuf::io::CodedOutputStream;
   const int64_t now = NowNanos();
   head_.set_seq(c.seq + 1);
@@ -635,15 +663,9 @@ bool Generator::TrySendReport(Conn& c, bool flood) {
   // AgentMessage{report = 2}: tag, length, then the Report's bytes.
   const size_t msg_size =
       1 + CodedOutputStream::VarintSize32(static_cast<uint32_t>(report_size)) + report_size;
-  const int64_t payload = static_cast<int64_t>(kGrpcPrefix + msg_size);
-  if (payload > c.conn_window || payload > c.stream_window) {
-    ++stats_.window_blocked;
-    return false;
-  }
-  const size_t frames = (static_cast<size_t>(payload) + c.peer_max_frame - 1) / c.peer_max_frame;
-  // The message after room for every frame header, then framed in place.
-  scratch_.resize(frames * kFrameHeader + static_cast<size_t>(payload));
-  char* const msg = scratch_.data() + frames * kFrameHeader;
+  const size_t payload = kGrpcPrefix + msg_size;
+  message_.resize(payload);
+  char* const msg = message_.data();
   msg[0] = 0;  // not compressed
   PutU32(msg + 1, static_cast<uint32_t>(msg_size));
   auto* p = reinterpret_cast<uint8_t*>(msg + kGrpcPrefix);
@@ -651,29 +673,46 @@ bool Generator::TrySendReport(Conn& c, bool flood) {
   p = CodedOutputStream::WriteVarint32ToArray(static_cast<uint32_t>(report_size), p);
   p = head_.SerializeWithCachedSizesToArray(p);
   std::memcpy(p, c.body.data(), c.body.size());
-  if (frames == 1) {
-    PutFrameHeader(scratch_.data(), static_cast<uint32_t>(payload), kData, 0, kStreamId);
-  } else {
-    // Larger than the peer's frame size: split (the header slots all lead, so
-    // frame k's bytes move down by (frames - 1 - k) headers; copy front first).
-    size_t dst = 0, src = frames * kFrameHeader, left = static_cast<size_t>(payload);
-    while (left > 0) {
-      const size_t chunk = std::min<size_t>(left, c.peer_max_frame);
-      PutFrameHeader(scratch_.data() + dst, static_cast<uint32_t>(chunk), kData, 0, kStreamId);
-      std::memmove(scratch_.data() + dst + kFrameHeader, scratch_.data() + src, chunk);
-      dst += kFrameHeader + chunk;
-      src += chunk;
-      left -= chunk;
-    }
-  }
   ++c.seq;
-  c.conn_window -= payload;
-  c.stream_window -= payload;
-  c.stream_bytes_sent += payload;
+  c.stream_bytes_sent += static_cast<int64_t>(payload);
   c.uncredited_ends.push_back(c.stream_bytes_sent);
   ++stats_.sent;
-  Write(c, scratch_.data(), scratch_.size());
+  const size_t sent = SendData(c, message_.data(), payload);
+  if (sent < payload) {
+    ++stats_.split_by_window;
+    c.pending.assign(message_.data() + sent, payload - sent);
+    c.pending_off = 0;
+  }
   return c.state == ConnState::kUp;
+}
+
+size_t Generator::SendData(Conn& c, const char* data, size_t size) {
+  const int64_t window = std::min(c.conn_window, c.stream_window);
+  if (window <= 0 || size == 0) return 0;
+  const size_t n = std::min(size, static_cast<size_t>(window));
+  const size_t frames = (n + c.peer_max_frame - 1) / c.peer_max_frame;
+  scratch_.resize(frames * kFrameHeader + n);
+  size_t dst = 0, src = 0;
+  while (src < n) {
+    const size_t chunk = std::min<size_t>(n - src, c.peer_max_frame);
+    PutFrameHeader(scratch_.data() + dst, static_cast<uint32_t>(chunk), kData, 0, kStreamId);
+    std::memcpy(scratch_.data() + dst + kFrameHeader, data + src, chunk);
+    dst += kFrameHeader + chunk;
+    src += chunk;
+  }
+  c.conn_window -= static_cast<int64_t>(n);
+  c.stream_window -= static_cast<int64_t>(n);
+  Write(c, scratch_.data(), scratch_.size());
+  return n;
+}
+
+void Generator::SendPending(Conn& c) {
+  if (c.pending.empty() || c.state != ConnState::kUp || c.out_off < c.out.size()) return;
+  c.pending_off += SendData(c, c.pending.data() + c.pending_off, c.pending.size() - c.pending_off);
+  if (c.pending_off == c.pending.size()) {
+    c.pending.clear();
+    c.pending_off = 0;
+  }
 }
 
 void Generator::OnTimer() {
@@ -813,11 +852,13 @@ std::string H2AgentLoadStats::Summary() const {
   std::string s = absl::StrFormat(
       "h2_agent_load: up=%d failed=%d (connect=%d eof=%d rst_stream=%d goaway=%d end_stream=%d "
       "protocol=%d) sent=%llu send_calls=%llu partial_sends=%llu window_blocked=%llu "
+      "split_by_window=%llu "
       "window_updates_out=%llu data_bytes_in=%llu awaiting_credit=%d frames_in:",
       up, failed, connect_errors, eof, rst_stream, goaway, end_stream, protocol_errors,
       static_cast<unsigned long long>(sent), static_cast<unsigned long long>(send_calls),
       static_cast<unsigned long long>(partial_sends),
       static_cast<unsigned long long>(window_blocked),
+      static_cast<unsigned long long>(split_by_window),
       static_cast<unsigned long long>(window_updates_out),
       static_cast<unsigned long long>(data_bytes_in), awaiting_credit);
   for (int t = 0; t < 10; ++t) {

@@ -75,7 +75,10 @@ struct H2AgentLoadStats {
   uint64_t send_calls = 0;
   uint64_t partial_sends = 0;   // send() took part of a buffer (rest queued, EPOLLOUT)
   uint64_t window_blocked = 0;  // a send wanted was refused by an HTTP/2 window
-  std::string first_failure;    // which stream failed first, and why
+  // Reports larger than the send window when sent: what the window allowed
+  // went at once, the rest as the server returned credit.
+  uint64_t split_by_window = 0;
+  std::string first_failure;  // which stream failed first, and why
   // At quit: open streams with a message the server has not credited back yet
   // (after a drained idle phase 0 if the server returns window per message read).
   int awaiting_credit = 0;
