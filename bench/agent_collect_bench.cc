@@ -95,6 +95,7 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/slice.h"
 #include "prometheus/registry.h"
+#include "prometheus/text_serializer.h"
 #include "rocetune/v1/agent.pb.h"
 
 #ifndef ROCETUNE_SOURCE_DIR
@@ -186,6 +187,17 @@ class AgentPath {
   AgentMetrics* metrics() { return &metrics_; }
   size_t samples() const { return samples_; }
   size_t wire_bytes() const { return wire_bytes_; }
+  // The samples one scrape of this agent's /metrics returns (lines of the
+  // text exposition that are not comments): every series, a histogram's
+  // buckets, _sum and _count each counted.
+  size_t ScrapeSamples() const {
+    const std::string text = prometheus::TextSerializer().Serialize(registry_->Collect());
+    size_t n = 0;
+    for (absl::string_view line : absl::StrSplit(text, '\n')) {
+      n += !line.empty() && line[0] != '#' ? 1 : 0;
+    }
+    return n;
+  }
 
   // The headline round, as in SamplingLoop::Round: SampleOnce into a batch kept
   // across rounds, then the samples lent to a fresh Report and taken back.
@@ -609,6 +621,7 @@ int Main(int argc, char** argv) {
     put(ppre + "metrics_update_cpu_us", metrics_us);
     put(ppre + "serialize_cpu_us", serialize_us);
     line << " " << ppre << "report_bytes=" << p.wire_bytes();
+    line << " " << ppre << "metrics_samples_per_scrape=" << p.ScrapeSamples();
     if (plain) {
       const double per_series_us = ne0.series > 0 ? ne_us / ne0.series : 0.0;
       put("node_exporter_cpu_us_per_series", per_series_us, 2);
