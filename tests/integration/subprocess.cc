@@ -51,17 +51,18 @@ void Subprocess::Signal(int sig) {
 
 std::optional<int> Subprocess::Wait(absl::Duration timeout) {
   if (exit_code_.has_value() || pid_ <= 0) return exit_code_;
-  absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
+  const absl::Time deadline = absl::Now() + timeout;
+  // At least one look, so that Wait(0) (and Running()) sees an exit.
+  for (;;) {
     int status = 0;
     pid_t r = waitpid(pid_, &status, WNOHANG);
     if (r == pid_) {
       exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
       return exit_code_;
     }
+    if (absl::Now() >= deadline) return std::nullopt;
     absl::SleepFor(absl::Milliseconds(20));
   }
-  return std::nullopt;
 }
 
 bool Subprocess::Running() {
