@@ -1,0 +1,154 @@
+#include "tests/controller/store/etcd_cluster.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "tests/testing/test_support.h"
+
+namespace rocetune::testing {
+namespace {
+
+// A TCP port on 127.0.0.1 that was free a moment ago; -1 if none.
+int FreeLoopbackPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in a = {};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  int port = -1;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    port = ntohs(a.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
+}  // namespace
+
+EtcdCluster::EtcdCluster(std::string dir, int members) : dir_(std::move(dir)), members_(members) {}
+
+EtcdCluster::~EtcdCluster() { StopAll(); }
+
+void EtcdCluster::StopAll() {
+  for (std::unique_ptr<Subprocess>& p : procs_) {
+    if (p == nullptr) continue;
+    p->Signal(SIGTERM);
+    if (!p->Wait(absl::Seconds(5)).has_value()) p->Signal(SIGKILL);
+    p->Wait(absl::Seconds(5));
+  }
+  procs_.clear();
+}
+
+absl::Status EtcdCluster::Start(absl::Duration timeout) {
+  absl::Status last;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    last = StartOnce(timeout);
+    if (last.ok() || !absl::IsAborted(last)) return last;
+    StopAll();
+  }
+  return last;
+}
+
+absl::Status EtcdCluster::StartOnce(absl::Duration timeout) {
+  client_ports_.clear();
+  peer_ports_.clear();
+  for (int i = 0; i < members_; ++i) {
+    client_ports_.push_back(FreeLoopbackPort());
+    peer_ports_.push_back(FreeLoopbackPort());
+    if (client_ports_.back() < 0 || peer_ports_.back() < 0) {
+      return absl::UnavailableError("no free loopback port for etcd");
+    }
+  }
+  std::vector<std::string> cluster;
+  for (int i = 0; i < members_; ++i) {
+    cluster.push_back(absl::StrCat("m", i, "=http://127.0.0.1:", peer_ports_[i]));
+  }
+  const std::string token = absl::StrCat("rocetune-test-", getpid(), "-", client_ports_[0]);
+  for (int i = 0; i < members_; ++i) {
+    const std::string data = absl::StrCat(dir_, "/m", i, "-", client_ports_[i]);
+    std::filesystem::create_directories(data);
+    const std::string client = absl::StrCat("http://127.0.0.1:", client_ports_[i]);
+    const std::string peer = absl::StrCat("http://127.0.0.1:", peer_ports_[i]);
+    // Election timeout 2.5 s (default 1 s): a 2-core machine running the
+    // suite beside a build must not see spurious leader changes.
+    procs_.push_back(
+        std::make_unique<Subprocess>("/usr/bin/etcd",
+                                     std::vector<std::string>{"--name",
+                                                              absl::StrCat("m", i),
+                                                              "--data-dir",
+                                                              data,
+                                                              "--listen-client-urls",
+                                                              client,
+                                                              "--advertise-client-urls",
+                                                              client,
+                                                              "--listen-peer-urls",
+                                                              peer,
+                                                              "--initial-advertise-peer-urls",
+                                                              peer,
+                                                              "--initial-cluster",
+                                                              absl::StrJoin(cluster, ","),
+                                                              "--initial-cluster-state",
+                                                              "new",
+                                                              "--initial-cluster-token",
+                                                              token,
+                                                              "--heartbeat-interval",
+                                                              "250",
+                                                              "--election-timeout",
+                                                              "2500",
+                                                              "--logger",
+                                                              "zap",
+                                                              "--log-outputs",
+                                                              "stderr"},
+                                     absl::StrCat(dir_, "/etcd-m", i, ".log")));
+    if (!procs_.back()->Start()) {
+      return absl::InternalError(absl::StrCat("cannot start /usr/bin/etcd (member m", i, ")"));
+    }
+  }
+  const absl::Time deadline = absl::Now() + timeout;
+  for (int i = 0; i < members_; ++i) {
+    for (;;) {
+      if (absl::StrContains(HttpGet(client_ports_[i], "/health"), "\"health\":\"true\"")) break;
+      if (!procs_[i]->Running()) {
+        return absl::AbortedError(
+            absl::StrCat("etcd member m", i, " exited at start; log ", dir_, "/etcd-m", i, ".log"));
+      }
+      if (absl::Now() > deadline) {
+        return absl::DeadlineExceededError(absl::StrCat("etcd member m", i, " not healthy within ",
+                                                        absl::FormatDuration(timeout), "; log ",
+                                                        dir_, "/etcd-m", i, ".log"));
+      }
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> EtcdCluster::endpoints() const {
+  std::vector<std::string> out;
+  for (int p : client_ports_) out.push_back(absl::StrCat("127.0.0.1:", p));
+  return out;
+}
+
+void EtcdCluster::Kill(int i) {
+  if (i < 0 || i >= static_cast<int>(procs_.size())) return;
+  procs_[i]->Signal(SIGKILL);
+  procs_[i]->Wait(absl::Seconds(5));
+}
+
+std::string EtcdCluster::Log(int i) const {
+  if (i < 0 || i >= static_cast<int>(procs_.size())) return "";
+  return procs_[i]->Log();
+}
+
+}  // namespace rocetune::testing
