@@ -572,6 +572,8 @@ void Generator::Fail(Conn& c, Cause cause, absl::string_view detail) {
   std::string().swap(c.out);
   std::string().swap(c.in);
   std::string().swap(c.body);
+  std::string().swap(c.pending);
+  c.pending_off = 0;
   c.out_off = 0;
   if (was_setup) {
     --in_setup_;
@@ -642,11 +644,9 @@ void Generator::SetWantOut(Conn& c, bool want) {
 bool Generator::TrySendReport(Conn& c, bool flood) {
   if (c.state != ConnState::kUp || c.out_off < c.out.size()) return false;
   if (!c.pending.empty()) {
+    // The rest of the previous Report first (counted once, when it was split).
     SendPending(c);
-    if (!c.pending.empty() || c.state != ConnState::kUp || c.out_off < c.out.size()) {
-      ++stats_.window_blocked;
-      return false;
-    }
+    if (!c.pending.empty() || c.state != ConnState::kUp || c.out_off < c.out.size()) return false;
   }
   if (flood && static_cast<int>(c.uncredited_ends.size()) >= opt_.flood_inflight) return false;
   if (std::min(c.conn_window, c.stream_window) <= 0) {
@@ -678,6 +678,7 @@ bool Generator::TrySendReport(Conn& c, bool flood) {
   c.uncredited_ends.push_back(c.stream_bytes_sent);
   ++stats_.sent;
   const size_t sent = SendData(c, message_.data(), payload);
+  if (c.state != ConnState::kUp) return false;  // failed while sending: nothing to keep
   if (sent < payload) {
     ++stats_.split_by_window;
     c.pending.assign(message_.data() + sent, payload - sent);

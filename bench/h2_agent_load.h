@@ -57,8 +57,10 @@ struct H2AgentLoadOptions {
 struct H2AgentLoadStats {
   int up = 0;      // streams that completed the handshake (Hello written, SETTINGS read)
   int failed = 0;  // streams that failed, before or after being up
-  // Reports passed to send() (what the kernel refused stays queued and goes out
-  // on EPOLLOUT: the server gets every one while the loop runs).
+  // Reports started: passed to send() whole, or as much as the HTTP/2 windows
+  // allowed (split_by_window) with the rest sent as credit returns. What the
+  // kernel refused stays queued and goes out on EPOLLOUT: the server gets
+  // every one while the loop runs.
   uint64_t sent = 0;
   uint64_t frames_in[10] = {};  // received, by HTTP/2 frame type (0 DATA .. 9 CONTINUATION)
   uint64_t frames_in_other = 0;

@@ -6,6 +6,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "etcd/etcdserver/api/v3election/v3electionpb/v3election.grpc.pb.h"
@@ -28,7 +29,11 @@ namespace {
 absl::StatusOr<std::string> Target(const std::vector<std::string>& endpoints) {
   if (endpoints.empty()) return absl::InvalidArgumentError("etcd: no endpoint given");
   for (const std::string& e : endpoints) {
-    if (e.empty() || absl::StrContains(e, ",")) {
+    const size_t colon = e.rfind(':');
+    int port = 0;
+    if (e.empty() || absl::StrContains(e, ",") || colon == std::string::npos || colon == 0 ||
+        !absl::SimpleAtoi(absl::string_view(e).substr(colon + 1), &port) || port < 1 ||
+        port > 65535) {
       return absl::InvalidArgumentError(
           absl::StrCat("etcd: endpoint \"", e, "\" is not HOST:PORT"));
     }
@@ -97,7 +102,9 @@ absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Connect(const EtcdOption
 
 namespace {
 
+// No deadline for an infinite `timeout` (a campaign that waits until it leads).
 void SetDeadline(grpc::ClientContext* ctx, absl::Duration timeout) {
+  if (timeout == absl::InfiniteDuration()) return;
   ctx->set_deadline(std::chrono::system_clock::now() +
                     std::chrono::microseconds(absl::ToInt64Microseconds(timeout)));
 }
@@ -253,6 +260,9 @@ absl::Status EtcdClient::RevokeLease(int64_t lease) {
 
 absl::StatusOr<Leadership> EtcdClient::Campaign(const std::string& name, int64_t lease,
                                                 const std::string& value, absl::Duration wait) {
+  if (wait <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("etcd campaign: the wait must be positive (or infinite)");
+  }
   v3electionpb::CampaignRequest req;
   req.set_name(name);
   req.set_lease(lease);
@@ -281,8 +291,11 @@ absl::StatusOr<std::optional<KeyValue>> EtcdClient::Leader(const std::string& na
   grpc::ClientContext ctx;
   SetDeadline(&ctx, options_.timeout);
   const grpc::Status s = stubs_->election->Leader(&ctx, req, &resp);
-  // etcd answers "no leader" as an error (ErrElectionNoLeader).
-  if (!s.ok() && absl::StrContains(s.error_message(), "no leader")) {
+  // An election without a leader is an error of the election service
+  // (ErrElectionNoLeader, code UNKNOWN). Not to be confused with a member
+  // that lost its cluster's majority ("etcdserver: no leader", UNAVAILABLE):
+  // that is an error.
+  if (s.error_code() == grpc::StatusCode::UNKNOWN && s.error_message() == "election: no leader") {
     return std::optional<KeyValue>();
   }
   if (absl::Status st = FromGrpc(s, absl::StrCat("leader of \"", name, "\""), where_); !st.ok()) {

@@ -20,8 +20,10 @@
 namespace rocetune::controller::etcd {
 
 struct EtcdOptions {
-  // Client endpoints, "IPV4:PORT" each (one may also be any gRPC target, such
-  // as "localhost:2379"). With several, a call goes to the first that answers.
+  // Client endpoints, HOST:PORT each; with several, IPV4:PORT each. Several
+  // form one channel that uses the first member it can connect to and moves
+  // on when that member goes away (not when it is up but cut off from its
+  // cluster's majority: its calls then fail with its error).
   std::vector<std::string> endpoints;
   // Deadline of each call (a campaign's wait is its own).
   absl::Duration timeout = absl::Seconds(5);
@@ -55,8 +57,9 @@ class EtcdClient {
   EtcdClient(const EtcdClient&) = delete;
   EtcdClient& operator=(const EtcdClient&) = delete;
 
-  // Every call returns etcd's or gRPC's error as an absl::Status of the same
-  // code, its message naming the operation, the key and the endpoints.
+  // Every call returns gRPC's error (etcd's included) as an absl::Status of the
+  // same code, its message naming the operation, its key or lease, and the
+  // endpoints; refusals decided here say which code they use.
 
   // Writes `value` at `key` (attached to `lease` unless 0); the store's
   // revision after the write.
@@ -73,6 +76,7 @@ class EtcdClient {
                                     const std::vector<std::pair<std::string, std::string>>& puts);
 
   // A lease of `ttl` (whole seconds, at least 1; etcd may grant more): its id.
+  // An error etcd returns in the answer is kFailedPrecondition.
   absl::StatusOr<int64_t> GrantLease(absl::Duration ttl);
   // Renews `lease` once: the time it has left; kNotFound when it has expired.
   absl::StatusOr<absl::Duration> KeepAliveOnce(int64_t lease);
@@ -80,7 +84,9 @@ class EtcdClient {
   absl::Status RevokeLease(int64_t lease);
 
   // Campaigns in election `name` with `lease` and `value`: returns once this
-  // caller leads, or kDeadlineExceeded after `wait` while another does.
+  // caller leads, or kDeadlineExceeded after `wait` while another does
+  // (absl::InfiniteDuration(): until it leads). kInvalidArgument for a wait
+  // that is not positive.
   absl::StatusOr<Leadership> Campaign(const std::string& name, int64_t lease,
                                       const std::string& value, absl::Duration wait);
   // The leader's key of election `name`, or nullopt when nobody leads.

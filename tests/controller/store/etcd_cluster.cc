@@ -17,6 +17,8 @@
 namespace rocetune::testing {
 namespace {
 
+constexpr char kEtcd[] = "/usr/bin/etcd";
+
 // A TCP port on 127.0.0.1 that was free a moment ago; -1 if none.
 int FreeLoopbackPort() {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -60,7 +62,37 @@ absl::Status EtcdCluster::Start(absl::Duration timeout) {
   return last;
 }
 
+// GET /health on 127.0.0.1:`port` within `timeout` (connect and answer):
+// whether etcd said it is healthy.
+static bool Healthy(int port, absl::Duration timeout) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  timeval tv = absl::ToTimeval(timeout);
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  sockaddr_in a = {};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  std::string resp;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) {
+    const std::string req = "GET /health HTTP/1.0\r\n\r\n";
+    if (send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size())) {
+      char buf[4096];
+      ssize_t n;
+      while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) resp.append(buf, static_cast<size_t>(n));
+    }
+  }
+  close(fd);
+  return absl::StrContains(resp, "\"health\":\"true\"");
+}
+
 absl::Status EtcdCluster::StartOnce(absl::Duration timeout) {
+  if (access(kEtcd, X_OK) != 0) {
+    return absl::NotFoundError(absl::StrCat(kEtcd,
+                                            " not found: run scripts/install-deps "
+                                            "(Debian's etcd-server)"));
+  }
   client_ports_.clear();
   peer_ports_.clear();
   for (int i = 0; i < members_; ++i) {
@@ -112,13 +144,13 @@ absl::Status EtcdCluster::StartOnce(absl::Duration timeout) {
                                                               "stderr"},
                                      absl::StrCat(dir_, "/etcd-m", i, ".log")));
     if (!procs_.back()->Start()) {
-      return absl::InternalError(absl::StrCat("cannot start /usr/bin/etcd (member m", i, ")"));
+      return absl::InternalError(absl::StrCat("cannot start ", kEtcd, " (member m", i, ")"));
     }
   }
   const absl::Time deadline = absl::Now() + timeout;
   for (int i = 0; i < members_; ++i) {
     for (;;) {
-      if (absl::StrContains(HttpGet(client_ports_[i], "/health"), "\"health\":\"true\"")) break;
+      if (Healthy(client_ports_[i], absl::Seconds(2))) break;
       if (!procs_[i]->Running()) {
         return absl::AbortedError(
             absl::StrCat("etcd member m", i, " exited at start; log ", dir_, "/etcd-m", i, ".log"));
