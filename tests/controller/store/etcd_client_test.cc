@@ -217,5 +217,41 @@ TEST(EtcdClusterTest, AClientOfThreeMembersWritesOnWhenItsMemberDies) {
   EXPECT_EQ(rows->size(), 21u);
 }
 
+// The whole cluster goes down (every member killed) and comes back on its data
+// directories: the client, unchanged, writes again once a majority is back,
+// and every write acknowledged before is still there.
+TEST(EtcdClusterTest, EveryAcknowledgedWriteSurvivesARestartOfTheWholeCluster) {
+  const std::string dir = rocetune::testing::MakeTempDir("etcd_cluster_restart_test");
+  ASSERT_FALSE(dir.empty());
+  rocetune::testing::EtcdCluster cluster(dir, 3);
+  absl::Status s = cluster.Start(absl::Seconds(60));
+  ASSERT_TRUE(s.ok()) << s << "\n" << cluster.Log(0);
+  EtcdOptions o;
+  o.endpoints = cluster.endpoints();
+  o.timeout = absl::Seconds(5);
+  absl::StatusOr<std::unique_ptr<EtcdClient>> client = EtcdClient::Connect(o);
+  ASSERT_TRUE(client.ok()) << client.status();
+  for (int i = 0; i < 30; ++i) {
+    ASSERT_TRUE((*client)->Put(absl::StrCat("/rt/changes/c-", 100 + i), "DONE").ok()) << i;
+  }
+  for (int i = 0; i < 3; ++i) cluster.Kill(i);
+  absl::StatusOr<int64_t> down = (*client)->Put("/rt/changes/c-200", "during the outage");
+  EXPECT_FALSE(down.ok()) << "a write acknowledged with every member dead";
+  s = cluster.Restart({0, 1, 2});
+  ASSERT_TRUE(s.ok()) << s;
+  absl::StatusOr<int64_t> after;
+  EXPECT_TRUE(rocetune::testing::Eventually(
+      [&] {
+        after = (*client)->Put("/rt/changes/c-201", "after the restart");
+        return after.ok();
+      },
+      absl::Seconds(30), absl::Milliseconds(200)))
+      << after.status() << "\n"
+      << cluster.Log(0);
+  absl::StatusOr<std::vector<KeyValue>> rows = (*client)->GetPrefix("/rt/changes/");
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  EXPECT_EQ(rows->size(), 31u);
+}
+
 }  // namespace
 }  // namespace rocetune::controller::etcd

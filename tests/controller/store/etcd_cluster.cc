@@ -107,63 +107,85 @@ absl::Status EtcdCluster::StartOnce(absl::Duration timeout) {
     cluster.push_back(absl::StrCat("m", i, "=http://127.0.0.1:", peer_ports_[i]));
   }
   const std::string token = absl::StrCat("rocetune-test-", getpid(), "-", client_ports_[0]);
+  args_.clear();
   for (int i = 0; i < members_; ++i) {
     const std::string data = absl::StrCat(dir_, "/m", i, "-", client_ports_[i]);
     std::filesystem::create_directories(data);
     const std::string client = absl::StrCat("http://127.0.0.1:", client_ports_[i]);
     const std::string peer = absl::StrCat("http://127.0.0.1:", peer_ports_[i]);
     // Election timeout 2.5 s (default 1 s): a 2-core machine running the
-    // suite beside a build must not see spurious leader changes.
-    procs_.push_back(
-        std::make_unique<Subprocess>("/usr/bin/etcd",
-                                     std::vector<std::string>{"--name",
-                                                              absl::StrCat("m", i),
-                                                              "--data-dir",
-                                                              data,
-                                                              "--listen-client-urls",
-                                                              client,
-                                                              "--advertise-client-urls",
-                                                              client,
-                                                              "--listen-peer-urls",
-                                                              peer,
-                                                              "--initial-advertise-peer-urls",
-                                                              peer,
-                                                              "--initial-cluster",
-                                                              absl::StrJoin(cluster, ","),
-                                                              "--initial-cluster-state",
-                                                              "new",
-                                                              "--initial-cluster-token",
-                                                              token,
-                                                              "--heartbeat-interval",
-                                                              "250",
-                                                              "--election-timeout",
-                                                              "2500",
-                                                              "--logger",
-                                                              "zap",
-                                                              "--log-outputs",
-                                                              "stderr"},
-                                     absl::StrCat(dir_, "/etcd-m", i, ".log")));
-    if (!procs_.back()->Start()) {
+    // suite beside a build must not see spurious leader changes. A member
+    // restarted on its data directory ignores the --initial-* flags.
+    args_.push_back({"--name",
+                     absl::StrCat("m", i),
+                     "--data-dir",
+                     data,
+                     "--listen-client-urls",
+                     client,
+                     "--advertise-client-urls",
+                     client,
+                     "--listen-peer-urls",
+                     peer,
+                     "--initial-advertise-peer-urls",
+                     peer,
+                     "--initial-cluster",
+                     absl::StrJoin(cluster, ","),
+                     "--initial-cluster-state",
+                     "new",
+                     "--initial-cluster-token",
+                     token,
+                     "--heartbeat-interval",
+                     "250",
+                     "--election-timeout",
+                     "2500",
+                     "--logger",
+                     "zap",
+                     "--log-outputs",
+                     "stderr"});
+  }
+  procs_.resize(static_cast<size_t>(members_));
+  std::vector<int> all;
+  for (int i = 0; i < members_; ++i) all.push_back(i);
+  return Launch(all, timeout, /*retry_on_exit=*/true);
+}
+
+absl::Status EtcdCluster::Launch(const std::vector<int>& members, absl::Duration timeout,
+                                 bool retry_on_exit) {
+  for (int i : members) {
+    ++launches_;
+    procs_[i] = std::make_unique<Subprocess>(
+        kEtcd, args_[i], absl::StrCat(dir_, "/etcd-m", i, "-", launches_, ".log"));
+    if (!procs_[i]->Start()) {
       return absl::InternalError(absl::StrCat("cannot start ", kEtcd, " (member m", i, ")"));
     }
   }
   const absl::Time deadline = absl::Now() + timeout;
-  for (int i = 0; i < members_; ++i) {
+  for (int i : members) {
     for (;;) {
       if (Healthy(client_ports_[i], absl::Seconds(2))) break;
       if (!procs_[i]->Running()) {
-        return absl::AbortedError(
-            absl::StrCat("etcd member m", i, " exited at start; log ", dir_, "/etcd-m", i, ".log"));
+        const std::string what = absl::StrCat("etcd member m", i, " exited at start: ", LogTail(i));
+        return retry_on_exit ? absl::AbortedError(what) : absl::InternalError(what);
       }
       if (absl::Now() > deadline) {
         return absl::DeadlineExceededError(absl::StrCat("etcd member m", i, " not healthy within ",
-                                                        absl::FormatDuration(timeout), "; log ",
-                                                        dir_, "/etcd-m", i, ".log"));
+                                                        absl::FormatDuration(timeout), ": ",
+                                                        LogTail(i)));
       }
       absl::SleepFor(absl::Milliseconds(100));
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status EtcdCluster::Restart(const std::vector<int>& members, absl::Duration timeout) {
+  for (int i : members) {
+    if (i < 0 || i >= static_cast<int>(procs_.size())) {
+      return absl::InvalidArgumentError(absl::StrCat("no etcd member m", i));
+    }
+    Kill(i);
+  }
+  return Launch(members, timeout, /*retry_on_exit=*/false);
 }
 
 std::vector<std::string> EtcdCluster::endpoints() const {
@@ -173,13 +195,18 @@ std::vector<std::string> EtcdCluster::endpoints() const {
 }
 
 void EtcdCluster::Kill(int i) {
-  if (i < 0 || i >= static_cast<int>(procs_.size())) return;
+  if (i < 0 || i >= static_cast<int>(procs_.size()) || procs_[i] == nullptr) return;
   procs_[i]->Signal(SIGKILL);
   procs_[i]->Wait(absl::Seconds(5));
 }
 
+std::string EtcdCluster::LogTail(int i) const {
+  const std::string log = Log(i);
+  return log.size() > 2000 ? log.substr(log.size() - 2000) : log;
+}
+
 std::string EtcdCluster::Log(int i) const {
-  if (i < 0 || i >= static_cast<int>(procs_.size())) return "";
+  if (i < 0 || i >= static_cast<int>(procs_.size()) || procs_[i] == nullptr) return "";
   return procs_[i]->Log();
 }
 

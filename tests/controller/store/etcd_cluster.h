@@ -27,18 +27,27 @@ class EtcdCluster {
   std::vector<std::string> endpoints() const;
   // SIGKILLs member `i` (its endpoint then refuses connections).
   void Kill(int i);
-  // Member `i`'s log.
+  // SIGKILLs `members` (those still running) and starts them again on their
+  // data directories and ports; waits (up to `timeout`) until each is healthy.
+  absl::Status Restart(const std::vector<int>& members, absl::Duration timeout = absl::Seconds(60));
+  // Member `i`'s log (its current process's).
   std::string Log(int i) const;
 
  private:
+  std::string LogTail(int i) const;  // its last 2000 characters
   absl::Status StartOnce(absl::Duration timeout);
+  // Starts `members` with their arguments and waits until each is healthy; a
+  // member that exits is kAborted when `retry_on_exit` (Start tries other ports).
+  absl::Status Launch(const std::vector<int>& members, absl::Duration timeout, bool retry_on_exit);
   void StopAll();
 
   std::string dir_;
   int members_;
   std::vector<int> client_ports_;
   std::vector<int> peer_ports_;
+  std::vector<std::vector<std::string>> args_;  // each member's etcd arguments
   std::vector<std::unique_ptr<Subprocess>> procs_;
+  int launches_ = 0;  // numbers the logs
 };
 
 }  // namespace rocetune::testing
