@@ -47,6 +47,8 @@
 //        agent_collect_bench --sysfs=/sys --name=NAME
 //          [--node_exporter_sysfs=LABEL:PATH]... (real kernel; default LABEL sys, PATH /sys)
 //        agent_collect_bench --profile_rounds=N  (only N rounds, for perf record)
+//        --metrics_out=FILE: also writes the text of the agent's /metrics (its
+//          counters) after the run, for counting series by name
 #include <arpa/inet.h>
 #include <linux/ethtool.h>
 #include <netinet/in.h>
@@ -187,11 +189,15 @@ class AgentPath {
   AgentMetrics* metrics() { return &metrics_; }
   size_t samples() const { return samples_; }
   size_t wire_bytes() const { return wire_bytes_; }
+  // What a scrape of this agent's /metrics returns for its counters.
+  std::string Exposition() const {
+    return prometheus::TextSerializer().Serialize(registry_->Collect());
+  }
   // The samples one scrape of this agent's /metrics returns (lines of the
   // text exposition that are not comments): every series, a histogram's
   // buckets, _sum and _count each counted.
   size_t ScrapeSamples() const {
-    const std::string text = prometheus::TextSerializer().Serialize(registry_->Collect());
+    const std::string text = Exposition();
     size_t n = 0;
     for (absl::string_view line : absl::StrSplit(text, '\n')) {
       n += !line.empty() && line[0] != '#' ? 1 : 0;
@@ -332,6 +338,7 @@ int Main(int argc, char** argv) {
   int rounds = 1000;
   int scrapes = 300;
   int profile_rounds = 0;
+  std::string metrics_out;  // where to write the first path's /metrics text
   std::string exporter_binary = "/usr/bin/prometheus-node-exporter";
   std::string real_sysfs;  // empty: generate the fixture tree
   std::string bench_name = "agent_collect_bench";
@@ -355,6 +362,8 @@ int Main(int argc, char** argv) {
         std::fprintf(stderr, "--profile_rounds wants a whole number >= 1, got \"%s\"\n", argv[i]);
         return 2;
       }
+    } else if (absl::ConsumePrefix(&a, "--metrics_out=")) {
+      metrics_out = std::string(a);
     } else if (absl::ConsumePrefix(&a, "--node_exporter=")) {
       exporter_binary = std::string(a);
     } else if (absl::ConsumePrefix(&a, "--sysfs=")) {
@@ -377,7 +386,8 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: %s [--rounds=N] [--scrapes=N] [--node_exporter=PATH] "
                    "[--ethtool_fixture=FILE] [--sysfs=ROOT --name=NAME "
-                   "[--node_exporter_sysfs=LABEL:PATH]...] [--profile_rounds=N]\n",
+                   "[--node_exporter_sysfs=LABEL:PATH]...] [--profile_rounds=N] "
+                   "[--metrics_out=FILE]\n",
                    argv[0]);
       return 2;
     }
@@ -622,6 +632,7 @@ int Main(int argc, char** argv) {
     put(ppre + "serialize_cpu_us", serialize_us);
     line << " " << ppre << "report_bytes=" << p.wire_bytes();
     line << " " << ppre << "metrics_samples_per_scrape=" << p.ScrapeSamples();
+    if (plain && !metrics_out.empty()) std::ofstream(metrics_out) << p.Exposition();
     if (plain) {
       const double per_series_us = ne0.series > 0 ? ne_us / ne0.series : 0.0;
       put("node_exporter_cpu_us_per_series", per_series_us, 2);
