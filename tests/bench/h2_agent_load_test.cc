@@ -55,25 +55,11 @@ std::string ReportBody(int i) {
   return r.SerializeAsString();
 }
 
-// ~32 KB: the server's 4 MiB stream window then holds ~130 Reports, so a flood
-// without an in-flight bound runs into it.
-std::string BigReportBody(int i) {
+// A Report of `counters` counters of one port (about 33 bytes each), for
+// stream `i`.
+std::string ReportOfCounters(int counters, int i) {
   v1::Report r;
-  for (int c = 0; c < 800; ++c) {
-    v1::CounterSample* s = r.add_counters();
-    s->set_device("mlx5_0");
-    s->set_port(1);
-    s->set_name(absl::StrCat("counter_", c));
-    s->set_delta(100 + c + i);
-  }
-  return r.SerializeAsString();
-}
-
-// ~100 KB, above gRPC's 64 KB default stream window (an 8-port host's Report is
-// 83 KB): each goes out in parts as the server returns credit.
-std::string HugeReportBody(int i) {
-  v1::Report r;
-  for (int c = 0; c < 3000; ++c) {
+  for (int c = 0; c < counters; ++c) {
     v1::CounterSample* s = r.add_counters();
     s->set_device("mlx5_0");
     s->set_port(1);
@@ -82,6 +68,15 @@ std::string HugeReportBody(int i) {
   }
   return r.SerializeAsString();
 }
+
+// 800 counters, tens of KB: the server's 4 MiB stream window holds only some
+// hundred of them, so a flood without an in-flight bound runs into it.
+std::string BigReportBody(int i) { return ReportOfCounters(800, i); }
+
+// 3000 counters, above gRPC's 64 KB default stream window (the test checks;
+// an 8-port host's Report is 83 KB): each goes out in parts as the server
+// returns credit.
+std::string HugeReportBody(int i) { return ReportOfCounters(3000, i); }
 
 // The value of the sample `key` ("name" or "name{labels}") on /metrics, or -1.
 double Metric(int port, const std::string& key) {

@@ -115,6 +115,17 @@ absl::Status FromGrpc(const grpc::Status& s, const std::string& what, const std:
                       absl::StrCat("etcd ", what, " at ", where, ": ", s.error_message()));
 }
 
+// One unary call of `stub` (e.g. &etcdserverpb::KV::Stub::Put) within
+// `timeout`; gRPC's error as FromGrpc names it.
+template <typename Stub, typename Req, typename Resp>
+absl::Status Unary(Stub* stub, grpc::Status (Stub::*rpc)(grpc::ClientContext*, const Req&, Resp*),
+                   const Req& req, Resp* resp, absl::Duration timeout, const std::string& what,
+                   const std::string& where) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, timeout);
+  return FromGrpc((stub->*rpc)(&ctx, req, resp), what, where);
+}
+
 }  // namespace
 
 absl::StatusOr<int64_t> EtcdClient::Put(const std::string& key, const std::string& value,
@@ -124,10 +135,8 @@ absl::StatusOr<int64_t> EtcdClient::Put(const std::string& key, const std::strin
   req.set_value(value);
   req.set_lease(lease);
   etcdserverpb::PutResponse resp;
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, options_.timeout);
-  if (absl::Status s =
-          FromGrpc(stubs_->kv->Put(&ctx, req, &resp), absl::StrCat("put \"", key, "\""), where_);
+  if (absl::Status s = Unary(stubs_->kv.get(), &etcdserverpb::KV::Stub::Put, req, &resp,
+                             options_.timeout, absl::StrCat("put \"", key, "\""), where_);
       !s.ok()) {
     return s;
   }
@@ -138,10 +147,8 @@ absl::StatusOr<std::optional<KeyValue>> EtcdClient::Get(const std::string& key) 
   etcdserverpb::RangeRequest req;
   req.set_key(key);
   etcdserverpb::RangeResponse resp;
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, options_.timeout);
-  if (absl::Status s =
-          FromGrpc(stubs_->kv->Range(&ctx, req, &resp), absl::StrCat("get \"", key, "\""), where_);
+  if (absl::Status s = Unary(stubs_->kv.get(), &etcdserverpb::KV::Stub::Range, req, &resp,
+                             options_.timeout, absl::StrCat("get \"", key, "\""), where_);
       !s.ok()) {
     return s;
   }
@@ -156,10 +163,8 @@ absl::StatusOr<std::vector<KeyValue>> EtcdClient::GetPrefix(const std::string& p
   req.set_sort_order(etcdserverpb::RangeRequest::ASCEND);
   req.set_sort_target(etcdserverpb::RangeRequest::KEY);
   etcdserverpb::RangeResponse resp;
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, options_.timeout);
-  if (absl::Status s = FromGrpc(stubs_->kv->Range(&ctx, req, &resp),
-                                absl::StrCat("get prefix \"", prefix, "\""), where_);
+  if (absl::Status s = Unary(stubs_->kv.get(), &etcdserverpb::KV::Stub::Range, req, &resp,
+                             options_.timeout, absl::StrCat("get prefix \"", prefix, "\""), where_);
       !s.ok()) {
     return s;
   }
@@ -186,11 +191,11 @@ absl::StatusOr<int64_t> EtcdClient::FencedPut(
     p->set_value(value);
   }
   etcdserverpb::TxnResponse resp;
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, options_.timeout);
   const std::string what =
       absl::StrCat("fenced put of ", puts.size(), " key(s) as leader \"", leader.key, "\"");
-  if (absl::Status s = FromGrpc(stubs_->kv->Txn(&ctx, req, &resp), what, where_); !s.ok()) {
+  if (absl::Status s = Unary(stubs_->kv.get(), &etcdserverpb::KV::Stub::Txn, req, &resp,
+                             options_.timeout, what, where_);
+      !s.ok()) {
     return s;
   }
   if (!resp.succeeded()) {
@@ -208,10 +213,9 @@ absl::StatusOr<int64_t> EtcdClient::GrantLease(absl::Duration ttl) {
   etcdserverpb::LeaseGrantRequest req;
   req.set_ttl(seconds);
   etcdserverpb::LeaseGrantResponse resp;
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, options_.timeout);
-  if (absl::Status s = FromGrpc(stubs_->lease->LeaseGrant(&ctx, req, &resp),
-                                absl::StrCat("lease grant (", seconds, " s)"), where_);
+  if (absl::Status s =
+          Unary(stubs_->lease.get(), &etcdserverpb::Lease::Stub::LeaseGrant, req, &resp,
+                options_.timeout, absl::StrCat("lease grant (", seconds, " s)"), where_);
       !s.ok()) {
     return s;
   }
@@ -252,10 +256,8 @@ absl::Status EtcdClient::RevokeLease(int64_t lease) {
   etcdserverpb::LeaseRevokeRequest req;
   req.set_id(lease);
   etcdserverpb::LeaseRevokeResponse resp;
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, options_.timeout);
-  return FromGrpc(stubs_->lease->LeaseRevoke(&ctx, req, &resp),
-                  absl::StrCat("lease revoke of ", lease), where_);
+  return Unary(stubs_->lease.get(), &etcdserverpb::Lease::Stub::LeaseRevoke, req, &resp,
+               options_.timeout, absl::StrCat("lease revoke of ", lease), where_);
 }
 
 absl::StatusOr<Leadership> EtcdClient::Campaign(const std::string& name, int64_t lease,
@@ -268,11 +270,9 @@ absl::StatusOr<Leadership> EtcdClient::Campaign(const std::string& name, int64_t
   req.set_lease(lease);
   req.set_value(value);
   v3electionpb::CampaignResponse resp;
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, wait);
   if (absl::Status s =
-          FromGrpc(stubs_->election->Campaign(&ctx, req, &resp),
-                   absl::StrCat("campaign in \"", name, "\" with lease ", lease), where_);
+          Unary(stubs_->election.get(), &v3electionpb::Election::Stub::Campaign, req, &resp, wait,
+                absl::StrCat("campaign in \"", name, "\" with lease ", lease), where_);
       !s.ok()) {
     return s;
   }
@@ -313,10 +313,8 @@ absl::Status EtcdClient::Resign(const Leadership& leader) {
   k->set_rev(leader.create_revision);
   k->set_lease(leader.lease);
   v3electionpb::ResignResponse resp;
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, options_.timeout);
-  return FromGrpc(stubs_->election->Resign(&ctx, req, &resp),
-                  absl::StrCat("resign of \"", leader.key, "\""), where_);
+  return Unary(stubs_->election.get(), &v3electionpb::Election::Stub::Resign, req, &resp,
+               options_.timeout, absl::StrCat("resign of \"", leader.key, "\""), where_);
 }
 
 }  // namespace rocetune::controller::etcd

@@ -182,75 +182,75 @@ TEST_F(EtcdClientTest, BadOptionsAndAnUnreachableEtcdAreNamed) {
   EXPECT_THAT(put.status().message(), HasSubstr(gone[0]));
 }
 
-// Three members, the client given all three; member m0 (the first, which
-// the client's channel tries first) is killed: writes go on through another
-// member, and the cluster (two of three, still a majority) has every earlier
-// write.
-TEST(EtcdClusterTest, AClientOfThreeMembersWritesOnWhenItsMemberDies) {
-  const std::string dir = rocetune::testing::MakeTempDir("etcd_cluster_test");
-  ASSERT_FALSE(dir.empty());
-  rocetune::testing::EtcdCluster cluster(dir, 3);
-  absl::Status s = cluster.Start(absl::Seconds(60));
-  ASSERT_TRUE(s.ok()) << s << "\n" << cluster.Log(0);
-  EtcdOptions o;
-  o.endpoints = cluster.endpoints();
-  o.timeout = absl::Seconds(10);
-  absl::StatusOr<std::unique_ptr<EtcdClient>> client = EtcdClient::Connect(o);
-  ASSERT_TRUE(client.ok()) << client.status();
-  for (int i = 0; i < 20; ++i) {
-    ASSERT_TRUE((*client)->Put(absl::StrCat("/rt/audit/", 100 + i), "row").ok()) << i;
+// A 3-member cluster and a client given every member's endpoint.
+class EtcdClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string dir = rocetune::testing::MakeTempDir("etcd_cluster_test");
+    ASSERT_FALSE(dir.empty());
+    cluster_ = std::make_unique<rocetune::testing::EtcdCluster>(dir, 3);
+    absl::Status s = cluster_->Start(absl::Seconds(60));
+    ASSERT_TRUE(s.ok()) << s << "\n" << cluster_->Log(0);
+    EtcdOptions o;
+    o.endpoints = cluster_->endpoints();
+    o.timeout = absl::Seconds(5);
+    absl::StatusOr<std::unique_ptr<EtcdClient>> c = EtcdClient::Connect(o);
+    ASSERT_TRUE(c.ok()) << c.status();
+    client_ = *std::move(c);
   }
-  cluster.Kill(0);
-  // The first call after the kill may fail while the channel moves on (and
-  // while the cluster elects again if m0 led); one succeeds within 30 s.
-  absl::StatusOr<int64_t> after;
-  EXPECT_TRUE(rocetune::testing::Eventually(
-      [&] {
-        after = (*client)->Put("/rt/audit/120", "row after the kill");
-        return after.ok();
-      },
-      absl::Seconds(30), absl::Milliseconds(200)))
-      << after.status() << "\n"
-      << cluster.Log(1);
-  absl::StatusOr<std::vector<KeyValue>> rows = (*client)->GetPrefix("/rt/audit/");
-  ASSERT_TRUE(rows.ok()) << rows.status();
-  EXPECT_EQ(rows->size(), 21u);
+  // Writes `n` keys `prefix`0.. (each acknowledged).
+  void PutRows(const std::string& prefix, int n) {
+    for (int i = 0; i < n; ++i) {
+      ASSERT_TRUE(client_->Put(absl::StrCat(prefix, 100 + i), "row").ok()) << i;
+    }
+  }
+  // Tries to write `key` until it is acknowledged (at most 30 s: the first
+  // tries after a member died may fail while the channel moves on and the
+  // cluster elects again); its last status.
+  absl::Status PutEventually(const std::string& key) {
+    absl::Status last;
+    rocetune::testing::Eventually(
+        [&] {
+          last = client_->Put(key, "row").status();
+          return last.ok();
+        },
+        absl::Seconds(30), absl::Milliseconds(200));
+    return last;
+  }
+  size_t Rows(const std::string& prefix) {
+    absl::StatusOr<std::vector<KeyValue>> rows = client_->GetPrefix(prefix);
+    EXPECT_TRUE(rows.ok()) << rows.status();
+    return rows.ok() ? rows->size() : 0;
+  }
+
+  std::unique_ptr<rocetune::testing::EtcdCluster> cluster_;
+  std::unique_ptr<EtcdClient> client_;
+};
+
+// Member m0 (the first, which the client's channel tries first) is killed:
+// writes go on through another member, and the cluster (two of three, still
+// a majority) has every earlier write.
+TEST_F(EtcdClusterTest, AClientOfThreeMembersWritesOnWhenItsMemberDies) {
+  PutRows("/rt/audit/", 20);
+  cluster_->Kill(0);
+  absl::Status after = PutEventually("/rt/audit/120");
+  EXPECT_TRUE(after.ok()) << after << "\n" << cluster_->Log(1);
+  EXPECT_EQ(Rows("/rt/audit/"), 21u);
 }
 
 // The whole cluster goes down (every member killed) and comes back on its data
 // directories: the client, unchanged, writes again once a majority is back,
 // and every write acknowledged before is still there.
-TEST(EtcdClusterTest, EveryAcknowledgedWriteSurvivesARestartOfTheWholeCluster) {
-  const std::string dir = rocetune::testing::MakeTempDir("etcd_cluster_restart_test");
-  ASSERT_FALSE(dir.empty());
-  rocetune::testing::EtcdCluster cluster(dir, 3);
-  absl::Status s = cluster.Start(absl::Seconds(60));
-  ASSERT_TRUE(s.ok()) << s << "\n" << cluster.Log(0);
-  EtcdOptions o;
-  o.endpoints = cluster.endpoints();
-  o.timeout = absl::Seconds(5);
-  absl::StatusOr<std::unique_ptr<EtcdClient>> client = EtcdClient::Connect(o);
-  ASSERT_TRUE(client.ok()) << client.status();
-  for (int i = 0; i < 30; ++i) {
-    ASSERT_TRUE((*client)->Put(absl::StrCat("/rt/changes/c-", 100 + i), "DONE").ok()) << i;
-  }
-  for (int i = 0; i < 3; ++i) cluster.Kill(i);
-  absl::StatusOr<int64_t> down = (*client)->Put("/rt/changes/c-200", "during the outage");
-  EXPECT_FALSE(down.ok()) << "a write acknowledged with every member dead";
-  s = cluster.Restart({0, 1, 2});
+TEST_F(EtcdClusterTest, EveryAcknowledgedWriteSurvivesARestartOfTheWholeCluster) {
+  PutRows("/rt/changes/c-", 30);
+  for (int i = 0; i < 3; ++i) cluster_->Kill(i);
+  EXPECT_FALSE(client_->Put("/rt/changes/c-200", "during the outage").ok())
+      << "a write acknowledged with every member dead";
+  absl::Status s = cluster_->Restart({0, 1, 2});
   ASSERT_TRUE(s.ok()) << s;
-  absl::StatusOr<int64_t> after;
-  EXPECT_TRUE(rocetune::testing::Eventually(
-      [&] {
-        after = (*client)->Put("/rt/changes/c-201", "after the restart");
-        return after.ok();
-      },
-      absl::Seconds(30), absl::Milliseconds(200)))
-      << after.status() << "\n"
-      << cluster.Log(0);
-  absl::StatusOr<std::vector<KeyValue>> rows = (*client)->GetPrefix("/rt/changes/");
-  ASSERT_TRUE(rows.ok()) << rows.status();
-  EXPECT_EQ(rows->size(), 31u);
+  absl::Status after = PutEventually("/rt/changes/c-201");
+  EXPECT_TRUE(after.ok()) << after << "\n" << cluster_->Log(0);
+  EXPECT_EQ(Rows("/rt/changes/"), 31u);
 }
 
 }  // namespace
