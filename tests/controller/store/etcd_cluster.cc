@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "absl/strings/match.h"
@@ -161,18 +162,23 @@ absl::Status EtcdCluster::Launch(const std::vector<int>& members, absl::Duration
   }
   const absl::Time deadline = absl::Now() + timeout;
   for (int i : members) {
-    for (;;) {
-      if (Healthy(client_ports_[i], absl::Seconds(2))) break;
-      if (!procs_[i]->Running()) {
-        const std::string what = absl::StrCat("etcd member m", i, " exited at start: ", LogTail(i));
-        return retry_on_exit ? absl::AbortedError(what) : absl::InternalError(what);
-      }
-      if (absl::Now() > deadline) {
-        return absl::DeadlineExceededError(absl::StrCat("etcd member m", i, " not healthy within ",
-                                                        absl::FormatDuration(timeout), ": ",
-                                                        LogTail(i)));
-      }
-      absl::SleepFor(absl::Milliseconds(100));
+    // Healthy, or exited: either ends the wait (the shared poll, to the deadline).
+    bool exited = false;
+    const bool healthy = Eventually(
+        [&] {
+          if (Healthy(client_ports_[i], absl::Seconds(2))) return true;
+          exited = !procs_[i]->Running();
+          return exited;
+        },
+        std::max(deadline - absl::Now(), absl::ZeroDuration()), absl::Milliseconds(100));
+    if (exited) {
+      const std::string what = absl::StrCat("etcd member m", i, " exited at start: ", LogTail(i));
+      return retry_on_exit ? absl::AbortedError(what) : absl::InternalError(what);
+    }
+    if (!healthy) {
+      return absl::DeadlineExceededError(absl::StrCat("etcd member m", i, " not healthy within ",
+                                                      absl::FormatDuration(timeout), ": ",
+                                                      LogTail(i)));
     }
   }
   return absl::OkStatus();
